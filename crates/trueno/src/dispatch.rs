@@ -1,0 +1,112 @@
+//! Instantiates every op body once per ISA inside a `#[target_feature]` function, and hands
+//! out the instance for a backend only after detection proved the CPU can run it.
+//!
+//! The `Kernels` trait is the whole kernel surface: an op family is one method, an op is an
+//! enum value passed to it. Adding an ISA is one `impl_kernels!` line here.
+
+use crate::backend::Backend;
+use crate::error::Result;
+use crate::ops::{self, BinaryOp, HalfFormat, Reduce2Op, ReduceOp, UnaryOp};
+use crate::simd::Simd;
+use crate::simd::scalar::Scalar;
+
+/// The kernel families, each a safe method on a detected-ISA token.
+///
+/// Length contracts (checked by the public API before calling): every slice argument of
+/// one call has the same length, except `fold`-style inputs which are compared among
+/// themselves. `None` for an input means "read it from `dst`" (in-place forms).
+pub(crate) trait Kernels: Sync {
+    fn backend(&self) -> Backend;
+    fn unary(&self, op: UnaryOp, dst: &mut [f32], src: Option<&[f32]>);
+    fn binary(&self, op: BinaryOp, dst: &mut [f32], a: Option<&[f32]>, b: &[f32]);
+    fn fma(&self, dst: &mut [f32], a: &[f32], b: &[f32], c: Option<&[f32]>);
+    fn reduce(&self, op: ReduceOp, x: &[f32]) -> f64;
+    fn reduce2(&self, op: Reduce2Op, a: &[f32], b: &[f32]) -> f64;
+    fn dot_norms(&self, a: &[f32], b: &[f32]) -> [f64; 3];
+    fn arg_extreme(&self, x: &[f32], is_max: bool) -> usize;
+    fn softmax(&self, dst: &mut [f32], src: Option<&[f32]>);
+    fn log_softmax(&self, dst: &mut [f32], src: Option<&[f32]>);
+    fn widen(&self, fmt: HalfFormat, src: &[u16], dst: &mut [f32]);
+    fn narrow(&self, fmt: HalfFormat, src: &[f32], dst: &mut [u16]);
+}
+
+/// Implements `Kernels` for an ISA token: each method calls the generic op body inside a
+/// function compiled with the token's target features.
+macro_rules! impl_kernels {
+    ($token:ty $(, $features:literal)?) => {
+        impl Kernels for $token {
+            fn backend(&self) -> Backend {
+                <$token as Simd>::BACKEND
+            }
+            impl_kernels!(@m $token $(, $features)?; unary(op: UnaryOp, dst: &mut [f32], src: Option<&[f32]>) => ops::elementwise::unary_vec);
+            impl_kernels!(@m $token $(, $features)?; binary(op: BinaryOp, dst: &mut [f32], a: Option<&[f32]>, b: &[f32]) => ops::elementwise::binary_vec);
+            impl_kernels!(@m $token $(, $features)?; fma(dst: &mut [f32], a: &[f32], b: &[f32], c: Option<&[f32]>) => ops::elementwise::fma_vec);
+            impl_kernels!(@m $token $(, $features)?; reduce(op: ReduceOp, x: &[f32]) -> f64 => ops::reduce::reduce_vec);
+            impl_kernels!(@m $token $(, $features)?; reduce2(op: Reduce2Op, a: &[f32], b: &[f32]) -> f64 => ops::reduce::reduce2_vec);
+            impl_kernels!(@m $token $(, $features)?; dot_norms(a: &[f32], b: &[f32]) -> [f64; 3] => ops::reduce::dot_norms_vec);
+            impl_kernels!(@m $token $(, $features)?; arg_extreme(x: &[f32], is_max: bool) -> usize => ops::reduce::arg_extreme_vec);
+            impl_kernels!(@m $token $(, $features)?; softmax(dst: &mut [f32], src: Option<&[f32]>) => ops::softmax::softmax_vec);
+            impl_kernels!(@m $token $(, $features)?; log_softmax(dst: &mut [f32], src: Option<&[f32]>) => ops::softmax::log_softmax_vec);
+            impl_kernels!(@m $token $(, $features)?; widen(fmt: HalfFormat, src: &[u16], dst: &mut [f32]) => ops::convert::widen_vec);
+            impl_kernels!(@m $token $(, $features)?; narrow(fmt: HalfFormat, src: &[f32], dst: &mut [u16]) => ops::convert::narrow_vec);
+        }
+    };
+    (@m $token:ty, $features:literal; $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path) => {
+        #[inline]
+        fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            #[target_feature(enable = $features)]
+            fn $name(t: $token, $($arg: $ty),*) $(-> $ret)? {
+                $body(t, $($arg),*)
+            }
+            // SAFETY: `self` is a token, which exists only after run-time detection found
+            // every feature in its `target_feature` list on this CPU.
+            unsafe { $name(*self, $($arg),*) }
+        }
+    };
+    (@m $token:ty; $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path) => {
+        #[inline]
+        fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            $body(*self, $($arg),*)
+        }
+    };
+}
+
+impl_kernels!(Scalar);
+#[cfg(target_arch = "x86_64")]
+impl_kernels!(crate::simd::sse2::Sse2, "sse2");
+#[cfg(target_arch = "x86_64")]
+impl_kernels!(crate::simd::avx::Avx, "avx");
+#[cfg(target_arch = "x86_64")]
+impl_kernels!(crate::simd::avx2::Avx2, "avx2,fma,f16c");
+#[cfg(target_arch = "x86_64")]
+impl_kernels!(crate::simd::avx512::Avx512, "avx512f,avx2,fma,f16c");
+
+/// The kernels of `backend`, or why this CPU cannot run them.
+pub(crate) fn kernels_for(backend: Backend) -> Result<&'static dyn Kernels> {
+    backend.check_available()?;
+    let found: Option<&'static dyn Kernels> = match backend {
+        Backend::Scalar => Some(&Scalar),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Sse2 => crate::simd::sse2::Sse2::detect().map(leak),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx => crate::simd::avx::Avx::detect().map(leak),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx2 => crate::simd::avx2::Avx2::detect().map(leak),
+        #[cfg(target_arch = "x86_64")]
+        Backend::Avx512 => crate::simd::avx512::Avx512::detect().map(leak),
+        _ => None,
+    };
+    // check_available and the tokens' detect test the same features; a mismatch is a bug
+    // in this file, reported as unsupported rather than risking an illegal instruction.
+    found.ok_or_else(|| crate::error::TruenoError::UnsupportedBackend {
+        backend,
+        reason: "no kernels for this backend in this build".to_string(),
+    })
+}
+
+/// Gives a zero-sized token a `'static` home (no allocation happens for a ZST).
+#[cfg(target_arch = "x86_64")]
+fn leak<T: Kernels + 'static>(t: T) -> &'static dyn Kernels {
+    debug_assert_eq!(std::mem::size_of::<T>(), 0);
+    Box::leak(Box::new(t))
+}

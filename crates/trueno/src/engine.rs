@@ -1,0 +1,386 @@
+//! [`Engine`]: the slice-level public API. Validates arguments, picks the kernel instance
+//! for the op's class, splits large inputs across threads, and applies the optional
+//! [`JidokaGuard`].
+
+use std::sync::OnceLock;
+
+use crate::backend::{Backend, OpClass, backend_override};
+use crate::dispatch::{Kernels, kernels_for};
+use crate::error::{Result, TruenoError, check_len};
+use crate::jidoka::JidokaGuard;
+use crate::ops::{BinaryOp, Reduce2Op, ReduceOp, UnaryOp};
+
+/// Runs every operation on the ISA chosen for its [`OpClass`].
+///
+/// Cheap to copy. Get the process-wide one with [`engine()`] (honours `TRUENO_BACKEND`), or
+/// build one pinned to a backend with [`Engine::new`].
+///
+/// ```
+/// let e = trueno::engine()?;
+/// let (a, b) = ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]);
+/// let mut out = [0.0; 3];
+/// e.add_into(&a, &b, &mut out)?;
+/// assert_eq!(out, [5.0, 7.0, 9.0]);
+/// assert_eq!(e.dot(&a, &b)?, 32.0);
+/// # Ok::<(), trueno::TruenoError>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct Engine {
+    kernels: [&'static dyn Kernels; 4],
+    guard: Option<JidokaGuard>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Engine");
+        for class in OpClass::ALL {
+            d.field(class.name(), &self.backend(class));
+        }
+        d.field("guard", &self.guard).finish()
+    }
+}
+
+/// The process-wide engine: `TRUENO_BACKEND` if set, else the best ISA per class. Resolved
+/// once; an unknown or unsupported `TRUENO_BACKEND` is returned as an error on every call.
+pub fn engine() -> Result<&'static Engine> {
+    static GLOBAL: OnceLock<Result<Engine>> = OnceLock::new();
+    GLOBAL
+        .get_or_init(Engine::from_env)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Input length from which elementwise work is split across threads, per class.
+#[cfg(feature = "parallel")]
+fn parallel_threshold(class: OpClass) -> usize {
+    match class {
+        OpClass::Transcendental => 1 << 15,
+        _ => 1 << 19,
+    }
+}
+
+impl Engine {
+    /// Every class on `backend`; an error if this CPU cannot run it.
+    pub fn new(backend: Backend) -> Result<Engine> {
+        let k = kernels_for(backend)?;
+        Ok(Engine {
+            kernels: [k; 4],
+            guard: None,
+        })
+    }
+
+    /// Each class on its preferred backend ([`OpClass::preferred_backend`]), ignoring the
+    /// environment.
+    pub fn auto() -> Engine {
+        let pick = |c: OpClass| {
+            kernels_for(c.preferred_backend())
+                .or_else(|_| kernels_for(Backend::Scalar))
+                .expect("the scalar backend is always available")
+        };
+        Engine {
+            kernels: OpClass::ALL.map(pick),
+            guard: None,
+        }
+    }
+
+    /// [`Engine::new`] with the backend named by `TRUENO_BACKEND`, else [`Engine::auto`].
+    pub fn from_env() -> Result<Engine> {
+        match backend_override()? {
+            Some(b) => Engine::new(b),
+            None => Ok(Engine::auto()),
+        }
+    }
+
+    /// The same engine with every output checked by `guard`.
+    pub fn with_guard(mut self, guard: JidokaGuard) -> Engine {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// The backend that runs operations of `class`.
+    pub fn backend(&self, class: OpClass) -> Backend {
+        self.k(class).backend()
+    }
+
+    pub(crate) fn k(&self, class: OpClass) -> &'static dyn Kernels {
+        self.kernels[class.index()]
+    }
+
+    pub(crate) fn checked(&self, op: &'static str, out: &[f32]) -> Result<()> {
+        match &self.guard {
+            Some(g) => g.check(op, out),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn checked_scalar(&self, op: &'static str, v: f32) -> Result<f32> {
+        self.checked(op, std::slice::from_ref(&v)).map(|_| v)
+    }
+
+    /// Runs `f(offset, dst_chunk)` over `dst`, in parallel above the class threshold.
+    pub(crate) fn split(
+        &self,
+        class: OpClass,
+        dst: &mut [f32],
+        f: impl Fn(usize, &mut [f32]) + Sync,
+    ) {
+        #[cfg(feature = "parallel")]
+        if dst.len() >= parallel_threshold(class) && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            let parts = rayon::current_num_threads() * 4;
+            let chunk = dst.len().div_ceil(parts).next_multiple_of(64);
+            dst.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, d)| f(i * chunk, d));
+            return;
+        }
+        let _ = class;
+        f(0, dst)
+    }
+
+    fn unary(
+        &self,
+        name: &'static str,
+        op: UnaryOp,
+        dst: &mut [f32],
+        src: Option<&[f32]>,
+    ) -> Result<()> {
+        if let Some(x) = src {
+            check_len(name, "out", x.len(), dst.len())?;
+        }
+        let k = self.k(op.class());
+        self.split(op.class(), dst, |o, d| {
+            k.unary(op, d, src.map(|x| &x[o..o + d.len()]))
+        });
+        self.checked(name, dst)
+    }
+
+    fn binary(
+        &self,
+        name: &'static str,
+        op: BinaryOp,
+        dst: &mut [f32],
+        a: Option<&[f32]>,
+        b: &[f32],
+    ) -> Result<()> {
+        check_len(name, "b", dst.len(), b.len())?;
+        if let Some(a) = a {
+            check_len(name, "b", a.len(), b.len())?;
+        }
+        let k = self.k(OpClass::Elementwise);
+        self.split(OpClass::Elementwise, dst, |o, d| {
+            let r = o..o + d.len();
+            k.binary(op, d, a.map(|a| &a[r.clone()]), &b[r]);
+        });
+        self.checked(name, dst)
+    }
+
+    pub(crate) fn reduce(&self, op: ReduceOp, x: &[f32]) -> f64 {
+        let k = self.k(OpClass::Reduction);
+        #[cfg(feature = "parallel")]
+        if x.len() >= parallel_threshold(OpClass::Reduction) && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            let chunk = x
+                .len()
+                .div_ceil(rayon::current_num_threads())
+                .next_multiple_of(4096);
+            let parts: Vec<f64> = x.par_chunks(chunk).map(|c| k.reduce(op, c)).collect();
+            return match op {
+                ReduceOp::Max | ReduceOp::MaxAbs => {
+                    parts.into_iter().fold(f64::NEG_INFINITY, nan_max)
+                }
+                ReduceOp::Min => -parts
+                    .into_iter()
+                    .map(|v| -v)
+                    .fold(f64::NEG_INFINITY, nan_max),
+                _ => parts.into_iter().sum(),
+            };
+        }
+        k.reduce(op, x)
+    }
+
+    pub(crate) fn reduce2(
+        &self,
+        name: &'static str,
+        op: Reduce2Op,
+        a: &[f32],
+        b: &[f32],
+    ) -> Result<f64> {
+        check_len(name, "b", a.len(), b.len())?;
+        let k = self.k(OpClass::Reduction);
+        #[cfg(feature = "parallel")]
+        if a.len() >= parallel_threshold(OpClass::Reduction) && rayon::current_num_threads() > 1 {
+            use rayon::prelude::*;
+            let chunk = a
+                .len()
+                .div_ceil(rayon::current_num_threads())
+                .next_multiple_of(4096);
+            return Ok(a
+                .par_chunks(chunk)
+                .zip(b.par_chunks(chunk))
+                .map(|(x, y)| k.reduce2(op, x, y))
+                .sum());
+        }
+        Ok(k.reduce2(op, a, b))
+    }
+}
+
+/// max that lets a NaN win.
+fn nan_max(acc: f64, v: f64) -> f64 {
+    if acc.is_nan() || v.is_nan() {
+        f64::NAN
+    } else {
+        acc.max(v)
+    }
+}
+
+/// Declares the `_into` / `_inplace` pair of a one-input elementwise op.
+macro_rules! unary_api {
+    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty),*) => $op:expr; )*) => {
+        impl Engine {
+            $(
+                $(#[$doc])*
+                #[doc = concat!("\n\nWrites into `out`, which must have `x.len()` elements.")]
+                pub fn $into(&self, x: &[f32], $($p: $pt,)* out: &mut [f32]) -> Result<()> {
+                    let op = $op;
+                    self.unary($name, op?, out, Some(x))
+                }
+                #[doc = concat!("In-place form of [`Engine::", stringify!($into), "`].")]
+                pub fn $inplace(&self, x: &mut [f32] $(, $p: $pt)*) -> Result<()> {
+                    let op = $op;
+                    self.unary($name, op?, x, None)
+                }
+            )*
+        }
+    };
+}
+
+fn ok(op: UnaryOp) -> Result<UnaryOp> {
+    Ok(op)
+}
+
+fn clamp_op(lo: f32, hi: f32) -> Result<UnaryOp> {
+    if lo.is_nan() || hi.is_nan() || lo > hi {
+        return Err(TruenoError::InvalidArgument {
+            op: "clamp",
+            reason: format!("bounds must be ordered and not NaN, got lo = {lo}, hi = {hi}"),
+        });
+    }
+    Ok(UnaryOp::Clamp(lo, hi))
+}
+
+unary_api! {
+    /// `|x|`.
+    abs_into, abs_inplace, "abs", () => ok(UnaryOp::Abs);
+    /// `-x`.
+    neg_into, neg_inplace, "neg", () => ok(UnaryOp::Neg);
+    /// `sqrt(x)` (NaN for negative x), correctly rounded.
+    sqrt_into, sqrt_inplace, "sqrt", () => ok(UnaryOp::Sqrt);
+    /// `1 / x`, correctly rounded (a division, not an estimate).
+    recip_into, recip_inplace, "recip", () => ok(UnaryOp::Recip);
+    /// `alpha * x`.
+    scale_into, scale_inplace, "scale", (alpha: f32) => ok(UnaryOp::Scale(alpha));
+    /// `x + c`.
+    add_scalar_into, add_scalar_inplace, "add_scalar", (c: f32) => ok(UnaryOp::AddScalar(c));
+    /// `min(max(x, lo), hi)`; NaN stays NaN. Error if `lo > hi` or a bound is NaN.
+    clamp_into, clamp_inplace, "clamp", (lo: f32, hi: f32) => clamp_op(lo, hi);
+    /// `e^x` (max relative error 2 ulp; see `activations::exp`).
+    exp_into, exp_inplace, "exp", () => ok(UnaryOp::Exp);
+    /// Natural logarithm (max relative error 2 ulp away from 1).
+    ln_into, ln_inplace, "ln", () => ok(UnaryOp::Ln);
+    /// `max(x, 0)`, NaN-propagating.
+    relu_into, relu_inplace, "relu", () => ok(UnaryOp::Relu);
+    /// `x` for `x >= 0`, else `alpha * x`.
+    leaky_relu_into, leaky_relu_inplace, "leaky_relu", (alpha: f32) => ok(UnaryOp::LeakyRelu(alpha));
+    /// `x` for `x > 0`, else `alpha * (e^x - 1)` (computed without cancellation).
+    elu_into, elu_inplace, "elu", (alpha: f32) => ok(UnaryOp::Elu(alpha));
+    /// Logistic sigmoid `1 / (1 + e^-x)`.
+    sigmoid_into, sigmoid_inplace, "sigmoid", () => ok(UnaryOp::Sigmoid);
+    /// Hyperbolic tangent.
+    tanh_into, tanh_inplace, "tanh", () => ok(UnaryOp::Tanh);
+    /// GELU, tanh approximation (as PyTorch `approximate="tanh"`).
+    gelu_into, gelu_inplace, "gelu", () => ok(UnaryOp::GeluTanh);
+    /// GELU, exact erf form `x * Φ(x)`.
+    gelu_erf_into, gelu_erf_inplace, "gelu_erf", () => ok(UnaryOp::GeluErf);
+    /// SiLU (swish) `x * sigmoid(x)`.
+    silu_into, silu_inplace, "silu", () => ok(UnaryOp::Silu);
+    /// `ln(1 + e^x)`, accurate in both tails.
+    softplus_into, softplus_inplace, "softplus", () => ok(UnaryOp::Softplus);
+    /// `x * relu6(x + 3) / 6`.
+    hardswish_into, hardswish_inplace, "hardswish", () => ok(UnaryOp::Hardswish);
+    /// Mish `x * tanh(softplus(x))`.
+    mish_into, mish_inplace, "mish", () => ok(UnaryOp::Mish);
+}
+
+/// Declares the `_into` / `_inplace` pair of a two-input elementwise op.
+macro_rules! binary_api {
+    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty),*) => $op:expr; )*) => {
+        impl Engine {
+            $(
+                $(#[$doc])*
+                #[doc = "\n\nWrites into `out`; `a`, `b` and `out` must have equal lengths."]
+                pub fn $into(&self, a: &[f32], b: &[f32], $($p: $pt,)* out: &mut [f32]) -> Result<()> {
+                    self.binary($name, $op, out, Some(a), b)
+                }
+                #[doc = concat!("In-place form of [`Engine::", stringify!($into), "`]: the result replaces `a`.")]
+                pub fn $inplace(&self, a: &mut [f32], b: &[f32] $(, $p: $pt)*) -> Result<()> {
+                    self.binary($name, $op, a, None, b)
+                }
+            )*
+        }
+    };
+}
+
+binary_api! {
+    /// `a + b`.
+    add_into, add_inplace, "add", () => BinaryOp::Add;
+    /// `a - b`.
+    sub_into, sub_inplace, "sub", () => BinaryOp::Sub;
+    /// `a * b`.
+    mul_into, mul_inplace, "mul", () => BinaryOp::Mul;
+    /// `a / b` (IEEE: x/0 is ±inf or NaN).
+    div_into, div_inplace, "div", () => BinaryOp::Div;
+    /// Elementwise minimum, NaN-propagating (torch.minimum).
+    minimum_into, minimum_inplace, "minimum", () => BinaryOp::Min;
+    /// Elementwise maximum, NaN-propagating (torch.maximum).
+    maximum_into, maximum_inplace, "maximum", () => BinaryOp::Max;
+    /// Linear interpolation `a + t * (b - a)`.
+    lerp_into, lerp_inplace, "lerp", (t: f32) => BinaryOp::Lerp(t);
+}
+
+impl Engine {
+    /// `alpha * x + y` into `out` (all equal lengths).
+    pub fn axpy_into(&self, alpha: f32, x: &[f32], y: &[f32], out: &mut [f32]) -> Result<()> {
+        self.binary("axpy", BinaryOp::Axpy(alpha), out, Some(y), x)
+    }
+
+    /// BLAS `axpy`: `y = alpha * x + y`.
+    pub fn axpy(&self, alpha: f32, x: &[f32], y: &mut [f32]) -> Result<()> {
+        self.binary("axpy", BinaryOp::Axpy(alpha), y, None, x)
+    }
+
+    /// `a * b + c` into `out` (fused where the ISA has FMA).
+    pub fn fma_into(&self, a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) -> Result<()> {
+        check_len("fma", "b", a.len(), b.len())?;
+        check_len("fma", "c", a.len(), c.len())?;
+        check_len("fma", "out", a.len(), out.len())?;
+        let k = self.k(OpClass::Elementwise);
+        self.split(OpClass::Elementwise, out, |o, d| {
+            let r = o..o + d.len();
+            k.fma(d, &a[r.clone()], &b[r.clone()], Some(&c[r]))
+        });
+        self.checked("fma", out)
+    }
+
+    /// Accumulating fma: `acc = a * b + acc`.
+    pub fn fma_inplace(&self, acc: &mut [f32], a: &[f32], b: &[f32]) -> Result<()> {
+        check_len("fma", "a", acc.len(), a.len())?;
+        check_len("fma", "b", acc.len(), b.len())?;
+        let k = self.k(OpClass::Elementwise);
+        self.split(OpClass::Elementwise, acc, |o, d| {
+            let r = o..o + d.len();
+            k.fma(d, &a[r.clone()], &b[r], None)
+        });
+        self.checked("fma", acc)
+    }
+}

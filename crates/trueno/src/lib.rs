@@ -1,0 +1,41 @@
+//! trueno: compute primitives that run fast on every CPU.
+//!
+//! Each operation is written once over a small SIMD primitive trait and instantiated for
+//! scalar, SSE2, AVX, AVX2+FMA and AVX-512; the best instance per operation class is chosen
+//! at run time (override with `TRUENO_BACKEND=scalar|sse2|avx|avx2|avx512`).
+//!
+//! - [`Vector`]: owned vectors with allocating and in-place methods.
+//! - [`Engine`]: the same operations on slices, with `_into(out)` and `_inplace` forms; get
+//!   the process-wide one with [`engine()`] or pin a backend with [`Engine::new`].
+//! - [`activations`]: the canonical scalar definitions every backend is tested against.
+//! - [`JidokaGuard`]: opt-in NaN/Inf checks on outputs.
+//!
+//! ```
+//! use trueno::{Backend, Engine, Vector};
+//! let x = Vector::from_slice(&[-1.0, 0.0, 2.0]);
+//! let y = x.relu()?;
+//! assert_eq!(y.as_slice(), &[0.0, 0.0, 2.0]);
+//!
+//! // Pin the portable backend, e.g. to compare against it.
+//! let scalar = Engine::new(Backend::Scalar)?;
+//! assert_eq!(scalar.sum(&[1.0, 2.0, 3.0])?, 6.0);
+//! # Ok::<(), trueno::TruenoError>(())
+//! ```
+
+pub mod activations;
+pub mod backend;
+mod convert;
+mod dispatch;
+mod engine;
+mod error;
+mod jidoka;
+mod ops;
+mod reductions;
+mod simd;
+mod vector;
+
+pub use backend::{Backend, OpClass, available_cpu_backends, select_best_available_backend};
+pub use engine::{Engine, engine};
+pub use error::{Result, TruenoError};
+pub use jidoka::JidokaGuard;
+pub use vector::Vector;

@@ -1,0 +1,94 @@
+//! The elementwise and reduction drivers every op body runs through: one loop shape,
+//! main body plus padded tail, written once for all ISAs.
+
+use crate::simd::Simd;
+
+/// Vectors handled per main-loop iteration: enough independent work to cover FMA latency.
+const UNROLL: usize = 4;
+
+/// Elements per reduction block; each block's partial result is flushed to an f64 total,
+/// which bounds f32 rounding growth by the block length instead of the input length.
+pub(crate) const BLOCK: usize = 4096;
+
+/// `dst[i] = f(dst[i], [srcs[0][i], ...])` over `dst.len()` elements.
+///
+/// Each source must be at least as long as `dst` (callers check lengths and return an
+/// error first). Lanes past the end of a partial tail vector are loaded as `pad`, and `f`
+/// sees them: an `f` that accumulates must pick a `pad` that is neutral for it.
+#[inline(always)]
+pub(crate) fn map_n<S: Simd, const N: usize>(
+    s: S,
+    dst: &mut [f32],
+    srcs: [&[f32]; N],
+    pad: f32,
+    mut f: impl FnMut(S::V, [S::V; N]) -> S::V,
+) {
+    let n = dst.len();
+    let srcs = srcs.map(|x| &x[..n]);
+    let l = S::LANES;
+    let mut i = 0;
+    while i + UNROLL * l <= n {
+        for u in 0..UNROLL {
+            let j = i + u * l;
+            let v = f(s.load(&dst[j..]), srcs.map(|x| s.load(&x[j..])));
+            s.store(v, &mut dst[j..]);
+        }
+        i += UNROLL * l;
+    }
+    while i + l <= n {
+        let v = f(s.load(&dst[i..]), srcs.map(|x| s.load(&x[i..])));
+        s.store(v, &mut dst[i..]);
+        i += l;
+    }
+    if i < n {
+        let v = f(
+            s.load_partial(&dst[i..], pad),
+            srcs.map(|x| s.load_partial(&x[i..], pad)),
+        );
+        s.store_partial(v, &mut dst[i..]);
+    }
+}
+
+/// A reduction over `srcs` (all of one length) with `K` vector accumulators.
+///
+/// `step` folds one vector of each source into the accumulators; `combine` merges two
+/// accumulator sets (the main loop keeps `UNROLL` of them for instruction-level
+/// parallelism); `flush(block_start, acc)` receives each block's merged accumulators.
+/// Tail lanes are loaded as `pad`, which must be neutral for `step`.
+#[inline(always)]
+pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
+    s: S,
+    srcs: [&[f32]; N],
+    pad: f32,
+    init: [S::V; K],
+    step: impl Fn(&mut [S::V; K], [S::V; N]),
+    combine: impl Fn([S::V; K], [S::V; K]) -> [S::V; K],
+    mut flush: impl FnMut(usize, [S::V; K]),
+) {
+    let n = srcs.first().map_or(0, |x| x.len());
+    let srcs = srcs.map(|x| &x[..n]);
+    let l = S::LANES;
+    let mut start = 0;
+    while start < n {
+        let end = (start + BLOCK).min(n);
+        let mut acc = [init; UNROLL];
+        let mut i = start;
+        while i + UNROLL * l <= end {
+            for (u, a) in acc.iter_mut().enumerate() {
+                let j = i + u * l;
+                step(a, srcs.map(|x| s.load(&x[j..])));
+            }
+            i += UNROLL * l;
+        }
+        while i + l <= end {
+            step(&mut acc[0], srcs.map(|x| s.load(&x[i..])));
+            i += l;
+        }
+        if i < end {
+            step(&mut acc[0], srcs.map(|x| s.load_partial(&x[i..end], pad)));
+        }
+        let merged = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
+        flush(start, merged);
+        start = end;
+    }
+}

@@ -1,0 +1,54 @@
+//! Numerically stable softmax and log-softmax: subtract the maximum before exponentiating.
+
+use super::map::{BLOCK, map_n};
+use super::math;
+use super::reduce::{ReduceOp, reduce_vec};
+use crate::simd::Simd;
+
+/// `dst = exp(x - max) / sum(exp(x - max))` with `x = src`, or `dst` itself when `src` is
+/// `None`. Three passes: max; exp and block sums (f64 across blocks); scale. The input must
+/// not be empty; a NaN anywhere makes every output NaN.
+#[inline(always)]
+pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
+    let m = s.splat(reduce_vec(s, ReduceOp::Max, src.unwrap_or(&*dst)) as f32);
+    let mut total = 0.0f64;
+    for (i, db) in dst.chunks_mut(BLOCK).enumerate() {
+        let mut acc = s.zero();
+        // Pad lanes with -inf: exp(-inf - max) = 0 adds nothing to the sum.
+        let mut f = |v| {
+            let e = math::exp(s, s.sub(v, m));
+            acc = s.add(acc, e);
+            e
+        };
+        match src {
+            Some(x) => map_n(s, db, [&x[i * BLOCK..]], f32::NEG_INFINITY, |_, [v]| f(v)),
+            None => map_n(s, db, [], f32::NEG_INFINITY, |v, []| f(v)),
+        }
+        total += s.reduce_add(acc) as f64;
+    }
+    let inv = s.splat((1.0 / total) as f32);
+    map_n(s, dst, [], 1.0, |d, []| s.mul(d, inv));
+}
+
+/// `dst = x - max - ln(sum(exp(x - max)))`, `x` as in [`softmax_vec`].
+#[inline(always)]
+pub(crate) fn log_softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
+    let x = src.unwrap_or(&*dst);
+    let max = reduce_vec(s, ReduceOp::Max, x) as f32;
+    let m = s.splat(max);
+    let mut total = 0.0f64;
+    super::map::fold_blocks(
+        s,
+        [x],
+        f32::NEG_INFINITY,
+        [s.zero()],
+        |[acc], [v]| *acc = s.add(*acc, math::exp(s, s.sub(v, m))),
+        |[a], [b]| [s.add(a, b)],
+        |_, [acc]| total += s.reduce_add(acc) as f64,
+    );
+    let shift = s.splat(max + total.ln() as f32);
+    match src {
+        Some(x) => map_n(s, dst, [x], 1.0, |_, [v]| s.sub(v, shift)),
+        None => map_n(s, dst, [], 1.0, |v, []| s.sub(v, shift)),
+    }
+}

@@ -1,0 +1,186 @@
+//! Reductions, similarity measures, normalisation and softmax on [`Engine`].
+
+use crate::backend::OpClass;
+use crate::engine::Engine;
+use crate::error::{Result, check_len, check_nonempty};
+use crate::ops::{Reduce2Op, ReduceOp, UnaryOp};
+
+impl Engine {
+    /// Sum of `x` (0 for empty input). Blocked summation with an f64 total: the error is at
+    /// most `(4096 / (4 * lanes) + log2(4 * lanes) + 1) * 2^-24 * sum|x_i|`, independent of
+    /// the length (see `ops::reduce` for the order).
+    pub fn sum(&self, x: &[f32]) -> Result<f32> {
+        self.checked_scalar("sum", self.reduce(ReduceOp::Sum, x) as f32)
+    }
+
+    /// Dot product (0 for empty input), with the error bound of [`Engine::sum`] on the
+    /// products.
+    pub fn dot(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        let d = self.reduce2("dot", Reduce2Op::Dot, a, b)?;
+        self.checked_scalar("dot", d as f32)
+    }
+
+    /// Largest element; NaN if any element is NaN. Error on empty input.
+    pub fn max(&self, x: &[f32]) -> Result<f32> {
+        check_nonempty("max", x.len())?;
+        self.checked_scalar("max", self.reduce(ReduceOp::Max, x) as f32)
+    }
+
+    /// Smallest element; NaN if any element is NaN. Error on empty input.
+    pub fn min(&self, x: &[f32]) -> Result<f32> {
+        check_nonempty("min", x.len())?;
+        self.checked_scalar("min", self.reduce(ReduceOp::Min, x) as f32)
+    }
+
+    /// Index of the first largest element (of the first NaN, if any). Error on empty input.
+    pub fn argmax(&self, x: &[f32]) -> Result<usize> {
+        check_nonempty("argmax", x.len())?;
+        Ok(self.k(OpClass::Reduction).arg_extreme(x, true))
+    }
+
+    /// Index of the first smallest element (of the first NaN, if any). Error on empty input.
+    pub fn argmin(&self, x: &[f32]) -> Result<usize> {
+        check_nonempty("argmin", x.len())?;
+        Ok(self.k(OpClass::Reduction).arg_extreme(x, false))
+    }
+
+    /// Arithmetic mean. Error on empty input.
+    pub fn mean(&self, x: &[f32]) -> Result<f32> {
+        check_nonempty("mean", x.len())?;
+        self.checked_scalar(
+            "mean",
+            (self.reduce(ReduceOp::Sum, x) / x.len() as f64) as f32,
+        )
+    }
+
+    /// Population variance (divides by n, numpy's default `ddof=0`), two passes: the mean,
+    /// then the mean squared deviation from it. Error on empty input.
+    pub fn variance(&self, x: &[f32]) -> Result<f32> {
+        check_nonempty("variance", x.len())?;
+        let mean = (self.reduce(ReduceOp::Sum, x) / x.len() as f64) as f32;
+        let ss = self.reduce(ReduceOp::SumSqDev(mean), x);
+        self.checked_scalar("variance", (ss / x.len() as f64) as f32)
+    }
+
+    /// Population standard deviation, `sqrt(variance)`. Error on empty input.
+    pub fn stddev(&self, x: &[f32]) -> Result<f32> {
+        let v = self.variance(x)?;
+        self.checked_scalar("stddev", v.sqrt())
+    }
+
+    /// `sum |x_i|` (0 for empty input).
+    pub fn norm_l1(&self, x: &[f32]) -> Result<f32> {
+        self.checked_scalar("norm_l1", self.reduce(ReduceOp::SumAbs, x) as f32)
+    }
+
+    /// Euclidean norm `sqrt(sum x_i^2)` (0 for empty input). Squares are summed in f32
+    /// blocks; when that overflows or underflows, the input is rescaled by its largest
+    /// magnitude and summed again, so the result is finite whenever the true norm is.
+    pub fn norm_l2(&self, x: &[f32]) -> Result<f32> {
+        self.checked_scalar("norm_l2", self.l2(x))
+    }
+
+    fn l2(&self, x: &[f32]) -> f32 {
+        let ss = self.reduce(ReduceOp::SumSq, x);
+        if ss.is_finite() && ss > 1e-30 {
+            return ss.sqrt() as f32;
+        }
+        let big = self.reduce(ReduceOp::MaxAbs, x);
+        if big == 0.0 || !big.is_finite() {
+            return big as f32; // 0, +inf or NaN: already the answer
+        }
+        let mut scaled = vec![0.0f32; x.len()];
+        let k = self.k(OpClass::Elementwise);
+        k.unary(UnaryOp::Scale((1.0 / big) as f32), &mut scaled, Some(x));
+        let ss = self.reduce(ReduceOp::SumSq, &scaled);
+        (ss.sqrt() * big) as f32
+    }
+
+    /// Largest magnitude `max |x_i|` (0 for empty input); NaN if any element is NaN.
+    pub fn norm_linf(&self, x: &[f32]) -> Result<f32> {
+        if x.is_empty() {
+            return Ok(0.0);
+        }
+        self.checked_scalar("norm_linf", self.reduce(ReduceOp::MaxAbs, x) as f32)
+    }
+
+    /// Cosine similarity `a·b / (|a| |b|)`, clamped to [-1, 1]; 0 when either vector is
+    /// zero (as PyTorch's eps-guarded form gives). Error on empty input.
+    pub fn cosine(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        check_len("cosine", "b", a.len(), b.len())?;
+        check_nonempty("cosine", a.len())?;
+        let [ab, aa, bb] = self.k(OpClass::Reduction).dot_norms(a, b);
+        let c = if aa == 0.0 || bb == 0.0 {
+            0.0
+        } else {
+            (ab / (aa.sqrt() * bb.sqrt())).clamp(-1.0, 1.0)
+        };
+        self.checked_scalar("cosine", c as f32)
+    }
+
+    /// Euclidean distance `|a - b|_2` (0 for empty input).
+    pub fn euclidean(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        let d = self.reduce2("euclidean", Reduce2Op::SqDist, a, b)?;
+        self.checked_scalar("euclidean", d.sqrt() as f32)
+    }
+
+    /// Manhattan distance `|a - b|_1` (0 for empty input).
+    pub fn manhattan(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        let d = self.reduce2("manhattan", Reduce2Op::AbsDist, a, b)?;
+        self.checked_scalar("manhattan", d as f32)
+    }
+
+    /// `x / |x|_2` into `out`. A zero vector stays zero (as `torch.nn.functional.normalize`).
+    pub fn normalize_into(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
+        check_len("normalize", "out", x.len(), out.len())?;
+        out.copy_from_slice(x);
+        self.normalize_inplace(out)
+    }
+
+    /// In-place form of [`Engine::normalize_into`].
+    pub fn normalize_inplace(&self, x: &mut [f32]) -> Result<()> {
+        let n = self.l2(x) as f64;
+        if n == 0.0 {
+            return Ok(());
+        }
+        let mut inv = 1.0 / n;
+        if !(inv as f32).is_finite() {
+            // |x| is subnormal: lift it first so that 1/|x| is representable.
+            self.scale_inplace(x, 2f32.powi(64))?;
+            inv /= 2f64.powi(64);
+        }
+        self.scale_inplace(x, inv as f32)?;
+        self.checked("normalize", x)
+    }
+
+    /// Softmax `e^(x_i - max) / sum_j e^(x_j - max)` into `out`. Error on empty input; a
+    /// NaN input makes every output NaN.
+    pub fn softmax_into(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
+        check_len("softmax", "out", x.len(), out.len())?;
+        check_nonempty("softmax", x.len())?;
+        self.k(OpClass::Transcendental).softmax(out, Some(x));
+        self.checked("softmax", out)
+    }
+
+    /// In-place form of [`Engine::softmax_into`].
+    pub fn softmax_inplace(&self, x: &mut [f32]) -> Result<()> {
+        check_nonempty("softmax", x.len())?;
+        self.k(OpClass::Transcendental).softmax(x, None);
+        self.checked("softmax", x)
+    }
+
+    /// Log-softmax `x_i - max - ln(sum_j e^(x_j - max))` into `out`. Error on empty input.
+    pub fn log_softmax_into(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
+        check_len("log_softmax", "out", x.len(), out.len())?;
+        check_nonempty("log_softmax", x.len())?;
+        self.k(OpClass::Transcendental).log_softmax(out, Some(x));
+        self.checked("log_softmax", out)
+    }
+
+    /// In-place form of [`Engine::log_softmax_into`].
+    pub fn log_softmax_inplace(&self, x: &mut [f32]) -> Result<()> {
+        check_nonempty("log_softmax", x.len())?;
+        self.k(OpClass::Transcendental).log_softmax(x, None);
+        self.checked("log_softmax", x)
+    }
+}
