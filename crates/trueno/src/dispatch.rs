@@ -54,6 +54,8 @@ macro_rules! impl_kernels {
     (@m $token:ty, $features:literal; $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path) => {
         #[inline]
         fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            #[cfg(test)]
+            trace::record(<$token as Simd>::BACKEND);
             #[target_feature(enable = $features)]
             fn $name(t: $token, $($arg: $ty),*) $(-> $ret)? {
                 $body(t, $($arg),*)
@@ -66,6 +68,8 @@ macro_rules! impl_kernels {
     (@m $token:ty; $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path) => {
         #[inline]
         fn $name(&self, $($arg: $ty),*) $(-> $ret)? {
+            #[cfg(test)]
+            trace::record(<$token as Simd>::BACKEND);
             $body(*self, $($arg),*)
         }
     };
@@ -109,4 +113,116 @@ pub(crate) fn kernels_for(backend: Backend) -> Result<&'static dyn Kernels> {
 fn leak<T: Kernels + 'static>(t: T) -> &'static dyn Kernels {
     debug_assert_eq!(std::mem::size_of::<T>(), 0);
     Box::leak(Box::new(t))
+}
+
+/// Test-only record of which backend's kernels ran on this thread, so tests can prove a
+/// pinned backend really executed (not merely that it was selected).
+#[cfg(test)]
+pub(crate) mod trace {
+    use std::cell::RefCell;
+
+    use crate::backend::Backend;
+
+    thread_local! {
+        static RAN: RefCell<Vec<Backend>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(crate) fn record(b: Backend) {
+        RAN.with(|r| r.borrow_mut().push(b));
+    }
+
+    /// The backends that ran since the last call, clearing the record.
+    pub(crate) fn take() -> Vec<Backend> {
+        RAN.with(|r| std::mem::take(&mut *r.borrow_mut()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::trace;
+    use crate::backend::{Backend, available_cpu_backends};
+
+    /// Runs one op of every class through the process-wide engine, as `TRUENO_BACKEND`
+    /// configured it, and returns the backends whose kernels ran.
+    fn run_every_class() -> Vec<Backend> {
+        let e = crate::engine().expect("engine");
+        let x: Vec<f32> = (0..100).map(|i| i as f32 * 0.1).collect();
+        let mut out = vec![0.0; 100];
+        let mut half = vec![0u16; 100];
+        trace::take();
+        e.add_into(&x, &x, &mut out).unwrap();
+        e.exp_into(&x, &mut out).unwrap();
+        e.sum(&x).unwrap();
+        e.f32_to_f16(&x, &mut half).unwrap();
+        trace::take()
+    }
+
+    /// Child half of `override_pins_every_class`: only does work when the parent set
+    /// `TRUENO_TEST_EXPECT`.
+    #[test]
+    fn override_child() {
+        let Ok(expect) = std::env::var("TRUENO_TEST_EXPECT") else {
+            return;
+        };
+        if expect == "error" {
+            assert!(
+                crate::engine().is_err(),
+                "an invalid TRUENO_BACKEND must be an error"
+            );
+            return;
+        }
+        let ran = run_every_class();
+        assert_eq!(ran.len(), 4);
+        for b in ran {
+            assert_eq!(b.name(), expect, "a kernel of the wrong backend ran");
+        }
+    }
+
+    fn child(backend: &str, expect: &str) -> std::process::Output {
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "dispatch::tests::override_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("TRUENO_BACKEND", backend)
+            .env("TRUENO_TEST_EXPECT", expect)
+            .output()
+            .unwrap()
+    }
+
+    #[test]
+    fn override_pins_every_class_and_that_backend_runs() {
+        for b in available_cpu_backends() {
+            let out = child(b.name(), b.name());
+            assert!(
+                out.status.success(),
+                "TRUENO_BACKEND={b}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+                "child did not run"
+            );
+        }
+        for bad in ["avx9000", "neon", "cuda"] {
+            let out = child(bad, "error");
+            assert!(
+                out.status.success(),
+                "TRUENO_BACKEND={bad}: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
+
+    #[test]
+    fn auto_engine_runs_the_preferred_backend_per_class() {
+        let e = crate::Engine::auto();
+        for class in crate::OpClass::ALL {
+            assert_eq!(e.backend(class), class.preferred_backend());
+        }
+    }
 }

@@ -81,10 +81,14 @@ impl Engine {
     }
 
     fn l2(&self, x: &[f32]) -> f32 {
+        if x.is_empty() {
+            return 0.0;
+        }
         let ss = self.reduce(ReduceOp::SumSq, x);
         if ss.is_finite() && ss > 1e-30 {
             return ss.sqrt() as f32;
         }
+        // Squares overflowed (or an element is inf/NaN), or they may have underflowed.
         let big = self.reduce(ReduceOp::MaxAbs, x);
         if big == 0.0 || !big.is_finite() {
             return big as f32; // 0, +inf or NaN: already the answer

@@ -6,9 +6,13 @@ use crate::simd::Simd;
 /// Vectors handled per main-loop iteration: enough independent work to cover FMA latency.
 const UNROLL: usize = 4;
 
-/// Elements per reduction block; each block's partial result is flushed to an f64 total,
-/// which bounds f32 rounding growth by the block length instead of the input length.
-pub(crate) const BLOCK: usize = 4096;
+/// Elements per reduction block for an ISA of `lanes` lanes: each of the `UNROLL * lanes`
+/// partial sums takes 64 elements per block, then the block's total is flushed to f64. This
+/// bounds f32 rounding growth by a constant instead of the input length, the same on every
+/// ISA.
+pub(crate) const fn block_len(lanes: usize) -> usize {
+    64 * UNROLL * lanes
+}
 
 /// `dst[i] = f(dst[i], [srcs[0][i], ...])` over `dst.len()` elements.
 ///
@@ -70,7 +74,7 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
     let l = S::LANES;
     let mut start = 0;
     while start < n {
-        let end = (start + BLOCK).min(n);
+        let end = (start + block_len(l)).min(n);
         let mut acc = [init; UNROLL];
         let mut i = start;
         while i + UNROLL * l <= end {

@@ -1,6 +1,6 @@
 //! Numerically stable softmax and log-softmax: subtract the maximum before exponentiating.
 
-use super::map::{BLOCK, map_n};
+use super::map::{block_len, map_n};
 use super::math;
 use super::reduce::{ReduceOp, reduce_vec};
 use crate::simd::Simd;
@@ -12,7 +12,8 @@ use crate::simd::Simd;
 pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
     let m = s.splat(reduce_vec(s, ReduceOp::Max, src.unwrap_or(&*dst)) as f32);
     let mut total = 0.0f64;
-    for (i, db) in dst.chunks_mut(BLOCK).enumerate() {
+    let block = block_len(S::LANES);
+    for (i, db) in dst.chunks_mut(block).enumerate() {
         let mut acc = s.zero();
         // Pad lanes with -inf: exp(-inf - max) = 0 adds nothing to the sum.
         let mut f = |v| {
@@ -21,7 +22,7 @@ pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
             e
         };
         match src {
-            Some(x) => map_n(s, db, [&x[i * BLOCK..]], f32::NEG_INFINITY, |_, [v]| f(v)),
+            Some(x) => map_n(s, db, [&x[i * block..]], f32::NEG_INFINITY, |_, [v]| f(v)),
             None => map_n(s, db, [], f32::NEG_INFINITY, |v, []| f(v)),
         }
         total += s.reduce_add(acc) as f64;

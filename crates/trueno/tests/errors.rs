@@ -1,0 +1,95 @@
+//! Bad input returns the right `TruenoError` variant, naming what was wrong.
+
+use trueno::{Backend, Engine, TruenoError, Vector};
+
+#[test]
+fn clamp_rejects_unordered_or_nan_bounds() {
+    let e = trueno::engine().unwrap();
+    let mut out = [0.0; 2];
+    for (lo, hi) in [(2.0, 1.0), (f32::NAN, 1.0), (0.0, f32::NAN)] {
+        let err = e.clamp_into(&[1.0, 2.0], lo, hi, &mut out).unwrap_err();
+        assert!(
+            matches!(err, TruenoError::InvalidArgument { op: "clamp", .. }),
+            "{err}"
+        );
+    }
+    assert!(e.clamp_into(&[1.0, 2.0], 1.0, 1.0, &mut out).is_ok());
+}
+
+#[test]
+fn asking_for_an_unsupported_backend_is_an_error_not_a_fallback() {
+    for b in [
+        Backend::Neon,
+        Backend::WasmSimd128,
+        Backend::Gpu,
+        Backend::Cuda,
+    ] {
+        match Engine::new(b) {
+            Err(TruenoError::UnsupportedBackend { backend, reason }) => {
+                assert_eq!(backend, b);
+                assert!(!reason.is_empty());
+            }
+            other => panic!("{b}: {other:?}"),
+        }
+    }
+    for b in Backend::ALL.into_iter().filter(|b| b.is_cpu()) {
+        assert_eq!(Engine::new(b).is_ok(), b.is_available(), "{b}");
+    }
+}
+
+#[test]
+fn unknown_backend_names_are_rejected_with_the_accepted_list() {
+    let err = "sse9".parse::<Backend>().unwrap_err();
+    match &err {
+        TruenoError::UnknownBackend { name, expected } => {
+            assert_eq!(name, "sse9");
+            assert!(expected.contains("avx512"));
+        }
+        e => panic!("{e:?}"),
+    }
+    assert!(err.to_string().contains("sse9"));
+}
+
+#[test]
+fn vector_methods_report_length_mismatch() {
+    let a = Vector::from_slice(&[1.0, 2.0, 3.0]);
+    let b = Vector::from_slice(&[1.0, 2.0]);
+    let err = a.add(&b).unwrap_err();
+    assert_eq!(
+        err,
+        TruenoError::LengthMismatch {
+            op: "add",
+            what: "b",
+            expected: 3,
+            got: 2
+        }
+    );
+    assert!(err.to_string().contains("add"));
+    assert!(matches!(a.dot(&b), Err(TruenoError::LengthMismatch { .. })));
+    assert!(matches!(
+        Vector::zeros(0).max(),
+        Err(TruenoError::EmptyInput { op: "max" })
+    ));
+}
+
+#[test]
+fn jidoka_guard_turns_non_finite_outputs_into_errors() {
+    let e = Engine::auto().with_guard(trueno::JidokaGuard::reject_non_finite());
+    let mut out = [0.0; 3];
+    assert!(matches!(
+        e.ln_into(&[1.0, 0.0, 2.0], &mut out),
+        Err(TruenoError::NonFinite {
+            op: "ln",
+            index: 1,
+            ..
+        })
+    ));
+    assert!(e.ln_into(&[1.0, 3.0, 2.0], &mut out).is_ok());
+    assert!(matches!(
+        e.sum(&[f32::MAX, f32::MAX]),
+        Err(TruenoError::NonFinite { op: "sum", .. })
+    ));
+    let nan_only = Engine::auto().with_guard(trueno::JidokaGuard::reject_nan());
+    assert!(nan_only.exp_into(&[100.0, 0.0, 1.0], &mut out).is_ok());
+    assert!(nan_only.sqrt_into(&[1.0, -1.0, 1.0], &mut out).is_err());
+}
