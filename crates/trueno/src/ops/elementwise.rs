@@ -70,58 +70,184 @@ pub(crate) fn unary_vec<S: Simd>(s: S, op: UnaryOp, dst: &mut [f32], src: Option
     #[inline(always)]
     fn apply<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>, f: impl Fn(S::V) -> S::V) {
         match src {
-            Some(x) => map_n(s, dst, [x], 1.0, |_, [v]| f(v)),
-            None => map_n(s, dst, [], 1.0, |d, []| f(d)),
+            Some(x) => map_n(
+                s,
+                dst,
+                [x],
+                1.0,
+                #[inline(always)]
+                |_, [v]| f(v),
+            ),
+            None => map_n(
+                s,
+                dst,
+                [],
+                1.0,
+                #[inline(always)]
+                |d, []| f(d),
+            ),
         }
     }
     let zero = s.zero();
-    let neg_inf = s.splat(f32::NEG_INFINITY);
     // Products x * g(x) with g(-inf) = 0 are 0 in the limit, not NaN.
-    let limit_at_neg_inf = move |x: S::V, r: S::V| s.select(s.eq(x, neg_inf), s.splat(-0.0), r);
+    #[inline(always)]
+    fn limit_at_neg_inf<S: Simd>(s: S, x: S::V, r: S::V) -> S::V {
+        s.select(s.eq(x, s.splat(f32::NEG_INFINITY)), s.splat(-0.0), r)
+    }
     match op {
-        UnaryOp::Abs => apply(s, dst, src, |x| s.abs(x)),
-        UnaryOp::Neg => apply(s, dst, src, |x| s.neg(x)),
-        UnaryOp::Sqrt => apply(s, dst, src, |x| s.sqrt(x)),
-        UnaryOp::Recip => apply(s, dst, src, |x| s.div(s.splat(1.0), x)),
-        UnaryOp::Scale(a) => apply(s, dst, src, |x| s.mul(x, s.splat(a))),
-        UnaryOp::AddScalar(a) => apply(s, dst, src, |x| s.add(x, s.splat(a))),
-        UnaryOp::Clamp(lo, hi) => apply(s, dst, src, |x| s.min(s.splat(hi), s.max(s.splat(lo), x))),
-        UnaryOp::Exp => apply(s, dst, src, |x| math::exp(s, x)),
-        UnaryOp::Ln => apply(s, dst, src, |x| math::ln(s, x)),
-        UnaryOp::Relu => apply(s, dst, src, |x| s.select(s.le(x, zero), zero, x)),
-        UnaryOp::LeakyRelu(a) => apply(s, dst, src, |x| {
-            s.select(s.lt(x, zero), s.mul(x, s.splat(a)), x)
-        }),
-        UnaryOp::Elu(a) => apply(s, dst, src, |x| {
-            s.select(s.lt(x, zero), s.mul(s.splat(a), math::expm1(s, x)), x)
-        }),
-        UnaryOp::Sigmoid => apply(s, dst, src, |x| math::sigmoid(s, x)),
-        UnaryOp::Tanh => apply(s, dst, src, |x| math::tanh(s, x)),
-        UnaryOp::GeluTanh => apply(s, dst, src, |x| {
-            // 0.5 x (1 + tanh u) = x * sigmoid(2u): no cancellation for negative x.
-            let x3 = s.mul(s.mul(x, x), x);
-            let u2 = s.mul(s.fma(x3, s.splat(0.044_715), x), s.splat(2.0 * 0.797_884_6));
-            limit_at_neg_inf(x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(u2)))))
-        }),
-        UnaryOp::GeluErf => apply(s, dst, src, |x| {
-            limit_at_neg_inf(x, s.mul(x, math::normal_cdf(s, x)))
-        }),
-        UnaryOp::Silu => apply(s, dst, src, |x| {
-            limit_at_neg_inf(x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(x)))))
-        }),
-        UnaryOp::Softplus => apply(s, dst, src, |x| softplus(s, x)),
-        UnaryOp::Hardswish => apply(s, dst, src, |x| {
-            let three = s.splat(3.0);
-            let mid = s.mul(s.mul(x, s.add(x, three)), s.splat(1.0 / 6.0));
-            s.select(
-                s.le(x, s.neg(three)),
-                zero,
-                s.select(s.le(three, x), x, mid),
-            )
-        }),
-        UnaryOp::Mish => apply(s, dst, src, |x| {
-            limit_at_neg_inf(x, s.mul(x, math::tanh(s, softplus(s, x))))
-        }),
+        UnaryOp::Abs => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.abs(x),
+        ),
+        UnaryOp::Neg => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.neg(x),
+        ),
+        UnaryOp::Sqrt => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.sqrt(x),
+        ),
+        UnaryOp::Recip => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.div(s.splat(1.0), x),
+        ),
+        UnaryOp::Scale(a) => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.mul(x, s.splat(a)),
+        ),
+        UnaryOp::AddScalar(a) => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.add(x, s.splat(a)),
+        ),
+        UnaryOp::Clamp(lo, hi) => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.min(s.splat(hi), s.max(s.splat(lo), x)),
+        ),
+        UnaryOp::Exp => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| math::exp(s, x),
+        ),
+        UnaryOp::Ln => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| math::ln(s, x),
+        ),
+        UnaryOp::Relu => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.select(s.le(x, zero), zero, x),
+        ),
+        UnaryOp::LeakyRelu(a) => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.select(s.lt(x, zero), s.mul(x, s.splat(a)), x),
+        ),
+        UnaryOp::Elu(a) => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| s.select(s.lt(x, zero), s.mul(s.splat(a), math::expm1(s, x)), x),
+        ),
+        UnaryOp::Sigmoid => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| math::sigmoid(s, x),
+        ),
+        UnaryOp::Tanh => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| math::tanh(s, x),
+        ),
+        UnaryOp::GeluTanh => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| {
+                // 0.5 x (1 + tanh u) = x * sigmoid(2u): no cancellation for negative x.
+                let x3 = s.mul(s.mul(x, x), x);
+                let u2 = s.mul(s.fma(x3, s.splat(0.044_715), x), s.splat(2.0 * 0.797_884_6));
+                limit_at_neg_inf(s, x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(u2)))))
+            },
+        ),
+        UnaryOp::GeluErf => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| limit_at_neg_inf(s, x, s.mul(x, math::normal_cdf(s, x))),
+        ),
+        UnaryOp::Silu => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| limit_at_neg_inf(s, x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(x))))),
+        ),
+        UnaryOp::Softplus => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| softplus(s, x),
+        ),
+        UnaryOp::Hardswish => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| {
+                let three = s.splat(3.0);
+                let mid = s.mul(s.mul(x, s.add(x, three)), s.splat(1.0 / 6.0));
+                s.select(
+                    s.le(x, s.neg(three)),
+                    zero,
+                    s.select(s.le(three, x), x, mid),
+                )
+            },
+        ),
+        UnaryOp::Mish => apply(
+            s,
+            dst,
+            src,
+            #[inline(always)]
+            |x| limit_at_neg_inf(s, x, s.mul(x, math::tanh(s, softplus(s, x)))),
+        ),
     }
 }
 
@@ -150,20 +276,90 @@ pub(crate) fn binary_vec<S: Simd>(
         f: impl Fn(S::V, S::V) -> S::V,
     ) {
         match a {
-            Some(a) => map_n(s, dst, [a, b], 1.0, |_, [x, y]| f(x, y)),
-            None => map_n(s, dst, [b], 1.0, |x, [y]| f(x, y)),
+            Some(a) => map_n(
+                s,
+                dst,
+                [a, b],
+                1.0,
+                #[inline(always)]
+                |_, [x, y]| f(x, y),
+            ),
+            None => map_n(
+                s,
+                dst,
+                [b],
+                1.0,
+                #[inline(always)]
+                |x, [y]| f(x, y),
+            ),
         }
     }
     match op {
-        BinaryOp::Add => apply(s, dst, a, b, |x, y| s.add(x, y)),
-        BinaryOp::Sub => apply(s, dst, a, b, |x, y| s.sub(x, y)),
-        BinaryOp::Mul => apply(s, dst, a, b, |x, y| s.mul(x, y)),
-        BinaryOp::Div => apply(s, dst, a, b, |x, y| s.div(x, y)),
+        BinaryOp::Add => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.add(x, y),
+        ),
+        BinaryOp::Sub => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.sub(x, y),
+        ),
+        BinaryOp::Mul => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.mul(x, y),
+        ),
+        BinaryOp::Div => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.div(x, y),
+        ),
         // The raw min/max return y when either is NaN; x's NaN is put back by the select.
-        BinaryOp::Min => apply(s, dst, a, b, |x, y| s.select(s.is_nan(x), x, s.min(x, y))),
-        BinaryOp::Max => apply(s, dst, a, b, |x, y| s.select(s.is_nan(x), x, s.max(x, y))),
-        BinaryOp::Axpy(alpha) => apply(s, dst, a, b, |x, y| s.fma(s.splat(alpha), y, x)),
-        BinaryOp::Lerp(t) => apply(s, dst, a, b, |x, y| s.fma(s.splat(t), s.sub(y, x), x)),
+        BinaryOp::Min => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.select(s.is_nan(x), x, s.min(x, y)),
+        ),
+        BinaryOp::Max => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.select(s.is_nan(x), x, s.max(x, y)),
+        ),
+        BinaryOp::Axpy(alpha) => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.fma(s.splat(alpha), y, x),
+        ),
+        BinaryOp::Lerp(t) => apply(
+            s,
+            dst,
+            a,
+            b,
+            #[inline(always)]
+            |x, y| s.fma(s.splat(t), s.sub(y, x), x),
+        ),
     }
 }
 
@@ -171,7 +367,21 @@ pub(crate) fn binary_vec<S: Simd>(
 #[inline(always)]
 pub(crate) fn fma_vec<S: Simd>(s: S, dst: &mut [f32], a: &[f32], b: &[f32], c: Option<&[f32]>) {
     match c {
-        Some(c) => map_n(s, dst, [a, b, c], 1.0, |_, [x, y, z]| s.fma(x, y, z)),
-        None => map_n(s, dst, [a, b], 1.0, |z, [x, y]| s.fma(x, y, z)),
+        Some(c) => map_n(
+            s,
+            dst,
+            [a, b, c],
+            1.0,
+            #[inline(always)]
+            |_, [x, y, z]| s.fma(x, y, z),
+        ),
+        None => map_n(
+            s,
+            dst,
+            [a, b],
+            1.0,
+            #[inline(always)]
+            |z, [x, y]| s.fma(x, y, z),
+        ),
     }
 }

@@ -1,5 +1,10 @@
 //! The elementwise and reduction drivers every op body runs through: one loop shape,
 //! main body plus padded tail, written once for all ISAs.
+//!
+//! Closures passed to these drivers are marked `#[inline(always)]`: a closure is compiled
+//! as a function of its own, without the target features of the `#[target_feature]`
+//! function it is created in, so a large body (exp, tanh) that LLVM declines to inline
+//! would turn every intrinsic in it into a call.
 
 use crate::simd::Simd;
 

@@ -54,8 +54,11 @@ fn sum_of<S: Simd, const N: usize>(
         srcs,
         pad,
         [s.zero()],
+        #[inline(always)]
         |[acc], v| *acc = term(*acc, v),
+        #[inline(always)]
         |[a], [b]| [s.add(a, b)],
+        #[inline(always)]
         |_, [acc]| total += s.reduce_add(acc) as f64,
     );
     total
@@ -82,19 +85,25 @@ pub(crate) fn block_extremes<S: Simd>(
     map: impl Fn(S::V) -> S::V,
     mut on_block: impl FnMut(usize, f32),
 ) {
-    let pick = move |a: S::V, b: S::V| if is_max { s.max(a, b) } else { s.min(a, b) };
+    #[inline(always)]
+    fn pick<S: Simd>(s: S, is_max: bool, a: S::V, b: S::V) -> S::V {
+        if is_max { s.max(a, b) } else { s.min(a, b) }
+    }
     // acc[1] starts at 0 and becomes NaN at the first NaN lane: a sticky flag.
     fold_blocks(
         s,
         [x],
         pad,
         [s.splat(identity(is_max)), s.zero()],
+        #[inline(always)]
         |acc, [v]| {
             let v = map(v);
-            acc[0] = pick(acc[0], v);
+            acc[0] = pick(s, is_max, acc[0], v);
             acc[1] = s.select(s.is_nan(v), v, acc[1]);
         },
-        |a, b| [pick(a[0], b[0]), s.add(a[1], b[1])],
+        #[inline(always)]
+        |a, b| [pick(s, is_max, a[0], b[0]), s.add(a[1], b[1])],
+        #[inline(always)]
         |start, acc| {
             let flag = s.reduce_add(acc[1]);
             let e = if is_max {
@@ -111,13 +120,21 @@ pub(crate) fn block_extremes<S: Simd>(
 #[inline(always)]
 fn extreme<S: Simd>(s: S, x: &[f32], is_max: bool, pad: f32, map: impl Fn(S::V) -> S::V) -> f64 {
     let mut best = identity(is_max);
-    block_extremes(s, x, is_max, pad, map, |_, e| {
-        if e.is_nan() || best.is_nan() {
-            best = f32::NAN;
-        } else if (is_max && e > best) || (!is_max && e < best) {
-            best = e;
-        }
-    });
+    block_extremes(
+        s,
+        x,
+        is_max,
+        pad,
+        map,
+        #[inline(always)]
+        |_, e| {
+            if e.is_nan() || best.is_nan() {
+                best = f32::NAN;
+            } else if (is_max && e > best) || (!is_max && e < best) {
+                best = e;
+            }
+        },
+    );
     best as f64
 }
 
@@ -125,19 +142,64 @@ fn extreme<S: Simd>(s: S, x: &[f32], is_max: bool, pad: f32, map: impl Fn(S::V) 
 #[inline(always)]
 pub(crate) fn reduce_vec<S: Simd>(s: S, op: ReduceOp, x: &[f32]) -> f64 {
     match op {
-        ReduceOp::Sum => sum_of(s, [x], 0.0, |acc, [v]| s.add(acc, v)),
-        ReduceOp::SumAbs => sum_of(s, [x], 0.0, |acc, [v]| s.add(acc, s.abs(v))),
-        ReduceOp::SumSq => sum_of(s, [x], 0.0, |acc, [v]| s.fma(v, v, acc)),
+        ReduceOp::Sum => sum_of(
+            s,
+            [x],
+            0.0,
+            #[inline(always)]
+            |acc, [v]| s.add(acc, v),
+        ),
+        ReduceOp::SumAbs => sum_of(
+            s,
+            [x],
+            0.0,
+            #[inline(always)]
+            |acc, [v]| s.add(acc, s.abs(v)),
+        ),
+        ReduceOp::SumSq => sum_of(
+            s,
+            [x],
+            0.0,
+            #[inline(always)]
+            |acc, [v]| s.fma(v, v, acc),
+        ),
         ReduceOp::SumSqDev(c) => {
             let cv = s.splat(c);
-            sum_of(s, [x], c, |acc, [v]| {
-                let d = s.sub(v, cv);
-                s.fma(d, d, acc)
-            })
+            sum_of(
+                s,
+                [x],
+                c,
+                #[inline(always)]
+                |acc, [v]| {
+                    let d = s.sub(v, cv);
+                    s.fma(d, d, acc)
+                },
+            )
         }
-        ReduceOp::Max => extreme(s, x, true, f32::NEG_INFINITY, |v| v),
-        ReduceOp::Min => extreme(s, x, false, f32::INFINITY, |v| v),
-        ReduceOp::MaxAbs => extreme(s, x, true, 0.0, |v| s.abs(v)),
+        ReduceOp::Max => extreme(
+            s,
+            x,
+            true,
+            f32::NEG_INFINITY,
+            #[inline(always)]
+            |v| v,
+        ),
+        ReduceOp::Min => extreme(
+            s,
+            x,
+            false,
+            f32::INFINITY,
+            #[inline(always)]
+            |v| v,
+        ),
+        ReduceOp::MaxAbs => extreme(
+            s,
+            x,
+            true,
+            0.0,
+            #[inline(always)]
+            |v| s.abs(v),
+        ),
     }
 }
 
@@ -145,12 +207,30 @@ pub(crate) fn reduce_vec<S: Simd>(s: S, op: ReduceOp, x: &[f32]) -> f64 {
 #[inline(always)]
 pub(crate) fn reduce2_vec<S: Simd>(s: S, op: Reduce2Op, a: &[f32], b: &[f32]) -> f64 {
     match op {
-        Reduce2Op::Dot => sum_of(s, [a, b], 0.0, |acc, [x, y]| s.fma(x, y, acc)),
-        Reduce2Op::SqDist => sum_of(s, [a, b], 0.0, |acc, [x, y]| {
-            let d = s.sub(x, y);
-            s.fma(d, d, acc)
-        }),
-        Reduce2Op::AbsDist => sum_of(s, [a, b], 0.0, |acc, [x, y]| s.add(acc, s.abs(s.sub(x, y)))),
+        Reduce2Op::Dot => sum_of(
+            s,
+            [a, b],
+            0.0,
+            #[inline(always)]
+            |acc, [x, y]| s.fma(x, y, acc),
+        ),
+        Reduce2Op::SqDist => sum_of(
+            s,
+            [a, b],
+            0.0,
+            #[inline(always)]
+            |acc, [x, y]| {
+                let d = s.sub(x, y);
+                s.fma(d, d, acc)
+            },
+        ),
+        Reduce2Op::AbsDist => sum_of(
+            s,
+            [a, b],
+            0.0,
+            #[inline(always)]
+            |acc, [x, y]| s.add(acc, s.abs(s.sub(x, y))),
+        ),
     }
 }
 
@@ -164,12 +244,15 @@ pub(crate) fn dot_norms_vec<S: Simd>(s: S, a: &[f32], b: &[f32]) -> [f64; 3] {
         [a, b],
         0.0,
         [z, z, z],
+        #[inline(always)]
         |acc, [x, y]| {
             acc[0] = s.fma(x, y, acc[0]);
             acc[1] = s.fma(x, x, acc[1]);
             acc[2] = s.fma(y, y, acc[2]);
         },
+        #[inline(always)]
         |p, q| [s.add(p[0], q[0]), s.add(p[1], q[1]), s.add(p[2], q[2])],
+        #[inline(always)]
         |_, acc| {
             for (t, v) in total.iter_mut().zip(acc) {
                 *t += s.reduce_add(v) as f64;
@@ -193,7 +276,9 @@ pub(crate) fn arg_extreme_vec<S: Simd>(s: S, x: &[f32], is_max: bool) -> usize {
         x,
         is_max,
         identity(is_max),
+        #[inline(always)]
         |v| v,
+        #[inline(always)]
         |start, e| {
             if nan_block.is_some() {
                 return;
@@ -211,9 +296,15 @@ pub(crate) fn arg_extreme_vec<S: Simd>(s: S, x: &[f32], is_max: bool) -> usize {
     };
     let block = &x[start..(start + block_len(S::LANES)).min(x.len())];
     let found = if target.is_nan() {
-        block.iter().position(|v| v.is_nan())
+        block.iter().position(
+            #[inline(always)]
+            |v| v.is_nan(),
+        )
     } else {
-        block.iter().position(|&v| v == target)
+        block.iter().position(
+            #[inline(always)]
+            |&v| v == target,
+        )
     };
     // The target is an element of the block (or the identity, when every element equals
     // it, e.g. all -inf for max: then index 0 of the block is right), so found is Some.

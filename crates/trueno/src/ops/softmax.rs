@@ -16,19 +16,35 @@ pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
     for (i, db) in dst.chunks_mut(block).enumerate() {
         let mut acc = s.zero();
         // Pad lanes with -inf: exp(-inf - max) = 0 adds nothing to the sum.
-        let mut f = |v| {
-            let e = math::exp(s, s.sub(v, m));
-            acc = s.add(acc, e);
-            e
-        };
         match src {
-            Some(x) => map_n(s, db, [&x[i * block..]], f32::NEG_INFINITY, |_, [v]| f(v)),
-            None => map_n(s, db, [], f32::NEG_INFINITY, |v, []| f(v)),
+            Some(x) => map_n(
+                s,
+                db,
+                [&x[i * block..]],
+                f32::NEG_INFINITY,
+                #[inline(always)]
+                |_, [v]| exp_accumulate(s, v, m, &mut acc),
+            ),
+            None => map_n(
+                s,
+                db,
+                [],
+                f32::NEG_INFINITY,
+                #[inline(always)]
+                |v, []| exp_accumulate(s, v, m, &mut acc),
+            ),
         }
         total += s.reduce_add(acc) as f64;
     }
     let inv = s.splat((1.0 / total) as f32);
-    map_n(s, dst, [], 1.0, |d, []| s.mul(d, inv));
+    map_n(
+        s,
+        dst,
+        [],
+        1.0,
+        #[inline(always)]
+        |d, []| s.mul(d, inv),
+    );
 }
 
 /// `dst = x - max - ln(sum(exp(x - max)))`, `x` as in [`softmax_vec`].
@@ -43,13 +59,38 @@ pub(crate) fn log_softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]
         [x],
         f32::NEG_INFINITY,
         [s.zero()],
+        #[inline(always)]
         |[acc], [v]| *acc = s.add(*acc, math::exp(s, s.sub(v, m))),
+        #[inline(always)]
         |[a], [b]| [s.add(a, b)],
+        #[inline(always)]
         |_, [acc]| total += s.reduce_add(acc) as f64,
     );
     let shift = s.splat(max + total.ln() as f32);
     match src {
-        Some(x) => map_n(s, dst, [x], 1.0, |_, [v]| s.sub(v, shift)),
-        None => map_n(s, dst, [], 1.0, |v, []| s.sub(v, shift)),
+        Some(x) => map_n(
+            s,
+            dst,
+            [x],
+            1.0,
+            #[inline(always)]
+            |_, [v]| s.sub(v, shift),
+        ),
+        None => map_n(
+            s,
+            dst,
+            [],
+            1.0,
+            #[inline(always)]
+            |v, []| s.sub(v, shift),
+        ),
     }
+}
+
+/// `e^(v - m)`, also added into `acc`.
+#[inline(always)]
+fn exp_accumulate<S: Simd>(s: S, v: S::V, m: S::V, acc: &mut S::V) -> S::V {
+    let e = math::exp(s, s.sub(v, m));
+    *acc = s.add(*acc, e);
+    e
 }

@@ -69,7 +69,14 @@ impl Simd for Scalar {
     }
     #[inline(always)]
     fn round(self, a: f32) -> f32 {
-        a.round_ties_even()
+        // Baseline x86-64 has no rounding instruction and `round_ties_even` becomes a libm
+        // call; adding and removing 1.5 * 2^23 rounds half to even in the default mode.
+        const MAGIC: f32 = 12_582_912.0;
+        if a.abs() < 4_194_304.0 {
+            (a + MAGIC) - MAGIC
+        } else {
+            a
+        }
     }
     #[inline(always)]
     fn copysign(self, mag: f32, sign: f32) -> f32 {

@@ -1,0 +1,262 @@
+//! `trueno bench`: every operation at several sizes on scalar and on every ISA this CPU
+//! has, pinned with `Engine::new`, reporting throughput and speedup over scalar.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use trueno::{Backend, Engine, TruenoError};
+
+use crate::progress::Progress;
+
+pub struct Options {
+    pub quick: bool,
+    pub json: bool,
+    pub ops: Vec<String>,
+}
+
+/// The input and output buffers one measurement works on.
+struct Buffers {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    out: Vec<f32>,
+    half: Vec<u16>,
+}
+
+type Run = fn(&Engine, &mut Buffers) -> trueno::Result<()>;
+
+/// An operation to time: `bytes` is memory traffic per element (inputs + outputs).
+struct Op {
+    name: &'static str,
+    bytes: usize,
+    run: Run,
+}
+
+fn ops() -> Vec<Op> {
+    vec![
+        Op {
+            name: "add",
+            bytes: 12,
+            run: |e, b| e.add_into(&b.a, &b.b, &mut b.out),
+        },
+        Op {
+            name: "mul",
+            bytes: 12,
+            run: |e, b| e.mul_into(&b.a, &b.b, &mut b.out),
+        },
+        Op {
+            name: "dot",
+            bytes: 8,
+            run: |e, b| e.dot(&b.a, &b.b).map(drop),
+        },
+        Op {
+            name: "sum",
+            bytes: 4,
+            run: |e, b| e.sum(&b.a).map(drop),
+        },
+        Op {
+            name: "max",
+            bytes: 4,
+            run: |e, b| e.max(&b.a).map(drop),
+        },
+        Op {
+            name: "argmax",
+            bytes: 4,
+            run: |e, b| e.argmax(&b.a).map(drop),
+        },
+        Op {
+            name: "norm_l2",
+            bytes: 4,
+            run: |e, b| e.norm_l2(&b.a).map(drop),
+        },
+        Op {
+            name: "relu",
+            bytes: 8,
+            run: |e, b| e.relu_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "exp",
+            bytes: 8,
+            run: |e, b| e.exp_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "sigmoid",
+            bytes: 8,
+            run: |e, b| e.sigmoid_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "tanh",
+            bytes: 8,
+            run: |e, b| e.tanh_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "gelu",
+            bytes: 8,
+            run: |e, b| e.gelu_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "silu",
+            bytes: 8,
+            run: |e, b| e.silu_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "softmax",
+            bytes: 8,
+            run: |e, b| e.softmax_into(&b.a, &mut b.out),
+        },
+        Op {
+            name: "to_f16",
+            bytes: 6,
+            run: |e, b| e.f32_to_f16(&b.a, &mut b.half),
+        },
+        Op {
+            name: "from_f16",
+            bytes: 6,
+            run: |e, b| e.f16_to_f32(&b.half, &mut b.out),
+        },
+        Op {
+            name: "to_bf16",
+            bytes: 6,
+            run: |e, b| e.f32_to_bf16(&b.a, &mut b.half),
+        },
+    ]
+}
+
+const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
+
+#[derive(Serialize)]
+struct Cell {
+    op: &'static str,
+    size: usize,
+    backend: &'static str,
+    ns_per_call: f64,
+    gb_per_s: f64,
+    gelem_per_s: f64,
+    speedup_vs_scalar: f64,
+}
+
+/// Best time per call over `rounds` batches, each long enough to dwarf timer overhead.
+fn time_per_call(
+    mut f: impl FnMut() -> trueno::Result<()>,
+    target: Duration,
+    rounds: usize,
+) -> trueno::Result<f64> {
+    f()?;
+    let mut iters = 1u64;
+    loop {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f()?;
+        }
+        if t.elapsed() >= target / 4 || iters > 1 << 30 {
+            break;
+        }
+        iters *= 2;
+    }
+    let iters = iters * 4;
+    let mut best = f64::INFINITY;
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..iters {
+            f()?;
+        }
+        best = best.min(t.elapsed().as_nanos() as f64 / iters as f64);
+    }
+    Ok(best)
+}
+
+pub fn run(opts: Options) -> trueno::Result<()> {
+    let mut ops = ops();
+    if !opts.ops.is_empty() {
+        for name in &opts.ops {
+            if !ops.iter().any(|o| o.name == name) {
+                let known: Vec<&str> = ops.iter().map(|o| o.name).collect();
+                return Err(TruenoError::InvalidArgument {
+                    op: "bench",
+                    reason: format!("unknown op {name:?}; known: {}", known.join(", ")),
+                });
+            }
+        }
+        ops.retain(|o| opts.ops.iter().any(|n| n == o.name));
+    }
+    let backends: Vec<Backend> = trueno::available_cpu_backends();
+    let engines: Vec<(Backend, Engine)> = backends
+        .iter()
+        .map(|&b| Engine::new(b).map(|e| (b, e)))
+        .collect::<trueno::Result<_>>()?;
+    let (target, rounds) = if opts.quick {
+        (Duration::from_millis(4), 3)
+    } else {
+        (Duration::from_millis(40), 5)
+    };
+
+    let mut progress = Progress::new(ops.len() * SIZES.len() * engines.len());
+    let mut cells = Vec::new();
+    for op in &ops {
+        for &n in &SIZES {
+            // Inputs in (0.5, 1.5): valid for every op, no special values on the fast path.
+            let mut bufs = Buffers {
+                a: (0..n)
+                    .map(|i| 0.5 + ((i * 7919) % 1000) as f32 / 1000.0)
+                    .collect(),
+                b: (0..n)
+                    .map(|i| 0.5 + ((i * 104_729) % 1000) as f32 / 1000.0)
+                    .collect(),
+                out: vec![0.0; n],
+                half: vec![0x3c00; n],
+            };
+            let mut scalar_ns = f64::NAN;
+            for (backend, engine) in &engines {
+                progress.step(&format!("{} {} {}", op.name, n, backend.name()));
+                let ns = time_per_call(|| (op.run)(engine, &mut bufs), target, rounds)?;
+                if *backend == Backend::Scalar {
+                    scalar_ns = ns;
+                }
+                cells.push(Cell {
+                    op: op.name,
+                    size: n,
+                    backend: backend.name(),
+                    ns_per_call: ns,
+                    gb_per_s: (op.bytes * n) as f64 / ns,
+                    gelem_per_s: n as f64 / ns,
+                    speedup_vs_scalar: scalar_ns / ns,
+                });
+            }
+        }
+    }
+    progress.finish();
+
+    if opts.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&cells).expect("plain data serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
+        "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
+    );
+    for c in &cells {
+        println!(
+            "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
+            c.op,
+            c.size,
+            c.backend,
+            format_ns(c.ns_per_call),
+            c.gb_per_s,
+            c.gelem_per_s,
+            c.speedup_vs_scalar
+        );
+    }
+    Ok(())
+}
+
+fn format_ns(ns: f64) -> String {
+    if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}

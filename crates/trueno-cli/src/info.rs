@@ -1,0 +1,89 @@
+//! `trueno info`.
+
+use serde::Serialize;
+use trueno::{Backend, Engine, OpClass};
+
+#[derive(Serialize)]
+struct Info {
+    cpu: String,
+    arch: &'static str,
+    features: Vec<(&'static str, bool)>,
+    available_backends: Vec<&'static str>,
+    best_backend: &'static str,
+    backend_override: Option<String>,
+    per_class: Vec<(&'static str, &'static str)>,
+    threads: usize,
+}
+
+/// The CPU's marketing name, from /proc/cpuinfo where there is one.
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name") || l.starts_with("Model"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn features() -> Vec<(&'static str, bool)> {
+    trueno::backend::X86_FEATURES
+        .iter()
+        .map(|&f| (f, trueno::backend::x86_feature(f)))
+        .collect()
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn features() -> Vec<(&'static str, bool)> {
+    Vec::new()
+}
+
+pub fn run(json: bool) -> trueno::Result<()> {
+    let engine: Engine = *trueno::engine()?;
+    let info = Info {
+        cpu: cpu_model(),
+        arch: std::env::consts::ARCH,
+        features: features(),
+        available_backends: trueno::available_cpu_backends()
+            .into_iter()
+            .map(Backend::name)
+            .collect(),
+        best_backend: trueno::select_best_available_backend().name(),
+        backend_override: std::env::var("TRUENO_BACKEND").ok(),
+        per_class: OpClass::ALL
+            .iter()
+            .map(|&c| (c.name(), engine.backend(c).name()))
+            .collect(),
+        threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&info).expect("plain data serialises")
+        );
+        return Ok(());
+    }
+    println!(
+        "CPU          {} ({}, {} threads)",
+        info.cpu, info.arch, info.threads
+    );
+    let on: Vec<&str> = info.features.iter().filter(|f| f.1).map(|f| f.0).collect();
+    let off: Vec<&str> = info.features.iter().filter(|f| !f.1).map(|f| f.0).collect();
+    println!("features     {}", on.join(" "));
+    if !off.is_empty() {
+        println!("missing      {}", off.join(" "));
+    }
+    println!("backends     {}", info.available_backends.join(" "));
+    match &info.backend_override {
+        Some(b) => println!("override     TRUENO_BACKEND={b}"),
+        None => println!("override     none (set TRUENO_BACKEND to pin one)"),
+    }
+    println!("per class");
+    for (class, backend) in &info.per_class {
+        println!("  {class:<15} {backend}");
+    }
+    Ok(())
+}
