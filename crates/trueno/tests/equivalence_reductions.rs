@@ -207,21 +207,22 @@ fn softmax_and_log_softmax_match_f64_on_every_backend() {
             let want = activations::softmax(&x);
             let mut out = vec![f32::NAN; n];
             e.softmax_into(&x, &mut out).unwrap();
+            let mut inplace = x.clone();
+            e.softmax_inplace(&mut inplace).unwrap();
             // x - max is rounded to f32 before exp, which amplifies that rounding by
-            // |x - max|: every f32 softmax carries this error.
+            // |x - max|: every f32 softmax carries this error. (In place and into may differ
+            // in the last bits: the block split follows the output's alignment.)
             let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             for i in 0..n {
                 let rel = 1e-6 + sum_bound(backend.lanes()) as f32 + (max - x[i]) * f32::EPSILON;
-                assert!(
-                    close(out[i], want[i], rel, 1e-37),
-                    "softmax {backend} n = {n} [{i}]: {} vs {}",
-                    out[i],
-                    want[i]
-                );
+                for (form, got) in [("into", out[i]), ("in place", inplace[i])] {
+                    assert!(
+                        close(got, want[i], rel, 1e-37),
+                        "softmax {form} {backend} n = {n} [{i}]: {got} vs {}",
+                        want[i]
+                    );
+                }
             }
-            let mut inplace = x.clone();
-            e.softmax_inplace(&mut inplace).unwrap();
-            assert_eq!(inplace, out, "softmax in place {backend}");
             let want = activations::log_softmax(&x);
             e.log_softmax_into(&x, &mut out).unwrap();
             assert_all_close(
@@ -233,7 +234,13 @@ fn softmax_and_log_softmax_match_f64_on_every_backend() {
             );
             let mut inplace = x.clone();
             e.log_softmax_inplace(&mut inplace).unwrap();
-            assert_eq!(inplace, out, "log_softmax in place {backend}");
+            assert_all_close(
+                &format!("log_softmax in place {backend} n = {n}"),
+                &inplace,
+                &want,
+                1e-6,
+                2e-6,
+            );
         }
         // Large logits do not overflow; a NaN poisons every output.
         let mut out = [0.0; 3];

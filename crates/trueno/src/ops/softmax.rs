@@ -64,7 +64,7 @@ pub(crate) fn log_softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]
         #[inline(always)]
         |[a], [b]| [s.add(a, b)],
         #[inline(always)]
-        |_, [acc]| total += s.reduce_add(acc) as f64,
+        |_, _, [acc]| total += s.reduce_add(acc) as f64,
     );
     let shift = s.splat(max + total.ln() as f32);
     match src {

@@ -49,6 +49,23 @@ impl Simd for Avx512 {
         avx512!(_mm512_storeu_ps(dst.as_mut_ptr(), v))
     }
     #[inline(always)]
+    fn load_partial(self, src: &[f32], pad: f32) -> __m512 {
+        let n = src.len().min(16);
+        let mask = ((1u32 << n) - 1) as __mmask16;
+        // Masked-off lanes are neither read nor able to fault.
+        avx512!(_mm512_mask_loadu_ps(
+            _mm512_set1_ps(pad),
+            mask,
+            src.as_ptr()
+        ))
+    }
+    #[inline(always)]
+    fn store_partial(self, v: __m512, dst: &mut [f32]) {
+        let n = dst.len().min(16);
+        let mask = ((1u32 << n) - 1) as __mmask16;
+        avx512!(_mm512_mask_storeu_ps(dst.as_mut_ptr(), mask, v))
+    }
+    #[inline(always)]
     fn add(self, a: __m512, b: __m512) -> __m512 {
         avx512!(_mm512_add_ps(a, b))
     }
