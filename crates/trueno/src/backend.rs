@@ -262,8 +262,10 @@ impl OpClass {
     }
 }
 
-/// Classes where AVX-512 beat AVX2 in `cargo bench -p trueno-bench --bench isa` on this
-/// project's reference machine (Xeon Sapphire Rapids, 2026-11-22).
+/// Classes where AVX-512 beat AVX2 in `cargo bench -p trueno-bench --bench isa` (Xeon,
+/// Sapphire Rapids class, 2 vCPU KVM guest, 2026-11-22; table in BENCHMARKS.md): every class
+/// won or tied at every size, by 1.0x-2.9x. A class measured slower on AVX-512 is left out
+/// of this list and runs on AVX2.
 const AVX512_WINS: &[OpClass] = &[
     OpClass::Elementwise,
     OpClass::Transcendental,

@@ -39,3 +39,8 @@ pub use engine::{Engine, engine};
 pub use error::{Result, TruenoError};
 pub use jidoka::JidokaGuard;
 pub use vector::Vector;
+
+/// The README's examples, compiled and run as doc tests so the README stays true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -2,7 +2,7 @@
 //! from `map::map_n`. Adding an op is one enum variant plus one arm here (and one canonical
 //! scalar definition in `activations.rs` that the tests hold it to).
 
-use super::map::map_n;
+use super::map::{map_n, map_unary};
 use super::math;
 use crate::backend::OpClass;
 use crate::simd::Simd;
@@ -66,28 +66,6 @@ pub(crate) enum BinaryOp {
 /// `f(x)` for every lane of `x`, one body per op.
 #[inline(always)]
 pub(crate) fn unary_vec<S: Simd>(s: S, op: UnaryOp, dst: &mut [f32], src: Option<&[f32]>) {
-    /// Runs `f` into `dst`, from `src` or from `dst` itself.
-    #[inline(always)]
-    fn apply<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>, f: impl Fn(S::V) -> S::V) {
-        match src {
-            Some(x) => map_n(
-                s,
-                dst,
-                [x],
-                1.0,
-                #[inline(always)]
-                |_, [v]| f(v),
-            ),
-            None => map_n(
-                s,
-                dst,
-                [],
-                1.0,
-                #[inline(always)]
-                |d, []| f(d),
-            ),
-        }
-    }
     let zero = s.zero();
     // Products x * g(x) with g(-inf) = 0 are 0 in the limit, not NaN.
     #[inline(always)]
@@ -95,108 +73,123 @@ pub(crate) fn unary_vec<S: Simd>(s: S, op: UnaryOp, dst: &mut [f32], src: Option
         s.select(s.eq(x, s.splat(f32::NEG_INFINITY)), s.splat(-0.0), r)
     }
     match op {
-        UnaryOp::Abs => apply(
+        UnaryOp::Abs => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.abs(x),
         ),
-        UnaryOp::Neg => apply(
+        UnaryOp::Neg => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.neg(x),
         ),
-        UnaryOp::Sqrt => apply(
+        UnaryOp::Sqrt => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.sqrt(x),
         ),
-        UnaryOp::Recip => apply(
+        UnaryOp::Recip => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.div(s.splat(1.0), x),
         ),
-        UnaryOp::Scale(a) => apply(
+        UnaryOp::Scale(a) => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.mul(x, s.splat(a)),
         ),
-        UnaryOp::AddScalar(a) => apply(
+        UnaryOp::AddScalar(a) => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.add(x, s.splat(a)),
         ),
-        UnaryOp::Clamp(lo, hi) => apply(
+        UnaryOp::Clamp(lo, hi) => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.min(s.splat(hi), s.max(s.splat(lo), x)),
         ),
-        UnaryOp::Exp => apply(
+        UnaryOp::Exp => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| math::exp(s, x),
         ),
-        UnaryOp::Ln => apply(
+        UnaryOp::Ln => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| math::ln(s, x),
         ),
-        UnaryOp::Relu => apply(
+        UnaryOp::Relu => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.select(s.le(x, zero), zero, x),
         ),
-        UnaryOp::LeakyRelu(a) => apply(
+        UnaryOp::LeakyRelu(a) => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.select(s.lt(x, zero), s.mul(x, s.splat(a)), x),
         ),
-        UnaryOp::Elu(a) => apply(
+        UnaryOp::Elu(a) => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| s.select(s.lt(x, zero), s.mul(s.splat(a), math::expm1(s, x)), x),
         ),
-        UnaryOp::Sigmoid => apply(
+        UnaryOp::Sigmoid => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| math::sigmoid(s, x),
         ),
-        UnaryOp::Tanh => apply(
+        UnaryOp::Tanh => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| math::tanh(s, x),
         ),
-        UnaryOp::GeluTanh => apply(
+        UnaryOp::GeluTanh => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| {
                 // 0.5 x (1 + tanh u) = x * sigmoid(2u): no cancellation for negative x.
@@ -205,31 +198,35 @@ pub(crate) fn unary_vec<S: Simd>(s: S, op: UnaryOp, dst: &mut [f32], src: Option
                 limit_at_neg_inf(s, x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(u2)))))
             },
         ),
-        UnaryOp::GeluErf => apply(
+        UnaryOp::GeluErf => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| limit_at_neg_inf(s, x, s.mul(x, math::normal_cdf(s, x))),
         ),
-        UnaryOp::Silu => apply(
+        UnaryOp::Silu => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| limit_at_neg_inf(s, x, s.div(x, s.add(s.splat(1.0), math::exp(s, s.neg(x))))),
         ),
-        UnaryOp::Softplus => apply(
+        UnaryOp::Softplus => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| softplus(s, x),
         ),
-        UnaryOp::Hardswish => apply(
+        UnaryOp::Hardswish => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| {
                 let three = s.splat(3.0);
@@ -241,10 +238,11 @@ pub(crate) fn unary_vec<S: Simd>(s: S, op: UnaryOp, dst: &mut [f32], src: Option
                 )
             },
         ),
-        UnaryOp::Mish => apply(
+        UnaryOp::Mish => map_unary(
             s,
             dst,
             src,
+            1.0,
             #[inline(always)]
             |x| limit_at_neg_inf(s, x, s.mul(x, math::tanh(s, softplus(s, x)))),
         ),

@@ -68,6 +68,36 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     }
 }
 
+/// `dst[i] = f(x[i])` where `x` is `src`, or `dst` itself when `src` is `None` (the
+/// in-place form). `pad` as for [`map_n`].
+#[inline(always)]
+pub(crate) fn map_unary<S: Simd>(
+    s: S,
+    dst: &mut [f32],
+    src: Option<&[f32]>,
+    pad: f32,
+    mut f: impl FnMut(S::V) -> S::V,
+) {
+    match src {
+        Some(x) => map_n(
+            s,
+            dst,
+            [x],
+            pad,
+            #[inline(always)]
+            |_, [v]| f(v),
+        ),
+        None => map_n(
+            s,
+            dst,
+            [],
+            pad,
+            #[inline(always)]
+            |v, []| f(v),
+        ),
+    }
+}
+
 /// Elements before the first vector-aligned element of `x` (at most `n`, and less than one
 /// vector).
 #[inline(always)]

@@ -1,6 +1,6 @@
 //! Numerically stable softmax and log-softmax: subtract the maximum before exponentiating.
 
-use super::map::{block_len, map_n};
+use super::map::{block_len, map_unary};
 use super::math;
 use super::reduce::{ReduceOp, reduce_vec};
 use crate::simd::Simd;
@@ -16,34 +16,25 @@ pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
     for (i, db) in dst.chunks_mut(block).enumerate() {
         let mut acc = s.zero();
         // Pad lanes with -inf: exp(-inf - max) = 0 adds nothing to the sum.
-        match src {
-            Some(x) => map_n(
-                s,
-                db,
-                [&x[i * block..]],
-                f32::NEG_INFINITY,
-                #[inline(always)]
-                |_, [v]| exp_accumulate(s, v, m, &mut acc),
-            ),
-            None => map_n(
-                s,
-                db,
-                [],
-                f32::NEG_INFINITY,
-                #[inline(always)]
-                |v, []| exp_accumulate(s, v, m, &mut acc),
-            ),
-        }
+        let x = src.map(|x| &x[i * block..]);
+        map_unary(
+            s,
+            db,
+            x,
+            f32::NEG_INFINITY,
+            #[inline(always)]
+            |v| exp_accumulate(s, v, m, &mut acc),
+        );
         total += s.reduce_add(acc) as f64;
     }
     let inv = s.splat((1.0 / total) as f32);
-    map_n(
+    map_unary(
         s,
         dst,
-        [],
+        None,
         1.0,
         #[inline(always)]
-        |d, []| s.mul(d, inv),
+        |d| s.mul(d, inv),
     );
 }
 
@@ -67,24 +58,14 @@ pub(crate) fn log_softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]
         |_, _, [acc]| total += s.reduce_add(acc) as f64,
     );
     let shift = s.splat(max + total.ln() as f32);
-    match src {
-        Some(x) => map_n(
-            s,
-            dst,
-            [x],
-            1.0,
-            #[inline(always)]
-            |_, [v]| s.sub(v, shift),
-        ),
-        None => map_n(
-            s,
-            dst,
-            [],
-            1.0,
-            #[inline(always)]
-            |v, []| s.sub(v, shift),
-        ),
-    }
+    map_unary(
+        s,
+        dst,
+        src,
+        1.0,
+        #[inline(always)]
+        |v| s.sub(v, shift),
+    );
 }
 
 /// `e^(v - m)`, also added into `acc`.
