@@ -9,6 +9,7 @@ use crate::dispatch::{Kernels, kernels_for};
 use crate::error::{Result, TruenoError, check_len};
 use crate::jidoka::JidokaGuard;
 use crate::ops::{BinaryOp, Reduce2Op, ReduceOp, UnaryOp};
+use crate::parallel;
 
 /// Runs every operation on the ISA chosen for its [`OpClass`].
 ///
@@ -48,15 +49,6 @@ pub fn engine() -> Result<&'static Engine> {
         .get_or_init(Engine::from_env)
         .as_ref()
         .map_err(Clone::clone)
-}
-
-/// Input length from which elementwise work is split across threads, per class.
-#[cfg(feature = "parallel")]
-fn parallel_threshold(class: OpClass) -> usize {
-    match class {
-        OpClass::Transcendental => 1 << 15,
-        _ => 1 << 19,
-    }
 }
 
 impl Engine {
@@ -117,25 +109,23 @@ impl Engine {
         self.checked(op, std::slice::from_ref(&v)).map(|_| v)
     }
 
-    /// Runs `f(offset, dst_chunk)` over `dst`, in parallel above the class threshold.
+    /// Runs `f(offset, dst_chunk)` over `dst`, split across threads above the class
+    /// threshold.
     pub(crate) fn split(
         &self,
         class: OpClass,
         dst: &mut [f32],
-        f: impl Fn(usize, &mut [f32]) + Sync,
+        f: impl Fn(usize, &mut [f32]) + Sync + Send,
     ) {
-        #[cfg(feature = "parallel")]
-        if dst.len() >= parallel_threshold(class) && rayon::current_num_threads() > 1 {
-            use rayon::prelude::*;
-            let parts = rayon::current_num_threads() * 4;
-            let chunk = dst.len().div_ceil(parts).next_multiple_of(64);
-            dst.par_chunks_mut(chunk)
-                .enumerate()
-                .for_each(|(i, d)| f(i * chunk, d));
-            return;
+        match parallel::chunk_for(class, dst.len()) {
+            Some(chunk) => parallel::for_each_chunk_mut(dst, chunk, f),
+            None => f(0, dst),
         }
-        let _ = class;
-        f(0, dst)
+    }
+
+    /// The chunk length to split `len` elements of `class` into, if it should be split.
+    pub(crate) fn parallel_chunk(&self, class: OpClass, len: usize) -> Option<usize> {
+        parallel::chunk_for(class, len)
     }
 
     fn unary(
@@ -177,26 +167,18 @@ impl Engine {
 
     pub(crate) fn reduce(&self, op: ReduceOp, x: &[f32]) -> f64 {
         let k = self.k(OpClass::Reduction);
-        #[cfg(feature = "parallel")]
-        if x.len() >= parallel_threshold(OpClass::Reduction) && rayon::current_num_threads() > 1 {
-            use rayon::prelude::*;
-            let chunk = x
-                .len()
-                .div_ceil(rayon::current_num_threads())
-                .next_multiple_of(4096);
-            let parts: Vec<f64> = x.par_chunks(chunk).map(|c| k.reduce(op, c)).collect();
-            return match op {
-                ReduceOp::Max | ReduceOp::MaxAbs => {
-                    parts.into_iter().fold(f64::NEG_INFINITY, nan_max)
-                }
-                ReduceOp::Min => -parts
-                    .into_iter()
-                    .map(|v| -v)
-                    .fold(f64::NEG_INFINITY, nan_max),
-                _ => parts.into_iter().sum(),
-            };
+        let Some(chunk) = parallel::chunk_for(OpClass::Reduction, x.len()) else {
+            return k.reduce(op, x);
+        };
+        let parts = parallel::map_chunks(x, chunk, |_, c| k.reduce(op, c));
+        match op {
+            ReduceOp::Max | ReduceOp::MaxAbs => parts.into_iter().fold(f64::NEG_INFINITY, nan_max),
+            ReduceOp::Min => -parts
+                .into_iter()
+                .map(|v| -v)
+                .fold(f64::NEG_INFINITY, nan_max),
+            _ => parts.into_iter().sum(),
         }
-        k.reduce(op, x)
     }
 
     pub(crate) fn reduce2(
@@ -208,20 +190,11 @@ impl Engine {
     ) -> Result<f64> {
         check_len(name, "b", a.len(), b.len())?;
         let k = self.k(OpClass::Reduction);
-        #[cfg(feature = "parallel")]
-        if a.len() >= parallel_threshold(OpClass::Reduction) && rayon::current_num_threads() > 1 {
-            use rayon::prelude::*;
-            let chunk = a
-                .len()
-                .div_ceil(rayon::current_num_threads())
-                .next_multiple_of(4096);
-            return Ok(a
-                .par_chunks(chunk)
-                .zip(b.par_chunks(chunk))
-                .map(|(x, y)| k.reduce2(op, x, y))
-                .sum());
-        }
-        Ok(k.reduce2(op, a, b))
+        let Some(chunk) = parallel::chunk_for(OpClass::Reduction, a.len()) else {
+            return Ok(k.reduce2(op, a, b));
+        };
+        let parts = parallel::map_chunks(a, chunk, |o, c| k.reduce2(op, c, &b[o..o + c.len()]));
+        Ok(parts.into_iter().sum())
     }
 }
 

@@ -30,6 +30,7 @@ mod engine;
 mod error;
 mod jidoka;
 mod ops;
+mod parallel;
 mod reductions;
 mod simd;
 mod vector;

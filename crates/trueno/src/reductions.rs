@@ -35,13 +35,36 @@ impl Engine {
     /// Index of the first largest element (of the first NaN, if any). Error on empty input.
     pub fn argmax(&self, x: &[f32]) -> Result<usize> {
         check_nonempty("argmax", x.len())?;
-        Ok(self.k(OpClass::Reduction).arg_extreme(x, true))
+        Ok(self.arg_extreme(x, true))
     }
 
     /// Index of the first smallest element (of the first NaN, if any). Error on empty input.
     pub fn argmin(&self, x: &[f32]) -> Result<usize> {
         check_nonempty("argmin", x.len())?;
-        Ok(self.k(OpClass::Reduction).arg_extreme(x, false))
+        Ok(self.arg_extreme(x, false))
+    }
+
+    /// argmax / argmin of non-empty `x`; above the threshold, per-thread chunks are reduced
+    /// in order, so the first of equal extremes (or the first NaN) still wins.
+    fn arg_extreme(&self, x: &[f32], is_max: bool) -> usize {
+        let k = self.k(OpClass::Reduction);
+        let Some(chunk) = self.parallel_chunk(OpClass::Reduction, x.len()) else {
+            return k.arg_extreme(x, is_max);
+        };
+        let best = crate::parallel::map_chunks(x, chunk, |offset, c| {
+            let i = offset + k.arg_extreme(c, is_max);
+            (i, x[i])
+        });
+        let mut winner = best[0];
+        for &(i, v) in &best[1..] {
+            if winner.1.is_nan() {
+                break;
+            }
+            if v.is_nan() || (is_max && v > winner.1) || (!is_max && v < winner.1) {
+                winner = (i, v);
+            }
+        }
+        winner.0
     }
 
     /// Arithmetic mean. Error on empty input.

@@ -148,6 +148,31 @@ fn argmax_returns_the_first_of_ties_across_blocks() {
 }
 
 #[test]
+fn argmax_keeps_first_occurrence_when_split_across_threads() {
+    // Long enough to be split into per-thread chunks (see parallel.rs).
+    for (backend, e) in engines() {
+        let n = 1_300_000;
+        let mut x = vec![0.5f32; n];
+        x[900_000] = 9.0;
+        x[1_200_000] = 9.0;
+        x[700_001] = -9.0;
+        x[1_250_000] = -9.0;
+        assert_eq!(e.argmax(&x).unwrap(), 900_000, "{backend}");
+        assert_eq!(e.argmin(&x).unwrap(), 700_001, "{backend}");
+        assert_eq!(e.max(&x).unwrap(), 9.0, "{backend}");
+        assert_eq!(e.min(&x).unwrap(), -9.0, "{backend}");
+        x[1_100_000] = f32::NAN;
+        x[1_290_000] = f32::NAN;
+        assert_eq!(e.argmax(&x).unwrap(), 1_100_000, "{backend}");
+        assert_eq!(e.argmin(&x).unwrap(), 1_100_000, "{backend}");
+        assert!(
+            e.max(&x).unwrap().is_nan() && e.min(&x).unwrap().is_nan(),
+            "{backend}"
+        );
+    }
+}
+
+#[test]
 fn nan_and_infinity_propagate_through_reductions() {
     for (backend, e) in engines() {
         for n in [1usize, 7, 16, 17, 33, 5000] {

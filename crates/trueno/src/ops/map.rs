@@ -46,17 +46,23 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
         );
         s.store_partial(v, &mut dst[..i]);
     }
-    while i + UNROLL * l <= n {
+    // Main loop over exact chunks: every slice below has a length the compiler knows, so
+    // the per-vector bounds checks fold away (one check per chunk and source remains).
+    let step = UNROLL * l;
+    let main_end = i + (n - i) / step * step;
+    for (k, d) in dst[i..main_end].chunks_exact_mut(step).enumerate() {
+        let base = i + k * step;
+        let xs = srcs.map(|x| &x[base..base + step]);
         for u in 0..UNROLL {
-            let j = i + u * l;
-            let v = f(s.load(&dst[j..]), srcs.map(|x| s.load(&x[j..])));
-            s.store(v, &mut dst[j..]);
+            let o = u * l;
+            let v = f(s.load(&d[o..o + l]), xs.map(|x| s.load(&x[o..o + l])));
+            s.store(v, &mut d[o..o + l]);
         }
-        i += UNROLL * l;
     }
+    i = main_end;
     while i + l <= n {
-        let v = f(s.load(&dst[i..]), srcs.map(|x| s.load(&x[i..])));
-        s.store(v, &mut dst[i..]);
+        let v = f(s.load(&dst[i..i + l]), srcs.map(|x| s.load(&x[i..i + l])));
+        s.store(v, &mut dst[i..i + l]);
         i += l;
     }
     if i < n {
@@ -143,15 +149,18 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
             i = head;
         }
         let end = (i + block_len(l)).min(n);
-        while i + UNROLL * l <= end {
+        let chunk = UNROLL * l;
+        while i + chunk <= end {
+            // A slice of known length per source: the loads below need no bounds checks.
+            let xs = srcs.map(|x| &x[i..i + chunk]);
             for (u, a) in acc.iter_mut().enumerate() {
-                let j = i + u * l;
-                step(a, srcs.map(|x| s.load(&x[j..])));
+                let o = u * l;
+                step(a, xs.map(|x| s.load(&x[o..o + l])));
             }
-            i += UNROLL * l;
+            i += chunk;
         }
         while i + l <= end {
-            step(&mut acc[0], srcs.map(|x| s.load(&x[i..])));
+            step(&mut acc[0], srcs.map(|x| s.load(&x[i..i + l])));
             i += l;
         }
         if i < end {

@@ -294,19 +294,29 @@ pub(crate) fn arg_extreme_vec<S: Simd>(s: S, x: &[f32], is_max: bool) -> usize {
         Some(range) => (range, f32::NAN),
         None => best,
     };
-    let block = &x[start..end];
-    let found = if target.is_nan() {
-        block.iter().position(
-            #[inline(always)]
-            |v| v.is_nan(),
-        )
-    } else {
-        block.iter().position(
-            #[inline(always)]
-            |&v| v == target,
-        )
-    };
+    let found = first_match(s, &x[start..end], target);
     // The target is an element of the block (or the identity, when every element equals
     // it, e.g. all -inf for max: then index 0 of the block is right), so found is Some.
     start + found.unwrap_or(0)
+}
+
+/// Index of the first element of `x` equal to `target` (the first NaN when `target` is
+/// NaN): vector compares, then a scalar look inside the first vector that matched.
+#[inline(always)]
+fn first_match<S: Simd>(s: S, x: &[f32], target: f32) -> Option<usize> {
+    let t = s.splat(target);
+    let nan = target.is_nan();
+    let is = |v: f32| if nan { v.is_nan() } else { v == target };
+    let l = S::LANES;
+    let mut chunks = x.chunks_exact(l);
+    for (c, chunk) in (&mut chunks).enumerate() {
+        let v = s.load(chunk);
+        if s.any(if nan { s.is_nan(v) } else { s.eq(v, t) }) {
+            return chunk.iter().position(|&v| is(v)).map(|i| c * l + i);
+        }
+    }
+    let rest = chunks.remainder();
+    rest.iter()
+        .position(|&v| is(v))
+        .map(|i| x.len() - rest.len() + i)
 }

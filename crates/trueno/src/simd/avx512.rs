@@ -144,6 +144,10 @@ impl Simd for Avx512 {
         a | b
     }
     #[inline(always)]
+    fn any(self, m: __mmask16) -> bool {
+        m != 0
+    }
+    #[inline(always)]
     fn select(self, m: __mmask16, a: __m512, b: __m512) -> __m512 {
         avx512!(_mm512_mask_blend_ps(m, b, a))
     }

@@ -70,6 +70,8 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     fn eq(self, a: Self::V, b: Self::V) -> Self::M;
     fn is_nan(self, a: Self::V) -> Self::M;
     fn mask_or(self, a: Self::M, b: Self::M) -> Self::M;
+    /// Whether any lane of the mask is true.
+    fn any(self, m: Self::M) -> bool;
     /// Lane-wise `if m { a } else { b }`.
     fn select(self, m: Self::M, a: Self::V, b: Self::V) -> Self::V;
 

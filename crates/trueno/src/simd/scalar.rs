@@ -103,6 +103,10 @@ impl Simd for Scalar {
         a | b
     }
     #[inline(always)]
+    fn any(self, m: bool) -> bool {
+        m
+    }
+    #[inline(always)]
     fn select(self, m: bool, a: f32, b: f32) -> f32 {
         if m { a } else { b }
     }

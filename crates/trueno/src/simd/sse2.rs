@@ -124,6 +124,10 @@ impl Simd for Sse2 {
         sse2!(_mm_or_ps(a, b))
     }
     #[inline(always)]
+    fn any(self, m: __m128) -> bool {
+        sse2!(_mm_movemask_ps(m) != 0)
+    }
+    #[inline(always)]
     fn select(self, m: __m128, a: __m128, b: __m128) -> __m128 {
         sse2!(_mm_or_ps(_mm_and_ps(m, a), _mm_andnot_ps(m, b)))
     }

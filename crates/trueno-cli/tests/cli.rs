@@ -1,0 +1,91 @@
+//! The `trueno` binary end to end: info (text and JSON), bench on one op, and bad input.
+
+use std::process::Command;
+
+fn trueno(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_trueno"))
+        .args(args)
+        .env_remove("TRUENO_BACKEND")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn info_json_lists_backends_and_a_backend_per_class() {
+    let out = trueno(&["info", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let backends: Vec<&str> = v["available_backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap())
+        .collect();
+    assert!(backends.contains(&"scalar"));
+    let classes: Vec<&str> = v["per_class"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        classes,
+        ["elementwise", "transcendental", "reduction", "conversion"]
+    );
+    for p in v["per_class"].as_array().unwrap() {
+        assert!(
+            backends.contains(&p[1].as_str().unwrap()),
+            "chosen backend must be available"
+        );
+    }
+}
+
+#[test]
+fn info_text_names_the_cpu_and_classes() {
+    let out = trueno(&["info"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("CPU") && text.contains("transcendental"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bench_json_reports_every_backend_with_scalar_as_baseline() {
+    let out = trueno(&["bench", "--quick", "--json", "--ops", "add"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cells: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let backends = trueno::available_cpu_backends();
+    assert_eq!(cells.len(), 4 * backends.len(), "4 sizes x every backend");
+    for c in &cells {
+        assert_eq!(c["op"], "add");
+        assert!(c["ns_per_call"].as_f64().unwrap() > 0.0);
+        assert!(c["gb_per_s"].as_f64().unwrap() > 0.0);
+        if c["backend"] == "scalar" {
+            assert_eq!(c["speedup_vs_scalar"].as_f64().unwrap(), 1.0);
+        }
+    }
+}
+
+#[test]
+fn unknown_op_and_bad_backend_fail_with_a_message() {
+    let out = trueno(&["bench", "--quick", "--ops", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown op"));
+    let out = Command::new(env!("CARGO_BIN_EXE_trueno"))
+        .args(["info"])
+        .env("TRUENO_BACKEND", "avx9")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("avx9"));
+}
