@@ -17,7 +17,8 @@ fn unary_methods_match_the_engine_and_their_in_place_forms() {
         fn(&Vector<f32>) -> trueno::Result<Vector<f32>>,
         fn(&mut Vector<f32>) -> trueno::Result<()>,
     );
-    let cases: Vec<(&str, Pair, fn(&[f32], &mut [f32]) -> trueno::Result<()>)> = vec![
+    type Slice = fn(&[f32], &mut [f32]) -> trueno::Result<()>;
+    let cases: Vec<(&str, Pair, Slice)> = vec![
         ("exp", (Vector::exp, Vector::exp_inplace), |x, o| {
             engine()?.exp_into(x, o)
         }),
