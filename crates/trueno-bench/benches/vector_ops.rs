@@ -230,6 +230,21 @@ fn bench(c: &mut Criterion) {
             g.bench_with_input(BenchmarkId::new("copy/memcpy", n), &n, |bch, _| {
                 bch.iter(|| d.out.as_slice_mut().unwrap().copy_from_slice(s(&d.a)))
             });
+            // The same copy on every core (rayon): the bandwidth limit for trueno's
+            // threaded paths, which split inputs above 512K elements.
+            g.bench_with_input(BenchmarkId::new("copy/parallel", n), &n, |bch, _| {
+                use rayon::prelude::*;
+                let chunk = n.div_ceil(rayon::current_num_threads()).max(4096);
+                bch.iter(|| {
+                    let src = s(&d.a);
+                    d.out
+                        .as_slice_mut()
+                        .unwrap()
+                        .par_chunks_mut(chunk)
+                        .zip(src.par_chunks(chunk))
+                        .for_each(|(o, i)| o.copy_from_slice(i))
+                })
+            });
         }
         for op in ops() {
             if !only.is_empty() && !only.iter().any(|o| o == op.name) {

@@ -57,7 +57,9 @@ fn main() {
     ];
     ops.sort_by_key(|o| order.iter().position(|x| x == o).unwrap_or(usize::MAX));
     let sizes = [1_000usize, 10_000, 100_000, 1_000_000, 10_000_000];
-    println!("| op | elements | trueno | ndarray | speedup | trueno GB/s | % of copy GB/s |");
+    println!(
+        "| op | elements | trueno | ndarray | speedup | trueno GB/s | % of copy GB/s (1 thread / all) |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for op in &ops {
         for &n in &sizes {
@@ -68,8 +70,12 @@ fn main() {
                 continue;
             };
             let gbs = bytes / t;
-            let copy = measurement(&dir, "copy_memcpy", n).map(|(ct, cb)| cb / ct);
-            let share = copy.map_or("-".to_string(), |c| format!("{:.0}%", 100.0 * gbs / c));
+            let copy = |id: &str| measurement(&dir, id, n).map_or(f64::NAN, |(ct, cb)| cb / ct);
+            let share = format!(
+                "{:.0}% / {:.0}%",
+                100.0 * gbs / copy("copy_memcpy"),
+                100.0 * gbs / copy("copy_parallel")
+            );
             println!(
                 "| {op} | {n} | {} | {} | {:.2}x | {gbs:.1} | {share} |",
                 fmt_time(t),
@@ -79,11 +85,18 @@ fn main() {
         }
     }
     println!();
-    println!("| copy (memcpy) | elements | time | GB/s |");
+    println!("| copy | elements | time | GB/s |");
     println!("|---|---:|---:|---:|");
-    for &n in &sizes {
-        if let Some((t, b)) = measurement(&dir, "copy_memcpy", n) {
-            println!("| copy | {n} | {} | {:.1} |", fmt_time(t), b / t);
+    for id in ["copy_memcpy", "copy_parallel"] {
+        for &n in &sizes {
+            if let Some((t, b)) = measurement(&dir, id, n) {
+                println!(
+                    "| {} | {n} | {} | {:.1} |",
+                    id.trim_start_matches("copy_"),
+                    fmt_time(t),
+                    b / t
+                );
+            }
         }
     }
 }
