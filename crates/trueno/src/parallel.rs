@@ -20,8 +20,13 @@ fn threshold(class: OpClass) -> usize {
 pub(crate) fn chunk_for(class: OpClass, len: usize) -> Option<usize> {
     #[cfg(feature = "parallel")]
     {
-        let threads = rayon::current_num_threads();
-        if len >= threshold(class) && threads > 1 {
+        // Length first: asking rayon for its thread count costs a registry lookup.
+        let threads = if len >= threshold(class) {
+            rayon::current_num_threads()
+        } else {
+            1
+        };
+        if threads > 1 {
             // Reductions combine one partial per chunk; elementwise work balances better
             // with a few chunks per thread.
             let parts = if class == OpClass::Reduction {

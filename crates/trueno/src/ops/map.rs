@@ -8,6 +8,9 @@
 
 use crate::simd::Simd;
 
+/// Placeholder for `each` over slices.
+const EMPTY: &[f32] = &[];
+
 /// Vectors handled per main-loop iteration: enough independent work to cover FMA latency.
 const UNROLL: usize = 4;
 
@@ -33,7 +36,12 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     mut f: impl FnMut(S::V, [S::V; N]) -> S::V,
 ) {
     let n = dst.len();
-    let srcs = srcs.map(|x| &x[..n]);
+    let srcs = each(
+        srcs,
+        EMPTY,
+        #[inline(always)]
+        |x| &x[..n],
+    );
     let l = S::LANES;
     // Peel a partial head vector so that the main loop's stores (and the loads of sources
     // sharing dst's alignment) are vector-aligned: unaligned 64-byte accesses split cache
@@ -42,7 +50,12 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     if i > 0 {
         let v = f(
             s.load_partial(&dst[..i], pad),
-            srcs.map(|x| s.load_partial(&x[..i], pad)),
+            each(
+                srcs,
+                s.zero(),
+                #[inline(always)]
+                |x| s.load_partial(&x[..i], pad),
+            ),
         );
         s.store_partial(v, &mut dst[..i]);
     }
@@ -52,23 +65,49 @@ pub(crate) fn map_n<S: Simd, const N: usize>(
     let main_end = i + (n - i) / step * step;
     for (k, d) in dst[i..main_end].chunks_exact_mut(step).enumerate() {
         let base = i + k * step;
-        let xs = srcs.map(|x| &x[base..base + step]);
+        let xs = each(
+            srcs,
+            EMPTY,
+            #[inline(always)]
+            |x| &x[base..base + step],
+        );
         for u in 0..UNROLL {
             let o = u * l;
-            let v = f(s.load(&d[o..o + l]), xs.map(|x| s.load(&x[o..o + l])));
+            let v = f(
+                s.load(&d[o..o + l]),
+                each(
+                    xs,
+                    s.zero(),
+                    #[inline(always)]
+                    |x| s.load(&x[o..o + l]),
+                ),
+            );
             s.store(v, &mut d[o..o + l]);
         }
     }
     i = main_end;
     while i + l <= n {
-        let v = f(s.load(&dst[i..i + l]), srcs.map(|x| s.load(&x[i..i + l])));
+        let v = f(
+            s.load(&dst[i..i + l]),
+            each(
+                srcs,
+                s.zero(),
+                #[inline(always)]
+                |x| s.load(&x[i..i + l]),
+            ),
+        );
         s.store(v, &mut dst[i..i + l]);
         i += l;
     }
     if i < n {
         let v = f(
             s.load_partial(&dst[i..], pad),
-            srcs.map(|x| s.load_partial(&x[i..], pad)),
+            each(
+                srcs,
+                s.zero(),
+                #[inline(always)]
+                |x| s.load_partial(&x[i..], pad),
+            ),
         );
         s.store_partial(v, &mut dst[i..]);
     }
@@ -104,6 +143,22 @@ pub(crate) fn map_unary<S: Simd>(
     }
 }
 
+/// `[f(xs[0]), f(xs[1]), ...]` as a plain loop. `array::map` can stay out of line, and a
+/// closure it calls from there is compiled without the kernel's target features, which
+/// turns the intrinsics in it into calls.
+#[inline(always)]
+fn each<T: Copy, U: Copy, const N: usize>(
+    xs: [T; N],
+    init: U,
+    mut f: impl FnMut(T) -> U,
+) -> [U; N] {
+    let mut out = [init; N];
+    for (o, &x) in out.iter_mut().zip(&xs) {
+        *o = f(x);
+    }
+    out
+}
+
 /// Elements before the first vector-aligned element of `x` (at most `n`, and less than one
 /// vector).
 #[inline(always)]
@@ -134,7 +189,12 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
     mut flush: impl FnMut(usize, usize, [S::V; K]),
 ) {
     let n = srcs.first().map_or(0, |x| x.len());
-    let srcs = srcs.map(|x| &x[..n]);
+    let srcs = each(
+        srcs,
+        EMPTY,
+        #[inline(always)]
+        |x| &x[..n],
+    );
     let l = S::LANES;
     // Align the source at the lowest address: a choice independent of argument order, so
     // that e.g. dot(a, b) and dot(b, a) split identically and agree bit for bit.
@@ -145,26 +205,63 @@ pub(crate) fn fold_blocks<S: Simd, const K: usize, const N: usize>(
         let mut acc = [init; UNROLL];
         let mut i = start;
         if start == 0 && head > 0 {
-            step(&mut acc[0], srcs.map(|x| s.load_partial(&x[..head], pad)));
+            step(
+                &mut acc[0],
+                each(
+                    srcs,
+                    s.zero(),
+                    #[inline(always)]
+                    |x| s.load_partial(&x[..head], pad),
+                ),
+            );
             i = head;
         }
         let end = (i + block_len(l)).min(n);
         let chunk = UNROLL * l;
         while i + chunk <= end {
             // A slice of known length per source: the loads below need no bounds checks.
-            let xs = srcs.map(|x| &x[i..i + chunk]);
+            let xs = each(
+                srcs,
+                EMPTY,
+                #[inline(always)]
+                |x| &x[i..i + chunk],
+            );
             for (u, a) in acc.iter_mut().enumerate() {
                 let o = u * l;
-                step(a, xs.map(|x| s.load(&x[o..o + l])));
+                step(
+                    a,
+                    each(
+                        xs,
+                        s.zero(),
+                        #[inline(always)]
+                        |x| s.load(&x[o..o + l]),
+                    ),
+                );
             }
             i += chunk;
         }
         while i + l <= end {
-            step(&mut acc[0], srcs.map(|x| s.load(&x[i..i + l])));
+            step(
+                &mut acc[0],
+                each(
+                    srcs,
+                    s.zero(),
+                    #[inline(always)]
+                    |x| s.load(&x[i..i + l]),
+                ),
+            );
             i += l;
         }
         if i < end {
-            step(&mut acc[0], srcs.map(|x| s.load_partial(&x[i..end], pad)));
+            step(
+                &mut acc[0],
+                each(
+                    srcs,
+                    s.zero(),
+                    #[inline(always)]
+                    |x| s.load_partial(&x[i..end], pad),
+                ),
+            );
         }
         let merged = combine(combine(acc[0], acc[1]), combine(acc[2], acc[3]));
         flush(start, end, merged);
