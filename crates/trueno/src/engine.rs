@@ -257,9 +257,9 @@ unary_api! {
     add_scalar_into, add_scalar_inplace, "add_scalar", (c: f32) => ok(UnaryOp::AddScalar(c));
     /// `min(max(x, lo), hi)`; NaN stays NaN. Error if `lo > hi` or a bound is NaN.
     clamp_into, clamp_inplace, "clamp", (lo: f32, hi: f32) => clamp_op(lo, hi);
-    /// `e^x` (max relative error 2 ulp; see `activations::exp`).
+    /// `e^x`, relative error <= 1.2e-7 (1 ulp); exp(+inf) = +inf, exp(-inf) = 0.
     exp_into, exp_inplace, "exp", () => ok(UnaryOp::Exp);
-    /// Natural logarithm (max relative error 2 ulp away from 1).
+    /// Natural logarithm, relative error <= 1.2e-7; ln(0) = -inf, ln(x < 0) = NaN.
     ln_into, ln_inplace, "ln", () => ok(UnaryOp::Ln);
     /// `max(x, 0)`, NaN-propagating.
     relu_into, relu_inplace, "relu", () => ok(UnaryOp::Relu);
@@ -267,13 +267,14 @@ unary_api! {
     leaky_relu_into, leaky_relu_inplace, "leaky_relu", (alpha: f32) => ok(UnaryOp::LeakyRelu(alpha));
     /// `x` for `x > 0`, else `alpha * (e^x - 1)` (computed without cancellation).
     elu_into, elu_inplace, "elu", (alpha: f32) => ok(UnaryOp::Elu(alpha));
-    /// Logistic sigmoid `1 / (1 + e^-x)`.
+    /// Logistic sigmoid `1 / (1 + e^-x)`, relative error <= 2e-7.
     sigmoid_into, sigmoid_inplace, "sigmoid", () => ok(UnaryOp::Sigmoid);
-    /// Hyperbolic tangent.
+    /// Hyperbolic tangent, relative error <= 2e-7.
     tanh_into, tanh_inplace, "tanh", () => ok(UnaryOp::Tanh);
-    /// GELU, tanh approximation (as PyTorch `approximate="tanh"`).
+    /// GELU, tanh approximation (as PyTorch `approximate="tanh"`); relative error <= 3e-6
+    /// for x >= -5 (the negative tail's condition number grows as x^2).
     gelu_into, gelu_inplace, "gelu", () => ok(UnaryOp::GeluTanh);
-    /// GELU, exact erf form `x * Φ(x)`.
+    /// GELU, exact erf form `x * Φ(x)`; relative error <= 3e-6 for x >= -5.
     gelu_erf_into, gelu_erf_inplace, "gelu_erf", () => ok(UnaryOp::GeluErf);
     /// SiLU (swish) `x * sigmoid(x)`.
     silu_into, silu_inplace, "silu", () => ok(UnaryOp::Silu);

@@ -7,8 +7,12 @@ use crate::ops::{Reduce2Op, ReduceOp, UnaryOp};
 
 impl Engine {
     /// Sum of `x` (0 for empty input). Blocked summation with an f64 total: the error is at
-    /// most `(4096 / (4 * lanes) + log2(4 * lanes) + 1) * 2^-24 * sum|x_i|`, independent of
-    /// the length (see `ops::reduce` for the order).
+    /// most `(64 + log2(4 * lanes) + 1) * 2^-24 * sum|x_i|` (at most 4.3e-6 relative to
+    /// `sum|x_i|`), independent of the length (see `ops::reduce` for the order).
+    ///
+    /// The split into partial sums starts at the first vector-aligned element, so the same
+    /// values at a different address (or on another ISA) may round differently in the last
+    /// bits, always within that bound.
     pub fn sum(&self, x: &[f32]) -> Result<f32> {
         self.checked_scalar("sum", self.reduce(ReduceOp::Sum, x) as f32)
     }
