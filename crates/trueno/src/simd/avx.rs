@@ -4,7 +4,8 @@
 use std::arch::x86_64::*;
 
 use super::Simd;
-use super::lanewise::lanewise_half_methods;
+use super::lanewise::lanewise_f16_methods;
+use super::sse2::{narrow_bf16x4, widen_bf16x4};
 use crate::backend::Backend;
 
 /// Token proving AVX.
@@ -196,5 +197,25 @@ impl Simd for Avx {
         })
     }
 
-    lanewise_half_methods!();
+    lanewise_f16_methods!();
+
+    #[inline(always)]
+    fn load_bf16(self, src: &[u16]) -> __m256 {
+        let src = &src[..8];
+        avx256!({
+            let h = _mm_loadu_si128(src.as_ptr().cast());
+            let lo = widen_bf16x4(h);
+            let hi = widen_bf16x4(_mm_unpackhi_epi64(h, h));
+            _mm256_set_m128(hi, lo)
+        })
+    }
+    #[inline(always)]
+    fn store_bf16(self, v: __m256, dst: &mut [u16]) {
+        let dst = &mut dst[..8];
+        avx256!({
+            let lo = narrow_bf16x4(_mm256_castps256_ps128(v));
+            let hi = narrow_bf16x4(_mm256_extractf128_ps::<1>(v));
+            _mm_storeu_si128(dst.as_mut_ptr().cast(), _mm_unpacklo_epi64(lo, hi))
+        })
+    }
 }

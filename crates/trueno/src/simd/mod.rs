@@ -222,8 +222,8 @@ pub(crate) mod lanewise {
         }
     }
 
-    /// Implements the four half-precision methods of `Simd` lane by lane.
-    macro_rules! lanewise_half_methods {
+    /// Implements the two f16 methods of `Simd` lane by lane (ISAs without F16C).
+    macro_rules! lanewise_f16_methods {
         () => {
             #[inline(always)]
             fn load_f16(self, src: &[u16]) -> Self::V {
@@ -238,20 +238,7 @@ pub(crate) mod lanewise {
                     $crate::simd::half_bits::f32_to_f16,
                 )
             }
-            #[inline(always)]
-            fn load_bf16(self, src: &[u16]) -> Self::V {
-                $crate::simd::lanewise::load_with(self, src, $crate::simd::half_bits::bf16_to_f32)
-            }
-            #[inline(always)]
-            fn store_bf16(self, v: Self::V, dst: &mut [u16]) {
-                $crate::simd::lanewise::store_with(
-                    self,
-                    v,
-                    dst,
-                    $crate::simd::half_bits::f32_to_bf16,
-                )
-            }
         };
     }
-    pub(crate) use lanewise_half_methods;
+    pub(crate) use lanewise_f16_methods;
 }

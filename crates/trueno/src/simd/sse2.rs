@@ -3,7 +3,7 @@
 use std::arch::x86_64::*;
 
 use super::Simd;
-use super::lanewise::lanewise_half_methods;
+use super::lanewise::lanewise_f16_methods;
 use crate::backend::Backend;
 
 /// Token proving SSE2 (always true on x86-64, kept for uniformity).
@@ -172,5 +172,44 @@ impl Simd for Sse2 {
         })
     }
 
-    lanewise_half_methods!();
+    lanewise_f16_methods!();
+
+    #[inline(always)]
+    fn load_bf16(self, src: &[u16]) -> __m128 {
+        let src = &src[..4];
+        sse2!(widen_bf16x4(_mm_loadl_epi64(src.as_ptr().cast())))
+    }
+    #[inline(always)]
+    fn store_bf16(self, v: __m128, dst: &mut [u16]) {
+        let dst = &mut dst[..4];
+        sse2!(_mm_storel_epi64(dst.as_mut_ptr().cast(), narrow_bf16x4(v)))
+    }
+}
+
+/// Four bfloat16 values (the low 64 bits of `h`) widened to f32: each becomes the top half
+/// of its lane. Shared with AVX, whose 256-bit narrowing runs these on each half.
+#[inline]
+#[target_feature(enable = "sse2")]
+pub(crate) fn widen_bf16x4(h: __m128i) -> __m128 {
+    _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h))
+}
+
+/// Four f32 narrowed to bfloat16 (round to nearest even, NaN kept quiet), packed in the low
+/// 64 bits of the result.
+#[inline]
+#[target_feature(enable = "sse2")]
+pub(crate) fn narrow_bf16x4(v: __m128) -> __m128i {
+    let bits = _mm_castps_si128(v);
+    let lsb = _mm_and_si128(_mm_srli_epi32::<16>(bits), _mm_set1_epi32(1));
+    let rounded = _mm_add_epi32(bits, _mm_add_epi32(lsb, _mm_set1_epi32(0x7fff)));
+    let quiet_nan = _mm_or_si128(bits, _mm_set1_epi32(0x0040_0000));
+    let nan = _mm_castps_si128(_mm_cmpunord_ps(v, v));
+    let r = _mm_or_si128(
+        _mm_and_si128(nan, quiet_nan),
+        _mm_andnot_si128(nan, rounded),
+    );
+    // The arithmetic shift leaves each top half sign-extended, inside i16, so the signed
+    // saturating pack (SSE2 has no unsigned one) keeps its bit pattern exactly.
+    let r = _mm_srai_epi32::<16>(r);
+    _mm_packs_epi32(r, r)
 }
