@@ -26,6 +26,7 @@ pub(crate) trait Kernels: Sync {
     fn arg_extreme(&self, x: &[f32], is_max: bool) -> usize;
     fn softmax(&self, dst: &mut [f32], src: Option<&[f32]>);
     fn log_softmax(&self, dst: &mut [f32], src: Option<&[f32]>);
+    fn exp_shift_sum(&self, dst: &mut [f32], src: Option<&[f32]>, m: f32) -> f64;
     fn widen(&self, fmt: HalfFormat, src: &[u16], dst: &mut [f32]);
     fn narrow(&self, fmt: HalfFormat, src: &[f32], dst: &mut [u16]);
 }
@@ -47,6 +48,7 @@ macro_rules! impl_kernels {
             impl_kernels!(@m $token $(, $features)?; arg_extreme(x: &[f32], is_max: bool) -> usize => ops::reduce::arg_extreme_vec);
             impl_kernels!(@m $token $(, $features)?; softmax(dst: &mut [f32], src: Option<&[f32]>) => ops::softmax::softmax_vec);
             impl_kernels!(@m $token $(, $features)?; log_softmax(dst: &mut [f32], src: Option<&[f32]>) => ops::softmax::log_softmax_vec);
+            impl_kernels!(@m $token $(, $features)?; exp_shift_sum(dst: &mut [f32], src: Option<&[f32]>, m: f32) -> f64 => ops::softmax::exp_shift_sum_vec);
             impl_kernels!(@m $token $(, $features)?; widen(fmt: HalfFormat, src: &[u16], dst: &mut [f32]) => ops::convert::widen_vec);
             impl_kernels!(@m $token $(, $features)?; narrow(fmt: HalfFormat, src: &[f32], dst: &mut [u16]) => ops::convert::narrow_vec);
         }

@@ -86,3 +86,27 @@ pub(crate) fn for_each_chunk_mut(
             .for_each(|(i, d)| f(i * chunk, d));
     }
 }
+
+/// `f(offset, chunk)` for consecutive `chunk`-long pieces of `dst`, in parallel where the
+/// feature is on; the results come back in input order.
+pub(crate) fn map_chunks_mut<T: Send>(
+    dst: &mut [f32],
+    chunk: usize,
+    f: impl Fn(usize, &mut [f32]) -> T + Sync + Send,
+) -> Vec<T> {
+    #[cfg(feature = "parallel")]
+    {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(chunk)
+            .enumerate()
+            .map(|(i, d)| f(i * chunk, d))
+            .collect()
+    }
+    #[cfg(not(feature = "parallel"))]
+    {
+        dst.chunks_mut(chunk)
+            .enumerate()
+            .map(|(i, d)| f(i * chunk, d))
+            .collect()
+    }
+}

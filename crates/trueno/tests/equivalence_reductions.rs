@@ -278,6 +278,50 @@ fn softmax_and_log_softmax_match_f64_on_every_backend() {
 }
 
 #[test]
+fn softmax_split_across_threads_matches_f64() {
+    // Above the threshold where softmax runs as three threaded passes (see reductions.rs).
+    let n = 700_001;
+    let x = Rng::new(21).vec(n, -20.0, 20.0);
+    let want = activations::softmax(&x);
+    let want_log = activations::log_softmax(&x);
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for (backend, e) in engines() {
+        let mut out = vec![f32::NAN; n];
+        e.softmax_into(&x, &mut out).unwrap();
+        let mut inplace = x.clone();
+        e.softmax_inplace(&mut inplace).unwrap();
+        for i in 0..n {
+            let rel = 1e-6 + sum_bound(backend.lanes()) as f32 + (max - x[i]) * f32::EPSILON;
+            assert!(
+                close(out[i], want[i], rel, 1e-37),
+                "softmax {backend} [{i}]"
+            );
+            assert!(
+                close(inplace[i], want[i], rel, 1e-37),
+                "softmax in place {backend} [{i}]"
+            );
+        }
+        e.log_softmax_into(&x, &mut out).unwrap();
+        assert_all_close(
+            &format!("log_softmax {backend}"),
+            &out,
+            &want_log,
+            1e-6,
+            2e-6,
+        );
+        let mut inplace = x.clone();
+        e.log_softmax_inplace(&mut inplace).unwrap();
+        assert_all_close(
+            &format!("log_softmax in place {backend}"),
+            &inplace,
+            &want_log,
+            1e-6,
+            2e-6,
+        );
+    }
+}
+
+#[test]
 fn normalize_gives_unit_norm_and_keeps_zero_vectors() {
     for (backend, e) in engines() {
         let mut rng = Rng::new(4);

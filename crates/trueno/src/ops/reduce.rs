@@ -27,6 +27,8 @@ pub(crate) enum ReduceOp {
     Min,
     /// Largest |x|, NaN-propagating.
     MaxAbs,
+    /// Sum of e^(x - m) (the normaliser of softmax).
+    SumExp(f32),
 }
 
 /// Two-input reductions.
@@ -200,6 +202,17 @@ pub(crate) fn reduce_vec<S: Simd>(s: S, op: ReduceOp, x: &[f32]) -> f64 {
             #[inline(always)]
             |v| s.abs(v),
         ),
+        ReduceOp::SumExp(m) => {
+            let mv = s.splat(m);
+            // Pad with -inf: e^(-inf - m) = 0.
+            sum_of(
+                s,
+                [x],
+                f32::NEG_INFINITY,
+                #[inline(always)]
+                |acc, [v]| s.add(acc, super::math::exp(s, s.sub(v, mv))),
+            )
+        }
     }
 }
 

@@ -10,7 +10,29 @@ use crate::simd::Simd;
 /// not be empty; a NaN anywhere makes every output NaN.
 #[inline(always)]
 pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
-    let m = s.splat(reduce_vec(s, ReduceOp::Max, src.unwrap_or(&*dst)) as f32);
+    let m = reduce_vec(s, ReduceOp::Max, src.unwrap_or(&*dst)) as f32;
+    let total = exp_shift_sum_vec(s, dst, src, m);
+    let inv = s.splat((1.0 / total) as f32);
+    map_unary(
+        s,
+        dst,
+        None,
+        1.0,
+        #[inline(always)]
+        |d| s.mul(d, inv),
+    );
+}
+
+/// `dst = exp(x - m)` (`x` as in [`softmax_vec`]), returning the sum of `dst`: f32 partial
+/// sums per block, f64 across blocks. The middle pass of softmax, also run per thread.
+#[inline(always)]
+pub(crate) fn exp_shift_sum_vec<S: Simd>(
+    s: S,
+    dst: &mut [f32],
+    src: Option<&[f32]>,
+    m: f32,
+) -> f64 {
+    let m = s.splat(m);
     let mut total = 0.0f64;
     let block = block_len(S::LANES);
     for (i, db) in dst.chunks_mut(block).enumerate() {
@@ -27,15 +49,7 @@ pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
         );
         total += s.reduce_add(acc) as f64;
     }
-    let inv = s.splat((1.0 / total) as f32);
-    map_unary(
-        s,
-        dst,
-        None,
-        1.0,
-        #[inline(always)]
-        |d| s.mul(d, inv),
-    );
+    total
 }
 
 /// `dst = x - max - ln(sum(exp(x - max)))`, `x` as in [`softmax_vec`].
@@ -43,20 +57,7 @@ pub(crate) fn softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
 pub(crate) fn log_softmax_vec<S: Simd>(s: S, dst: &mut [f32], src: Option<&[f32]>) {
     let x = src.unwrap_or(&*dst);
     let max = reduce_vec(s, ReduceOp::Max, x) as f32;
-    let m = s.splat(max);
-    let mut total = 0.0f64;
-    super::map::fold_blocks(
-        s,
-        [x],
-        f32::NEG_INFINITY,
-        [s.zero()],
-        #[inline(always)]
-        |[acc], [v]| *acc = s.add(*acc, math::exp(s, s.sub(v, m))),
-        #[inline(always)]
-        |[a], [b]| [s.add(a, b)],
-        #[inline(always)]
-        |_, _, [acc]| total += s.reduce_add(acc) as f64,
-    );
+    let total = reduce_vec(s, ReduceOp::SumExp(max), x);
     let shift = s.splat(max + total.ln() as f32);
     map_unary(
         s,
