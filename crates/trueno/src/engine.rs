@@ -209,11 +209,17 @@ fn nan_max(acc: f64, v: f64) -> f64 {
 
 /// Declares the `_into` / `_inplace` pair of a one-input elementwise op.
 macro_rules! unary_api {
-    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty),*) => $op:expr; )*) => {
+    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty = $ex:literal),*) => $op:expr; )*) => {
         impl Engine {
             $(
                 $(#[$doc])*
-                #[doc = concat!("\n\nWrites into `out`, which must have `x.len()` elements.")]
+                #[doc = "\n\nWrites into `out`, which must have `x.len()` elements."]
+                #[doc = concat!(
+                    "\n\n```\nlet e = trueno::engine()?;\nlet x = [0.5f32, -1.25, 2.0, 0.0];\n",
+                    "let mut out = [f32::NAN; 4];\ne.", stringify!($into), "(&x, ", $(stringify!($ex), ", ",)*
+                    "&mut out)?;\nlet mut y = x;\ne.", stringify!($inplace), "(&mut y", $(", ", stringify!($ex),)*
+                    ")?;\n// Bit patterns, so that NaN outputs (sqrt or ln of a negative) compare equal too.\nassert_eq!(out.map(f32::to_bits), y.map(f32::to_bits));\n# Ok::<(), trueno::TruenoError>(())\n```"
+                )]
                 pub fn $into(&self, x: &[f32], $($p: $pt,)* out: &mut [f32]) -> Result<()> {
                     let op = $op;
                     self.unary($name, op?, out, Some(x))
@@ -252,11 +258,11 @@ unary_api! {
     /// `1 / x`, correctly rounded (a division, not an estimate).
     recip_into, recip_inplace, "recip", () => ok(UnaryOp::Recip);
     /// `alpha * x`.
-    scale_into, scale_inplace, "scale", (alpha: f32) => ok(UnaryOp::Scale(alpha));
+    scale_into, scale_inplace, "scale", (alpha: f32 = 2.5) => ok(UnaryOp::Scale(alpha));
     /// `x + c`.
-    add_scalar_into, add_scalar_inplace, "add_scalar", (c: f32) => ok(UnaryOp::AddScalar(c));
+    add_scalar_into, add_scalar_inplace, "add_scalar", (c: f32 = 1.5) => ok(UnaryOp::AddScalar(c));
     /// `min(max(x, lo), hi)`; NaN stays NaN. Error if `lo > hi` or a bound is NaN.
-    clamp_into, clamp_inplace, "clamp", (lo: f32, hi: f32) => clamp_op(lo, hi);
+    clamp_into, clamp_inplace, "clamp", (lo: f32 = -1.0, hi: f32 = 1.0) => clamp_op(lo, hi);
     /// `e^x`, relative error <= 1.2e-7 (1 ulp); exp(+inf) = +inf, exp(-inf) = 0.
     exp_into, exp_inplace, "exp", () => ok(UnaryOp::Exp);
     /// Natural logarithm, relative error <= 1.2e-7; ln(0) = -inf, ln(x < 0) = NaN.
@@ -264,9 +270,9 @@ unary_api! {
     /// `max(x, 0)`, NaN-propagating.
     relu_into, relu_inplace, "relu", () => ok(UnaryOp::Relu);
     /// `x` for `x >= 0`, else `alpha * x`.
-    leaky_relu_into, leaky_relu_inplace, "leaky_relu", (alpha: f32) => ok(UnaryOp::LeakyRelu(alpha));
+    leaky_relu_into, leaky_relu_inplace, "leaky_relu", (alpha: f32 = 0.01) => ok(UnaryOp::LeakyRelu(alpha));
     /// `x` for `x > 0`, else `alpha * (e^x - 1)` (computed without cancellation).
-    elu_into, elu_inplace, "elu", (alpha: f32) => ok(UnaryOp::Elu(alpha));
+    elu_into, elu_inplace, "elu", (alpha: f32 = 1.0) => ok(UnaryOp::Elu(alpha));
     /// Logistic sigmoid `1 / (1 + e^-x)`, relative error <= 2e-7.
     sigmoid_into, sigmoid_inplace, "sigmoid", () => ok(UnaryOp::Sigmoid);
     /// Hyperbolic tangent, relative error <= 2e-7.
@@ -288,11 +294,17 @@ unary_api! {
 
 /// Declares the `_into` / `_inplace` pair of a two-input elementwise op.
 macro_rules! binary_api {
-    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty),*) => $op:expr; )*) => {
+    ($( $(#[$doc:meta])* $into:ident, $inplace:ident, $name:literal, ($($p:ident: $pt:ty = $ex:literal),*) => $op:expr; )*) => {
         impl Engine {
             $(
                 $(#[$doc])*
                 #[doc = "\n\nWrites into `out`; `a`, `b` and `out` must have equal lengths."]
+                #[doc = concat!(
+                    "\n\n```\nlet e = trueno::engine()?;\nlet (a, b) = ([0.5f32, -1.25, 2.0], [4.0f32, 0.5, -2.0]);\n",
+                    "let mut out = [f32::NAN; 3];\ne.", stringify!($into), "(&a, &b, ", $(stringify!($ex), ", ",)*
+                    "&mut out)?;\nlet mut y = a;\ne.", stringify!($inplace), "(&mut y, &b", $(", ", stringify!($ex),)*
+                    ")?;\n// Bit patterns, so that NaN outputs (sqrt or ln of a negative) compare equal too.\nassert_eq!(out.map(f32::to_bits), y.map(f32::to_bits));\n# Ok::<(), trueno::TruenoError>(())\n```"
+                )]
                 pub fn $into(&self, a: &[f32], b: &[f32], $($p: $pt,)* out: &mut [f32]) -> Result<()> {
                     self.binary($name, $op, out, Some(a), b)
                 }
@@ -319,7 +331,7 @@ binary_api! {
     /// Elementwise maximum, NaN-propagating (torch.maximum).
     maximum_into, maximum_inplace, "maximum", () => BinaryOp::Max;
     /// Linear interpolation `a + t * (b - a)`.
-    lerp_into, lerp_inplace, "lerp", (t: f32) => BinaryOp::Lerp(t);
+    lerp_into, lerp_inplace, "lerp", (t: f32 = 0.25) => BinaryOp::Lerp(t);
 }
 
 impl Engine {
