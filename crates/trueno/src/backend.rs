@@ -263,9 +263,10 @@ impl OpClass {
 }
 
 /// Classes where AVX-512 beat AVX2 in `cargo bench -p trueno-bench --bench isa` (Xeon,
-/// Sapphire Rapids class, 2 vCPU KVM guest, 2026-11-22; table in BENCHMARKS.md): every class
-/// won or tied at every size, by 1.0x-2.9x. A class measured slower on AVX-512 is left out
-/// of this list and runs on AVX2.
+/// Sapphire Rapids class, 2 vCPU KVM guest, 2026-11-22; table in BENCHMARKS.md):
+/// transcendental and reduction won at every size (1.05x-2.6x), conversion won or tied,
+/// elementwise won at 1K (1.3x-1.9x) and tied within noise from 10K (0.86x-1.05x, L2-bound
+/// on both). A class measured slower on AVX-512 is left out of this list and runs on AVX2.
 const AVX512_WINS: &[OpClass] = &[
     OpClass::Elementwise,
     OpClass::Transcendental,

@@ -118,14 +118,12 @@ impl Engine {
         f: impl Fn(usize, &mut [f32]) + Sync + Send,
     ) {
         match parallel::chunk_for(class, dst.len()) {
-            Some(chunk) => parallel::for_each_chunk_mut(dst, chunk, f),
+            Some(chunk) => {
+                // A Vec of () never allocates.
+                parallel::map_chunks_mut(dst, chunk, f);
+            }
             None => f(0, dst),
         }
-    }
-
-    /// The chunk length to split `len` elements of `class` into, if it should be split.
-    pub(crate) fn parallel_chunk(&self, class: OpClass, len: usize) -> Option<usize> {
-        parallel::chunk_for(class, len)
     }
 
     fn unary(
@@ -153,9 +151,13 @@ impl Engine {
         a: Option<&[f32]>,
         b: &[f32],
     ) -> Result<()> {
-        check_len(name, "b", dst.len(), b.len())?;
-        if let Some(a) = a {
-            check_len(name, "b", a.len(), b.len())?;
+        // Blame the output only once the inputs agree with each other.
+        match a {
+            Some(a) => {
+                check_len(name, "b", a.len(), b.len())?;
+                check_len(name, "out", a.len(), dst.len())?;
+            }
+            None => check_len(name, "b", dst.len(), b.len())?,
         }
         let k = self.k(OpClass::Elementwise);
         self.split(OpClass::Elementwise, dst, |o, d| {

@@ -66,28 +66,6 @@ pub(crate) fn map_chunks<T: Send>(
 }
 
 /// `f(offset, chunk)` for consecutive `chunk`-long pieces of `dst`, in parallel where the
-/// feature is on.
-pub(crate) fn for_each_chunk_mut(
-    dst: &mut [f32],
-    chunk: usize,
-    f: impl Fn(usize, &mut [f32]) + Sync + Send,
-) {
-    #[cfg(feature = "parallel")]
-    {
-        use rayon::prelude::*;
-        dst.par_chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(i, d)| f(i * chunk, d));
-    }
-    #[cfg(not(feature = "parallel"))]
-    {
-        dst.chunks_mut(chunk)
-            .enumerate()
-            .for_each(|(i, d)| f(i * chunk, d));
-    }
-}
-
-/// `f(offset, chunk)` for consecutive `chunk`-long pieces of `dst`, in parallel where the
 /// feature is on; the results come back in input order.
 pub(crate) fn map_chunks_mut<T: Send>(
     dst: &mut [f32],

@@ -4,6 +4,7 @@ use crate::backend::OpClass;
 use crate::engine::Engine;
 use crate::error::{Result, check_len, check_nonempty};
 use crate::ops::{Reduce2Op, ReduceOp, UnaryOp};
+use crate::parallel;
 
 impl Engine {
     /// Sum of `x` (0 for empty input). Blocked summation with an f64 total: the error is at
@@ -52,10 +53,10 @@ impl Engine {
     /// in order, so the first of equal extremes (or the first NaN) still wins.
     fn arg_extreme(&self, x: &[f32], is_max: bool) -> usize {
         let k = self.k(OpClass::Reduction);
-        let Some(chunk) = self.parallel_chunk(OpClass::Reduction, x.len()) else {
+        let Some(chunk) = parallel::chunk_for(OpClass::Reduction, x.len()) else {
             return k.arg_extreme(x, is_max);
         };
-        let best = crate::parallel::map_chunks(x, chunk, |offset, c| {
+        let best = parallel::map_chunks(x, chunk, |offset, c| {
             let i = offset + k.arg_extreme(c, is_max);
             (i, x[i])
         });
@@ -221,11 +222,11 @@ impl Engine {
     /// split; a 1M one 1.03 ms fused and 0.56 ms split (2 vCPUs, 2026-11-22).
     fn softmax_impl(&self, dst: &mut [f32], src: Option<&[f32]>) {
         let k = self.k(OpClass::Transcendental);
-        let Some(chunk) = self.parallel_chunk(OpClass::Elementwise, dst.len()) else {
+        let Some(chunk) = parallel::chunk_for(OpClass::Elementwise, dst.len()) else {
             return k.softmax(dst, src);
         };
         let m = self.reduce(ReduceOp::Max, src.unwrap_or(dst)) as f32;
-        let parts = crate::parallel::map_chunks_mut(dst, chunk, |o, d| {
+        let parts = parallel::map_chunks_mut(dst, chunk, |o, d| {
             k.exp_shift_sum(d, src.map(|x| &x[o..o + d.len()]), m)
         });
         let inv = (1.0 / parts.iter().sum::<f64>()) as f32;
@@ -235,13 +236,11 @@ impl Engine {
         });
     }
 
-    /// As [`Engine::softmax_impl`]: max, then the sum of exponentials, then a shift.
+    /// As [`Engine::softmax_impl`] (same threshold): max, then the sum of exponentials,
+    /// then a shift.
     fn log_softmax_impl(&self, dst: &mut [f32], src: Option<&[f32]>) {
         let k = self.k(OpClass::Transcendental);
-        if self
-            .parallel_chunk(OpClass::Transcendental, dst.len())
-            .is_none()
-        {
+        if parallel::chunk_for(OpClass::Elementwise, dst.len()).is_none() {
             return k.log_softmax(dst, src);
         }
         let x = src.unwrap_or(dst);

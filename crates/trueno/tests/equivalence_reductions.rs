@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use trueno::{Engine, TruenoError, activations};
+use trueno::{Backend, Engine, TruenoError, activations};
 
 /// Error bound of the blocked sum (see `Engine::sum`), as a multiple of sum |terms|.
 fn sum_bound(lanes: usize) -> f64 {
@@ -223,49 +223,54 @@ fn l2_norm_survives_overflow_and_underflow_of_squares() {
     }
 }
 
+/// Softmax and log-softmax of `x`, into and in place, against the f64 definitions.
+fn check_softmax(backend: Backend, e: &Engine, x: &[f32]) {
+    let n = x.len();
+    let want = activations::softmax(x);
+    let mut out = vec![f32::NAN; n];
+    e.softmax_into(x, &mut out).unwrap();
+    let mut inplace = x.to_vec();
+    e.softmax_inplace(&mut inplace).unwrap();
+    // x - max is rounded to f32 before exp, which amplifies that rounding by |x - max|:
+    // every f32 softmax carries this error. (In place and into may differ in the last bits:
+    // the block split follows the output's alignment.)
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for i in 0..n {
+        let rel = 1e-6 + sum_bound(backend.lanes()) as f32 + (max - x[i]) * f32::EPSILON;
+        for (form, got) in [("into", out[i]), ("in place", inplace[i])] {
+            assert!(
+                close(got, want[i], rel, 1e-37),
+                "softmax {form} {backend} n = {n} [{i}]: {got} vs {}",
+                want[i]
+            );
+        }
+    }
+    let want = activations::log_softmax(x);
+    e.log_softmax_into(x, &mut out).unwrap();
+    assert_all_close(
+        &format!("log_softmax {backend} n = {n}"),
+        &out,
+        &want,
+        1e-6,
+        2e-6,
+    );
+    let mut inplace = x.to_vec();
+    e.log_softmax_inplace(&mut inplace).unwrap();
+    assert_all_close(
+        &format!("log_softmax in place {backend} n = {n}"),
+        &inplace,
+        &want,
+        1e-6,
+        2e-6,
+    );
+}
+
 #[test]
 fn softmax_and_log_softmax_match_f64_on_every_backend() {
     for (backend, e) in engines() {
         let mut rng = Rng::new(9);
         for n in sizes().into_iter().filter(|&n| n > 0).chain([100_003]) {
-            let x = rng.vec(n, -30.0, 30.0);
-            let want = activations::softmax(&x);
-            let mut out = vec![f32::NAN; n];
-            e.softmax_into(&x, &mut out).unwrap();
-            let mut inplace = x.clone();
-            e.softmax_inplace(&mut inplace).unwrap();
-            // x - max is rounded to f32 before exp, which amplifies that rounding by
-            // |x - max|: every f32 softmax carries this error. (In place and into may differ
-            // in the last bits: the block split follows the output's alignment.)
-            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            for i in 0..n {
-                let rel = 1e-6 + sum_bound(backend.lanes()) as f32 + (max - x[i]) * f32::EPSILON;
-                for (form, got) in [("into", out[i]), ("in place", inplace[i])] {
-                    assert!(
-                        close(got, want[i], rel, 1e-37),
-                        "softmax {form} {backend} n = {n} [{i}]: {got} vs {}",
-                        want[i]
-                    );
-                }
-            }
-            let want = activations::log_softmax(&x);
-            e.log_softmax_into(&x, &mut out).unwrap();
-            assert_all_close(
-                &format!("log_softmax {backend} n = {n}"),
-                &out,
-                &want,
-                1e-6,
-                2e-6,
-            );
-            let mut inplace = x.clone();
-            e.log_softmax_inplace(&mut inplace).unwrap();
-            assert_all_close(
-                &format!("log_softmax in place {backend} n = {n}"),
-                &inplace,
-                &want,
-                1e-6,
-                2e-6,
-            );
+            check_softmax(backend, &e, &rng.vec(n, -30.0, 30.0));
         }
         // Large logits do not overflow; a NaN poisons every output.
         let mut out = [0.0; 3];
@@ -280,44 +285,9 @@ fn softmax_and_log_softmax_match_f64_on_every_backend() {
 #[test]
 fn softmax_split_across_threads_matches_f64() {
     // Above the threshold where softmax runs as three threaded passes (see reductions.rs).
-    let n = 700_001;
-    let x = Rng::new(21).vec(n, -20.0, 20.0);
-    let want = activations::softmax(&x);
-    let want_log = activations::log_softmax(&x);
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let x = Rng::new(21).vec(700_001, -20.0, 20.0);
     for (backend, e) in engines() {
-        let mut out = vec![f32::NAN; n];
-        e.softmax_into(&x, &mut out).unwrap();
-        let mut inplace = x.clone();
-        e.softmax_inplace(&mut inplace).unwrap();
-        for i in 0..n {
-            let rel = 1e-6 + sum_bound(backend.lanes()) as f32 + (max - x[i]) * f32::EPSILON;
-            assert!(
-                close(out[i], want[i], rel, 1e-37),
-                "softmax {backend} [{i}]"
-            );
-            assert!(
-                close(inplace[i], want[i], rel, 1e-37),
-                "softmax in place {backend} [{i}]"
-            );
-        }
-        e.log_softmax_into(&x, &mut out).unwrap();
-        assert_all_close(
-            &format!("log_softmax {backend}"),
-            &out,
-            &want_log,
-            1e-6,
-            2e-6,
-        );
-        let mut inplace = x.clone();
-        e.log_softmax_inplace(&mut inplace).unwrap();
-        assert_all_close(
-            &format!("log_softmax in place {backend}"),
-            &inplace,
-            &want_log,
-            1e-6,
-            2e-6,
-        );
+        check_softmax(backend, &e, &x);
     }
 }
 

@@ -66,6 +66,18 @@ fn vector_methods_report_length_mismatch() {
     );
     assert!(err.to_string().contains("add"));
     assert!(matches!(a.dot(&b), Err(TruenoError::LengthMismatch { .. })));
+    // With matching inputs, a short output is what the error names.
+    let e = trueno::engine().unwrap();
+    let err = e.add_into(&a, &a, &mut [0.0; 2]).unwrap_err();
+    assert_eq!(
+        err,
+        TruenoError::LengthMismatch {
+            op: "add",
+            what: "out",
+            expected: 3,
+            got: 2
+        }
+    );
     assert!(matches!(
         Vector::zeros(0).max(),
         Err(TruenoError::EmptyInput { op: "max" })

@@ -11,7 +11,6 @@ fn v(n: usize, seed: f32) -> Vector<f32> {
 
 #[test]
 fn unary_methods_match_the_engine_and_their_in_place_forms() {
-    let e = engine().unwrap();
     let x = v(133, 0.1);
     type Pair = (
         fn(&Vector<f32>) -> trueno::Result<Vector<f32>>,
@@ -54,7 +53,6 @@ fn unary_methods_match_the_engine_and_their_in_place_forms() {
         x.scale(2.0).unwrap().as_slice(),
         x.iter().map(|v| v * 2.0).collect::<Vec<_>>()
     );
-    let _ = e;
 }
 
 #[test]
