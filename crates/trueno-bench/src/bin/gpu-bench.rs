@@ -1,0 +1,251 @@
+//! trueno-gpu on the device: every kernel family at the issue's shapes, timed with CUDA
+//! events (median of per-run event pairs after warm-up, inputs rotated so they do not sit
+//! in L2), plus PTX build and module load times and launch overhead. Writes one JSON
+//! object per line; `scripts/gpu_bench_peer.py` times PyTorch on the same shapes in the
+//! same command and prints the comparison table.
+//!
+//! Usage: `gpu-bench [--quick] [--out FILE]`
+
+use std::io::Write;
+use std::time::Instant;
+
+use trueno_gpu::Result;
+use trueno_gpu::driver::{Context, Recording, Stream};
+use trueno_gpu::kernels::Family;
+use trueno_gpu::kernels::elementwise::ElementwiseOp;
+use trueno_gpu::kernels::gemm::GemmVariant;
+use trueno_gpu::memory::DeviceBuffer;
+
+/// Bytes of inputs to cycle through so repeated runs miss L2 (50-60 MB on Hopper).
+const ROTATE_BYTES: usize = 256 << 20;
+
+struct Bench {
+    ctx: Context,
+    out: Box<dyn Write>,
+    quick: bool,
+}
+
+fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f32>) -> f64 {
+    v.sort_by(f32::total_cmp);
+    v[v.len() / 2] as f64
+}
+
+impl Bench {
+    fn sets(&self, bytes_per_set: usize) -> usize {
+        ROTATE_BYTES.div_ceil(bytes_per_set).clamp(1, 16)
+    }
+
+    fn inputs(&self, n: usize, sets: usize) -> Result<Vec<DeviceBuffer<f32>>> {
+        let host = random(n, n as u64);
+        (0..sets).map(|_| self.ctx.upload(&host)).collect()
+    }
+
+    /// Median milliseconds of `run(set)` over `reps` runs after `warm` warm-ups.
+    fn time<'a>(
+        &self,
+        sets: usize,
+        mut run: impl FnMut(&mut Stream<Recording<'a>>, usize) -> Result<()>,
+    ) -> Result<f64> {
+        let (warm, reps) = if self.quick { (2, 5) } else { (5, 30) };
+        let mut s = self.ctx.stream()?.record();
+        for i in 0..warm {
+            run(&mut s, i % sets)?;
+        }
+        let mut times = Vec::with_capacity(reps);
+        for i in 0..reps {
+            let a = s.record_event()?;
+            run(&mut s, i % sets)?;
+            let b = s.record_event()?;
+            times.push(a.elapsed_ms(&b)?);
+        }
+        s.sync()?;
+        Ok(median(times))
+    }
+
+    fn emit(&mut self, line: String) {
+        println!("{line}");
+        let _ = writeln!(self.out, "{line}");
+    }
+
+    fn elementwise(&mut self) -> Result<()> {
+        let n = if self.quick { 1 << 24 } else { 64 << 20 };
+        let sets = self.sets(n * 4).min(2);
+        let xs = self.inputs(n, sets)?;
+        let ys = self.inputs(n, sets)?;
+        let out = self.ctx.alloc::<f32>(n)?;
+        for op in ElementwiseOp::ALL {
+            let ms = self.time(sets, |s, i| {
+                s.elementwise(op, &xs[i], op.is_binary().then(|| &ys[i]), &out, 1.5)
+            })?;
+            let bytes = (if op.is_binary() { 3 } else { 2 }) * n * 4;
+            self.emit(format!(
+                r#"{{"kind":"elementwise","op":"{}","n":{n},"ms":{ms:.5},"bytes":{bytes}}}"#,
+                op.name()
+            ));
+        }
+        for (name, f) in [("sum", 0), ("max", 1), ("argmax", 2)] {
+            let r = self.ctx.alloc::<f32>(1)?;
+            let ri = self.ctx.alloc::<u32>(1)?;
+            let ms = self.time(sets, |s, i| match f {
+                0 => s.sum(&xs[i], &r),
+                1 => s.max(&xs[i], &r),
+                _ => s.argmax(&xs[i], &ri),
+            })?;
+            self.emit(format!(
+                r#"{{"kind":"reduce","op":"{name}","n":{n},"ms":{ms:.5},"bytes":{}}}"#,
+                n * 4
+            ));
+        }
+        Ok(())
+    }
+
+    fn rows(&mut self) -> Result<()> {
+        let shapes: &[(usize, usize)] = if self.quick {
+            &[(4096, 1024)]
+        } else {
+            &[(4096, 1024), (8192, 4096), (1024, 32768)]
+        };
+        for &(rows, cols) in shapes {
+            let n = rows * cols;
+            let sets = self.sets(n * 4);
+            let xs = self.inputs(n, sets)?;
+            let rs = self.inputs(n, sets)?;
+            let g = self.ctx.upload(&random(cols, 7))?;
+            let b = self.ctx.upload(&random(cols, 8))?;
+            let out = self.ctx.alloc::<f32>(n)?;
+            let h = self.ctx.alloc::<f32>(n)?;
+            let cases: [(&str, usize); 4] = [
+                ("softmax", 2),
+                ("layernorm", 2),
+                ("rmsnorm", 2),
+                ("add_rmsnorm", 4),
+            ];
+            for (name, streams) in cases {
+                let ms = self.time(sets, |s, i| match name {
+                    "softmax" => s.softmax(&xs[i], &out, rows, cols),
+                    "layernorm" => s.layernorm(&xs[i], &g, &b, &out, rows, cols, 1e-5),
+                    "rmsnorm" => s.rmsnorm(&xs[i], &g, &out, rows, cols, 1e-5),
+                    _ => s.add_rmsnorm(&xs[i], &rs[i], &g, &out, &h, rows, cols, 1e-5),
+                })?;
+                self.emit(format!(
+                    r#"{{"kind":"rows","op":"{name}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+                    streams * n * 4
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn gemm(&mut self) -> Result<()> {
+        let sizes: &[usize] = if self.quick {
+            &[1024]
+        } else {
+            &[512, 1024, 2048, 4096, 8192]
+        };
+        for &s in sizes {
+            let a = self.ctx.upload(&random(s * s, 1))?;
+            let b = self.ctx.upload(&random(s * s, 2))?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            for v in [GemmVariant::Tiled, GemmVariant::Naive] {
+                if v == GemmVariant::Naive && s > 2048 {
+                    continue;
+                }
+                let ms = self.time(1, |st, _| st.gemm(v, &a, &b, &c, s, s, s))?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(r#"{{"kind":"gemm","variant":"{v:?}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#));
+            }
+        }
+        Ok(())
+    }
+
+    fn overheads(&mut self) -> Result<()> {
+        // Module build (IR -> PTX, first use in this process) and JIT load per family,
+        // in a fresh context so nothing is cached by the driver for it.
+        let fresh = Context::new(0)?;
+        for f in Family::ALL {
+            let (build, load) = fresh.module_times(f)?;
+            self.emit(format!(
+                r#"{{"kind":"module","family":"{}","build_ms":{:.3},"load_ms":{:.3}}}"#,
+                f.name(),
+                build.as_secs_f64() * 1e3,
+                load.as_secs_f64() * 1e3
+            ));
+        }
+        // Launch overhead: many tiny launches back to back, host time per launch.
+        let x = self.ctx.upload(&[1.0f32; 4])?;
+        let out = self.ctx.alloc::<f32>(4)?;
+        let n = 20_000;
+        let mut s = self.ctx.stream()?.record();
+        for _ in 0..100 {
+            s.elementwise(ElementwiseOp::Add, &x, Some(&x), &out, 0.0)?;
+        }
+        let s = s.sync()?;
+        let mut s = s.record();
+        let t = Instant::now();
+        for _ in 0..n {
+            s.elementwise(ElementwiseOp::Add, &x, Some(&x), &out, 0.0)?;
+        }
+        let enqueue = t.elapsed().as_secs_f64() / n as f64 * 1e6;
+        s.sync()?;
+        let total = t.elapsed().as_secs_f64() / n as f64 * 1e6;
+        self.emit(format!(
+            r#"{{"kind":"launch","enqueue_us":{enqueue:.3},"total_us":{total:.3}}}"#
+        ));
+        Ok(())
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let out_path = args
+        .iter()
+        .position(|a| a == "--out")
+        .and_then(|i| args.get(i + 1))
+        .cloned();
+    let ctx = match Context::new(0) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gpu-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let out: Box<dyn Write> = match out_path {
+        Some(p) => Box::new(std::fs::File::create(p).expect("create --out file")),
+        None => Box::new(std::io::sink()),
+    };
+    let d = ctx.device().clone();
+    let mut b = Bench { ctx, out, quick };
+    b.emit(format!(
+        r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1}}}"#,
+        d.name,
+        d.compute_capability.0,
+        d.compute_capability.1,
+        d.multiprocessors,
+        d.total_memory as f64 / (1u64 << 30) as f64
+    ));
+    let run = || -> Result<()> {
+        b.overheads()?;
+        b.elementwise()?;
+        b.rows()?;
+        b.gemm()?;
+        Ok(())
+    };
+    let mut run = run;
+    if let Err(e) = run() {
+        eprintln!("gpu-bench: {e}");
+        std::process::exit(1);
+    }
+}

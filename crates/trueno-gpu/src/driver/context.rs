@@ -1,0 +1,283 @@
+//! A device's primary context, the modules loaded into it (one per kernel family, loaded
+//! on first use), and the memory pool its buffers come from.
+
+use std::collections::HashMap;
+use std::ffi::{CString, c_void};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::ffi::{self, CuHandle};
+use super::{DeviceInfo, device_handle, device_info};
+use crate::error::{GpuError, Result};
+use crate::kernels::{Family, family_module};
+use crate::memory::pool::Pool;
+use crate::ptx::{Param, Target};
+
+pub(crate) struct ContextInner {
+    pub(crate) raw: CuHandle,
+    dev: ffi::CuDevice,
+    pub(crate) info: DeviceInfo,
+    pub(crate) target: Target,
+    modules: Mutex<HashMap<Family, Arc<LoadedModule>>>,
+    pub(crate) pool: Mutex<Pool>,
+}
+
+// SAFETY: a CUDA context handle may be used from any thread once made current there;
+// every entry point calls `bind` first. Mutable state is behind mutexes.
+unsafe impl Send for ContextInner {}
+// SAFETY: as above.
+unsafe impl Sync for ContextInner {}
+
+impl ContextInner {
+    /// Makes this context current on the calling thread.
+    pub(crate) fn bind(&self) -> Result<()> {
+        // SAFETY: `raw` is a retained primary context, alive as long as `self`.
+        unsafe { ffi::cuCtxSetCurrent(self.raw) }
+    }
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        let _ = self.bind();
+        self.pool
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .release_all();
+        self.modules
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        // SAFETY: balanced with the retain in `Context::new`; nothing of this context is
+        // used after (buffers and modules hold an Arc to it, so they are gone).
+        let _ = unsafe { ffi::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+pub(crate) struct LoadedModule {
+    raw: CuHandle,
+    ctx_raw: CuHandle,
+    functions: HashMap<String, (CuHandle, Vec<Param>)>,
+    pub(crate) load_time: Duration,
+    pub(crate) build_time: Duration,
+}
+
+// SAFETY: module and function handles are plain driver handles usable from any thread
+// with the context current.
+unsafe impl Send for LoadedModule {}
+// SAFETY: as above; the struct is immutable after loading.
+unsafe impl Sync for LoadedModule {}
+
+impl Drop for LoadedModule {
+    fn drop(&mut self) {
+        // SAFETY: the context outlives its module cache; the module handle came from
+        // cuModuleLoadDataEx and is unloaded once.
+        unsafe {
+            let _ = ffi::cuCtxSetCurrent(self.ctx_raw);
+            let _ = ffi::cuModuleUnload(self.raw);
+        }
+    }
+}
+
+/// A device context. Cloning is cheap; buffers and functions keep it alive, so none of
+/// them can outlive it.
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("device", &self.inner.info.name)
+            .finish()
+    }
+}
+
+/// A kernel entry point in a loaded module, with its parameter list for argument checks.
+#[derive(Clone)]
+pub struct Function {
+    pub(crate) raw: CuHandle,
+    pub(crate) name: String,
+    pub(crate) params: Vec<Param>,
+    _module: Arc<LoadedModule>,
+    pub(crate) ctx: Arc<ContextInner>,
+}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Function {
+    /// Entry name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Declared parameters.
+    pub fn params(&self) -> &[Param] {
+        &self.params
+    }
+}
+
+impl Context {
+    /// Opens device `ordinal` (its primary context). No driver or no such device is an
+    /// error, never a crash.
+    pub fn new(ordinal: usize) -> Result<Context> {
+        let dev = device_handle(ordinal)?;
+        let info = device_info(ordinal)?;
+        let (major, minor) = info.compute_capability;
+        let target = Target::for_capability(major, minor).ok_or_else(|| GpuError::Shape {
+            kernel: "context".into(),
+            reason: format!(
+                "{} is sm_{major}{minor}; trueno-gpu needs sm_80 or newer",
+                info.name
+            ),
+        })?;
+        let mut raw: CuHandle = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer and `dev` a device handle.
+        unsafe { ffi::cuDevicePrimaryCtxRetain(&mut raw, dev) }?;
+        let inner = ContextInner {
+            raw,
+            dev,
+            info,
+            target,
+            modules: Mutex::new(HashMap::new()),
+            pool: Mutex::new(Pool::default()),
+        };
+        inner.bind()?;
+        Ok(Context {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// The PTX target this context's modules are written for.
+    pub fn target(&self) -> Target {
+        self.inner.target
+    }
+
+    /// Waits for all work on the device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.bind()?;
+        // SAFETY: the context is current.
+        unsafe { ffi::cuCtxSynchronize() }
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.inner.bind()?;
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: valid out-pointers; the context is current.
+        unsafe { ffi::cuMemGetInfo_v2(&mut free, &mut total) }?;
+        Ok((free, total))
+    }
+
+    /// Loads `family`'s module (building its PTX on first use in the process) and returns
+    /// the entry `name`. Modules are cached per context.
+    pub fn function(&self, family: Family, name: &str) -> Result<Function> {
+        let m = self.module(family)?;
+        let (raw, params) = m
+            .functions
+            .get(name)
+            .ok_or_else(|| GpuError::UnknownKernel(name.into()))?;
+        Ok(Function {
+            raw: *raw,
+            name: name.into(),
+            params: params.clone(),
+            _module: m.clone(),
+            ctx: self.inner.clone(),
+        })
+    }
+
+    /// Time spent building the family's PTX and loading (JIT-compiling) it, loading it
+    /// first if needed.
+    pub fn module_times(&self, family: Family) -> Result<(Duration, Duration)> {
+        let m = self.module(family)?;
+        Ok((m.build_time, m.load_time))
+    }
+
+    fn module(&self, family: Family) -> Result<Arc<LoadedModule>> {
+        let mut cache = self.inner.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = cache.get(&family) {
+            return Ok(m.clone());
+        }
+        let t0 = Instant::now();
+        let fm = family_module(family, self.inner.target)?;
+        let build_time = t0.elapsed();
+        let t1 = Instant::now();
+        let raw = load_ptx(&self.inner, family.name(), &fm.ptx)?;
+        let mut functions = HashMap::new();
+        for k in &fm.kernels {
+            let cname = CString::new(k.ir.name.clone())
+                .map_err(|_| GpuError::UnknownKernel(k.ir.name.clone()))?;
+            let mut f: CuHandle = std::ptr::null_mut();
+            // SAFETY: `raw` is a loaded module and `cname` NUL-terminated.
+            unsafe { ffi::cuModuleGetFunction(&mut f, raw, cname.as_ptr()) }?;
+            functions.insert(k.ir.name.clone(), (f, k.ir.params.clone()));
+        }
+        let m = Arc::new(LoadedModule {
+            raw,
+            ctx_raw: self.inner.raw,
+            functions,
+            load_time: t1.elapsed(),
+            build_time,
+        });
+        cache.insert(family, m.clone());
+        Ok(m)
+    }
+}
+
+/// JIT-loads PTX text, returning the driver's error log inside the error on failure.
+fn load_ptx(ctx: &ContextInner, module: &str, ptx: &str) -> Result<CuHandle> {
+    ctx.bind()?;
+    let image = CString::new(ptx).map_err(|_| GpuError::Jit {
+        module: module.into(),
+        name: "NUL in PTX".into(),
+        log: String::new(),
+    })?;
+    let mut log = vec![0u8; 16 * 1024];
+    let mut opts = [
+        ffi::jit::ERROR_LOG_BUFFER,
+        ffi::jit::ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    let mut vals = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+    let mut raw: CuHandle = std::ptr::null_mut();
+    // SAFETY: `image` is NUL-terminated PTX; the option arrays have 2 entries each; the
+    // log buffer's size is passed alongside it and it outlives the call.
+    let r = unsafe {
+        ffi::cuModuleLoadDataEx(
+            &mut raw,
+            image.as_ptr() as *const c_void,
+            2,
+            opts.as_mut_ptr(),
+            vals.as_mut_ptr(),
+        )
+    };
+    match r {
+        Ok(()) => Ok(raw),
+        Err(GpuError::Driver { name, .. }) => {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            Err(GpuError::Jit {
+                module: module.into(),
+                name,
+                log: String::from_utf8_lossy(&log[..end]).into_owned(),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Loads arbitrary PTX into `ctx` and returns its error log on failure. For tests of the
+/// JIT error path and for users' own modules.
+pub fn load_raw_ptx(ctx: &Context, ptx: &str) -> Result<()> {
+    let raw = load_ptx(&ctx.inner, "user", ptx)?;
+    // SAFETY: just loaded; unloaded once.
+    unsafe { ffi::cuModuleUnload(raw) }
+}

@@ -1,0 +1,185 @@
+//! The slice of the CUDA driver API trueno uses, loaded from libcuda at run time. Each
+//! symbol is looked up on its first call and cached; nothing links against CUDA.
+
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::{Mutex, OnceLock};
+
+use crate::error::{GpuError, Result};
+
+/// `CUresult`
+pub type CuResult = i32;
+/// `CUdevice`
+pub type CuDevice = i32;
+/// `CUdeviceptr`
+pub type CuDevicePtr = u64;
+/// Opaque driver handles.
+pub type CuHandle = *mut c_void;
+
+/// `CUDA_ERROR_OUT_OF_MEMORY`
+pub const CUDA_ERROR_OUT_OF_MEMORY: CuResult = 2;
+
+/// Device attributes used here (`CUdevice_attribute`).
+pub mod attr {
+    /// Maximum threads per block.
+    pub const MAX_THREADS_PER_BLOCK: i32 = 1;
+    /// Shared memory per block without opt-in.
+    pub const MAX_SHARED_PER_BLOCK: i32 = 8;
+    /// Core clock in kHz.
+    pub const CLOCK_RATE: i32 = 13;
+    /// Streaming multiprocessors.
+    pub const MULTIPROCESSOR_COUNT: i32 = 16;
+    /// Memory clock in kHz.
+    pub const MEMORY_CLOCK_RATE: i32 = 36;
+    /// Memory bus width in bits.
+    pub const GLOBAL_MEMORY_BUS_WIDTH: i32 = 37;
+    /// L2 bytes.
+    pub const L2_CACHE_SIZE: i32 = 38;
+    /// Compute capability major.
+    pub const COMPUTE_CAPABILITY_MAJOR: i32 = 75;
+    /// Compute capability minor.
+    pub const COMPUTE_CAPABILITY_MINOR: i32 = 76;
+    /// Shared memory per block with opt-in.
+    pub const MAX_SHARED_PER_BLOCK_OPTIN: i32 = 97;
+}
+
+/// JIT options (`CUjit_option`).
+pub mod jit {
+    /// Info log buffer.
+    pub const INFO_LOG_BUFFER: i32 = 3;
+    /// Its size in bytes (in and out).
+    pub const INFO_LOG_BUFFER_SIZE_BYTES: i32 = 4;
+    /// Error log buffer.
+    pub const ERROR_LOG_BUFFER: i32 = 5;
+    /// Its size in bytes (in and out).
+    pub const ERROR_LOG_BUFFER_SIZE_BYTES: i32 = 6;
+}
+
+struct Library {
+    lib: libloading::Library,
+    symbols: Mutex<HashMap<&'static str, usize>>,
+}
+
+fn library() -> Result<&'static Library> {
+    static LIB: OnceLock<std::result::Result<Library, String>> = OnceLock::new();
+    let lib = LIB.get_or_init(|| {
+        let names = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"];
+        let mut errors = Vec::new();
+        for n in names {
+            // SAFETY: loading libcuda runs its initialisers, which have no preconditions
+            // on our side; it is the documented way to use the driver API dynamically.
+            match unsafe { libloading::Library::new(n) } {
+                Ok(lib) => {
+                    return Ok(Library {
+                        lib,
+                        symbols: Mutex::new(HashMap::new()),
+                    });
+                }
+                Err(e) => errors.push(format!("{n}: {e}")),
+            }
+        }
+        Err(format!("could not load libcuda ({})", errors.join("; ")))
+    });
+    lib.as_ref().map_err(|e| GpuError::NoDriver(e.clone()))
+}
+
+/// The address of `name` in libcuda, looked up once.
+fn symbol(name: &'static str) -> Result<usize> {
+    let lib = library()?;
+    let mut cache = lib.symbols.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(&p) = cache.get(name) {
+        return Ok(p);
+    }
+    let mut cname = name.as_bytes().to_vec();
+    cname.push(0);
+    // SAFETY: the symbol is only read as an address here; callers transmute it to the
+    // function type the driver API documents for that name.
+    let p = unsafe { lib.lib.get::<*const c_void>(&cname) }
+        .map(|s| *s as usize)
+        .map_err(|e| GpuError::NoDriver(format!("libcuda lacks {name}: {e}")))?;
+    cache.insert(name, p);
+    Ok(p)
+}
+
+/// The driver's name for an error code.
+pub fn error_name(code: CuResult) -> String {
+    let Ok(p) = symbol("cuGetErrorName") else {
+        return format!("CUresult {code}");
+    };
+    // SAFETY: cuGetErrorName has this signature in every driver since CUDA 6.
+    let f: unsafe extern "C" fn(CuResult, *mut *const c_char) -> CuResult =
+        unsafe { std::mem::transmute(p) };
+    let mut s: *const c_char = std::ptr::null();
+    // SAFETY: `s` is a valid out-pointer; on success it points to a static string.
+    if unsafe { f(code, &mut s) } != 0 || s.is_null() {
+        return format!("CUresult {code}");
+    }
+    // SAFETY: the driver returns a NUL-terminated static string.
+    unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned()
+}
+
+/// Turns a `CUresult` into a `Result`, naming the call.
+pub fn check(call: &'static str, code: CuResult) -> Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(GpuError::Driver {
+            call,
+            code,
+            name: error_name(code),
+        })
+    }
+}
+
+macro_rules! driver_fns {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        #[allow(non_snake_case, clippy::too_many_arguments)]
+        #[doc = concat!("`", stringify!($name), "`, resolved on first call; errors carry the driver's error name.")]
+        /// # Safety
+        /// The arguments must satisfy the driver API's contract for this function.
+        pub unsafe fn $name($($arg: $ty),*) -> Result<()> {
+            let p = symbol(stringify!($name))?;
+            // SAFETY: the symbol has this C signature in the driver API (CUDA 12 and 13).
+            let f: unsafe extern "C" fn($($ty),*) -> CuResult = unsafe { std::mem::transmute(p) };
+            // SAFETY: forwarded from the caller's contract.
+            check(stringify!($name), unsafe { f($($arg),*) })
+        }
+    )*};
+}
+
+driver_fns! {
+    cuInit(flags: u32);
+    cuDriverGetVersion(version: *mut i32);
+    cuDeviceGetCount(count: *mut i32);
+    cuDeviceGet(device: *mut CuDevice, ordinal: i32);
+    cuDeviceGetName(name: *mut c_char, len: i32, dev: CuDevice);
+    cuDeviceGetAttribute(value: *mut i32, attrib: i32, dev: CuDevice);
+    cuDeviceTotalMem_v2(bytes: *mut usize, dev: CuDevice);
+    cuDevicePrimaryCtxRetain(ctx: *mut CuHandle, dev: CuDevice);
+    cuDevicePrimaryCtxRelease_v2(dev: CuDevice);
+    cuCtxSetCurrent(ctx: CuHandle);
+    cuCtxSynchronize();
+    cuMemGetInfo_v2(free: *mut usize, total: *mut usize);
+    cuModuleLoadDataEx(module: *mut CuHandle, image: *const c_void, n: u32, options: *mut i32, values: *mut *mut c_void);
+    cuModuleUnload(module: CuHandle);
+    cuModuleGetFunction(func: *mut CuHandle, module: CuHandle, name: *const c_char);
+    cuLaunchKernel(f: CuHandle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: CuHandle, params: *mut *mut c_void, extra: *mut *mut c_void);
+    cuStreamCreate(stream: *mut CuHandle, flags: u32);
+    cuStreamDestroy_v2(stream: CuHandle);
+    cuStreamSynchronize(stream: CuHandle);
+    cuEventCreate(event: *mut CuHandle, flags: u32);
+    cuEventRecord(event: CuHandle, stream: CuHandle);
+    cuEventSynchronize(event: CuHandle);
+    cuEventElapsedTime(ms: *mut f32, start: CuHandle, end: CuHandle);
+    cuEventDestroy_v2(event: CuHandle);
+    cuMemAlloc_v2(ptr: *mut CuDevicePtr, bytes: usize);
+    cuMemFree_v2(ptr: CuDevicePtr);
+    cuMemAllocHost_v2(ptr: *mut *mut c_void, bytes: usize);
+    cuMemFreeHost(ptr: *mut c_void);
+    cuMemcpyHtoD_v2(dst: CuDevicePtr, src: *const c_void, bytes: usize);
+    cuMemcpyDtoH_v2(dst: *mut c_void, src: CuDevicePtr, bytes: usize);
+    cuMemcpyDtoD_v2(dst: CuDevicePtr, src: CuDevicePtr, bytes: usize);
+    cuMemcpyHtoDAsync_v2(dst: CuDevicePtr, src: *const c_void, bytes: usize, stream: CuHandle);
+    cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CuDevicePtr, bytes: usize, stream: CuHandle);
+    cuMemsetD32_v2(dst: CuDevicePtr, value: u32, n: usize);
+}

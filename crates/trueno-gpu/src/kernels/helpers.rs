@@ -1,0 +1,142 @@
+//! Building blocks shared by the kernel families: thread indexing, addressing, and warp
+//! and block reductions.
+
+use crate::ptx::{Cmp, F32, KernelBuilder, Reg, ShflMode, Space, U32, U64};
+
+/// `ctaid.x * ntid.x + tid.x`
+pub(crate) fn global_index(b: &mut KernelBuilder) -> Reg<U32> {
+    let (c, n, t) = (b.ctaid_x(), b.ntid_x(), b.tid_x());
+    b.mad(c, n, t)
+}
+
+/// Threads in the whole grid: the stride of a grid-stride loop.
+pub(crate) fn grid_threads(b: &mut KernelBuilder) -> Reg<U32> {
+    let (c, n) = (b.nctaid_x(), b.ntid_x());
+    b.mul(c, n)
+}
+
+/// `base + idx * bytes` as a 64-bit address.
+pub(crate) fn elem_addr(
+    b: &mut KernelBuilder,
+    base: Reg<U64>,
+    idx: Reg<U32>,
+    bytes: u32,
+) -> Reg<U64> {
+    let off = b.mul_wide(idx, bytes);
+    b.add(base, off)
+}
+
+/// A binary reduction step.
+pub(crate) type Combine = fn(&mut KernelBuilder, Reg<F32>, Reg<F32>) -> Reg<F32>;
+
+/// Sum.
+pub(crate) fn add(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F32> {
+    b.add(x, y)
+}
+
+/// Max that propagates NaN (PTX `max` returns the non-NaN operand).
+pub(crate) fn max_nan(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F32> {
+    let m = b.max(x, y);
+    let either_nan = b.setp::<F32>(Cmp::Nan, x, y);
+    let poison = b.add(x, y);
+    b.selp(poison, m, either_nan)
+}
+
+/// Reduces across the 32 lanes of a warp; every lane gets the result.
+pub(crate) fn warp_reduce(b: &mut KernelBuilder, v: Reg<F32>, op: Combine) -> Reg<F32> {
+    let mut v = v;
+    for d in [16u32, 8, 4, 2, 1] {
+        let o = b.shfl(ShflMode::Bfly, v, d);
+        v = op(b, v, o);
+    }
+    v
+}
+
+/// Reduces across the block (at most 32 warps) and broadcasts the result to every thread.
+/// `smem` must hold 33 floats. Contains barriers: every thread of the block must call it.
+pub(crate) fn block_reduce(
+    b: &mut KernelBuilder,
+    v: Reg<F32>,
+    op: Combine,
+    identity: f32,
+    smem: Reg<U32>,
+) -> Reg<F32> {
+    let v = warp_reduce(b, v, op);
+    let tid = b.tid_x();
+    let lane = b.and(tid, 31u32);
+    let warp = b.shr(tid, 5u32);
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    let slot = b.mad(warp, 4u32, smem);
+    b.predicated(lane0, |b| b.st::<F32, U32>(Space::Shared, slot, 0, v));
+    b.bar_sync();
+    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
+    b.if_then(first_warp, false, |b| {
+        let nt = b.ntid_x();
+        let nwarps = b.shr(nt, 5u32);
+        let has = b.setp::<U32>(Cmp::Lt, lane, nwarps);
+        let w = b.mov::<F32>(identity);
+        let src = b.mad(lane, 4u32, smem);
+        b.predicated(has, |b| {
+            let x = b.ld::<F32, U32>(Space::Shared, src, 0);
+            b.assign(w, x);
+        });
+        let r = warp_reduce(b, w, op);
+        b.predicated(lane0, |b| b.st::<F32, U32>(Space::Shared, smem, 32 * 4, r));
+    });
+    b.bar_sync();
+    b.ld::<F32, U32>(Space::Shared, smem, 32 * 4)
+}
+
+/// Address of row `row` of a row-major matrix of `cols` f32s.
+pub(crate) fn row_ptr(
+    b: &mut KernelBuilder,
+    base: Reg<U64>,
+    row: Reg<U32>,
+    cols: Reg<U32>,
+) -> Reg<U64> {
+    let elems = b.mul_wide(row, cols);
+    let bytes = b.shl(elems, 2u32);
+    b.add(base, bytes)
+}
+
+/// Loads `width` (1 or 4) consecutive f32s at column `c` of `row`.
+pub(crate) fn load_cols(
+    b: &mut KernelBuilder,
+    row: Reg<U64>,
+    c: Reg<U32>,
+    width: u32,
+) -> Vec<Reg<F32>> {
+    let a = elem_addr(b, row, c, 4);
+    if width == 4 {
+        b.ld_vec::<F32, U64, 4>(Space::Global, a, 0).to_vec()
+    } else {
+        vec![b.ld::<F32, U64>(Space::Global, a, 0)]
+    }
+}
+
+/// Stores `v` (1 or 4 values) at column `c` of `row`.
+pub(crate) fn store_cols(b: &mut KernelBuilder, row: Reg<U64>, c: Reg<U32>, v: &[Reg<F32>]) {
+    let a = elem_addr(b, row, c, 4);
+    if v.len() == 4 {
+        b.st_vec(Space::Global, a, 0, v);
+    } else {
+        b.st::<F32, U64>(Space::Global, a, 0, v[0]);
+    }
+}
+
+/// Visits columns `first*width, (first+stride)*width, ...` below `cols`, `width` at a
+/// time (4 needs `cols % 4 == 0`, which the launch checks). `f` gets the first column.
+pub(crate) fn col_loop(
+    b: &mut KernelBuilder,
+    cols: Reg<U32>,
+    first: Reg<U32>,
+    stride: Reg<U32>,
+    width: u32,
+    mut f: impl FnMut(&mut KernelBuilder, Reg<U32>),
+) {
+    let end = if width == 4 { b.shr(cols, 2u32) } else { cols };
+    b.for_loop(first, end, stride, false, |b, v| {
+        let c = if width == 4 { b.shl(v, 2u32) } else { v };
+        f(b, c);
+    });
+}

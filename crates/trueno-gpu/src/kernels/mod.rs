@@ -1,0 +1,191 @@
+//! GPU kernels: one file per family, each kernel beside its CPU reference.
+//!
+//! A family is one PTX module per dtype (all its entry points together), built once per
+//! process and target and cached. Shapes are kernel parameters, so one module serves every
+//! size.
+
+pub mod elementwise;
+pub mod gemm;
+mod helpers;
+mod math;
+pub mod norm;
+pub mod reduce;
+pub mod softmax;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::{GpuError, Result};
+use crate::ptx::{self, CompiledKernel, KernelIr, Target};
+
+/// Grid, block and dynamic shared memory for one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks in x, y, z.
+    pub grid: (u32, u32, u32),
+    /// Threads per block in x, y, z.
+    pub block: (u32, u32, u32),
+    /// Dynamic shared memory in bytes.
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        LaunchConfig {
+            grid: (blocks, 1, 1),
+            block: (threads, 1, 1),
+            shared_bytes: 0,
+        }
+    }
+}
+
+/// One GPU kernel: its IR, its PTX, and how to launch it for a runtime shape.
+pub trait Kernel: Send + Sync {
+    /// Entry name, unique across all families (`trueno_gelu_f32`).
+    fn name(&self) -> String;
+    /// The family (module) it belongs to.
+    fn family(&self) -> Family;
+    /// Builds the IR.
+    fn build(&self) -> KernelIr;
+    /// PTX of a module holding only this kernel.
+    fn emit_ptx(&self, target: Target) -> Result<String> {
+        Ok(ptx::emit_module(target, &[ptx::compile(self.build())?]))
+    }
+    /// Launch configuration for `dims` (the meaning of each dim is the kernel's: `[n]` for
+    /// elementwise and reductions, `[rows, cols]` for row ops, `[m, n, k]` for GEMM).
+    /// Zero-size and out-of-range shapes are errors.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig>;
+}
+
+/// Kernel families: one PTX module each (per dtype).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    /// add, mul, scale, relu, gelu, silu, swiglu
+    Elementwise,
+    /// sum, max, argmax
+    Reduce,
+    /// row softmax
+    Softmax,
+    /// layernorm, rmsnorm, fused residual + rmsnorm
+    Norm,
+    /// FP32 GEMM
+    Gemm,
+}
+
+impl Family {
+    /// All families.
+    pub const ALL: [Family; 5] = [
+        Family::Elementwise,
+        Family::Reduce,
+        Family::Softmax,
+        Family::Norm,
+        Family::Gemm,
+    ];
+
+    /// Module name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Elementwise => "elementwise_f32",
+            Family::Reduce => "reduce_f32",
+            Family::Softmax => "softmax_f32",
+            Family::Norm => "norm_f32",
+            Family::Gemm => "gemm_f32",
+        }
+    }
+
+    /// Every kernel of the family.
+    pub fn kernels(self) -> Vec<Box<dyn Kernel>> {
+        match self {
+            Family::Elementwise => elementwise::all(),
+            Family::Reduce => reduce::all(),
+            Family::Softmax => softmax::all(),
+            Family::Norm => norm::all(),
+            Family::Gemm => gemm::all(),
+        }
+    }
+}
+
+/// Every kernel configuration trueno ships.
+pub fn all_kernels() -> Vec<Box<dyn Kernel>> {
+    Family::ALL.iter().flat_map(|f| f.kernels()).collect()
+}
+
+/// Finds a kernel by entry name.
+pub fn find(name: &str) -> Result<Box<dyn Kernel>> {
+    all_kernels()
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| GpuError::UnknownKernel(name.into()))
+}
+
+/// A family's module for a target: its PTX and the compiled kernels (params, stats).
+#[derive(Debug)]
+pub struct FamilyModule {
+    /// Which family.
+    pub family: Family,
+    /// PTX text of the whole module.
+    pub ptx: String,
+    /// The compiled kernels, in module order.
+    pub kernels: Vec<CompiledKernel>,
+}
+
+/// The family's module for `target`, built on first use and cached for the process.
+pub fn family_module(family: Family, target: Target) -> Result<Arc<FamilyModule>> {
+    type Cache = Mutex<HashMap<(Family, Target), Arc<FamilyModule>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(m) = cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&(family, target))
+    {
+        return Ok(m.clone());
+    }
+    let kernels = family
+        .kernels()
+        .iter()
+        .map(|k| ptx::compile(k.build()))
+        .collect::<Result<Vec<_>>>()?;
+    let ptx = ptx::emit_module(target, &kernels);
+    let m = Arc::new(FamilyModule {
+        family,
+        ptx,
+        kernels,
+    });
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((family, target), m.clone());
+    Ok(m)
+}
+
+/// `ceil(a / b)` as a grid dimension, or an error when it exceeds the hardware limit.
+pub(crate) fn blocks_for(kernel: &str, work: usize, per_block: usize, limit: u32) -> Result<u32> {
+    let b = work.div_ceil(per_block);
+    u32::try_from(b)
+        .ok()
+        .filter(|&b| b <= limit)
+        .ok_or_else(|| GpuError::Shape {
+            kernel: kernel.into(),
+            reason: format!("{work} items need {b} blocks, over the limit of {limit}"),
+        })
+}
+
+/// Rejects empty shapes and sizes beyond 32-bit indexing.
+pub(crate) fn check_dims(kernel: &str, dims: &[usize], arity: usize) -> Result<()> {
+    if dims.len() != arity {
+        return crate::error::shape_err(
+            kernel,
+            format!("expected {arity} dimensions, got {}", dims.len()),
+        );
+    }
+    if dims.contains(&0) {
+        return crate::error::shape_err(kernel, format!("zero-size shape {dims:?}"));
+    }
+    let total: Option<usize> = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    match total {
+        Some(t) if t <= u32::MAX as usize && dims.iter().all(|&d| d <= u32::MAX as usize) => Ok(()),
+        _ => crate::error::shape_err(kernel, format!("shape {dims:?} exceeds 32-bit indexing")),
+    }
+}

@@ -1,0 +1,47 @@
+//! Device memory: typed buffers tied to their context, pinned host buffers, and the pool
+//! that reuses freed device blocks.
+
+mod device_buffer;
+mod host_buffer;
+pub(crate) mod pool;
+
+pub use device_buffer::DeviceBuffer;
+pub use host_buffer::HostBuffer;
+pub use pool::PoolStats;
+
+use crate::ptx::PtxType;
+
+/// Element types that may live in device memory: plain data, any bit pattern valid.
+///
+/// # Safety
+/// Implementors must be `Copy`, have no padding, and accept every bit pattern (device
+/// memory is copied back byte for byte).
+pub unsafe trait DeviceCopy: Copy + Default + Send + Sync + 'static {
+    /// The PTX type of one element, matched against kernel parameters at launch.
+    const PTX: PtxType;
+}
+
+// SAFETY: primitive numbers: no padding, every bit pattern valid.
+unsafe impl DeviceCopy for f32 {
+    const PTX: PtxType = PtxType::F32;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for f64 {
+    const PTX: PtxType = PtxType::F64;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for u32 {
+    const PTX: PtxType = PtxType::U32;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for i32 {
+    const PTX: PtxType = PtxType::S32;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for u16 {
+    const PTX: PtxType = PtxType::U16;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for u64 {
+    const PTX: PtxType = PtxType::U64;
+}

@@ -1,0 +1,439 @@
+//! The kernel IR: a flat list of instructions over virtual registers, with labels and
+//! branches for control flow. Every pass (validation, optimisation, register allocation)
+//! and the one emitter read this form.
+
+use super::types::{PtxType, Space, VReg};
+
+/// Immediate operands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Imm {
+    /// Integer immediate (printed in decimal).
+    Int(i64),
+    /// f32 immediate (printed as exact hex `0fXXXXXXXX`).
+    F32(f32),
+    /// f64 immediate (printed as exact hex `0dXXXXXXXXXXXXXXXX`).
+    F64(f64),
+}
+
+/// Hardware registers read with `mov`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SpecialReg {
+    /// `%tid.x|y|z`
+    Tid(Dim),
+    /// `%ntid.x|y|z`
+    Ntid(Dim),
+    /// `%ctaid.x|y|z`
+    Ctaid(Dim),
+    /// `%nctaid.x|y|z`
+    Nctaid(Dim),
+    /// `%laneid`
+    LaneId,
+    /// `%warpid`
+    WarpId,
+}
+
+/// Grid/block dimension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dim {
+    /// x
+    X,
+    /// y
+    Y,
+    /// z
+    Z,
+}
+
+impl SpecialReg {
+    /// PTX spelling.
+    pub fn name(self) -> String {
+        let d = |d: Dim| match d {
+            Dim::X => "x",
+            Dim::Y => "y",
+            Dim::Z => "z",
+        };
+        match self {
+            SpecialReg::Tid(x) => format!("%tid.{}", d(x)),
+            SpecialReg::Ntid(x) => format!("%ntid.{}", d(x)),
+            SpecialReg::Ctaid(x) => format!("%ctaid.{}", d(x)),
+            SpecialReg::Nctaid(x) => format!("%nctaid.{}", d(x)),
+            SpecialReg::LaneId => "%laneid".into(),
+            SpecialReg::WarpId => "%warpid".into(),
+        }
+    }
+}
+
+/// A branch target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label(pub u32);
+
+/// Base of a memory address.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AddrBase {
+    /// A register holding the address.
+    Reg(VReg),
+    /// A named variable (kernel parameter or shared array).
+    Sym(String),
+}
+
+/// Instruction operands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    /// A virtual register.
+    Reg(VReg),
+    /// An immediate.
+    Imm(Imm),
+    /// `[base+offset]`
+    Addr(AddrBase, i64),
+    /// `{a, b, ...}` for vector loads and stores.
+    Vector(Vec<VReg>),
+    /// A branch target.
+    Label(Label),
+    /// A special register.
+    Special(SpecialReg),
+    /// The address of a named variable (`mov.u32 %r, smem;`).
+    Sym(String),
+}
+
+impl Operand {
+    /// Registers this operand reads.
+    pub fn regs(&self) -> Vec<VReg> {
+        match self {
+            Operand::Reg(r) => vec![*r],
+            Operand::Addr(AddrBase::Reg(r), _) => vec![*r],
+            Operand::Vector(v) => v.clone(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Rounding and precision modifiers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rounding {
+    /// Round to nearest even (`.rn`).
+    Rn,
+    /// Towards zero (`.rz`).
+    Rz,
+    /// Towards -inf (`.rm`).
+    Rm,
+    /// Towards +inf (`.rp`).
+    Rp,
+    /// Float to integer, nearest (`.rni`).
+    Rni,
+    /// Float to integer, towards zero (`.rzi`).
+    Rzi,
+    /// Float to integer, towards -inf (`.rmi`).
+    Rmi,
+    /// Fast approximation (`.approx`), with denormals flushed (`.approx.ftz`).
+    Approx,
+    /// `.approx.ftz`
+    ApproxFtz,
+    /// `div.full` (2 ulp, full range).
+    Full,
+}
+
+impl Rounding {
+    /// PTX spelling without the leading dot.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rounding::Rn => "rn",
+            Rounding::Rz => "rz",
+            Rounding::Rm => "rm",
+            Rounding::Rp => "rp",
+            Rounding::Rni => "rni",
+            Rounding::Rzi => "rzi",
+            Rounding::Rmi => "rmi",
+            Rounding::Approx => "approx",
+            Rounding::ApproxFtz => "approx.ftz",
+            Rounding::Full => "full",
+        }
+    }
+}
+
+/// Integer multiply width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MulMode {
+    /// Low half (`.lo`).
+    Lo,
+    /// High half (`.hi`).
+    Hi,
+    /// Double-width result (`.wide`).
+    Wide,
+}
+
+/// Comparisons for `setp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Cmp {
+    /// ==
+    Eq,
+    /// !=
+    Ne,
+    /// <
+    Lt,
+    /// <=
+    Le,
+    /// >
+    Gt,
+    /// >=
+    Ge,
+    /// Unordered or != (true when either is NaN): float only.
+    Neu,
+    /// Unordered (either is NaN): float only.
+    Nan,
+    /// Unordered or > (true when either is NaN): float only.
+    Gtu,
+}
+
+impl Cmp {
+    /// PTX spelling; unsigned comparisons of integers use lo/ls/hi/hs.
+    pub fn name(self, ty: PtxType) -> &'static str {
+        let unsigned = !ty.is_float() && !ty.is_signed();
+        match (self, unsigned) {
+            (Cmp::Eq, _) => "eq",
+            (Cmp::Ne, _) => "ne",
+            (Cmp::Lt, true) => "lo",
+            (Cmp::Le, true) => "ls",
+            (Cmp::Gt, true) => "hi",
+            (Cmp::Ge, true) => "hs",
+            (Cmp::Lt, false) => "lt",
+            (Cmp::Le, false) => "le",
+            (Cmp::Gt, false) => "gt",
+            (Cmp::Ge, false) => "ge",
+            (Cmp::Neu, _) => "neu",
+            (Cmp::Nan, _) => "nan",
+            (Cmp::Gtu, _) => "gtu",
+        }
+    }
+}
+
+/// `shfl.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ShflMode {
+    /// Butterfly (xor lane).
+    Bfly,
+    /// From lane - delta.
+    Up,
+    /// From lane + delta.
+    Down,
+    /// From an absolute lane.
+    Idx,
+}
+
+/// Atomic operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomOp {
+    /// `add`
+    Add,
+    /// `max` (integers)
+    Max,
+    /// `min` (integers)
+    Min,
+    /// `exch`
+    Exch,
+    /// `cas` (compare and swap; two value operands)
+    Cas,
+}
+
+/// `vote.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VoteMode {
+    /// Any lane true.
+    Any,
+    /// All lanes true.
+    All,
+    /// A bitmask of the lanes' predicates.
+    Ballot,
+}
+
+/// Opcodes. Operand layout per opcode is documented on each variant; the builder is the
+/// normal way to produce them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// `mov` dst <- src (register, immediate, special register or symbol).
+    Mov,
+    /// `add` dst <- a + b
+    Add,
+    /// `sub` dst <- a - b
+    Sub,
+    /// `mul` dst <- a * b (mode for integers)
+    Mul(Option<MulMode>),
+    /// `mad` dst <- a * b + c (integers)
+    Mad(MulMode),
+    /// `fma` dst <- a * b + c (floats, rounding required)
+    Fma,
+    /// `min`
+    Min,
+    /// `max`
+    Max,
+    /// `div` (floats need a rounding or `.approx`/`.full`)
+    Div,
+    /// `rem` (integers)
+    Rem,
+    /// `rcp` (rounding or approx)
+    Rcp,
+    /// `sqrt` (rounding or approx)
+    Sqrt,
+    /// `rsqrt.approx`
+    Rsqrt,
+    /// `ex2.approx` (2^x)
+    Ex2,
+    /// `lg2.approx` (log2 x)
+    Lg2,
+    /// `neg`
+    Neg,
+    /// `abs`
+    Abs,
+    /// `and`
+    And,
+    /// `or`
+    Or,
+    /// `xor`
+    Xor,
+    /// `not`
+    Not,
+    /// `shl` (shift amount is 32-bit)
+    Shl,
+    /// `shr` (arithmetic for signed types)
+    Shr,
+    /// `cvt.{dst}.{from}`
+    Cvt {
+        /// Source type.
+        from: PtxType,
+    },
+    /// `cvta.to.global.u64` dst <- generic address
+    CvtaToGlobal,
+    /// `setp.cmp.ty` pred <- a cmp b
+    Setp(Cmp),
+    /// `selp.ty` dst <- p ? a : b (srcs: a, b, p)
+    Selp,
+    /// `ld.space.ty` dst(s) <- [addr]
+    Ld(Space),
+    /// `st.space.ty` [addr] <- value(s) (srcs: addr, value)
+    St(Space),
+    /// `bar.sync 0`
+    BarSync,
+    /// `shfl.sync.mode.b32` dst <- (a, b, c, mask)
+    Shfl(ShflMode),
+    /// `atom.space.op.ty` dst <- [addr] (srcs: addr, value [, new for cas])
+    Atom(Space, AtomOp),
+    /// `vote.sync.mode` dst <- (pred, mask)
+    Vote(VoteMode),
+    /// `bra` / `bra.uni` to a label (srcs: label). `uni` promises all threads of the
+    /// block take the same direction; validation relies on it for barrier safety.
+    Bra {
+        /// Block-uniform branch.
+        uni: bool,
+    },
+    /// A label definition (srcs: label).
+    Place,
+    /// `ret`: the thread exits.
+    Ret,
+}
+
+impl Op {
+    /// Instructions that must stay even if nothing reads their result.
+    pub fn has_side_effects(&self) -> bool {
+        matches!(
+            self,
+            Op::St(_)
+                | Op::BarSync
+                | Op::Atom(..)
+                | Op::Bra { .. }
+                | Op::Place
+                | Op::Ret
+                | Op::Shfl(_)
+                | Op::Vote(_)
+        )
+    }
+}
+
+/// One instruction: optional guard predicate, opcode, modifiers, type, operands.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instr {
+    /// `@p` (false) or `@!p` (true).
+    pub guard: Option<(VReg, bool)>,
+    /// The opcode.
+    pub op: Op,
+    /// Rounding / approximation modifier.
+    pub rnd: Option<Rounding>,
+    /// Instruction type (`None` for control flow and barriers).
+    pub ty: Option<PtxType>,
+    /// Registers written (a vector load writes several).
+    pub dsts: Vec<VReg>,
+    /// Operands read.
+    pub srcs: Vec<Operand>,
+}
+
+impl Instr {
+    /// A plain instruction.
+    pub fn new(op: Op, ty: Option<PtxType>, dsts: Vec<VReg>, srcs: Vec<Operand>) -> Self {
+        Instr {
+            guard: None,
+            op,
+            rnd: None,
+            ty,
+            dsts,
+            srcs,
+        }
+    }
+
+    /// Registers read, the guard included.
+    pub fn uses(&self) -> Vec<VReg> {
+        let mut v: Vec<VReg> = self.srcs.iter().flat_map(Operand::regs).collect();
+        if let Some((p, _)) = self.guard {
+            v.push(p);
+        }
+        v
+    }
+
+    /// The branch target of a `bra` or the label a `Place` defines.
+    pub fn label(&self) -> Option<Label> {
+        match (&self.op, self.srcs.first()) {
+            (Op::Bra { .. } | Op::Place, Some(Operand::Label(l))) => Some(*l),
+            _ => None,
+        }
+    }
+}
+
+/// A kernel parameter: a name and its PTX type (`u64` for pointers).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// Name in the PTX.
+    pub name: String,
+    /// Type as declared.
+    pub ty: PtxType,
+    /// Pointer to device memory of this element type (for launch argument checks).
+    pub pointee: Option<PtxType>,
+}
+
+/// A statically sized shared-memory array.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedDecl {
+    /// Name in the PTX.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u32,
+    /// Alignment in bytes.
+    pub align: u32,
+}
+
+/// One kernel (`.entry`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelIr {
+    /// Entry name.
+    pub name: String,
+    /// Parameters in order.
+    pub params: Vec<Param>,
+    /// Static shared arrays.
+    pub shared: Vec<SharedDecl>,
+    /// Uses `.extern .shared` dynamic memory, sized at launch.
+    pub dynamic_shared: bool,
+    /// Instruction stream.
+    pub body: Vec<Instr>,
+    /// `.maxntid` hint: the largest block this kernel is launched with.
+    pub max_threads: Option<u32>,
+    /// Next free register id.
+    pub next_reg: u32,
+}
+
+/// Name of the dynamic shared-memory array in emitted PTX.
+pub const DYNAMIC_SHARED: &str = "trueno_dyn_smem";

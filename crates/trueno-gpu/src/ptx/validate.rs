@@ -1,0 +1,555 @@
+//! Validation: what the JIT would reject (type mix-ups, missing rounding modes, undefined
+//! registers, unplaced labels) and what it would accept but run wrong (a barrier that some
+//! threads of the block can skip).
+
+use std::fmt;
+
+use super::cfg::{self, BitSet};
+use super::ir::{AddrBase, Instr, KernelIr, Op, Operand, Rounding};
+use super::types::{PtxType, Space, VReg};
+
+/// One problem found in a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// Kernel name.
+    pub kernel: String,
+    /// Instruction index (`None` for whole-kernel faults).
+    pub at: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.at {
+            Some(i) => write!(f, "{}: instruction {i}: {}", self.kernel, self.message),
+            None => write!(f, "{}: {}", self.kernel, self.message),
+        }
+    }
+}
+
+/// Every fault in `k` (empty when it is well formed).
+pub fn validate(k: &KernelIr) -> Vec<Fault> {
+    let mut found: Vec<(Option<usize>, String)> = Vec::new();
+    let fault = |found: &mut Vec<_>, at: Option<usize>, message: String| found.push((at, message));
+    for (n, i) in k.body.iter().enumerate() {
+        if let Err(m) = check_types(i) {
+            fault(&mut found, Some(n), m);
+        }
+        if i.uses().iter().chain(&i.dsts).any(|r| r.id >= k.next_reg) {
+            fault(
+                &mut found,
+                Some(n),
+                "register id beyond the kernel's allocation".into(),
+            );
+        }
+    }
+    let labels = cfg::label_positions(&k.body);
+    let placed = k.body.iter().filter(|i| i.op == Op::Place).count();
+    if placed != labels.len() {
+        fault(&mut found, None, "a label is placed more than once".into());
+    }
+    for (n, i) in k.body.iter().enumerate() {
+        if let (Op::Bra { .. }, Some(l)) = (&i.op, i.label())
+            && !labels.contains_key(&l)
+        {
+            fault(
+                &mut found,
+                Some(n),
+                format!("branch to label {} that is never placed", l.0),
+            );
+        }
+    }
+    if found.is_empty() {
+        for (n, r) in use_before_def(k) {
+            fault(
+                &mut found,
+                Some(n),
+                format!("register {} ({}) read before any write", r.id, r.ty),
+            );
+        }
+        for (n, m) in barrier_faults(&k.body) {
+            fault(&mut found, Some(n), m);
+        }
+    }
+    found
+        .into_iter()
+        .map(|(at, message)| Fault {
+            kernel: k.name.clone(),
+            at,
+            message,
+        })
+        .collect()
+}
+
+fn reg_ok(ty: PtxType, op: &Operand) -> bool {
+    match op {
+        Operand::Reg(r) => ty.accepts(r.ty),
+        Operand::Vector(v) => v.iter().all(|r| ty.accepts(r.ty)),
+        Operand::Imm(_) => ty != PtxType::Pred,
+        _ => false,
+    }
+}
+
+fn dsts_ok(i: &Instr, ty: PtxType) -> Result<(), String> {
+    match i.dsts.iter().find(|d| !ty.accepts(d.ty)) {
+        Some(d) => Err(format!(
+            "{}-typed instruction writes a {} register",
+            ty, d.ty
+        )),
+        None => Ok(()),
+    }
+}
+
+fn srcs_ok(i: &Instr, ty: PtxType, srcs: &[Operand]) -> Result<(), String> {
+    match srcs.iter().find(|s| !reg_ok(ty, s)) {
+        Some(s) => Err(format!("{}-typed instruction reads {:?}", ty, s)),
+        None => Ok(()),
+    }
+    .and_then(|_| {
+        if i.dsts.len() > 1 {
+            Err("several results from a scalar op".into())
+        } else {
+            Ok(())
+        }
+    })
+}
+
+fn needs_rounding(i: &Instr, ty: PtxType) -> Result<(), String> {
+    let r = i.rnd;
+    let approx = matches!(r, Some(Rounding::Approx | Rounding::ApproxFtz));
+    let ieee = matches!(
+        r,
+        Some(Rounding::Rn | Rounding::Rz | Rounding::Rm | Rounding::Rp)
+    );
+    let ok = match i.op {
+        Op::Div if ty.is_float() => ieee || approx || r == Some(Rounding::Full),
+        Op::Rcp | Op::Sqrt => ieee || approx,
+        Op::Fma => ieee,
+        Op::Rsqrt | Op::Ex2 | Op::Lg2 => approx,
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{:?}.{} needs a rounding or approximation modifier",
+            i.op, ty
+        ))
+    }
+}
+
+fn address_ok(space: Space, op: Option<&Operand>) -> Result<(), String> {
+    match (space, op) {
+        (Space::Param, Some(Operand::Addr(AddrBase::Sym(_), _))) => Ok(()),
+        (Space::Global, Some(Operand::Addr(AddrBase::Reg(r), _)))
+            if r.ty.bits() == 64 && !r.ty.is_float() =>
+        {
+            Ok(())
+        }
+        (Space::Shared, Some(Operand::Addr(AddrBase::Reg(r), _)))
+            if matches!(r.ty.bits(), 32 | 64) && !r.ty.is_float() =>
+        {
+            Ok(())
+        }
+        (Space::Shared, Some(Operand::Addr(AddrBase::Sym(_), _))) => Ok(()),
+        _ => Err(format!("bad {} address {:?}", space.name(), op)),
+    }
+}
+
+fn cvt_ok(i: &Instr, to: PtxType, from: PtxType) -> Result<(), String> {
+    let r = i.rnd;
+    let int_round = matches!(r, Some(Rounding::Rni | Rounding::Rzi | Rounding::Rmi));
+    let float_round = matches!(
+        r,
+        Some(Rounding::Rn | Rounding::Rz | Rounding::Rm | Rounding::Rp)
+    );
+    let ok = match (from.is_float(), to.is_float()) {
+        (true, false) => int_round,
+        (false, true) => float_round,
+        (true, true) if to.bits() < from.bits() => float_round,
+        (true, true) => r.is_none() || int_round,
+        (false, false) => r.is_none(),
+    };
+    if !ok {
+        return Err(format!("cvt.{to}.{from} with rounding {r:?}"));
+    }
+    dsts_ok(i, to)?;
+    srcs_ok(i, from, &i.srcs)
+}
+
+/// Type rules per opcode.
+fn check_types(i: &Instr) -> Result<(), String> {
+    if let Some((p, _)) = i.guard
+        && p.ty != PtxType::Pred
+    {
+        return Err(format!("guard register is {}, not pred", p.ty));
+    }
+    let Some(ty) = i.ty else {
+        return match i.op {
+            Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => Ok(()),
+            _ => Err(format!("{:?} without a type", i.op)),
+        };
+    };
+    needs_rounding(i, ty)?;
+    match &i.op {
+        Op::Mov => {
+            dsts_ok(i, ty)?;
+            match i.srcs.as_slice() {
+                [Operand::Special(_)] if ty.bits() == 32 => Ok(()),
+                [Operand::Sym(_)] if matches!(ty, PtxType::U32 | PtxType::U64) => Ok(()),
+                [s] if reg_ok(ty, s) => Ok(()),
+                s => Err(format!("mov.{ty} from {s:?}")),
+            }
+        }
+        Op::Mul(Some(super::ir::MulMode::Wide)) => {
+            if i.dsts
+                .iter()
+                .any(|d| d.ty.bits() != 2 * ty.bits() || d.ty.is_float())
+            {
+                return Err("mul.wide result must be twice the operand width".into());
+            }
+            srcs_ok(i, ty, &i.srcs)
+        }
+        Op::Shl | Op::Shr => {
+            dsts_ok(i, ty)?;
+            srcs_ok(i, ty, &i.srcs[..1])?;
+            srcs_ok(i, PtxType::U32, &i.srcs[1..])
+        }
+        Op::Setp(_) => {
+            dsts_ok(i, PtxType::Pred)?;
+            srcs_ok(i, ty, &i.srcs)
+        }
+        Op::Selp => {
+            dsts_ok(i, ty)?;
+            srcs_ok(i, ty, &i.srcs[..2])?;
+            srcs_ok(i, PtxType::Pred, &i.srcs[2..])
+        }
+        Op::Cvt { from } => cvt_ok(i, ty, *from),
+        Op::CvtaToGlobal => {
+            dsts_ok(i, PtxType::U64)?;
+            srcs_ok(i, PtxType::U64, &i.srcs)
+        }
+        Op::Ld(space) => {
+            address_ok(*space, i.srcs.first())?;
+            if !matches!(i.dsts.len(), 1 | 2 | 4) || (i.dsts.len() == 4 && ty.bits() == 64) {
+                return Err(format!("ld of {} registers", i.dsts.len()));
+            }
+            dsts_ok(i, ty)
+        }
+        Op::St(space) => {
+            address_ok(*space, i.srcs.first())?;
+            let n = match i.srcs.get(1) {
+                Some(Operand::Vector(v)) => v.len(),
+                _ => 1,
+            };
+            if !matches!(n, 1 | 2 | 4) || (n == 4 && ty.bits() == 64) || i.srcs.len() != 2 {
+                return Err(format!("st of {n} values"));
+            }
+            srcs_ok(i, ty, &i.srcs[1..])
+        }
+        Op::Shfl(_) => {
+            if ty.bits() != 32 {
+                return Err("shfl moves 32-bit values".into());
+            }
+            dsts_ok(i, ty)?;
+            srcs_ok(i, ty, &i.srcs[..1])?;
+            srcs_ok(i, PtxType::U32, &i.srcs[1..])
+        }
+        Op::Atom(space, _) => {
+            address_ok(*space, i.srcs.first())?;
+            dsts_ok(i, ty)?;
+            srcs_ok(i, ty, &i.srcs[1..])
+        }
+        Op::Vote(_) => {
+            dsts_ok(i, ty)?;
+            srcs_ok(i, PtxType::Pred, &i.srcs[..1])
+        }
+        Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => {
+            Err(format!("{:?} takes no type", i.op))
+        }
+        _ => {
+            if ty == PtxType::Pred && !matches!(i.op, Op::And | Op::Or | Op::Xor | Op::Not) {
+                return Err(format!("{:?} on predicates", i.op));
+            }
+            if ty.is_float()
+                && matches!(
+                    i.op,
+                    Op::And | Op::Or | Op::Xor | Op::Not | Op::Rem | Op::Mad(_)
+                )
+            {
+                return Err(format!("{:?} on {ty}", i.op));
+            }
+            if !ty.is_float()
+                && matches!(
+                    i.op,
+                    Op::Fma | Op::Rcp | Op::Sqrt | Op::Rsqrt | Op::Ex2 | Op::Lg2
+                )
+            {
+                return Err(format!("{:?} on {ty}", i.op));
+            }
+            dsts_ok(i, ty)?;
+            srcs_ok(i, ty, &i.srcs)
+        }
+    }
+}
+
+/// Reads of registers that are not written on every path from the entry.
+fn use_before_def(k: &KernelIr) -> Vec<(usize, VReg)> {
+    let n = k.next_reg as usize;
+    let succ = cfg::successors(&k.body);
+    let mut preds = vec![Vec::new(); k.body.len()];
+    for (i, s) in succ.iter().enumerate() {
+        for &t in s {
+            preds[t].push(i);
+        }
+    }
+    // Forward must-analysis: defined on entry to i = intersection over predecessors.
+    let full = {
+        let mut b = BitSet::new(n);
+        (0..n).for_each(|r| b.insert(r));
+        b
+    };
+    let mut def_out = vec![full; k.body.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..k.body.len() {
+            let inn = def_in(i, &preds, &def_out, n);
+            let mut out = inn;
+            k.body[i]
+                .dsts
+                .iter()
+                .for_each(|d| out.insert(d.id as usize));
+            if out != def_out[i] {
+                def_out[i] = out;
+                changed = true;
+            }
+        }
+    }
+    let mut bad = Vec::new();
+    for i in 0..k.body.len() {
+        let inn = def_in(i, &preds, &def_out, n);
+        if let Some(r) = k.body[i]
+            .uses()
+            .into_iter()
+            .find(|r| !inn.contains(r.id as usize))
+        {
+            bad.push((i, r));
+        }
+    }
+    bad
+}
+
+fn def_in(i: usize, preds: &[Vec<usize>], def_out: &[BitSet], n: usize) -> BitSet {
+    if i == 0 {
+        return BitSet::new(n);
+    }
+    let mut it = preds[i].iter();
+    let Some(&first) = it.next() else {
+        // Unreachable: nothing to report.
+        let mut all = BitSet::new(n);
+        (0..n).for_each(|r| all.insert(r));
+        return all;
+    };
+    let mut inn = def_out[first].clone();
+    it.for_each(|&p| inn.intersect_with(&def_out[p]));
+    inn
+}
+
+/// Barrier safety: at every point where threads can part ways (a non-uniform conditional
+/// branch, a guarded exit), both sides must reach the same barriers; and no barrier may be
+/// guarded. Otherwise some threads wait at a `bar.sync` others never reach.
+fn barrier_faults(body: &[Instr]) -> Vec<(usize, String)> {
+    let bars: Vec<usize> = (0..body.len())
+        .filter(|&i| body[i].op == Op::BarSync)
+        .collect();
+    if bars.is_empty() {
+        return Vec::new();
+    }
+    let succ = cfg::successors(body);
+    // reach[i]: barriers reachable from i (i included).
+    let mut reach = vec![BitSet::new(bars.len()); body.len()];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in (0..body.len()).rev() {
+            let mut r = BitSet::new(bars.len());
+            if let Some(b) = bars.iter().position(|&b| b == i) {
+                r.insert(b);
+            }
+            for &s in &succ[i] {
+                r.union_with(&reach[s]);
+            }
+            changed |= reach[i].union_with(&r);
+        }
+    }
+    let empty = BitSet::new(bars.len());
+    let mut faults = Vec::new();
+    for (i, ins) in body.iter().enumerate() {
+        let after = |k: usize| reach.get(k).unwrap_or(&empty);
+        match (&ins.op, ins.guard) {
+            (Op::BarSync, Some(_)) => faults.push((i, "barrier under a predicate".into())),
+            (Op::Ret, Some(_)) if !after(i + 1).is_empty() => faults.push((
+                i,
+                "conditional exit before a barrier the remaining threads wait at".into(),
+            )),
+            (Op::Bra { uni: false }, Some(_)) => {
+                let s = &succ[i];
+                if s.len() == 2 && after(s[0]) != after(s[1]) {
+                    faults.push((
+                        i,
+                        "divergent branch: its two sides reach different barriers".into(),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::ir::{Imm, Instr, Op, Operand};
+    use crate::ptx::{Cmp, F32, KernelBuilder, PtxType, U32, VReg};
+
+    fn messages(k: &KernelIr) -> String {
+        validate(k)
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_well_formed_kernel_has_no_faults() {
+        let mut b = KernelBuilder::new("ok");
+        let n = b.param_u32("n");
+        let t = b.tid_x();
+        let p = b.setp::<U32>(Cmp::Lt, t, n);
+        b.if_then(p, false, |b| {
+            let _ = b.add(t, 1u32);
+        });
+        b.bar_sync();
+        b.ret();
+        assert_eq!(messages(&b.finish()), "");
+    }
+
+    #[test]
+    fn a_type_mix_up_is_rejected() {
+        let mut b = KernelBuilder::new("mixup");
+        let f = b.mov::<F32>(1.0f32);
+        let u = b.mov::<U32>(2u32);
+        let mut k = b.finish();
+        // add.u32 reading an f32 register: the builder cannot express it; raw IR can.
+        let d = VReg {
+            id: k.next_reg,
+            ty: PtxType::U32,
+        };
+        k.next_reg += 1;
+        k.body.push(Instr::new(
+            Op::Add,
+            Some(PtxType::U32),
+            vec![d],
+            vec![Operand::Reg(f.vreg()), Operand::Reg(u.vreg())],
+        ));
+        let m = messages(&k);
+        assert!(m.contains("u32-typed instruction reads"), "{m}");
+    }
+
+    #[test]
+    fn a_missing_rounding_mode_is_rejected() {
+        let mut b = KernelBuilder::new("rounding");
+        let x = b.mov::<F32>(2.0f32);
+        let mut k = b.finish();
+        let d = VReg {
+            id: k.next_reg,
+            ty: PtxType::F32,
+        };
+        k.next_reg += 1;
+        k.body.push(Instr::new(
+            Op::Div,
+            Some(PtxType::F32),
+            vec![d],
+            vec![Operand::Reg(x.vreg()), Operand::Imm(Imm::F32(3.0))],
+        ));
+        assert!(
+            messages(&k).contains("needs a rounding"),
+            "{}",
+            messages(&k)
+        );
+    }
+
+    #[test]
+    fn use_before_definition_is_rejected() {
+        let mut b = KernelBuilder::new("undef");
+        let never_written = b.reg::<F32>();
+        let _ = b.add(never_written, 1.0f32);
+        b.ret();
+        let m = messages(&b.finish());
+        assert!(m.contains("read before any write"), "{m}");
+    }
+
+    #[test]
+    fn a_value_written_on_one_branch_only_is_rejected() {
+        let mut b = KernelBuilder::new("one_branch");
+        let t = b.tid_x();
+        let x = b.reg::<U32>();
+        let p = b.setp::<U32>(Cmp::Eq, t, 0u32);
+        b.if_then(p, false, |b| b.assign(x, 5u32));
+        let _ = b.add(x, 1u32);
+        b.ret();
+        assert!(messages(&b.finish()).contains("read before any write"));
+    }
+
+    #[test]
+    fn an_early_exit_before_a_barrier_is_rejected() {
+        let mut b = KernelBuilder::new("early_exit");
+        let n = b.param_u32("n");
+        let t = b.tid_x();
+        let past = b.setp::<U32>(Cmp::Ge, t, n);
+        b.exit_if(past);
+        b.bar_sync();
+        b.ret();
+        let m = messages(&b.finish());
+        assert!(m.contains("conditional exit before a barrier"), "{m}");
+    }
+
+    #[test]
+    fn a_barrier_inside_a_divergent_branch_is_rejected_and_a_uniform_one_accepted() {
+        for uniform in [false, true] {
+            let mut b = KernelBuilder::new("divergent");
+            let t = b.tid_x();
+            let p = b.setp::<U32>(Cmp::Lt, t, 16u32);
+            b.if_then(p, uniform, |b| b.bar_sync());
+            b.ret();
+            let m = messages(&b.finish());
+            assert_eq!(
+                m.contains("divergent branch"),
+                !uniform,
+                "uniform={uniform}: {m}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_predicated_barrier_is_rejected() {
+        let mut b = KernelBuilder::new("guarded_bar");
+        let t = b.tid_x();
+        let p = b.setp::<U32>(Cmp::Lt, t, 16u32);
+        b.predicated(p, |b| b.bar_sync());
+        b.ret();
+        assert!(messages(&b.finish()).contains("barrier under a predicate"));
+    }
+
+    #[test]
+    fn a_branch_to_an_unplaced_label_is_rejected() {
+        let mut b = KernelBuilder::new("nolabel");
+        let l = b.new_label();
+        b.bra(l);
+        b.ret();
+        assert!(messages(&b.finish()).contains("never placed"));
+    }
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (no Rust there): the packed GPU tests, compute-sanitizer
+# memcheck and racecheck over them, and the benchmark with PyTorch as the peer.
+# Pack first on a build machine: scripts/device-pack.sh -p trueno-gpu && cp target/release/gpu-bench .device/
+# Usage: scripts/device-run.sh [tests] [sanitize] [bench] [quick]   (default: all three)
+set -uo pipefail
+OUT=${OUT:-/tmp/trueno-device-out}; mkdir -p "$OUT"
+steps="${*:-tests sanitize bench}"
+export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
+T=$(ls .device/gpu_kernels-* | head -1)
+L=$(ls .device/trueno_gpu-* | head -1)
+status=0
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+if [[ $steps == *tests* ]]; then
+  echo "== GPU tests"
+  timeout 300 "$T" --test-threads=1 2>&1 | tee "$OUT/tests.log" | grep -E "^test |test result|panicked|SKIPPED" || status=1
+  timeout 60 "$L" 2>&1 | tail -3
+fi
+if [[ $steps == *sanitize* ]]; then
+  for tool in memcheck racecheck; do
+    echo "== compute-sanitizer $tool (small sizes)"
+    TRUENO_GPU_SMALL=1 timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 "$T" --test-threads=1 \
+      > "$OUT/$tool.log" 2>&1; rc=$?
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$OUT/$tool.log" | tail -4; echo "exit $rc"
+    [[ $rc == 0 ]] || status=1
+  done
+fi
+if [[ $steps == *bench* ]]; then
+  echo "== bench"
+  q=""; [[ $steps == *quick* ]] && q="--quick"
+  timeout 400 .device/gpu-bench $q --out "$OUT/trueno.jsonl" > "$OUT/bench.log" 2>&1 || { status=1; tail -5 "$OUT/bench.log"; }
+  timeout 300 python3 scripts/gpu_bench_peer.py "$OUT/trueno.jsonl" --md "$OUT/table.md" || status=1
+fi
+exit $status

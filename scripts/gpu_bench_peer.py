@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""PyTorch on the same shapes as gpu-bench, in the same command, and the comparison table.
+
+Usage: gpu_bench_peer.py TRUENO_JSONL [--md OUT.md] [--json OUT.jsonl]
+Times each peer op with CUDA events (median of per-run pairs after warm-up), rotating
+input sets the way gpu-bench does so neither side measures L2. The table's ratio is
+torch time / trueno time: above 1 means trueno is faster.
+"""
+import json, statistics, sys, time
+
+import torch
+import torch.nn.functional as F
+
+ROTATE_BYTES = 256 << 20
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def sets_for(nbytes):
+    return max(1, min(16, -(-ROTATE_BYTES // nbytes)))
+
+
+def bench(fn, sets, quick):
+    warm, reps = (2, 5) if quick else (5, 30)
+    for i in range(warm):
+        fn(i % sets)
+    times = []
+    for i in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn(i % sets)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def rand(n, sets):
+    base = torch.rand(n, device="cuda") * 4 - 2
+    return [base.clone() for _ in range(sets)]
+
+
+def main():
+    rows_in = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+    quick = len([r for r in rows_in if r["kind"] == "gemm"]) <= 2
+    md_path = sys.argv[sys.argv.index("--md") + 1] if "--md" in sys.argv else None
+    table, peer = [], []
+    dev = next(r for r in rows_in if r["kind"] == "device")
+
+    ew = [r for r in rows_in if r["kind"] in ("elementwise", "reduce")]
+    copy_gbs = None
+    if ew:
+        n = ew[0]["n"]
+        sets = min(2, sets_for(n * 4))
+        xs, ys = rand(n, sets), rand(n, sets)
+        o = torch.empty(n, device="cuda")
+        ms = bench(lambda i: o.copy_(xs[i]), sets, quick)
+        copy_gbs = 2 * n * 4 / ms / 1e6
+        table.append(("copy (torch, the ceiling)", f"{n>>20}M", None, ms, None, f"{copy_gbs:.0f} GB/s"))
+        peers = {
+            "add": lambda i: torch.add(xs[i], ys[i], out=o),
+            "mul": lambda i: torch.mul(xs[i], ys[i], out=o),
+            "scale": lambda i: torch.mul(xs[i], 1.5, out=o),
+            "relu": lambda i: F.relu(xs[i]),
+            "gelu": lambda i: F.gelu(xs[i]),
+            "silu": lambda i: F.silu(xs[i]),
+            "swiglu": lambda i: F.silu(xs[i]) * ys[i],
+            "sum": lambda i: xs[i].sum(),
+            "max": lambda i: xs[i].max(),
+            "argmax": lambda i: xs[i].argmax(),
+        }
+        for r in ew:
+            t = bench(peers[r["op"]], sets, quick)
+            gbs = r["bytes"] / r["ms"] / 1e6
+            table.append((r["op"], f"{n>>20}M", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s = {100*gbs/copy_gbs:.0f}% of copy"))
+            peer.append({"op": r["op"], "torch_ms": t})
+
+    for r in [r for r in rows_in if r["kind"] == "rows"]:
+        rows, cols = r["rows"], r["cols"]
+        n = rows * cols
+        sets = sets_for(n * 4)
+        xs, rs = rand(n, sets), rand(n, sets)
+        xs = [x.view(rows, cols) for x in xs]
+        rs = [x.view(rows, cols) for x in rs]
+        g, b = torch.rand(cols, device="cuda"), torch.rand(cols, device="cuda")
+        fn = {
+            "softmax": lambda i: torch.softmax(xs[i], dim=-1),
+            "layernorm": lambda i: F.layer_norm(xs[i], (cols,), g, b, 1e-5),
+            "rmsnorm": lambda i: F.rms_norm(xs[i], (cols,), g, 1e-5),
+            "add_rmsnorm": lambda i: F.rms_norm(xs[i] + rs[i], (cols,), g, 1e-5),
+        }[r["op"]]
+        t = bench(fn, sets, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        extra = f"{gbs:.0f} GB/s" + (f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else "")
+        table.append((r["op"], f"{rows}x{cols}", r["ms"], t, t / r["ms"], extra))
+
+    for r in [r for r in rows_in if r["kind"] == "gemm"]:
+        s = r["size"]
+        a, b = torch.rand(s, s, device="cuda"), torch.rand(s, s, device="cuda")
+        c = torch.empty(s, s, device="cuda")
+        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        tf = 2 * s**3 / (t * 1e-3) / 1e12
+        table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
+
+    for r in [r for r in rows_in if r["kind"] == "module"]:
+        table.append((f"module {r['family']}", "build + JIT load", None, None, None, f"build {r['build_ms']:.2f} ms, load {r['load_ms']:.2f} ms"))
+    for r in [r for r in rows_in if r["kind"] == "launch"]:
+        x = torch.ones(4, device="cuda")
+        o = torch.empty(4, device="cuda")
+        for _ in range(100):
+            torch.add(x, x, out=o)
+        torch.cuda.synchronize()
+        n = 20000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            torch.add(x, x, out=o)
+        enq = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize()
+        tot = (time.perf_counter() - t0) / n * 1e6
+        table.append(("launch overhead", "4 elements", r["total_us"] / 1e3, tot / 1e3, tot / r["total_us"], f"enqueue {r['enqueue_us']:.2f} us vs torch {enq:.2f} us"))
+
+    lines = [f"GPU: {dev['name']} (sm_{dev['sm'].replace('.', '')}, {dev['sms']} SMs), torch {torch.__version__}", "",
+             "| op | shape | trueno ms | torch ms | torch/trueno | notes |", "|---|---|---:|---:|---:|---|"]
+    f = lambda v: "" if v is None else f"{v:.4f}"
+    for op, shape, ms, t, ratio, note in table:
+        lines.append(f"| {op} | {shape} | {f(ms)} | {f(t)} | {'' if ratio is None else f'{ratio:.2f}x'} | {note} |")
+    text = "\n".join(lines)
+    print(text)
+    if md_path:
+        open(md_path, "w").write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
