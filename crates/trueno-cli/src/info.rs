@@ -13,6 +13,53 @@ struct Info {
     backend_override: Option<String>,
     per_class: Vec<(&'static str, &'static str)>,
     threads: usize,
+    cuda: Cuda,
+}
+
+/// CUDA devices, or why there are none.
+#[derive(Serialize)]
+struct Cuda {
+    driver_version: Option<i32>,
+    devices: Vec<CudaDevice>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CudaDevice {
+    ordinal: usize,
+    name: String,
+    compute_capability: String,
+    multiprocessors: u32,
+    memory_gib: f64,
+    l2_mib: f64,
+}
+
+fn cuda() -> Cuda {
+    match trueno_gpu::driver::devices() {
+        Ok(d) => Cuda {
+            driver_version: trueno_gpu::driver::driver_version().ok(),
+            devices: d
+                .into_iter()
+                .map(|d| CudaDevice {
+                    ordinal: d.ordinal,
+                    name: d.name,
+                    compute_capability: format!(
+                        "{}.{}",
+                        d.compute_capability.0, d.compute_capability.1
+                    ),
+                    multiprocessors: d.multiprocessors,
+                    memory_gib: d.total_memory as f64 / (1u64 << 30) as f64,
+                    l2_mib: d.l2_bytes as f64 / (1u64 << 20) as f64,
+                })
+                .collect(),
+            error: None,
+        },
+        Err(e) => Cuda {
+            driver_version: None,
+            devices: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
 }
 
 /// The CPU's marketing name, from /proc/cpuinfo where there is one.
@@ -58,6 +105,7 @@ pub fn run(json: bool) -> trueno::Result<()> {
             .map(|&c| (c.name(), engine.backend(c).name()))
             .collect(),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cuda: cuda(),
     };
     if json {
         println!(
@@ -84,6 +132,29 @@ pub fn run(json: bool) -> trueno::Result<()> {
     println!("per class");
     for (class, backend) in &info.per_class {
         println!("  {class:<15} {backend}");
+    }
+    match (&info.cuda.error, info.cuda.driver_version) {
+        (Some(e), _) => println!("cuda         none ({e})"),
+        (None, v) => {
+            let v = v.map_or("?".to_string(), |v| {
+                format!("{}.{}", v / 1000, v % 1000 / 10)
+            });
+            println!(
+                "cuda         driver {v}, {} device(s)",
+                info.cuda.devices.len()
+            );
+            for d in &info.cuda.devices {
+                println!(
+                    "  [{}] {} (sm {}, {} SMs, {:.1} GiB, L2 {:.0} MiB)",
+                    d.ordinal,
+                    d.name,
+                    d.compute_capability,
+                    d.multiprocessors,
+                    d.memory_gib,
+                    d.l2_mib
+                );
+            }
+        }
     }
     Ok(())
 }

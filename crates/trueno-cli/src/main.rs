@@ -5,12 +5,13 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod info;
 mod progress;
+mod ptx;
 
 #[derive(Parser)]
 #[command(
     name = "trueno",
     version,
-    about = "trueno: compute primitives on every CPU ISA"
+    about = "trueno: compute primitives on every CPU ISA and on NVIDIA GPUs"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -38,16 +39,54 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         ops: Vec<String>,
     },
+    /// The GPU kernels trueno writes as PTX.
+    Ptx {
+        #[command(subcommand)]
+        command: PtxCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PtxCommand {
+    /// Every kernel configuration: module, parameters, size, registers.
+    List {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Prints a kernel's PTX.
+    Emit {
+        /// Kernel name, as `trueno ptx list` shows it.
+        kernel: String,
+        /// sm_80, sm_90 or sm_90a.
+        #[arg(long, default_value = "sm_90")]
+        target: String,
+    },
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Info { json } => info::run(json),
-        Command::Bench { quick, json, ops } => bench::run(bench::Options { quick, json, ops }),
+    let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
+        Command::Info { json } => info::run(json).map_err(Into::into),
+        Command::Bench { quick, json, ops } => {
+            bench::run(bench::Options { quick, json, ops }).map_err(Into::into)
+        }
+        Command::Ptx {
+            command: PtxCommand::List { json },
+        } => ptx::list(json),
+        Command::Ptx {
+            command: PtxCommand::Emit { kernel, target },
+        } => ptx::emit(&kernel, &target),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // A closed pipe (`trueno ptx list | head`) is not a failure.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            std::process::ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("trueno: {e}");
             std::process::ExitCode::FAILURE

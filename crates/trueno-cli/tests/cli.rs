@@ -89,3 +89,56 @@ fn unknown_op_and_bad_backend_fail_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("avx9"));
 }
+
+#[test]
+fn ptx_list_names_every_kernel_and_emit_prints_assemblable_ptx_text() {
+    let out = trueno(&["ptx", "list", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    for want in [
+        "trueno_gelu_f32",
+        "trueno_argmax_f32",
+        "trueno_softmax_block_v4_f32",
+        "trueno_add_rmsnorm_f32",
+        "trueno_gemm_tiled_f32",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for target in ["sm_80", "sm_90"] {
+        let out = trueno(&["ptx", "emit", "trueno_gelu_f32", "--target", target]);
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains(&format!(".target {target}")));
+        assert!(text.contains(".visible .entry trueno_gelu_f32("));
+    }
+}
+
+#[test]
+fn ptx_emit_rejects_unknown_kernels_and_targets() {
+    let out = trueno(&["ptx", "emit", "no_such_kernel"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown kernel no_such_kernel"));
+    let out = trueno(&["ptx", "emit", "trueno_add_f32", "--target", "sm_70"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target sm_70"));
+}
+
+#[test]
+fn info_reports_cuda_devices_or_why_there_are_none() {
+    let out = trueno(&["info", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cuda = &v["cuda"];
+    let devices = cuda["devices"].as_array().unwrap();
+    // Either devices are listed, or the error says why not; never neither.
+    assert_ne!(devices.is_empty(), cuda["error"].is_null(), "{cuda}");
+}

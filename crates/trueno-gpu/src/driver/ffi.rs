@@ -63,9 +63,13 @@ struct Library {
 fn library() -> Result<&'static Library> {
     static LIB: OnceLock<std::result::Result<Library, String>> = OnceLock::new();
     let lib = LIB.get_or_init(|| {
-        let names = ["libcuda.so.1", "libcuda.so", "nvcuda.dll"];
+        let names: &[&str] = if cfg!(windows) {
+            &["nvcuda.dll"]
+        } else {
+            &["libcuda.so.1", "libcuda.so"]
+        };
         let mut errors = Vec::new();
-        for n in names {
+        for &n in names {
             // SAFETY: loading libcuda runs its initialisers, which have no preconditions
             // on our side; it is the documented way to use the driver API dynamically.
             match unsafe { libloading::Library::new(n) } {
@@ -75,10 +79,14 @@ fn library() -> Result<&'static Library> {
                         symbols: Mutex::new(HashMap::new()),
                     });
                 }
-                Err(e) => errors.push(format!("{n}: {e}")),
+                Err(e) => errors.push(e.to_string()),
             }
         }
-        Err(format!("could not load libcuda ({})", errors.join("; ")))
+        Err(format!(
+            "libcuda not found (tried {}): {}",
+            names.join(", "),
+            errors.first().map_or("", |e| e.as_str())
+        ))
     });
     lib.as_ref().map_err(|e| GpuError::NoDriver(e.clone()))
 }

@@ -205,18 +205,54 @@ fn build_argmax(name: &str) -> KernelIr {
     let best_v = b.mov(f32::NEG_INFINITY);
     let best_i = b.mov(u32::MAX);
     let mapped = b.setp::<U32>(Cmp::Ne, has_idx, 0u32);
+    // Each thread scans its elements in increasing index order, so a candidate only
+    // wins by being larger, by being the first NaN, or by being the first element at
+    // all (-inf must still win over "nothing yet"); ties keep the earlier index.
+    let scan = |b: &mut KernelBuilder, v: Reg<F32>, i: Reg<U32>| {
+        let gt = b.setp::<F32>(Cmp::Gt, v, best_v);
+        let v_nan = b.setp::<F32>(Cmp::Nan, v, v);
+        let best_nan = b.setp::<F32>(Cmp::Nan, best_v, best_v);
+        let best_num = b.not_pred(best_nan);
+        let nan_win = b.and_pred(v_nan, best_num);
+        let first = b.setp::<U32>(Cmp::Eq, best_i, u32::MAX);
+        let p = b.or_pred(gt, nan_win);
+        let p = b.or_pred(p, first);
+        take_if(b, p, best_v, best_i, v, i);
+    };
+    let first_pass = b.new_label();
+    let done = b.new_label();
+    // The second pass (few partials, with their original indices): scalar.
+    b.bra_if(mapped, true, first_pass, true);
     b.for_loop(gid, n, stride, false, |b, k| {
         let a = elem_addr(b, x, k, 4);
         let v = b.ld::<F32, U64>(Space::Global, a, 0);
-        let i = b.mov(k);
-        b.predicated(mapped, |b| {
-            let ia = elem_addr(b, idx_in, k, 4);
-            let orig = b.ld::<U32, U64>(Space::Global, ia, 0);
-            b.assign(i, orig);
-        });
+        let ia = elem_addr(b, idx_in, k, 4);
+        let i = b.ld::<U32, U64>(Space::Global, ia, 0);
         let p = better(b, best_v, best_i, v, i);
         take_if(b, p, best_v, best_i, v, i);
     });
+    b.bra(done);
+    // The first pass: 16-byte loads, then the n % 4 tail.
+    b.place(first_pass);
+    let n_vec = b.shr(n, 2u32);
+    b.for_loop(gid, n_vec, stride, false, |b, q| {
+        let a = elem_addr(b, x, q, 16);
+        let v = b.ld_vec::<F32, U64, 4>(Space::Global, a, 0);
+        let base = b.shl(q, 2u32);
+        for (k, &vk) in v.iter().enumerate() {
+            let i = b.add(base, k as u32);
+            scan(b, vk, i);
+        }
+    });
+    let head = b.shl(n_vec, 2u32);
+    let j = b.add(head, gid);
+    let in_tail = b.setp::<U32>(Cmp::Lt, j, n);
+    b.if_then(in_tail, false, |b| {
+        let a = elem_addr(b, x, j, 4);
+        let v = b.ld::<F32, U64>(Space::Global, a, 0);
+        scan(b, v, j);
+    });
+    b.place(done);
     warp_argmax(&mut b, best_v, best_i);
     let tid = b.tid_x();
     let lane = b.and(tid, 31u32);

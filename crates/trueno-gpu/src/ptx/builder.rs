@@ -421,7 +421,12 @@ impl KernelBuilder {
     /// Loads one `T` from `[addr + off]` in `space` (`U64` addresses for global, `U32`
     /// for shared).
     pub fn ld<T: RegType, A: RegType>(&mut self, space: Space, addr: Reg<A>, off: i64) -> Reg<T> {
-        self.op1(Op::Ld(space), T::TY, None, vec![Self::addr(addr, off)])
+        self.op1(
+            Op::Ld(space),
+            mem_type(T::TY),
+            None,
+            vec![Self::addr(addr, off)],
+        )
     }
 
     /// Loads `N` (2 or 4) consecutive `T`s in one access; the address must be aligned to
@@ -452,7 +457,12 @@ impl KernelBuilder {
         v: impl Into<Src<T>>,
     ) {
         let srcs = vec![Self::addr(addr, off), v.into().operand()];
-        self.push(Instr::new(Op::St(space), Some(T::TY), Vec::new(), srcs));
+        self.push(Instr::new(
+            Op::St(space),
+            Some(mem_type(T::TY)),
+            Vec::new(),
+            srcs,
+        ));
     }
 
     /// Stores 2 or 4 registers in one access.
@@ -678,6 +688,15 @@ impl KernelBuilder {
         self.assign(i, next);
         self.bra(head);
         self.place(exit);
+    }
+}
+
+/// ld/st have no f16/bf16 types: half-precision values move as `.b16`.
+fn mem_type(ty: PtxType) -> PtxType {
+    if matches!(ty, PtxType::F16 | PtxType::Bf16) {
+        PtxType::B16
+    } else {
+        ty
     }
 }
 

@@ -230,6 +230,9 @@ fn check_types(i: &Instr) -> Result<(), String> {
             dsts_ok(i, PtxType::U64)?;
             srcs_ok(i, PtxType::U64, &i.srcs)
         }
+        Op::Ld(_) | Op::St(_) if matches!(ty, PtxType::F16 | PtxType::Bf16) => Err(format!(
+            "ld/st take no .{ty} type; half-precision values move as .b16"
+        )),
         Op::Ld(space) => {
             address_ok(*space, i.srcs.first())?;
             if !matches!(i.dsts.len(), 1 | 2 | 4) || (i.dsts.len() == 4 && ty.bits() == 64) {
