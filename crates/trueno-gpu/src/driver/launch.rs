@@ -34,39 +34,33 @@ pub enum KernelArg<'a> {
     F32(f32),
 }
 
+/// The buffer argument without a borrow; the public constructors add theirs.
+fn buffer_arg<T: DeviceCopy>(b: &DeviceBuffer<T>) -> KernelArg<'static> {
+    KernelArg::Buffer {
+        ptr: b.ptr,
+        elem: T::PTX,
+        len: b.len(),
+        ctx: b.context_id(),
+        _borrow: std::marker::PhantomData,
+    }
+}
+
 impl<'a> KernelArg<'a> {
     /// A buffer the kernel reads.
     pub fn buf<T: DeviceCopy>(b: &'a DeviceBuffer<T>) -> Self {
-        KernelArg::Buffer {
-            ptr: b.ptr,
-            elem: T::PTX,
-            len: b.len(),
-            ctx: b.context_id(),
-            _borrow: std::marker::PhantomData,
-        }
+        buffer_arg(b)
     }
+
     /// A buffer the kernel writes (device memory behind a handle: the shared borrow is
     /// what keeps it alive and off the host until the stream is synchronised).
     pub fn buf_mut<T: DeviceCopy>(b: &'a DeviceBuffer<T>) -> Self {
-        KernelArg::Buffer {
-            ptr: b.ptr,
-            elem: T::PTX,
-            len: b.len(),
-            ctx: b.context_id(),
-            _borrow: std::marker::PhantomData,
-        }
+        buffer_arg(b)
     }
 
     /// Scratch memory the caller moves into [`Stream::keep_alive`] right after the
-    /// launch, so it lives until the stream is synchronised.
+    /// launch, so it lives until the stream is synchronised, as a borrowed buffer would.
     pub(crate) fn scratch<T: DeviceCopy>(b: &DeviceBuffer<T>) -> KernelArg<'static> {
-        KernelArg::Buffer {
-            ptr: b.ptr,
-            elem: T::PTX,
-            len: b.len(),
-            ctx: b.context_id(),
-            _borrow: std::marker::PhantomData,
-        }
+        buffer_arg(b)
     }
 
     fn describe(&self) -> String {

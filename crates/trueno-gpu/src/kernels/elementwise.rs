@@ -1,10 +1,10 @@
 //! Elementwise kernels over f32: 16-byte vector loads and stores in a grid-stride loop,
 //! then a scalar tail. Buffers must be 16-byte aligned (device allocations are 256).
 
-use super::helpers::{elem_addr, global_index, grid_threads};
+use super::helpers::{grid_vec4, load_cols, store_cols};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims, math};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg};
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
@@ -137,35 +137,13 @@ impl Kernel for ElementwiseKernel {
         let out = b.param_ptr("out", PtxType::F32);
         let n = b.param_u32("n");
         let alpha = op.has_alpha().then(|| b.param_f32("alpha"));
-        let gid = global_index(&mut b);
-        let stride = grid_threads(&mut b);
-        let n_vec = b.shr(n, 2u32);
-        b.for_loop(gid, n_vec, stride, false, |b, i| {
-            let xa = elem_addr(b, x, i, 16);
-            let xv = b.ld_vec::<F32, U64, 4>(Space::Global, xa, 0);
-            let yv = y.map(|y| {
-                let ya = elem_addr(b, y, i, 16);
-                b.ld_vec::<F32, U64, 4>(Space::Global, ya, 0)
-            });
-            let r: [Reg<F32>; 4] =
-                std::array::from_fn(|k| op.apply(b, xv[k], yv.map(|v| v[k]), alpha));
-            let oa = elem_addr(b, out, i, 16);
-            b.st_vec(Space::Global, oa, 0, &r);
-        });
-        // The last n % 4 elements, one per thread of the first few.
-        let head = b.shl(n_vec, 2u32);
-        let j = b.add(head, gid);
-        let in_tail = b.setp::<U32>(Cmp::Lt, j, n);
-        b.if_then(in_tail, false, |b| {
-            let xa = elem_addr(b, x, j, 4);
-            let xs = b.ld::<F32, U64>(Space::Global, xa, 0);
-            let ys = y.map(|y| {
-                let ya = elem_addr(b, y, j, 4);
-                b.ld::<F32, U64>(Space::Global, ya, 0)
-            });
-            let r = op.apply(b, xs, ys, alpha);
-            let oa = elem_addr(b, out, j, 4);
-            b.st::<F32, U64>(Space::Global, oa, 0, r);
+        grid_vec4(&mut b, n, |b, i, width| {
+            let xv = load_cols(b, x, i, width);
+            let yv = y.map(|y| load_cols(b, y, i, width));
+            let r: Vec<Reg<F32>> = (0..xv.len())
+                .map(|k| op.apply(b, xv[k], yv.as_ref().map(|v| v[k]), alpha))
+                .collect();
+            store_cols(b, out, i, &r);
         });
         b.ret();
         b.finish()

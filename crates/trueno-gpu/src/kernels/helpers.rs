@@ -1,7 +1,7 @@
 //! Building blocks shared by the kernel families: thread indexing, addressing, and warp
 //! and block reductions.
 
-use crate::ptx::{Cmp, F32, KernelBuilder, Reg, ShflMode, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U32, U64};
 
 /// `ctaid.x * ntid.x + tid.x`
 pub(crate) fn global_index(b: &mut KernelBuilder) -> Reg<U32> {
@@ -24,6 +24,28 @@ pub(crate) fn elem_addr(
 ) -> Reg<U64> {
     let off = b.mul_wide(idx, bytes);
     b.add(base, off)
+}
+
+/// Visits elements `0..n` of flat arrays: 4 at a time (16-byte accesses) in a
+/// grid-stride loop, then the `n % 4` tail one element per thread of the first few.
+/// `f(b, i, width)` handles elements `i..i + width` (width 4 or 1), in increasing order
+/// per thread.
+pub(crate) fn grid_vec4(
+    b: &mut KernelBuilder,
+    n: Reg<U32>,
+    mut f: impl FnMut(&mut KernelBuilder, Reg<U32>, u32),
+) {
+    let gid = global_index(b);
+    let stride = grid_threads(b);
+    let n_vec = b.shr(n, 2u32);
+    b.for_loop(gid, n_vec, stride, false, |b, q| {
+        let i = b.shl(q, 2u32);
+        f(b, i, 4);
+    });
+    let head = b.shl(n_vec, 2u32);
+    let j = b.add(head, gid);
+    let in_tail = b.setp::<U32>(Cmp::Lt, j, n);
+    b.if_then(in_tail, false, |b| f(b, j, 1));
 }
 
 /// A binary reduction step.
@@ -52,6 +74,53 @@ pub(crate) fn warp_reduce(b: &mut KernelBuilder, v: Reg<F32>, op: Combine) -> Re
     v
 }
 
+/// The cross-warp stage of a block reduction over a tuple of 32-bit values, carried in
+/// f32 registers (a u32 travels as its bits, through `bitcast32`). Lane 0 of every warp
+/// must hold its warp's tuple. Warp 0 gathers the tuples, `identity` (as bits) standing in
+/// for absent warps, and runs `in_warp0(b, tuple, lane0)`, which reduces across its lanes
+/// and publishes the result. Starts with a barrier: every thread of the block must call
+/// it. `smem` holds 32 floats per tuple element from its start.
+pub(crate) fn block_stage(
+    b: &mut KernelBuilder,
+    vals: &[Reg<F32>],
+    identity: &[u32],
+    smem: Reg<U32>,
+    in_warp0: impl FnOnce(&mut KernelBuilder, &[Reg<F32>], Reg<Pred>),
+) {
+    let tid = b.tid_x();
+    let lane = b.and(tid, 31u32);
+    let warp = b.shr(tid, 5u32);
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    let slot = b.mad(warp, 4u32, smem);
+    b.predicated(lane0, |b| {
+        for (k, &v) in vals.iter().enumerate() {
+            b.st::<F32, U32>(Space::Shared, slot, k as i64 * 32 * 4, v);
+        }
+    });
+    b.bar_sync();
+    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
+    b.if_then(first_warp, false, |b| {
+        let nt = b.ntid_x();
+        let nwarps = b.shr(nt, 5u32);
+        let has = b.setp::<U32>(Cmp::Lt, lane, nwarps);
+        let src = b.mad(lane, 4u32, smem);
+        let w: Vec<Reg<F32>> = identity
+            .iter()
+            .enumerate()
+            .map(|(k, &bits)| {
+                let id = b.mov::<U32>(bits);
+                let w = b.bitcast32::<F32, U32>(id);
+                b.predicated(has, |b| {
+                    let x = b.ld::<F32, U32>(Space::Shared, src, k as i64 * 32 * 4);
+                    b.assign(w, x);
+                });
+                w
+            })
+            .collect();
+        in_warp0(b, &w, lane0);
+    });
+}
+
 /// Reduces across the block (at most 32 warps) and broadcasts the result to every thread.
 /// `smem` must hold 33 floats. Contains barriers: every thread of the block must call it.
 pub(crate) fn block_reduce(
@@ -62,25 +131,8 @@ pub(crate) fn block_reduce(
     smem: Reg<U32>,
 ) -> Reg<F32> {
     let v = warp_reduce(b, v, op);
-    let tid = b.tid_x();
-    let lane = b.and(tid, 31u32);
-    let warp = b.shr(tid, 5u32);
-    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-    let slot = b.mad(warp, 4u32, smem);
-    b.predicated(lane0, |b| b.st::<F32, U32>(Space::Shared, slot, 0, v));
-    b.bar_sync();
-    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
-    b.if_then(first_warp, false, |b| {
-        let nt = b.ntid_x();
-        let nwarps = b.shr(nt, 5u32);
-        let has = b.setp::<U32>(Cmp::Lt, lane, nwarps);
-        let w = b.mov::<F32>(identity);
-        let src = b.mad(lane, 4u32, smem);
-        b.predicated(has, |b| {
-            let x = b.ld::<F32, U32>(Space::Shared, src, 0);
-            b.assign(w, x);
-        });
-        let r = warp_reduce(b, w, op);
+    block_stage(b, &[v], &[identity.to_bits()], smem, |b, w, lane0| {
+        let r = warp_reduce(b, w[0], op);
         b.predicated(lane0, |b| b.st::<F32, U32>(Space::Shared, smem, 32 * 4, r));
     });
     b.bar_sync();

@@ -189,3 +189,12 @@ pub(crate) fn check_dims(kernel: &str, dims: &[usize], arity: usize) -> Result<(
         _ => crate::error::shape_err(kernel, format!("shape {dims:?} exceeds 32-bit indexing")),
     }
 }
+
+/// `[rows, cols]` checks for row kernels; `vec4` configurations need `cols % 4 == 0`.
+pub(crate) fn check_rows(kernel: &str, dims: &[usize], vec4: bool) -> Result<()> {
+    check_dims(kernel, dims, 2)?;
+    if vec4 && !dims[1].is_multiple_of(4) {
+        return crate::error::shape_err(kernel, format!("cols {} is not a multiple of 4", dims[1]));
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! statistics (mean, then the mean of squared deviations: no cancellation), then writes.
 
 use super::helpers::{self, block_reduce, col_loop, load_cols, row_ptr, store_cols};
-use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use super::{Family, Kernel, LaunchConfig, blocks_for, check_rows};
 use crate::error::Result;
 use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Reg, U32, U64};
 
@@ -205,13 +205,7 @@ impl Kernel for NormKernel {
     /// `[rows, cols]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        check_dims(&name, dims, 2)?;
-        if self.vec4 && !dims[1].is_multiple_of(4) {
-            return crate::error::shape_err(
-                &name,
-                format!("cols {} is not a multiple of 4", dims[1]),
-            );
-        }
+        check_rows(&name, dims, self.vec4)?;
         let threads = if dims[1] >= WIDE_ROW {
             WIDE_THREADS
         } else {

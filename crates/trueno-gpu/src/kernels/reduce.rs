@@ -3,7 +3,10 @@
 //! memory, then the grid: a first launch writes one partial per block, a second launch of
 //! the same kernel with one block reduces the partials. Deterministic: no atomics.
 
-use super::helpers::{self, Combine, block_reduce, elem_addr, global_index, grid_threads};
+use super::helpers::{
+    self, Combine, block_reduce, block_stage, elem_addr, global_index, grid_threads, grid_vec4,
+    load_cols,
+};
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::Result;
 use crate::ptx::{
@@ -111,26 +114,12 @@ fn build_fold(name: &str, op: Combine, identity: f32) -> KernelIr {
     let out = b.param_ptr("out", PtxType::F32);
     let n = b.param_u32("n");
     let smem = b.shared_array("red", 33 * 4, 16);
-    let gid = global_index(&mut b);
-    let stride = grid_threads(&mut b);
     let acc: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov(identity));
-    let n_vec = b.shr(n, 2u32);
-    b.for_loop(gid, n_vec, stride, false, |b, i| {
-        let a = elem_addr(b, x, i, 16);
-        let v = b.ld_vec::<F32, U64, 4>(Space::Global, a, 0);
-        for k in 0..4 {
-            let r = op(b, acc[k], v[k]);
+    grid_vec4(&mut b, n, |b, i, width| {
+        for (k, v) in load_cols(b, x, i, width).into_iter().enumerate() {
+            let r = op(b, acc[k], v);
             b.assign(acc[k], r);
         }
-    });
-    let head = b.shl(n_vec, 2u32);
-    let j = b.add(head, gid);
-    let in_tail = b.setp::<U32>(Cmp::Lt, j, n);
-    b.if_then(in_tail, false, |b| {
-        let a = elem_addr(b, x, j, 4);
-        let v = b.ld::<F32, U64>(Space::Global, a, 0);
-        let r = op(b, acc[0], v);
-        b.assign(acc[0], r);
     });
     let s01 = op(&mut b, acc[0], acc[1]);
     let s23 = op(&mut b, acc[2], acc[3]);
@@ -234,59 +223,33 @@ fn build_argmax(name: &str) -> KernelIr {
     b.bra(done);
     // The first pass: 16-byte loads, then the n % 4 tail.
     b.place(first_pass);
-    let n_vec = b.shr(n, 2u32);
-    b.for_loop(gid, n_vec, stride, false, |b, q| {
-        let a = elem_addr(b, x, q, 16);
-        let v = b.ld_vec::<F32, U64, 4>(Space::Global, a, 0);
-        let base = b.shl(q, 2u32);
-        for (k, &vk) in v.iter().enumerate() {
-            let i = b.add(base, k as u32);
-            scan(b, vk, i);
+    grid_vec4(&mut b, n, |b, i, width| {
+        for (k, v) in load_cols(b, x, i, width).into_iter().enumerate() {
+            let ik = if k == 0 { i } else { b.add(i, k as u32) };
+            scan(b, v, ik);
         }
-    });
-    let head = b.shl(n_vec, 2u32);
-    let j = b.add(head, gid);
-    let in_tail = b.setp::<U32>(Cmp::Lt, j, n);
-    b.if_then(in_tail, false, |b| {
-        let a = elem_addr(b, x, j, 4);
-        let v = b.ld::<F32, U64>(Space::Global, a, 0);
-        scan(b, v, j);
     });
     b.place(done);
     warp_argmax(&mut b, best_v, best_i);
-    let tid = b.tid_x();
-    let lane = b.and(tid, 31u32);
-    let warp = b.shr(tid, 5u32);
-    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-    let slot = b.mad(warp, 4u32, smem);
-    b.predicated(lane0, |b| {
-        b.st::<F32, U32>(Space::Shared, slot, 0, best_v);
-        b.st::<U32, U32>(Space::Shared, slot, 32 * 4, best_i);
-    });
-    b.bar_sync();
-    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
-    b.if_then(first_warp, false, |b| {
-        let nt = b.ntid_x();
-        let nwarps = b.shr(nt, 5u32);
-        let has = b.setp::<U32>(Cmp::Lt, lane, nwarps);
-        let v = b.mov(f32::NEG_INFINITY);
-        let i = b.mov(u32::MAX);
-        let src = b.mad(lane, 4u32, smem);
-        b.predicated(has, |b| {
-            let sv = b.ld::<F32, U32>(Space::Shared, src, 0);
-            let si = b.ld::<U32, U32>(Space::Shared, src, 32 * 4);
-            b.assign(v, sv);
-            b.assign(i, si);
-        });
-        warp_argmax(b, v, i);
-        let c = b.ctaid_x();
-        let va = elem_addr(b, out_val, c, 4);
-        let ia = elem_addr(b, out_idx, c, 4);
-        b.predicated(lane0, |b| {
-            b.st::<F32, U64>(Space::Global, va, 0, v);
-            b.st::<U32, U64>(Space::Global, ia, 0, i);
-        });
-    });
+    let idx_bits = b.bitcast32::<F32, U32>(best_i);
+    let identity = [f32::NEG_INFINITY.to_bits(), u32::MAX];
+    block_stage(
+        &mut b,
+        &[best_v, idx_bits],
+        &identity,
+        smem,
+        |b, w, lane0| {
+            let i = b.bitcast32::<U32, F32>(w[1]);
+            warp_argmax(b, w[0], i);
+            let c = b.ctaid_x();
+            let va = elem_addr(b, out_val, c, 4);
+            let ia = elem_addr(b, out_idx, c, 4);
+            b.predicated(lane0, |b| {
+                b.st::<F32, U64>(Space::Global, va, 0, w[0]);
+                b.st::<U32, U64>(Space::Global, ia, 0, i);
+            });
+        },
+    );
     b.ret();
     b.finish()
 }

@@ -3,8 +3,8 @@
 //! pass that writes exp(x - max) / sum. Rows whose length is a multiple of 4 use 16-byte
 //! accesses.
 
-use super::helpers::{col_loop, load_cols, row_ptr, store_cols};
-use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims, math};
+use super::helpers::{block_stage, col_loop, load_cols, row_ptr, store_cols};
+use super::{Family, Kernel, LaunchConfig, blocks_for, check_rows, math};
 use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, ShflMode, Space, U32};
 
@@ -144,33 +144,12 @@ impl Kernel for SoftmaxKernel {
         warp_combine(&mut b, m, s);
         if self.variant == SoftmaxVariant::Block {
             let smem = b.shared_array("ms", 66 * 4, 16);
-            let lane = b.and(tid, 31u32);
-            let warp = b.shr(tid, 5u32);
-            let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-            let slot = b.mad(warp, 4u32, smem);
-            b.predicated(lane0, |b| {
-                b.st::<F32, U32>(Space::Shared, slot, 0, m);
-                b.st::<F32, U32>(Space::Shared, slot, 32 * 4, s);
-            });
-            b.bar_sync();
-            let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
-            b.if_then(first_warp, false, |b| {
-                let nt = b.ntid_x();
-                let nwarps = b.shr(nt, 5u32);
-                let has = b.setp::<U32>(Cmp::Lt, lane, nwarps);
-                let wm = b.mov(f32::NEG_INFINITY);
-                let ws = b.mov(0.0f32);
-                let src = b.mad(lane, 4u32, smem);
-                b.predicated(has, |b| {
-                    let a = b.ld::<F32, U32>(Space::Shared, src, 0);
-                    let c = b.ld::<F32, U32>(Space::Shared, src, 32 * 4);
-                    b.assign(wm, a);
-                    b.assign(ws, c);
-                });
-                warp_combine(b, wm, ws);
+            let identity = [f32::NEG_INFINITY.to_bits(), 0.0f32.to_bits()];
+            block_stage(&mut b, &[m, s], &identity, smem, |b, w, lane0| {
+                warp_combine(b, w[0], w[1]);
                 b.predicated(lane0, |b| {
-                    b.st::<F32, U32>(Space::Shared, smem, 64 * 4, wm);
-                    b.st::<F32, U32>(Space::Shared, smem, 65 * 4, ws);
+                    b.st::<F32, U32>(Space::Shared, smem, 64 * 4, w[0]);
+                    b.st::<F32, U32>(Space::Shared, smem, 65 * 4, w[1]);
                 });
             });
             b.bar_sync();
@@ -199,13 +178,7 @@ impl Kernel for SoftmaxKernel {
     /// `[rows, cols]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        check_dims(&name, dims, 2)?;
-        if self.vec4 && !dims[1].is_multiple_of(4) {
-            return crate::error::shape_err(
-                &name,
-                format!("cols {} is not a multiple of 4", dims[1]),
-            );
-        }
+        check_rows(&name, dims, self.vec4)?;
         Ok(match self.variant {
             SoftmaxVariant::Warp => {
                 let per_block = (WARP_THREADS / 32) as usize;

@@ -463,6 +463,26 @@ mod tests {
     }
 
     #[test]
+    fn a_half_precision_load_typed_f16_is_rejected() {
+        let mut b = KernelBuilder::new("ld_f16");
+        let p = b.param_ptr("p", PtxType::U16);
+        let mut k = b.finish();
+        let d = VReg {
+            id: k.next_reg,
+            ty: PtxType::F16,
+        };
+        k.next_reg += 1;
+        let addr = Operand::Addr(crate::ptx::ir::AddrBase::Reg(p.vreg()), 0);
+        k.body.push(Instr::new(
+            Op::Ld(crate::ptx::Space::Global),
+            Some(PtxType::F16),
+            vec![d],
+            vec![addr],
+        ));
+        assert!(messages(&k).contains("move as .b16"), "{}", messages(&k));
+    }
+
+    #[test]
     fn a_missing_rounding_mode_is_rejected() {
         let mut b = KernelBuilder::new("rounding");
         let x = b.mov::<F32>(2.0f32);
