@@ -1,1 +1,3 @@
 //! Helpers shared by the trueno benchmarks.
+
+pub use trueno::gemm::fma_peak_gflops;

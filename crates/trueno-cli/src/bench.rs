@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use trueno::{Backend, Engine, TruenoError};
+use trueno::{Backend, Engine, Matrix, Transpose, TruenoError};
 
 use crate::progress::Progress;
 
@@ -132,6 +132,74 @@ struct Cell {
     gb_per_s: f64,
     gelem_per_s: f64,
     speedup_vs_scalar: f64,
+    /// GEMM rows: GFLOP/s and its share of the FMA peak measured in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gflops: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    percent_of_fma_peak: Option<f64>,
+}
+
+/// Square GEMM sizes of the bench's matrix section.
+const GEMM_SIZES: [usize; 4] = [64, 128, 256, 512];
+
+/// `n x n x n` GEMM on every ISA, one thread, as GFLOP/s and % of the one-core FMA peak.
+fn gemm_cells(
+    engines: &[(Backend, Engine)],
+    target: Duration,
+    rounds: usize,
+    progress: &mut Progress,
+) -> trueno::Result<Vec<Cell>> {
+    let peak = trueno::gemm::fma_peak_gflops(1);
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .map_err(|e| TruenoError::InvalidArgument {
+            op: "bench",
+            reason: format!("no thread pool: {e}"),
+        })?;
+    let mut cells = Vec::new();
+    for n in GEMM_SIZES {
+        let a = Matrix::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6)?;
+        let b = Matrix::from_fn(n, n, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?;
+        let mut c = Matrix::zeros(n, n)?;
+        let mut scalar_ns = f64::NAN;
+        for (backend, engine) in engines {
+            progress.step(&format!("gemm {n} {}", backend.name()));
+            let ns = one.install(|| {
+                time_per_call(
+                    || {
+                        engine.gemm(
+                            1.0,
+                            a.view(),
+                            Transpose::No,
+                            b.view(),
+                            Transpose::No,
+                            0.0,
+                            &mut c.view_mut(),
+                        )
+                    },
+                    target,
+                    rounds,
+                )
+            })?;
+            if *backend == Backend::Scalar {
+                scalar_ns = ns;
+            }
+            let gflops = 2.0 * (n as f64).powi(3) / ns;
+            cells.push(Cell {
+                op: "gemm",
+                size: n,
+                backend: backend.name(),
+                ns_per_call: ns,
+                gb_per_s: (3 * n * n * 4) as f64 / ns,
+                gelem_per_s: (n * n) as f64 / ns,
+                speedup_vs_scalar: scalar_ns / ns,
+                gflops: Some(gflops),
+                percent_of_fma_peak: (peak > 0.0).then(|| 100.0 * gflops / peak),
+            });
+        }
+    }
+    Ok(cells)
 }
 
 /// Best time per call over `rounds` batches, each long enough to dwarf timer overhead.
@@ -166,10 +234,12 @@ fn time_per_call(
 
 pub fn run(opts: Options) -> trueno::Result<()> {
     let mut ops = ops();
+    let with_gemm = opts.ops.is_empty() || opts.ops.iter().any(|o| o == "gemm");
     if !opts.ops.is_empty() {
-        for name in &opts.ops {
+        for name in opts.ops.iter().filter(|n| *n != "gemm") {
             if !ops.iter().any(|o| o.name == name) {
-                let known: Vec<&str> = ops.iter().map(|o| o.name).collect();
+                let mut known: Vec<&str> = ops.iter().map(|o| o.name).collect();
+                known.push("gemm");
                 return Err(TruenoError::InvalidArgument {
                     op: "bench",
                     reason: format!("unknown op {name:?}; known: {}", known.join(", ")),
@@ -189,7 +259,12 @@ pub fn run(opts: Options) -> trueno::Result<()> {
         (Duration::from_millis(40), 5)
     };
 
-    let mut progress = Progress::new(ops.len() * SIZES.len() * engines.len());
+    let gemm_steps = if with_gemm {
+        GEMM_SIZES.len() * engines.len()
+    } else {
+        0
+    };
+    let mut progress = Progress::new(ops.len() * SIZES.len() * engines.len() + gemm_steps);
     let mut cells = Vec::new();
     for op in &ops {
         for &n in &SIZES {
@@ -219,9 +294,14 @@ pub fn run(opts: Options) -> trueno::Result<()> {
                     gb_per_s: (op.bytes * n) as f64 / ns,
                     gelem_per_s: n as f64 / ns,
                     speedup_vs_scalar: scalar_ns / ns,
+                    gflops: None,
+                    percent_of_fma_peak: None,
                 });
             }
         }
+    }
+    if with_gemm {
+        cells.extend(gemm_cells(&engines, target, rounds, &mut progress)?);
     }
     progress.finish();
 
@@ -236,7 +316,7 @@ pub fn run(opts: Options) -> trueno::Result<()> {
         "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
         "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
     );
-    for c in &cells {
+    for c in cells.iter().filter(|c| c.gflops.is_none()) {
         println!(
             "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
             c.op,
@@ -247,6 +327,26 @@ pub fn run(opts: Options) -> trueno::Result<()> {
             c.gelem_per_s,
             c.speedup_vs_scalar
         );
+    }
+    let gemm: Vec<&Cell> = cells.iter().filter(|c| c.gflops.is_some()).collect();
+    if !gemm.is_empty() {
+        println!("\nGEMM, n x n x n, one thread");
+        println!(
+            "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
+            "op", "n", "backend", "time", "GFLOP/s", "% peak", "vs scalar"
+        );
+        for c in gemm {
+            println!(
+                "{:<9} {:>9} {:<8} {:>12} {:>9.1} {:>9.0}% {:>8.2}x",
+                c.op,
+                c.size,
+                c.backend,
+                format_ns(c.ns_per_call),
+                c.gflops.unwrap_or(0.0),
+                c.percent_of_fma_peak.unwrap_or(f64::NAN),
+                c.speedup_vs_scalar
+            );
+        }
     }
     Ok(())
 }

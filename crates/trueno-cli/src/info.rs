@@ -13,7 +13,37 @@ struct Info {
     backend_override: Option<String>,
     per_class: Vec<(&'static str, &'static str)>,
     threads: usize,
+    gemm: Gemm,
     cuda: Cuda,
+}
+
+/// The GEMM configuration chosen here: ISA, micro-kernel, cache blocks.
+#[derive(Serialize)]
+struct Gemm {
+    backend: &'static str,
+    micro_kernel: String,
+    kc: usize,
+    mc: usize,
+    nc: usize,
+    l1_kib: usize,
+    l2_kib: usize,
+    l3_kib: usize,
+}
+
+fn gemm(engine: &Engine) -> Gemm {
+    let b = engine.backend(OpClass::MatMul);
+    let bl = trueno::gemm::blocking_for(b);
+    let c = trueno::gemm::CacheSizes::detect();
+    Gemm {
+        backend: b.name(),
+        micro_kernel: format!("{}x{}", bl.mr, bl.nr),
+        kc: bl.kc,
+        mc: bl.mc,
+        nc: bl.nc,
+        l1_kib: c.l1 >> 10,
+        l2_kib: c.l2 >> 10,
+        l3_kib: c.l3 >> 10,
+    }
 }
 
 /// CUDA devices, or why there are none.
@@ -105,6 +135,7 @@ pub fn run(json: bool) -> trueno::Result<()> {
             .map(|&c| (c.name(), engine.backend(c).name()))
             .collect(),
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        gemm: gemm(&engine),
         cuda: cuda(),
     };
     if json {
@@ -133,6 +164,11 @@ pub fn run(json: bool) -> trueno::Result<()> {
     for (class, backend) in &info.per_class {
         println!("  {class:<15} {backend}");
     }
+    let g = &info.gemm;
+    println!(
+        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
+        g.backend, g.micro_kernel, g.kc, g.mc, g.nc, g.l1_kib, g.l2_kib, g.l3_kib
+    );
     match (&info.cuda.error, info.cuda.driver_version) {
         (Some(e), _) => println!("cuda         none ({e})"),
         (None, v) => {

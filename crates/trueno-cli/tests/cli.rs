@@ -34,8 +34,11 @@ fn info_json_lists_backends_and_a_backend_per_class() {
         .collect();
     assert_eq!(
         classes,
-        ["elementwise", "transcendental", "reduction", "conversion"]
+        ["elementwise", "transcendental", "reduction", "conversion", "matmul"]
     );
+    let gemm = &v["gemm"];
+    assert!(gemm["micro_kernel"].as_str().unwrap().contains('x'), "{gemm}");
+    assert!(gemm["kc"].as_u64().unwrap() > 0 && gemm["l1_kib"].as_u64().unwrap() > 0, "{gemm}");
     for p in v["per_class"].as_array().unwrap() {
         assert!(
             backends.contains(&p[1].as_str().unwrap()),
@@ -141,4 +144,29 @@ fn info_reports_cuda_devices_or_why_there_are_none() {
     let devices = cuda["devices"].as_array().unwrap();
     // Either devices are listed, or the error says why not; never neither.
     assert_ne!(devices.is_empty(), cuda["error"].is_null(), "{cuda}");
+}
+
+#[test]
+fn bench_gemm_reports_gflops_and_a_share_of_the_fma_peak_per_backend() {
+    let out = trueno(&["bench", "--quick", "--json", "--ops", "gemm"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = v.as_array().unwrap();
+    assert!(!cells.is_empty());
+    for c in cells {
+        assert_eq!(c["op"], "gemm");
+        let gflops = c["gflops"].as_f64().unwrap();
+        assert!(gflops > 0.0 && gflops.is_finite(), "{c}");
+        assert!(c["percent_of_fma_peak"].as_f64().is_some(), "{c}");
+    }
+    let scalar: Vec<_> = cells.iter().filter(|c| c["backend"] == "scalar").collect();
+    assert!(
+        scalar
+            .iter()
+            .all(|c| (c["speedup_vs_scalar"].as_f64().unwrap() - 1.0).abs() < 1e-9)
+    );
 }

@@ -225,15 +225,18 @@ pub enum OpClass {
     Reduction,
     /// f16 / bf16 to and from f32.
     Conversion,
+    /// Matrix products (GEMM): compute-bound, register-tiled.
+    MatMul,
 }
 
 impl OpClass {
     /// Every class, in a fixed order (index = position in per-class tables).
-    pub const ALL: [OpClass; 4] = [
+    pub const ALL: [OpClass; 5] = [
         OpClass::Elementwise,
         OpClass::Transcendental,
         OpClass::Reduction,
         OpClass::Conversion,
+        OpClass::MatMul,
     ];
 
     /// Lower-case name for reports.
@@ -243,6 +246,7 @@ impl OpClass {
             OpClass::Transcendental => "transcendental",
             OpClass::Reduction => "reduction",
             OpClass::Conversion => "conversion",
+            OpClass::MatMul => "matmul",
         }
     }
 
@@ -272,6 +276,7 @@ const AVX512_WINS: &[OpClass] = &[
     OpClass::Transcendental,
     OpClass::Reduction,
     OpClass::Conversion,
+    OpClass::MatMul,
 ];
 
 /// Reads `TRUENO_BACKEND`: `None` when unset, empty or `auto`.
@@ -285,6 +290,23 @@ pub fn backend_override() -> Result<Option<Backend>> {
         }
         Err(_) => Ok(None),
     }
+}
+
+/// The ISA and thread count trueno picks for `work` units of an operation of `class`
+/// (elements; multiply-adds for `MatMul`): the process-wide engine's backend for the class
+/// and the parallel thresholds measured for it.
+///
+/// ```
+/// use trueno::{OpClass, select_backend_for_operation};
+/// let (_, threads) = select_backend_for_operation(OpClass::MatMul, 16 * 16 * 16)?;
+/// assert_eq!(threads, 1, "a 16^3 product stays on one thread");
+/// # Ok::<(), trueno::TruenoError>(())
+/// ```
+pub fn select_backend_for_operation(class: OpClass, work: usize) -> Result<(Backend, usize)> {
+    Ok((
+        crate::engine()?.backend(class),
+        crate::parallel::threads_for(class, work),
+    ))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use crate::backend::Backend;
 use crate::error::Result;
+use crate::gemm::task::GemmTask;
 use crate::ops::{self, BinaryOp, HalfFormat, Reduce2Op, ReduceOp, UnaryOp};
 use crate::simd::Simd;
 use crate::simd::scalar::Scalar;
@@ -29,6 +30,7 @@ pub(crate) trait Kernels: Sync {
     fn exp_shift_sum(&self, dst: &mut [f32], src: Option<&[f32]>, m: f32) -> f64;
     fn widen(&self, fmt: HalfFormat, src: &[u16], dst: &mut [f32]);
     fn narrow(&self, fmt: HalfFormat, src: &[f32], dst: &mut [u16]);
+    fn gemm(&self, task: &GemmTask<'_>);
 }
 
 /// Implements `Kernels` for an ISA token: each method calls the generic op body inside a
@@ -51,6 +53,7 @@ macro_rules! impl_kernels {
             impl_kernels!(@m $token $(, $features)?; exp_shift_sum(dst: &mut [f32], src: Option<&[f32]>, m: f32) -> f64 => ops::softmax::exp_shift_sum_vec);
             impl_kernels!(@m $token $(, $features)?; widen(fmt: HalfFormat, src: &[u16], dst: &mut [f32]) => ops::convert::widen_vec);
             impl_kernels!(@m $token $(, $features)?; narrow(fmt: HalfFormat, src: &[f32], dst: &mut [u16]) => ops::convert::narrow_vec);
+            impl_kernels!(@m $token $(, $features)?; gemm(task: &GemmTask<'_>) => crate::gemm::gemm_vec);
         }
     };
     (@m $token:ty, $features:literal; $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $body:path) => {

@@ -27,7 +27,7 @@ use crate::parallel;
 /// ```
 #[derive(Clone, Copy)]
 pub struct Engine {
-    kernels: [&'static dyn Kernels; 4],
+    kernels: [&'static dyn Kernels; OpClass::ALL.len()],
     guard: Option<JidokaGuard>,
 }
 
@@ -56,7 +56,7 @@ impl Engine {
     pub fn new(backend: Backend) -> Result<Engine> {
         let k = kernels_for(backend)?;
         Ok(Engine {
-            kernels: [k; 4],
+            kernels: [k; OpClass::ALL.len()],
             guard: None,
         })
     }
@@ -96,6 +96,10 @@ impl Engine {
 
     pub(crate) fn k(&self, class: OpClass) -> &'static dyn Kernels {
         self.kernels[class.index()]
+    }
+
+    pub(crate) fn has_guard(&self) -> bool {
+        self.guard.is_some()
     }
 
     pub(crate) fn checked(&self, op: &'static str, out: &[f32]) -> Result<()> {

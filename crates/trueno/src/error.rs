@@ -17,6 +17,15 @@ pub enum TruenoError {
         /// The length given.
         got: usize,
     },
+    /// Matrix shapes that do not fit together (inner dimensions, output shape, a buffer
+    /// too short for its rows and stride).
+    #[error("shape mismatch in {op}: {reason}")]
+    ShapeMismatch {
+        /// The operation that was called.
+        op: &'static str,
+        /// Which shapes and how they disagree.
+        reason: String,
+    },
     /// The operation has no value on an empty input (max, mean, softmax, ...).
     #[error("{op} is undefined on an empty input")]
     EmptyInput {

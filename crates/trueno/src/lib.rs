@@ -28,17 +28,24 @@ mod convert;
 mod dispatch;
 mod engine;
 mod error;
+pub mod gemm;
 mod jidoka;
+mod matrix;
 mod ops;
 mod parallel;
 mod reductions;
 mod simd;
 mod vector;
 
-pub use backend::{Backend, OpClass, available_cpu_backends, select_best_available_backend};
+pub use backend::{
+    Backend, OpClass, available_cpu_backends, select_backend_for_operation,
+    select_best_available_backend,
+};
 pub use engine::{Engine, engine};
 pub use error::{Result, TruenoError};
+pub use gemm::api::{GemmProfile, Transpose};
 pub use jidoka::JidokaGuard;
+pub use matrix::{MatMut, MatRef, Matrix};
 pub use vector::Vector;
 
 /// The README's examples, compiled and run as doc tests so the README stays true.

@@ -6,12 +6,27 @@ use crate::backend::OpClass;
 /// Input length from which work of `class` is split across threads. Measured on a 2-vCPU
 /// Sapphire Rapids guest (2026-11-22, `trueno bench` with RAYON_NUM_THREADS=1 and 2): a
 /// 100K-element exp ran 1.15x faster split, a 1M-element add 2.1x; a 100K add did not gain.
+///
+/// For `MatMul` the unit is multiply-adds, not elements: a 128^3 product gained from two
+/// threads on that machine, 96^3 did not.
 #[cfg(feature = "parallel")]
 fn threshold(class: OpClass) -> usize {
     match class {
         OpClass::Transcendental => 1 << 15,
+        OpClass::MatMul => 128 * 128 * 128,
         _ => 1 << 19,
     }
+}
+
+/// Threads trueno uses for `work` units of `class` (elements, or multiply-adds for
+/// `MatMul`): all of rayon's pool from the class's threshold, else one.
+pub(crate) fn threads_for(class: OpClass, work: usize) -> usize {
+    #[cfg(feature = "parallel")]
+    if work >= threshold(class) {
+        return rayon::current_num_threads();
+    }
+    let _ = (class, work);
+    1
 }
 
 /// The chunk length to split `len` elements of `class` into, or `None` to stay on one

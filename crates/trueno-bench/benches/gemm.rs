@@ -1,0 +1,140 @@
+//! f32 GEMM: trueno against ndarray 0.17 (`general_mat_mul`, matrixmultiply inside, one
+//! thread: its threading feature is off) and faer 0.24 (`matmul`, one thread and both),
+//! on square sizes and LLM shapes, plus the measured FMA peak written beside the results.
+//! `cargo bench -p trueno-bench --bench gemm`, then `cargo run -p trueno-bench --bin gemm-report`.
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use faer::linalg::matmul::matmul;
+use faer::{Accum, Mat, Par};
+use trueno::{Matrix, Transpose};
+
+/// (m, n, k, label)
+fn shapes() -> Vec<(usize, usize, usize, String)> {
+    let mut v: Vec<_> = [16, 32, 64, 128, 256, 512, 1024, 2048]
+        .iter()
+        .map(|&s| (s, s, s, format!("{s}")))
+        .collect();
+    v.push((1, 4096, 4096, "1x4096x4096".into()));
+    v.push((32, 4096, 4096, "32x4096x4096".into()));
+    v.push((128, 11008, 4096, "128x4096x11008".into()));
+    v
+}
+
+fn value(i: usize, j: usize) -> f32 {
+    ((i * 7 + j * 13) % 29) as f32 * 0.05 - 0.7
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/gemm");
+    let _ = std::fs::create_dir_all(&dir);
+    let peak = serde_json::json!({
+        "one_thread_gflops": trueno_bench::fma_peak_gflops(1),
+        "all_threads_gflops": trueno_bench::fma_peak_gflops(rayon::current_num_threads()),
+        "threads": rayon::current_num_threads(),
+    });
+    let _ = std::fs::write(dir.join("fma_peak.json"), peak.to_string());
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("1-thread pool");
+    let e = trueno::engine().expect("engine");
+    let mut g = c.benchmark_group("gemm");
+    g.sample_size(10)
+        .warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_secs(2));
+    for (m, n, k, label) in shapes() {
+        g.throughput(Throughput::Elements((2 * m * n * k) as u64));
+        let a = Matrix::from_fn(m, k, value).unwrap();
+        let b = Matrix::from_fn(k, n, |i, j| value(j, i)).unwrap();
+        let mut cm = Matrix::zeros(m, n).unwrap();
+        // Below trueno's split threshold a call already runs on one thread; entering the
+        // 1-thread pool would only add its hand-off (~10 us) to the small sizes.
+        let stays_on_one = trueno::select_backend_for_operation(trueno::OpClass::MatMul, m * n * k)
+            .unwrap()
+            .1
+            == 1;
+        g.bench_with_input(BenchmarkId::new("trueno-1t", &label), &(), |bch, _| {
+            if stays_on_one {
+                bch.iter(|| {
+                    e.gemm(
+                        1.0,
+                        a.view(),
+                        Transpose::No,
+                        b.view(),
+                        Transpose::No,
+                        0.0,
+                        &mut cm.view_mut(),
+                    )
+                    .unwrap()
+                })
+            } else {
+                bch.iter(|| {
+                    one.install(|| {
+                        e.gemm(
+                            1.0,
+                            a.view(),
+                            Transpose::No,
+                            b.view(),
+                            Transpose::No,
+                            0.0,
+                            &mut cm.view_mut(),
+                        )
+                        .unwrap()
+                    })
+                })
+            }
+        });
+        g.bench_with_input(BenchmarkId::new("trueno-all", &label), &(), |bch, _| {
+            bch.iter(|| {
+                e.gemm(
+                    1.0,
+                    a.view(),
+                    Transpose::No,
+                    b.view(),
+                    Transpose::No,
+                    0.0,
+                    &mut cm.view_mut(),
+                )
+                .unwrap()
+            })
+        });
+        let na = ndarray::Array2::from_shape_fn((m, k), |(i, j)| value(i, j));
+        let nb = ndarray::Array2::from_shape_fn((k, n), |(i, j)| value(j, i));
+        let mut nc = ndarray::Array2::<f32>::zeros((m, n));
+        g.bench_with_input(BenchmarkId::new("ndarray-1t", &label), &(), |bch, _| {
+            bch.iter(|| ndarray::linalg::general_mat_mul(1.0, &na, &nb, 0.0, &mut nc))
+        });
+        let fa = Mat::<f32>::from_fn(m, k, value);
+        let fb = Mat::<f32>::from_fn(k, n, |i, j| value(j, i));
+        let mut fc = Mat::<f32>::zeros(m, n);
+        g.bench_with_input(BenchmarkId::new("faer-1t", &label), &(), |bch, _| {
+            bch.iter(|| {
+                matmul(
+                    fc.as_mut(),
+                    Accum::Replace,
+                    fa.as_ref(),
+                    fb.as_ref(),
+                    1.0f32,
+                    Par::Seq,
+                )
+            })
+        });
+        let threads = rayon::current_num_threads();
+        g.bench_with_input(BenchmarkId::new("faer-all", &label), &(), |bch, _| {
+            bch.iter(|| {
+                matmul(
+                    fc.as_mut(),
+                    Accum::Replace,
+                    fa.as_ref(),
+                    fb.as_ref(),
+                    1.0f32,
+                    Par::rayon(threads),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,87 @@
+//! The GEMM table of BENCHMARKS.md from criterion's results of `benches/gemm.rs`: GFLOP/s
+//! of trueno, ndarray and faer per shape, trueno's ratios, and trueno's share of the FMA
+//! peak measured in the same run.
+//!
+//! `cargo run -p trueno-bench --bin gemm-report [CRITERION_DIR]`
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// GFLOP/s of one benchmark, from its mean time and its element (flop) throughput.
+fn gflops(dir: &Path, id: &str, shape: &str) -> Option<f64> {
+    let base = dir.join(id).join(shape).join("new");
+    let mean_ns = read_json(&base.join("estimates.json"))?["mean"]["point_estimate"].as_f64()?;
+    let flops = read_json(&base.join("benchmark.json"))?["throughput"]["Elements"].as_f64()?;
+    Some(flops / mean_ns)
+}
+
+fn main() {
+    let dir: PathBuf = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/gemm")
+        });
+    let peak = read_json(&dir.join("fma_peak.json")).unwrap_or_default();
+    let p1 = peak["one_thread_gflops"].as_f64().unwrap_or(f64::NAN);
+    let pall = peak["all_threads_gflops"].as_f64().unwrap_or(f64::NAN);
+    let threads = peak["threads"].as_u64().unwrap_or(0);
+    println!(
+        "FMA peak measured in the same run: {p1:.1} GFLOP/s on one thread, {pall:.1} on {threads}.\n"
+    );
+    println!(
+        "| shape (m x n x k) | trueno 1t | ndarray 1t | faer 1t | vs ndarray | vs faer 1t | % of 1-core peak | trueno {threads}t | faer {threads}t | vs faer {threads}t | {threads}t / 1t |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let shapes = [
+        "16",
+        "32",
+        "64",
+        "128",
+        "256",
+        "512",
+        "1024",
+        "2048",
+        "1x4096x4096",
+        "32x4096x4096",
+        "128x4096x11008",
+    ];
+    for s in shapes {
+        let g = |id: &str| gflops(&dir, id, s);
+        let (t1, n1, f1, ta, fa) = (
+            g("trueno-1t"),
+            g("ndarray-1t"),
+            g("faer-1t"),
+            g("trueno-all"),
+            g("faer-all"),
+        );
+        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        let r = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => format!("{:.2}x", a / b),
+            _ => "-".into(),
+        };
+        let pct = t1.map_or("-".to_string(), |t| format!("{:.0}%", 100.0 * t / p1));
+        let shape = if s.contains('x') {
+            s.to_string()
+        } else {
+            format!("{s}x{s}x{s}")
+        };
+        println!(
+            "| {shape} | {} | {} | {} | {} | {} | {pct} | {} | {} | {} | {} |",
+            f(t1),
+            f(n1),
+            f(f1),
+            r(t1, n1),
+            r(t1, f1),
+            f(ta),
+            f(fa),
+            r(ta, fa),
+            r(ta, t1)
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! The public GEMM entry points on `Engine`: argument checks, the thread split, dispatch.
+
+use super::task::{CPtr, GemmPath, GemmTask, ProfileCounters};
+use crate::backend::OpClass;
+use crate::engine::Engine;
+use crate::error::{Result, TruenoError};
+use crate::matrix::{MatMut, MatRef, Matrix};
+
+/// Whether an operand enters the product as is or transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// op(X) = X
+    No,
+    /// op(X) = Xᵀ (no copy is made: the packing reads X by columns)
+    Yes,
+}
+
+/// Where a GEMM's time went (see [`Engine::gemm_profiled`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GemmProfile {
+    /// Packing op(A) into MR-row panels, summed over threads.
+    pub pack_a: std::time::Duration,
+    /// Packing op(B) into NR-column panels, summed over threads.
+    pub pack_b: std::time::Duration,
+    /// The micro-kernel sweeps including C updates, summed over threads.
+    pub kernel: std::time::Duration,
+    /// Wall time of the whole call.
+    pub total: std::time::Duration,
+}
+
+fn shape_err<T>(reason: String) -> Result<T> {
+    Err(TruenoError::ShapeMismatch { op: "gemm", reason })
+}
+
+impl Engine {
+    /// `C = alpha * op(A) op(B) + beta * C`. `op(A)` is `m x k`, `op(B)` is `k x n`, `C`
+    /// is `m x n`; views may be sub-matrices with any row stride. With `beta == 0`, C is
+    /// only written (NaN in C does not leak through).
+    ///
+    /// ```
+    /// use trueno::{Matrix, Transpose};
+    /// let e = trueno::engine()?;
+    /// let a = Matrix::from_vec(2, 3, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+    /// let b = Matrix::from_vec(2, 3, vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0])?;
+    /// let mut c = Matrix::zeros(2, 2)?;
+    /// // A · Bᵀ without materialising Bᵀ.
+    /// e.gemm(1.0, a.view(), Transpose::No, b.view(), Transpose::Yes, 0.0, &mut c.view_mut())?;
+    /// assert_eq!(c.as_slice(), &[4.0, 2.0, 10.0, 5.0]);
+    /// # Ok::<(), trueno::TruenoError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm(
+        &self,
+        alpha: f32,
+        a: MatRef<'_>,
+        ta: Transpose,
+        b: MatRef<'_>,
+        tb: Transpose,
+        beta: f32,
+        c: &mut MatMut<'_>,
+    ) -> Result<()> {
+        self.gemm_impl(alpha, a, ta, b, tb, beta, c, GemmPath::Auto, None)
+    }
+
+    /// [`Engine::gemm`] that never takes the small unpacked path, so tests can hold the
+    /// packed micro-kernels to every shape. Not for general use.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_packed_path(
+        &self,
+        alpha: f32,
+        a: MatRef<'_>,
+        ta: Transpose,
+        b: MatRef<'_>,
+        tb: Transpose,
+        beta: f32,
+        c: &mut MatMut<'_>,
+    ) -> Result<()> {
+        self.gemm_impl(alpha, a, ta, b, tb, beta, c, GemmPath::Packed, None)
+    }
+
+    /// [`Engine::gemm`], timing each level of the packed loops: packing A, packing B, and
+    /// the micro-kernel sweep (C updates included). Times are summed over threads; a
+    /// small problem that skips packing reports everything under `total` only.
+    ///
+    /// ```
+    /// use trueno::{Matrix, Transpose};
+    /// let e = trueno::engine()?;
+    /// let a = Matrix::from_fn(200, 300, |i, j| (i + j) as f32 * 1e-3)?;
+    /// let mut c = Matrix::zeros(200, 200)?;
+    /// let p = e.gemm_profiled(1.0, a.view(), Transpose::No, a.view(), Transpose::Yes, 0.0, &mut c.view_mut())?;
+    /// assert!(p.kernel > std::time::Duration::ZERO && p.total >= p.kernel);
+    /// # Ok::<(), trueno::TruenoError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_profiled(
+        &self,
+        alpha: f32,
+        a: MatRef<'_>,
+        ta: Transpose,
+        b: MatRef<'_>,
+        tb: Transpose,
+        beta: f32,
+        c: &mut MatMut<'_>,
+    ) -> Result<GemmProfile> {
+        let counters = ProfileCounters::default();
+        let t0 = std::time::Instant::now();
+        self.gemm_impl(
+            alpha,
+            a,
+            ta,
+            b,
+            tb,
+            beta,
+            c,
+            GemmPath::Auto,
+            Some(&counters),
+        )?;
+        let ns = |x: &std::sync::atomic::AtomicU64| {
+            std::time::Duration::from_nanos(x.load(std::sync::atomic::Ordering::Relaxed))
+        };
+        Ok(GemmProfile {
+            pack_a: ns(&counters.pack_a),
+            pack_b: ns(&counters.pack_b),
+            kernel: ns(&counters.kernel),
+            total: t0.elapsed(),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn gemm_impl(
+        &self,
+        alpha: f32,
+        a: MatRef<'_>,
+        ta: Transpose,
+        b: MatRef<'_>,
+        tb: Transpose,
+        beta: f32,
+        c: &mut MatMut<'_>,
+        path: GemmPath,
+        profile: Option<&ProfileCounters>,
+    ) -> Result<()> {
+        let (m, k) = if ta == Transpose::Yes {
+            (a.cols, a.rows)
+        } else {
+            (a.rows, a.cols)
+        };
+        let (k2, n) = if tb == Transpose::Yes {
+            (b.cols, b.rows)
+        } else {
+            (b.rows, b.cols)
+        };
+        if k != k2 {
+            return shape_err(format!("op(A) is {m}x{k} but op(B) is {k2}x{n}"));
+        }
+        if c.rows != m || c.cols != n {
+            return shape_err(format!(
+                "C is {}x{} but op(A) op(B) is {m}x{n}",
+                c.rows, c.cols
+            ));
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let task = GemmTask {
+            m,
+            n,
+            k,
+            alpha,
+            beta,
+            a: a.data,
+            lda: a.stride,
+            ta: ta == Transpose::Yes,
+            b: b.data,
+            ldb: b.stride,
+            tb: tb == Transpose::Yes,
+            c: CPtr {
+                ptr: c.data.as_mut_ptr(),
+                stride: c.stride,
+            },
+            blocking: None,
+            path,
+            profile,
+        };
+        self.run_gemm(&task);
+        if self.has_guard() {
+            for i in 0..m {
+                self.checked("gemm", &c.data[i * c.stride..i * c.stride + n])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `A · B` into a new matrix.
+    ///
+    /// ```
+    /// use trueno::Matrix;
+    /// let e = trueno::engine()?;
+    /// let a = Matrix::from_vec(2, 2, vec![1.0, 2.0, 3.0, 4.0])?;
+    /// let c = e.matmul(&a, &Matrix::identity(2)?)?;
+    /// assert_eq!(c, a);
+    /// # Ok::<(), trueno::TruenoError>(())
+    /// ```
+    pub fn matmul(&self, a: &Matrix, b: &Matrix) -> Result<Matrix> {
+        let mut c = Matrix::zeros(a.rows(), b.cols())?;
+        self.gemm(
+            1.0,
+            a.view(),
+            Transpose::No,
+            b.view(),
+            Transpose::No,
+            0.0,
+            &mut c.view_mut(),
+        )?;
+        Ok(c)
+    }
+
+    fn run_gemm(&self, task: &GemmTask<'_>) {
+        let k = self.k(OpClass::MatMul);
+        #[cfg(feature = "parallel")]
+        {
+            let macs = task.m.saturating_mul(task.n).saturating_mul(task.k);
+            let threads = crate::parallel::threads_for(OpClass::MatMul, macs);
+            if threads > 1 {
+                let (mr, nr) = super::micro_shape(k.backend());
+                let (tiles_m, tiles_n) = (task.m.div_ceil(mr), task.n.div_ceil(nr));
+                // Split the dimension with more micro-tiles into bands of whole tiles.
+                let parts: Vec<GemmTask<'_>> = if tiles_m >= tiles_n || tiles_n < threads {
+                    bands(tiles_m, threads)
+                        .map(|(t0, t1)| task.split(t0 * mr, (t1 * mr).min(task.m), 0, task.n))
+                        .collect()
+                } else {
+                    bands(tiles_n, threads)
+                        .map(|(t0, t1)| task.split(0, task.m, t0 * nr, (t1 * nr).min(task.n)))
+                        .collect()
+                };
+                use rayon::prelude::*;
+                parts.par_iter().for_each(|p| k.gemm(p));
+                return;
+            }
+        }
+        k.gemm(task);
+    }
+}
+
+/// `parts` contiguous, nearly equal ranges of `0..tiles` (empty ranges dropped).
+#[cfg(feature = "parallel")]
+fn bands(tiles: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..parts)
+        .map(move |i| (tiles * i / parts, tiles * (i + 1) / parts))
+        .filter(|(a, b)| a < b)
+}

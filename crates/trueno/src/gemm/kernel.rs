@@ -1,0 +1,397 @@
+//! The BLIS loops, written once over the `Simd` trait: pack a KC x NC block of B and an
+//! MC x KC block of A into micro-panels, then sweep an MR x NR register-tile micro-kernel
+//! over them. Edge tiles run the same micro-kernel on zero-padded panels and copy out only
+//! the valid part. Small problems skip packing.
+
+use super::blocking::Blocking;
+use super::task::{GemmTask, ProfileCounters};
+use crate::simd::{MAX_LANES, Simd};
+
+/// Largest micro-tile (rows x columns) any ISA uses here.
+const MAX_TILE: usize = 16 * 4 * MAX_LANES;
+
+/// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
+/// stored k-major (`MR` values per k), rows past `mc` zero.
+#[inline(always)]
+fn pack_a(t: &GemmTask, dst: &mut [f32], i0: usize, mc: usize, p0: usize, kc: usize, mr: usize) {
+    for (panel, out) in dst
+        .chunks_exact_mut(kc * mr)
+        .take(mc.div_ceil(mr))
+        .enumerate()
+    {
+        let r0 = panel * mr;
+        let rows = mr.min(mc - r0);
+        if rows < mr {
+            out.fill(0.0);
+        }
+        if t.ta {
+            // op(A) rows are A columns: for each k a contiguous run of `rows` values.
+            for p in 0..kc {
+                let src = &t.a[(p0 + p) * t.lda + i0 + r0..][..rows];
+                out[p * mr..p * mr + rows].copy_from_slice(src);
+            }
+        } else {
+            // Read the panel's rows side by side so the writes go out contiguously.
+            let mut srcs = [&[][..]; MAX_MR];
+            for (r, src) in srcs.iter_mut().enumerate().take(rows) {
+                *src = &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
+            }
+            for (p, dst) in out.chunks_exact_mut(mr).take(kc).enumerate() {
+                for (d, src) in dst.iter_mut().zip(&srcs[..rows]) {
+                    *d = src[p];
+                }
+            }
+        }
+    }
+}
+
+/// Packs rows `p0..p0+kc` x columns `j0..j0+nc` of op(B) into NR-column micro-panels,
+/// each k-major (`NR` values per k), columns past `nc` zero.
+#[inline(always)]
+fn pack_b(t: &GemmTask, dst: &mut [f32], p0: usize, kc: usize, j0: usize, nc: usize, nr: usize) {
+    let panels = nc.div_ceil(nr);
+    if !nc.is_multiple_of(nr) {
+        // The last panel's padding columns stay zero.
+        dst[(panels - 1) * kc * nr..panels * kc * nr].fill(0.0);
+    }
+    if t.tb {
+        for (panel, out) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
+            let c0 = panel * nr;
+            for c in 0..nr.min(nc - c0) {
+                let src = &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
+                for (p, &v) in src.iter().enumerate() {
+                    out[p * nr + c] = v;
+                }
+            }
+        }
+    } else {
+        // Eight panels at a time, row by row: each visit to a row of B reads 8 * NR
+        // contiguous floats (panel by panel, a visit read only NR: one or two cache lines
+        // per page touched), and the writes stay within eight panels' pages.
+        const GROUP: usize = 8;
+        for g0 in (0..panels).step_by(GROUP) {
+            let g1 = (g0 + GROUP).min(panels);
+            let (c0, c1) = (g0 * nr, (g1 * nr).min(nc));
+            for p in 0..kc {
+                let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
+                for (k, chunk) in src.chunks(nr).enumerate() {
+                    dst[(g0 + k) * kc * nr + p * nr..][..chunk.len()].copy_from_slice(chunk);
+                }
+            }
+        }
+    }
+}
+
+/// Most rows any micro-kernel has.
+const MAX_MR: usize = 16;
+
+thread_local! {
+    /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
+    /// per call costs a page fault per 4 KiB touched (measured: up to a third of a 1024^3
+    /// product's time on the 2-vCPU VM).
+    static PACK: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The calling thread's packing buffer, taken out of its slot (a nested GEMM on the same
+/// thread finds the slot empty and grows its own). Give it back with `return_pack_buffer`.
+/// No closure here: the kernel must stay inside its `#[target_feature]` function.
+fn take_pack_buffer() -> Vec<f32> {
+    PACK.with(|c| c.take())
+}
+
+fn return_pack_buffer(v: Vec<f32>) {
+    PACK.with(|c| {
+        let mut slot = c.borrow_mut();
+        if v.len() > slot.len() {
+            *slot = v;
+        }
+    });
+}
+
+/// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
+/// `sum_p ap[p][i] * bp[p][..]` over `kc` steps.
+#[inline(always)]
+fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    kc: usize,
+    ap: &[f32],
+    bp: &[f32],
+) -> [[S::V; NV]; MR] {
+    let nr = NV * S::LANES;
+    let mut acc = [[s.zero(); NV]; MR];
+    for (a, b) in ap.chunks_exact(MR).zip(bp.chunks_exact(nr)).take(kc) {
+        let mut bv = [s.zero(); NV];
+        for v in 0..NV {
+            bv[v] = s.load(&b[v * S::LANES..]);
+        }
+        for i in 0..MR {
+            let ai = s.splat(a[i]);
+            for v in 0..NV {
+                acc[i][v] = s.fma(ai, bv[v], acc[i][v]);
+            }
+        }
+    }
+    acc
+}
+
+/// Writes `alpha * acc + beta * C` into the `rows x cols` tile of C at `c`; `beta == 0`
+/// never reads C.
+#[inline(always)]
+fn store_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    c: super::task::CPtr,
+    rows: usize,
+    cols: usize,
+    alpha: f32,
+    beta: f32,
+) {
+    let nr = NV * S::LANES;
+    let (va, vb) = (s.splat(alpha), s.splat(beta));
+    if rows == MR && cols == nr {
+        for (i, row_acc) in acc.iter().enumerate() {
+            // SAFETY: the tile lies inside this task's block of C (rows <= MR, cols <= NR
+            // are clipped to the block by the caller), and no other thread writes it.
+            let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), nr) };
+            for (v, &a) in row_acc.iter().enumerate() {
+                let d = &mut dst[v * S::LANES..];
+                let r = if beta == 0.0 {
+                    s.mul(va, a)
+                } else {
+                    s.fma(vb, s.load(d), s.mul(va, a))
+                };
+                s.store(r, d);
+            }
+        }
+        return;
+    }
+    let mut tile = [0.0f32; MAX_TILE];
+    for (i, row_acc) in acc.iter().enumerate() {
+        for (v, &a) in row_acc.iter().enumerate() {
+            s.store(a, &mut tile[i * nr + v * S::LANES..]);
+        }
+    }
+    for i in 0..rows {
+        // SAFETY: as above, clipped to `rows x cols`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
+        for (j, d) in dst.iter_mut().enumerate() {
+            let r = alpha * tile[i * nr + j];
+            *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+        }
+    }
+}
+
+/// Asks for the C tile's cache lines before the micro-kernel runs, so the update after it
+/// does not wait on memory (C is usually far larger than the caches).
+#[inline(always)]
+fn prefetch_tile(c: super::task::CPtr, rows: usize, cols: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for i in 0..rows {
+        let row = c.at(i, 0).ptr as *const i8;
+        for line in (0..cols * 4).step_by(64) {
+            // SAFETY: prefetch is a hint that never faults; the address is inside C's row.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    row.wrapping_add(line),
+                )
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (c, rows, cols);
+}
+
+/// `C = beta * C` (zero when beta is 0, without reading C): the whole product when k = 0.
+fn scale_c(t: &GemmTask) {
+    for i in 0..t.m {
+        // SAFETY: row i of this task's block of C.
+        let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
+        if t.beta == 0.0 {
+            row.fill(0.0);
+        } else {
+            row.iter_mut().for_each(|v| *v *= t.beta);
+        }
+    }
+}
+
+/// The packed BLIS loops for one task on one thread.
+#[inline(always)]
+pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    bl: Blocking,
+) {
+    let nr = NV * S::LANES;
+    if t.m == 0 || t.n == 0 {
+        return;
+    }
+    if t.k == 0 {
+        return scale_c(t);
+    }
+    let (kc_max, mc_max, nc_max) = (
+        bl.kc.min(t.k),
+        bl.mc.min(t.m.next_multiple_of(MR)),
+        bl.nc.min(t.n.next_multiple_of(nr)),
+    );
+    let b_len = kc_max * nc_max.next_multiple_of(nr);
+    let a_len = kc_max * mc_max.next_multiple_of(MR);
+    let a_pad = a_len.next_multiple_of(16);
+    let mut buf = take_pack_buffer();
+    if buf.len() < a_pad + b_len + 16 {
+        buf.resize(a_pad + b_len + 16, 0.0);
+    }
+    // Both panels start on 64-byte boundaries: whole-cache-line vector loads.
+    let off = buf.as_ptr().align_offset(64).min(16);
+    let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
+    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max);
+    return_pack_buffer(buf);
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    ap: &mut [f32],
+    bp: &mut [f32],
+    kc_max: usize,
+    mc_max: usize,
+    nc_max: usize,
+) {
+    let nr = NV * S::LANES;
+    for jc in (0..t.n).step_by(nc_max) {
+        let nc = nc_max.min(t.n - jc);
+        for pc in (0..t.k).step_by(kc_max) {
+            let kc = kc_max.min(t.k - pc);
+            let t0 = t.profile.map(|_| std::time::Instant::now());
+            pack_b(t, bp, pc, kc, jc, nc, nr);
+            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
+            let beta = if pc == 0 { t.beta } else { 1.0 };
+            for ic in (0..t.m).step_by(mc_max) {
+                let mc = mc_max.min(t.m - ic);
+                let t0 = t.profile.map(|_| std::time::Instant::now());
+                pack_a(t, ap, ic, mc, pc, kc, MR);
+                ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
+                let t0 = t.profile.map(|_| std::time::Instant::now());
+                for (jr, bpan) in bp.chunks_exact(kc * nr).take(nc.div_ceil(nr)).enumerate() {
+                    for (ir, apan) in ap.chunks_exact(kc * MR).take(mc.div_ceil(MR)).enumerate() {
+                        let (r, c) = (ic + ir * MR, jc + jr * nr);
+                        let tile = t.c.at(r, c);
+                        prefetch_tile(tile, MR.min(t.m - r), nr.min(t.n - c));
+                        let acc = micro_tile::<S, MR, NV>(s, kc, apan, bpan);
+                        store_tile::<S, MR, NV>(
+                            s,
+                            &acc,
+                            tile,
+                            MR.min(t.m - r),
+                            nr.min(t.n - c),
+                            t.alpha,
+                            beta,
+                        );
+                    }
+                }
+                ProfileCounters::add(t.profile, |p| &p.kernel, t0);
+            }
+        }
+    }
+}
+
+/// Small problems: no packing. Rows of C are updated with SIMD axpys over rows of op(B)
+/// (op(B) not transposed), or filled with SIMD dot products of rows of A and B
+/// (A plain, B transposed). Returns false for the layout it does not cover.
+#[inline(always)]
+pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
+    if t.m == 0 || t.n == 0 {
+        return true;
+    }
+    if t.k == 0 {
+        scale_c(t);
+        return true;
+    }
+    let l = S::LANES;
+    if !t.tb {
+        // C row i, four vectors at a time held in registers across the whole k loop:
+        // C is read and written once, each B row segment read once per row of C.
+        let w4 = 4 * l;
+        for i in 0..t.m {
+            // SAFETY: row i of this task's block of C.
+            let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
+            let (va, vb) = (s.splat(t.alpha), s.splat(t.beta));
+            let full = t.n / w4 * w4;
+            for j0 in (0..full).step_by(w4) {
+                let mut acc = [s.zero(); 4];
+                for p in 0..t.k {
+                    let w = s.splat(t.a_at(i, p));
+                    let b = &t.b[p * t.ldb + j0..][..w4];
+                    for u in 0..4 {
+                        acc[u] = s.fma(w, s.load(&b[u * l..]), acc[u]);
+                    }
+                }
+                let c = &mut row[j0..j0 + w4];
+                for u in 0..4 {
+                    let d = &mut c[u * l..];
+                    let r = if t.beta == 0.0 {
+                        s.mul(va, acc[u])
+                    } else {
+                        s.fma(vb, s.load(d), s.mul(va, acc[u]))
+                    };
+                    s.store(r, d);
+                }
+            }
+            // The last n % (4 * LANES) columns, one vector (or element) at a time.
+            let mut j = full;
+            while j < t.n {
+                let width = l.min(t.n - j);
+                let mut acc = s.zero();
+                for p in 0..t.k {
+                    let b = &t.b[p * t.ldb + j..][..width];
+                    acc = s.fma(s.splat(t.a_at(i, p)), s.load_partial(b, 0.0), acc);
+                }
+                let c = &mut row[j..j + width];
+                let r = if t.beta == 0.0 {
+                    s.mul(va, acc)
+                } else {
+                    s.fma(vb, s.load_partial(c, 0.0), s.mul(va, acc))
+                };
+                s.store_partial(r, c);
+                j += width;
+            }
+        }
+        return true;
+    }
+    if t.ta {
+        return false;
+    }
+    for i in 0..t.m {
+        let arow = &t.a[i * t.lda..][..t.k];
+        for j in 0..t.n {
+            let brow = &t.b[j * t.ldb..][..t.k];
+            // Four independent accumulators hide the FMA latency (this is the GEMV loop).
+            let mut acc = [s.zero(); 4];
+            let mut a4 = arow.chunks_exact(4 * l);
+            let mut b4 = brow.chunks_exact(4 * l);
+            for (a, b) in (&mut a4).zip(&mut b4) {
+                for u in 0..4 {
+                    acc[u] = s.fma(s.load(&a[u * l..]), s.load(&b[u * l..]), acc[u]);
+                }
+            }
+            let mut as_ = a4.remainder().chunks_exact(l);
+            let mut bs = b4.remainder().chunks_exact(l);
+            for (a, b) in (&mut as_).zip(&mut bs) {
+                acc[0] = s.fma(s.load(a), s.load(b), acc[0]);
+            }
+            let mut d = s.reduce_add(s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3])));
+            for (&a, &b) in as_.remainder().iter().zip(bs.remainder()) {
+                d = a.mul_add(b, d);
+            }
+            // SAFETY: element (i, j) of this task's block of C.
+            let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
+            *c = if t.beta == 0.0 {
+                t.alpha * d
+            } else {
+                t.beta.mul_add(*c, t.alpha * d)
+            };
+        }
+    }
+    true
+}

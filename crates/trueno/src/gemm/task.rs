@@ -1,0 +1,131 @@
+//! One GEMM problem (or a piece of one) as the ISA kernels receive it: operands as slices
+//! with strides and transpose flags, C as a raw pointer so pieces of one C can go to
+//! different threads.
+
+use super::blocking::Blocking;
+
+/// Where C lives: the address of C(0, 0) of this task and the row stride.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CPtr {
+    pub ptr: *mut f32,
+    pub stride: usize,
+}
+
+impl CPtr {
+    /// The address of element `(r, c)`.
+    #[inline(always)]
+    pub fn at(self, r: usize, c: usize) -> CPtr {
+        // SAFETY: callers pass (r, c) inside (or one past) their block of C, so the offset
+        // stays within the allocation the pointer came from.
+        let ptr = unsafe { self.ptr.add(r * self.stride + c) };
+        CPtr {
+            ptr,
+            stride: self.stride,
+        }
+    }
+}
+
+// SAFETY: tasks made from one C cover disjoint (row, column) blocks of it (see
+// `GemmTask::split`), so no two threads touch the same element; the pointer's provenance
+// is a `&mut [f32]` that outlives every task.
+unsafe impl Send for CPtr {}
+// SAFETY: as above.
+unsafe impl Sync for CPtr {}
+
+/// `C = alpha * op(A) op(B) + beta * C` for an `m x n` C and inner dimension `k`.
+/// `op(A)(i, p)` is `a[i * lda + p]`, or `a[p * lda + i]` when `ta`; likewise for B.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GemmTask<'a> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub a: &'a [f32],
+    pub lda: usize,
+    pub ta: bool,
+    pub b: &'a [f32],
+    pub ldb: usize,
+    pub tb: bool,
+    pub c: CPtr,
+    /// Block sizes for the kernel that runs it (filled in by the dispatcher).
+    pub blocking: Option<Blocking>,
+    /// Which loops run it.
+    pub path: GemmPath,
+    /// Per-level time counters, when profiling.
+    pub profile: Option<&'a ProfileCounters>,
+}
+
+impl<'a> GemmTask<'a> {
+    /// `op(A)(i, p)`.
+    #[inline(always)]
+    pub fn a_at(&self, i: usize, p: usize) -> f32 {
+        if self.ta {
+            self.a[p * self.lda + i]
+        } else {
+            self.a[i * self.lda + p]
+        }
+    }
+
+    /// The piece of this task covering rows `r0..r1` and columns `c0..c1` of C.
+    pub fn split(&self, r0: usize, r1: usize, c0: usize, c1: usize) -> GemmTask<'a> {
+        let a_off = if r0 == r1 || self.k == 0 {
+            0
+        } else if self.ta {
+            r0
+        } else {
+            r0 * self.lda
+        };
+        let b_off = if c0 == c1 || self.k == 0 {
+            0
+        } else if self.tb {
+            c0 * self.ldb
+        } else {
+            c0
+        };
+        GemmTask {
+            m: r1 - r0,
+            n: c1 - c0,
+            a: &self.a[a_off..],
+            b: &self.b[b_off..],
+            c: self.c.at(r0, c0),
+            ..*self
+        }
+    }
+}
+
+/// The packed BLIS loops, the unpacked loops, or whichever suits the size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GemmPath {
+    /// Unpacked below `SMALL_MACS` when the layout allows, packed otherwise.
+    Auto,
+    /// Always packed (tests hold the micro-kernels to every shape).
+    Packed,
+    /// Unpacked: GEMV shapes, where packing would read A twice.
+    Unpacked,
+}
+
+/// Nanoseconds spent per level of the packed loops, summed over threads.
+#[derive(Debug, Default)]
+pub(crate) struct ProfileCounters {
+    pub pack_a: std::sync::atomic::AtomicU64,
+    pub pack_b: std::sync::atomic::AtomicU64,
+    pub kernel: std::sync::atomic::AtomicU64,
+}
+
+impl ProfileCounters {
+    /// Adds the time since `t0` to `counter`, if profiling.
+    #[inline(always)]
+    pub fn add(
+        p: Option<&ProfileCounters>,
+        pick: fn(&ProfileCounters) -> &std::sync::atomic::AtomicU64,
+        t0: Option<std::time::Instant>,
+    ) {
+        if let (Some(p), Some(t0)) = (p, t0) {
+            pick(p).fetch_add(
+                t0.elapsed().as_nanos() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! Row-major f32 matrices and borrowed views with a row stride, so a sub-matrix is a view,
+//! not a copy.
+
+use crate::error::{Result, TruenoError};
+
+fn shape_err<T>(op: &'static str, reason: String) -> Result<T> {
+    Err(TruenoError::ShapeMismatch { op, reason })
+}
+
+/// Elements a `rows x cols` view with row stride `stride` spans (0 when empty).
+fn span(rows: usize, cols: usize, stride: usize) -> Option<usize> {
+    if rows == 0 || cols == 0 {
+        return Some(0);
+    }
+    (rows - 1).checked_mul(stride)?.checked_add(cols)
+}
+
+fn check_view(op: &'static str, len: usize, rows: usize, cols: usize, stride: usize) -> Result<()> {
+    if stride < cols && rows > 1 {
+        return shape_err(
+            op,
+            format!("row stride {stride} is less than the width {cols}"),
+        );
+    }
+    match span(rows, cols, stride) {
+        Some(need) if need <= len => Ok(()),
+        Some(need) => shape_err(
+            op,
+            format!("{rows}x{cols} with stride {stride} needs {need} elements, buffer has {len}"),
+        ),
+        None => shape_err(op, format!("{rows}x{cols} with stride {stride} overflows")),
+    }
+}
+
+/// An owned row-major matrix.
+///
+/// ```
+/// use trueno::Matrix;
+/// let a = Matrix::from_vec(2, 3, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// assert_eq!(a.get(1, 2), Some(6.0));
+/// let right = a.view().sub(0, 1, 2, 2)?;          // columns 1..3, no copy
+/// assert_eq!(right.row(1), &[5.0, 6.0]);
+/// # Ok::<(), trueno::TruenoError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Matrix {
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) data: Vec<f32>,
+}
+
+impl Matrix {
+    /// A `rows x cols` matrix of zeros.
+    pub fn zeros(rows: usize, cols: usize) -> Result<Self> {
+        let n = rows
+            .checked_mul(cols)
+            .ok_or_else(|| TruenoError::ShapeMismatch {
+                op: "Matrix::zeros",
+                reason: format!("{rows}x{cols} overflows"),
+            })?;
+        Ok(Matrix {
+            rows,
+            cols,
+            data: vec![0.0; n],
+        })
+    }
+
+    /// The `n x n` identity.
+    pub fn identity(n: usize) -> Result<Self> {
+        let mut m = Self::zeros(n, n)?;
+        (0..n).for_each(|i| m.data[i * n + i] = 1.0);
+        Ok(m)
+    }
+
+    /// Takes `data` as `rows x cols`, row-major; its length must be `rows * cols`.
+    pub fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Result<Self> {
+        match rows.checked_mul(cols) {
+            Some(n) if n == data.len() => Ok(Matrix { rows, cols, data }),
+            _ => shape_err(
+                "Matrix::from_vec",
+                format!(
+                    "{rows}x{cols} needs {} elements, got {}",
+                    rows.saturating_mul(cols),
+                    data.len()
+                ),
+            ),
+        }
+    }
+
+    /// `f(i, j)` for every element.
+    pub fn from_fn(
+        rows: usize,
+        cols: usize,
+        mut f: impl FnMut(usize, usize) -> f32,
+    ) -> Result<Self> {
+        let mut m = Self::zeros(rows, cols)?;
+        for i in 0..rows {
+            for j in 0..cols {
+                m.data[i * cols + j] = f(i, j);
+            }
+        }
+        Ok(m)
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// The elements, row-major.
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+    /// The elements, row-major, mutable.
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+    /// The buffer.
+    pub fn into_vec(self) -> Vec<f32> {
+        self.data
+    }
+    /// Element `(i, j)`, or `None` outside the matrix.
+    pub fn get(&self, i: usize, j: usize) -> Option<f32> {
+        (i < self.rows && j < self.cols).then(|| self.data[i * self.cols + j])
+    }
+    /// A view of the whole matrix.
+    pub fn view(&self) -> MatRef<'_> {
+        MatRef {
+            data: &self.data,
+            rows: self.rows,
+            cols: self.cols,
+            stride: self.cols,
+        }
+    }
+    /// A mutable view of the whole matrix.
+    pub fn view_mut(&mut self) -> MatMut<'_> {
+        MatMut {
+            rows: self.rows,
+            cols: self.cols,
+            stride: self.cols,
+            data: &mut self.data,
+        }
+    }
+}
+
+/// A borrowed `rows x cols` matrix whose rows start `stride` elements apart.
+#[derive(Clone, Copy, Debug)]
+pub struct MatRef<'a> {
+    pub(crate) data: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) stride: usize,
+}
+
+impl<'a> MatRef<'a> {
+    /// A view of `data` as `rows x cols` with row stride `stride` (at least `cols`).
+    pub fn new(data: &'a [f32], rows: usize, cols: usize, stride: usize) -> Result<Self> {
+        check_view("MatRef::new", data.len(), rows, cols, stride)?;
+        Ok(MatRef {
+            data,
+            rows,
+            cols,
+            stride,
+        })
+    }
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Distance between row starts.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+    /// Row `i` (panics only if `i >= rows`, like slice indexing).
+    pub fn row(&self, i: usize) -> &'a [f32] {
+        &self.data[i * self.stride..i * self.stride + self.cols]
+    }
+    /// Element `(i, j)`, or `None` outside.
+    pub fn get(&self, i: usize, j: usize) -> Option<f32> {
+        (i < self.rows && j < self.cols).then(|| self.data[i * self.stride + j])
+    }
+    /// The `rows x cols` block starting at `(i, j)`, sharing memory.
+    pub fn sub(&self, i: usize, j: usize, rows: usize, cols: usize) -> Result<MatRef<'a>> {
+        if i.checked_add(rows).is_none_or(|e| e > self.rows)
+            || j.checked_add(cols).is_none_or(|e| e > self.cols)
+        {
+            return shape_err(
+                "MatRef::sub",
+                format!(
+                    "block ({i},{j}) {rows}x{cols} outside {}x{}",
+                    self.rows, self.cols
+                ),
+            );
+        }
+        let start = if rows == 0 || cols == 0 {
+            0
+        } else {
+            i * self.stride + j
+        };
+        Ok(MatRef {
+            data: &self.data[start..],
+            rows,
+            cols,
+            stride: self.stride,
+        })
+    }
+    /// An owned copy.
+    pub fn to_matrix(&self) -> Matrix {
+        let mut data = Vec::with_capacity(self.rows * self.cols);
+        (0..self.rows).for_each(|i| data.extend_from_slice(self.row(i)));
+        Matrix {
+            rows: self.rows,
+            cols: self.cols,
+            data,
+        }
+    }
+}
+
+/// A mutable borrowed matrix with a row stride.
+#[derive(Debug)]
+pub struct MatMut<'a> {
+    pub(crate) data: &'a mut [f32],
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) stride: usize,
+}
+
+impl<'a> MatMut<'a> {
+    /// A mutable view of `data` as `rows x cols` with row stride `stride`.
+    pub fn new(data: &'a mut [f32], rows: usize, cols: usize, stride: usize) -> Result<Self> {
+        check_view("MatMut::new", data.len(), rows, cols, stride)?;
+        Ok(MatMut {
+            data,
+            rows,
+            cols,
+            stride,
+        })
+    }
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    /// Distance between row starts.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+    /// A read-only view.
+    pub fn as_ref(&self) -> MatRef<'_> {
+        MatRef {
+            data: self.data,
+            rows: self.rows,
+            cols: self.cols,
+            stride: self.stride,
+        }
+    }
+    /// The mutable `rows x cols` block at `(i, j)`.
+    pub fn sub_mut(&mut self, i: usize, j: usize, rows: usize, cols: usize) -> Result<MatMut<'_>> {
+        if i.checked_add(rows).is_none_or(|e| e > self.rows)
+            || j.checked_add(cols).is_none_or(|e| e > self.cols)
+        {
+            return shape_err(
+                "MatMut::sub_mut",
+                format!(
+                    "block ({i},{j}) {rows}x{cols} outside {}x{}",
+                    self.rows, self.cols
+                ),
+            );
+        }
+        let start = if rows == 0 || cols == 0 {
+            0
+        } else {
+            i * self.stride + j
+        };
+        Ok(MatMut {
+            data: &mut self.data[start..],
+            rows,
+            cols,
+            stride: self.stride,
+        })
+    }
+    /// Row `i`, mutable.
+    pub fn row_mut(&mut self, i: usize) -> &mut [f32] {
+        &mut self.data[i * self.stride..i * self.stride + self.cols]
+    }
+}
