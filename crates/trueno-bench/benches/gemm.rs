@@ -136,5 +136,49 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// Transpose against ndarray's `t().as_standard_layout()`, and GEMV against the read
+/// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all).
+fn bench_extra(c: &mut Criterion) {
+    let one = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("1-thread pool");
+    let e = trueno::engine().expect("engine");
+    let mut g = c.benchmark_group("gemm_extra");
+    g.sample_size(10)
+        .warm_up_time(std::time::Duration::from_millis(300))
+        .measurement_time(std::time::Duration::from_secs(2));
+    for n in [512usize, 2048] {
+        g.throughput(Throughput::Bytes((2 * n * n * 4) as u64));
+        let a = Matrix::from_fn(n, n, value).unwrap();
+        let mut t = Matrix::zeros(n, n).unwrap();
+        g.bench_with_input(BenchmarkId::new("transpose-trueno", n), &(), |bch, _| {
+            bch.iter(|| e.transpose(a.view(), &mut t.view_mut()).unwrap())
+        });
+        let na = ndarray::Array2::from_shape_fn((n, n), |(i, j)| value(i, j));
+        g.bench_with_input(BenchmarkId::new("transpose-ndarray", n), &(), |bch, _| {
+            bch.iter(|| na.t().as_standard_layout().into_owned())
+        });
+    }
+    let n = 4096;
+    g.throughput(Throughput::Bytes((n * n * 4) as u64));
+    let a = Matrix::from_fn(n, n, value).unwrap();
+    let x: Vec<f32> = (0..n).map(|i| value(i, 1)).collect();
+    let mut y = vec![0.0f32; n];
+    g.bench_with_input(BenchmarkId::new("gemv-trueno-1t", n), &(), |bch, _| {
+        bch.iter(|| one.install(|| e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap()))
+    });
+    g.bench_with_input(BenchmarkId::new("gemv-trueno-all", n), &(), |bch, _| {
+        bch.iter(|| e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap())
+    });
+    g.bench_with_input(BenchmarkId::new("read-sum-1t", n), &(), |bch, _| {
+        bch.iter(|| one.install(|| e.sum(a.as_slice()).unwrap()))
+    });
+    g.bench_with_input(BenchmarkId::new("read-sum-all", n), &(), |bch, _| {
+        bch.iter(|| e.sum(a.as_slice()).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_extra);
 criterion_main!(benches);

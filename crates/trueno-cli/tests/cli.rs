@@ -34,11 +34,23 @@ fn info_json_lists_backends_and_a_backend_per_class() {
         .collect();
     assert_eq!(
         classes,
-        ["elementwise", "transcendental", "reduction", "conversion", "matmul"]
+        [
+            "elementwise",
+            "transcendental",
+            "reduction",
+            "conversion",
+            "matmul"
+        ]
     );
     let gemm = &v["gemm"];
-    assert!(gemm["micro_kernel"].as_str().unwrap().contains('x'), "{gemm}");
-    assert!(gemm["kc"].as_u64().unwrap() > 0 && gemm["l1_kib"].as_u64().unwrap() > 0, "{gemm}");
+    assert!(
+        gemm["micro_kernel"].as_str().unwrap().contains('x'),
+        "{gemm}"
+    );
+    assert!(
+        gemm["kc"].as_u64().unwrap() > 0 && gemm["l1_kib"].as_u64().unwrap() > 0,
+        "{gemm}"
+    );
     for p in v["per_class"].as_array().unwrap() {
         assert!(
             backends.contains(&p[1].as_str().unwrap()),

@@ -20,6 +20,43 @@ fn gflops(dir: &Path, id: &str, shape: &str) -> Option<f64> {
     Some(flops / mean_ns)
 }
 
+/// GB/s of one `gemm_extra` benchmark (bytes throughput over mean time).
+fn gbps(dir: &Path, id: &str, n: usize) -> Option<f64> {
+    let base = dir.join(id).join(n.to_string()).join("new");
+    let mean_ns = read_json(&base.join("estimates.json"))?["mean"]["point_estimate"].as_f64()?;
+    let bytes = read_json(&base.join("benchmark.json"))?["throughput"]["Bytes"].as_f64()?;
+    Some(bytes / mean_ns)
+}
+
+fn extra(dir: &Path) {
+    let dir = dir.with_file_name("gemm_extra");
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    println!("\n| transpose n x n | trueno GB/s | ndarray GB/s | speedup |");
+    println!("|---|---:|---:|---:|");
+    for n in [512, 2048] {
+        let (t, a) = (
+            gbps(&dir, "transpose-trueno", n),
+            gbps(&dir, "transpose-ndarray", n),
+        );
+        let r = t
+            .zip(a)
+            .map_or("-".into(), |(t, a)| format!("{:.2}x", t / a));
+        println!("| {n} | {} | {} | {r} |", f(t), f(a));
+    }
+    println!("\n| GEMV 4096x4096 | GEMV GB/s | read bandwidth (sum) GB/s | share |");
+    println!("|---|---:|---:|---:|");
+    for (label, g, r) in [
+        ("1 thread", "gemv-trueno-1t", "read-sum-1t"),
+        ("all threads", "gemv-trueno-all", "read-sum-all"),
+    ] {
+        let (g, r) = (gbps(&dir, g, 4096), gbps(&dir, r, 4096));
+        let share = g
+            .zip(r)
+            .map_or("-".into(), |(g, r)| format!("{:.0}%", 100.0 * g / r));
+        println!("| {label} | {} | {} | {share} |", f(g), f(r));
+    }
+}
+
 fn main() {
     let dir: PathBuf = std::env::args()
         .nth(1)
@@ -84,4 +121,5 @@ fn main() {
             r(ta, t1)
         );
     }
+    extra(&dir);
 }

@@ -296,6 +296,65 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
+/// Rows `i0..i0+R` x columns `j0..j0 + (NV-1)*LANES + last` of C from op(A) and the rows
+/// of B directly (B not transposed), accumulated in registers over all of k.
+#[inline(always)]
+fn small_tile<S: Simd, const R: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    i0: usize,
+    j0: usize,
+    last: usize,
+) {
+    let l = S::LANES;
+    let full = |v: usize| v + 1 < NV || last == l;
+    let mut acc = [[s.zero(); NV]; R];
+    for p in 0..t.k {
+        let brow = &t.b[p * t.ldb + j0..];
+        let mut bv = [s.zero(); NV];
+        for (v, b) in bv.iter_mut().enumerate() {
+            *b = if full(v) {
+                s.load(&brow[v * l..])
+            } else {
+                s.load_partial(&brow[v * l..v * l + last], 0.0)
+            };
+        }
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            let a = s.splat(t.a_at(i0 + r, p));
+            for (x, &b) in acc_r.iter_mut().zip(&bv) {
+                *x = s.fma(a, b, *x);
+            }
+        }
+    }
+    let (va, vb) = (s.splat(t.alpha), s.splat(t.beta));
+    let width = (NV - 1) * l + last;
+    for (r, acc_r) in acc.iter().enumerate() {
+        // SAFETY: row i0 + r, columns j0..j0 + width of this task's block of C.
+        let row = unsafe {
+            std::slice::from_raw_parts_mut(t.c.ptr.add((i0 + r) * t.c.stride + j0), width)
+        };
+        for (v, &a) in acc_r.iter().enumerate() {
+            let d = &mut row[v * l..v * l + if full(v) { l } else { last }];
+            let prod = s.mul(va, a);
+            if full(v) {
+                let out = if t.beta == 0.0 {
+                    prod
+                } else {
+                    s.fma(vb, s.load(d), prod)
+                };
+                s.store(out, d);
+            } else {
+                let out = if t.beta == 0.0 {
+                    prod
+                } else {
+                    s.fma(vb, s.load_partial(d, 0.0), prod)
+                };
+                s.store_partial(out, d);
+            }
+        }
+    }
+}
+
 /// Small problems: no packing. Rows of C are updated with SIMD axpys over rows of op(B)
 /// (op(B) not transposed), or filled with SIMD dot products of rows of A and B
 /// (A plain, B transposed). Returns false for the layout it does not cover.
@@ -309,53 +368,57 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         return true;
     }
     let l = S::LANES;
-    if !t.tb {
-        // C row i, four vectors at a time held in registers across the whole k loop:
-        // C is read and written once, each B row segment read once per row of C.
-        let w4 = 4 * l;
+    if !t.tb && t.m < 4 {
+        // A row or three of C (xᵀ·A): stream B once, row after row, adding each row,
+        // scaled, into C's rows (which stay in L1).
         for i in 0..t.m {
             // SAFETY: row i of this task's block of C.
             let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
-            let (va, vb) = (s.splat(t.alpha), s.splat(t.beta));
-            let full = t.n / w4 * w4;
-            for j0 in (0..full).step_by(w4) {
-                let mut acc = [s.zero(); 4];
-                for p in 0..t.k {
-                    let w = s.splat(t.a_at(i, p));
-                    let b = &t.b[p * t.ldb + j0..][..w4];
-                    for u in 0..4 {
-                        acc[u] = s.fma(w, s.load(&b[u * l..]), acc[u]);
-                    }
+            if t.beta == 0.0 {
+                row.fill(0.0);
+            } else if t.beta != 1.0 {
+                row.iter_mut().for_each(|v| *v *= t.beta);
+            }
+            for p in 0..t.k {
+                let w = t.alpha * t.a_at(i, p);
+                let vw = s.splat(w);
+                let brow = &t.b[p * t.ldb..][..t.n];
+                let mut cs = row.chunks_exact_mut(S::LANES);
+                let mut bs = brow.chunks_exact(S::LANES);
+                for (c, b) in (&mut cs).zip(&mut bs) {
+                    s.store(s.fma(vw, s.load(b), s.load(c)), c);
                 }
-                let c = &mut row[j0..j0 + w4];
-                for u in 0..4 {
-                    let d = &mut c[u * l..];
-                    let r = if t.beta == 0.0 {
-                        s.mul(va, acc[u])
-                    } else {
-                        s.fma(vb, s.load(d), s.mul(va, acc[u]))
-                    };
-                    s.store(r, d);
+                for (c, &b) in cs.into_remainder().iter_mut().zip(bs.remainder()) {
+                    *c = w.mul_add(b, *c);
                 }
             }
-            // The last n % (4 * LANES) columns, one vector (or element) at a time.
-            let mut j = full;
+        }
+        return true;
+    }
+    if !t.tb {
+        // Register tiles without packing: 4 rows x up to 4 vectors of columns, so 16
+        // independent accumulator chains hide the FMA latency even for 16x16 products.
+        let l = S::LANES;
+        let mut i = 0;
+        while i < t.m {
+            let rows = if t.m - i >= 4 { 4 } else { 1 };
+            let mut j = 0;
             while j < t.n {
-                let width = l.min(t.n - j);
-                let mut acc = s.zero();
-                for p in 0..t.k {
-                    let b = &t.b[p * t.ldb + j..][..width];
-                    acc = s.fma(s.splat(t.a_at(i, p)), s.load_partial(b, 0.0), acc);
+                let nv = (t.n - j).div_ceil(l).min(4);
+                let last = (t.n - j).min(nv * l) - (nv - 1) * l;
+                match (rows, nv) {
+                    (4, 4) => small_tile::<S, 4, 4>(s, t, i, j, last),
+                    (4, 3) => small_tile::<S, 4, 3>(s, t, i, j, last),
+                    (4, 2) => small_tile::<S, 4, 2>(s, t, i, j, last),
+                    (4, _) => small_tile::<S, 4, 1>(s, t, i, j, last),
+                    (_, 4) => small_tile::<S, 1, 4>(s, t, i, j, last),
+                    (_, 3) => small_tile::<S, 1, 3>(s, t, i, j, last),
+                    (_, 2) => small_tile::<S, 1, 2>(s, t, i, j, last),
+                    _ => small_tile::<S, 1, 1>(s, t, i, j, last),
                 }
-                let c = &mut row[j..j + width];
-                let r = if t.beta == 0.0 {
-                    s.mul(va, acc)
-                } else {
-                    s.fma(vb, s.load_partial(c, 0.0), s.mul(va, acc))
-                };
-                s.store_partial(r, c);
-                j += width;
+                j += (nv - 1) * l + last;
             }
+            i += rows;
         }
         return true;
     }
