@@ -32,6 +32,26 @@ fn check_view(op: &'static str, len: usize, rows: usize, cols: usize, stride: us
     }
 }
 
+/// Where the `rows x cols` block at `(i, j)` of a `(rows, cols, stride)` view starts, or
+/// the error saying it does not fit.
+fn block_start(
+    op: &'static str,
+    (r, c, stride): (usize, usize, usize),
+    i: usize,
+    j: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<usize> {
+    if i.checked_add(rows).is_none_or(|e| e > r) || j.checked_add(cols).is_none_or(|e| e > c) {
+        return shape_err(op, format!("block ({i},{j}) {rows}x{cols} outside {r}x{c}"));
+    }
+    Ok(if rows == 0 || cols == 0 {
+        0
+    } else {
+        i * stride + j
+    })
+}
+
 /// An owned row-major matrix.
 ///
 /// ```
@@ -188,22 +208,14 @@ impl<'a> MatRef<'a> {
     }
     /// The `rows x cols` block starting at `(i, j)`, sharing memory.
     pub fn sub(&self, i: usize, j: usize, rows: usize, cols: usize) -> Result<MatRef<'a>> {
-        if i.checked_add(rows).is_none_or(|e| e > self.rows)
-            || j.checked_add(cols).is_none_or(|e| e > self.cols)
-        {
-            return shape_err(
-                "MatRef::sub",
-                format!(
-                    "block ({i},{j}) {rows}x{cols} outside {}x{}",
-                    self.rows, self.cols
-                ),
-            );
-        }
-        let start = if rows == 0 || cols == 0 {
-            0
-        } else {
-            i * self.stride + j
-        };
+        let start = block_start(
+            "MatRef::sub",
+            (self.rows, self.cols, self.stride),
+            i,
+            j,
+            rows,
+            cols,
+        )?;
         Ok(MatRef {
             data: &self.data[start..],
             rows,
@@ -266,22 +278,14 @@ impl<'a> MatMut<'a> {
     }
     /// The mutable `rows x cols` block at `(i, j)`.
     pub fn sub_mut(&mut self, i: usize, j: usize, rows: usize, cols: usize) -> Result<MatMut<'_>> {
-        if i.checked_add(rows).is_none_or(|e| e > self.rows)
-            || j.checked_add(cols).is_none_or(|e| e > self.cols)
-        {
-            return shape_err(
-                "MatMut::sub_mut",
-                format!(
-                    "block ({i},{j}) {rows}x{cols} outside {}x{}",
-                    self.rows, self.cols
-                ),
-            );
-        }
-        let start = if rows == 0 || cols == 0 {
-            0
-        } else {
-            i * self.stride + j
-        };
+        let start = block_start(
+            "MatMut::sub_mut",
+            (self.rows, self.cols, self.stride),
+            i,
+            j,
+            rows,
+            cols,
+        )?;
         Ok(MatMut {
             data: &mut self.data[start..],
             rows,
