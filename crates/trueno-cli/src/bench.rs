@@ -312,21 +312,23 @@ pub fn run(opts: Options) -> trueno::Result<()> {
         );
         return Ok(());
     }
-    println!(
-        "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
-        "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
-    );
-    for c in cells.iter().filter(|c| c.gflops.is_none()) {
+    if cells.iter().any(|c| c.gflops.is_none()) {
         println!(
-            "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
-            c.op,
-            c.size,
-            c.backend,
-            format_ns(c.ns_per_call),
-            c.gb_per_s,
-            c.gelem_per_s,
-            c.speedup_vs_scalar
+            "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
+            "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
         );
+        for c in cells.iter().filter(|c| c.gflops.is_none()) {
+            println!(
+                "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
+                c.op,
+                c.size,
+                c.backend,
+                format_ns(c.ns_per_call),
+                c.gb_per_s,
+                c.gelem_per_s,
+                c.speedup_vs_scalar
+            );
+        }
     }
     let gemm: Vec<&Cell> = cells.iter().filter(|c| c.gflops.is_some()).collect();
     if !gemm.is_empty() {
