@@ -7,6 +7,9 @@
 //! - [`Vector`]: owned vectors with allocating and in-place methods.
 //! - [`Engine`]: the same operations on slices, with `_into(out)` and `_inplace` forms; get
 //!   the process-wide one with [`engine()`] or pin a backend with [`Engine::new`].
+//! - [`Matrix`], [`MatRef`], [`MatMut`]: row-major matrices and strided views;
+//!   [`Engine::gemm`] (BLIS-blocked, a micro-kernel per ISA, threaded), GEMV, transpose
+//!   and batched products ([`gemm`] holds the cache and block details).
 //! - [`activations`]: the canonical scalar definitions every backend is tested against.
 //! - [`JidokaGuard`]: opt-in NaN/Inf checks on outputs.
 //!
