@@ -241,6 +241,22 @@ fn random_shapes_up_to_300_single_and_multi_threaded() {
         let mut rng2 = Rng::new(round as u64);
         one_thread(|| check(e, &mut rng2, &case, "1 thread"));
     }
+    // A contiguous column vector B (row stride 1): the A·x path of `gemm`.
+    for (backend, e) in engines() {
+        for (ta, tb) in OPS {
+            let case = Case {
+                m: 130,
+                n: 1,
+                k: 257,
+                ta,
+                tb,
+                alpha: -1.5,
+                beta: 1.0,
+                pad: 0,
+            };
+            check(&e, &mut rng, &case, backend.name());
+        }
+    }
     // Shapes that cross the cache blocks (KC, MC, NC) on every ISA.
     for (backend, e) in engines() {
         let b = trueno::gemm::blocking_for(backend);

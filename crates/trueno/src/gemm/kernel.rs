@@ -154,13 +154,7 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
             // are clipped to the block by the caller), and no other thread writes it.
             let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), nr) };
             for (v, &a) in row_acc.iter().enumerate() {
-                let d = &mut dst[v * S::LANES..];
-                let r = if beta == 0.0 {
-                    s.mul(va, a)
-                } else {
-                    s.fma(vb, s.load(d), s.mul(va, a))
-                };
-                s.store(r, d);
+                update_c(s, &mut dst[v * S::LANES..], a, va, vb, beta);
             }
         }
         return;
@@ -178,6 +172,38 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
             let r = alpha * tile[i * nr + j];
             *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
         }
+    }
+}
+
+/// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when
+/// that is under a vector); `beta == 0` never reads `d`, so NaN in C does not leak.
+#[inline(always)]
+fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f32) {
+    let prod = s.mul(va, acc);
+    if d.len() >= S::LANES {
+        let out = if beta == 0.0 {
+            prod
+        } else {
+            s.fma(vb, s.load(d), prod)
+        };
+        s.store(out, d);
+    } else {
+        let out = if beta == 0.0 {
+            prod
+        } else {
+            s.fma(vb, s.load_partial(d, 0.0), prod)
+        };
+        s.store_partial(out, d);
+    }
+}
+
+/// `row = beta * row` (zeros when beta is 0, without reading it).
+#[inline(always)]
+fn scale_row(row: &mut [f32], beta: f32) {
+    if beta == 0.0 {
+        row.fill(0.0);
+    } else if beta != 1.0 {
+        row.iter_mut().for_each(|v| *v *= beta);
     }
 }
 
@@ -206,11 +232,7 @@ fn scale_c(t: &GemmTask) {
     for i in 0..t.m {
         // SAFETY: row i of this task's block of C.
         let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
-        if t.beta == 0.0 {
-            row.fill(0.0);
-        } else {
-            row.iter_mut().for_each(|v| *v *= t.beta);
-        }
+        scale_row(row, t.beta);
     }
 }
 
@@ -334,23 +356,8 @@ fn small_tile<S: Simd, const R: usize, const NV: usize>(
             std::slice::from_raw_parts_mut(t.c.ptr.add((i0 + r) * t.c.stride + j0), width)
         };
         for (v, &a) in acc_r.iter().enumerate() {
-            let d = &mut row[v * l..v * l + if full(v) { l } else { last }];
-            let prod = s.mul(va, a);
-            if full(v) {
-                let out = if t.beta == 0.0 {
-                    prod
-                } else {
-                    s.fma(vb, s.load(d), prod)
-                };
-                s.store(out, d);
-            } else {
-                let out = if t.beta == 0.0 {
-                    prod
-                } else {
-                    s.fma(vb, s.load_partial(d, 0.0), prod)
-                };
-                s.store_partial(out, d);
-            }
+            let w = if full(v) { l } else { last };
+            update_c(s, &mut row[v * l..v * l + w], a, va, vb, t.beta);
         }
     }
 }
@@ -368,17 +375,15 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         return true;
     }
     let l = S::LANES;
-    if !t.tb && t.m < 4 {
+    // One column of C with a contiguous B column is A·x: dot products, like B transposed.
+    let column_vector = t.n == 1 && !t.tb && t.ldb == 1;
+    if !t.tb && t.m < 4 && !column_vector {
         // A row or three of C (xᵀ·A): stream B once, row after row, adding each row,
         // scaled, into C's rows (which stay in L1).
         for i in 0..t.m {
             // SAFETY: row i of this task's block of C.
             let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
-            if t.beta == 0.0 {
-                row.fill(0.0);
-            } else if t.beta != 1.0 {
-                row.iter_mut().for_each(|v| *v *= t.beta);
-            }
+            scale_row(row, t.beta);
             for p in 0..t.k {
                 let w = t.alpha * t.a_at(i, p);
                 let vw = s.splat(w);
@@ -395,10 +400,9 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         }
         return true;
     }
-    if !t.tb {
+    if !t.tb && !column_vector {
         // Register tiles without packing: 4 rows x up to 4 vectors of columns, so 16
         // independent accumulator chains hide the FMA latency even for 16x16 products.
-        let l = S::LANES;
         let mut i = 0;
         while i < t.m {
             let rows = if t.m - i >= 4 { 4 } else { 1 };
@@ -425,28 +429,15 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     if t.ta {
         return false;
     }
+    // B transposed (or one contiguous column): row j of op(B)ᵀ is contiguous.
     for i in 0..t.m {
         let arow = &t.a[i * t.lda..][..t.k];
         for j in 0..t.n {
             let brow = &t.b[j * t.ldb..][..t.k];
-            // Four independent accumulators hide the FMA latency (this is the GEMV loop).
-            let mut acc = [s.zero(); 4];
-            let mut a4 = arow.chunks_exact(4 * l);
-            let mut b4 = brow.chunks_exact(4 * l);
-            for (a, b) in (&mut a4).zip(&mut b4) {
-                for u in 0..4 {
-                    acc[u] = s.fma(s.load(&a[u * l..]), s.load(&b[u * l..]), acc[u]);
-                }
-            }
-            let mut as_ = a4.remainder().chunks_exact(l);
-            let mut bs = b4.remainder().chunks_exact(l);
-            for (a, b) in (&mut as_).zip(&mut bs) {
-                acc[0] = s.fma(s.load(a), s.load(b), acc[0]);
-            }
-            let mut d = s.reduce_add(s.add(s.add(acc[0], acc[1]), s.add(acc[2], acc[3])));
-            for (&a, &b) in as_.remainder().iter().zip(bs.remainder()) {
-                d = a.mul_add(b, d);
-            }
+            // The engine's blocked dot product (the GEMV loop): several accumulators,
+            // bounded summation error.
+            let d =
+                crate::ops::reduce::reduce2_vec(s, crate::ops::Reduce2Op::Dot, arow, brow) as f32;
             // SAFETY: element (i, j) of this task's block of C.
             let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
             *c = if t.beta == 0.0 {
