@@ -409,31 +409,43 @@ fn gemv_and_its_transpose_match_the_reference_on_every_isa() {
 }
 
 #[test]
-fn transpose_is_exact_at_ragged_sizes_and_strides() {
+fn transpose_is_exact_at_ragged_sizes_and_strides_on_every_isa() {
     let mut rng = Rng::new(22);
-    let e = trueno::engine().unwrap();
-    for (r, c) in [
-        (0, 3),
-        (1, 1),
-        (1, 33),
-        (31, 1),
-        (32, 32),
-        (33, 65),
-        (100, 257),
-    ] {
-        let a = Strided::new(&mut rng, r, c, 5);
-        let mut out = vec![f32::NAN; c * (r + 2)];
-        let mut dv = MatMut::new(&mut out, c, r, r + 2).unwrap();
-        e.transpose(a.view(), &mut dv).unwrap();
-        for i in 0..r {
+    for (backend, e) in engines() {
+        for (r, c) in [
+            (0, 3),
+            (1, 1),
+            (1, 33),
+            (31, 1),
+            (7, 9),
+            (8, 8),
+            (9, 7),
+            (32, 32),
+            (33, 65),
+            (40, 17),
+            (100, 257),
+        ] {
+            let a = Strided::new(&mut rng, r, c, 5);
+            let ds = r + 2;
+            let mut out = vec![f32::NAN; c * ds];
+            let mut dv = MatMut::new(&mut out, c, r, ds).unwrap();
+            e.transpose(a.view(), &mut dv).unwrap();
             for j in 0..c {
-                assert_eq!(
-                    out[j * (r + 2) + i].to_bits(),
-                    a.at(i, j).to_bits(),
-                    "{r}x{c} ({i},{j})"
-                );
+                for i in 0..r {
+                    assert_eq!(
+                        out[j * ds + i].to_bits(),
+                        a.at(i, j).to_bits(),
+                        "{} {r}x{c} ({i},{j})",
+                        backend.name()
+                    );
+                }
+                // The destination's row padding is never written.
+                assert!(out[j * ds + r..(j + 1) * ds].iter().all(|v| v.is_nan()));
             }
         }
+    }
+    for (r, c) in [(1, 33), (33, 65), (100, 257)] {
+        let a = Strided::new(&mut rng, r, c, 5);
         let owned = a.view().to_matrix().transpose();
         assert_eq!((owned.rows(), owned.cols()), (c, r));
         for i in 0..r {
@@ -442,6 +454,7 @@ fn transpose_is_exact_at_ragged_sizes_and_strides() {
             }
         }
     }
+    let e = trueno::engine().unwrap();
     let a = Matrix::zeros(2, 3).unwrap();
     let mut wrong = Matrix::zeros(2, 3).unwrap();
     assert!(matches!(

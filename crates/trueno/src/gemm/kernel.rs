@@ -5,15 +5,26 @@
 
 use super::blocking::Blocking;
 use super::task::{GemmTask, ProfileCounters};
+use super::transpose8::{has_avx, transpose_8x8};
 use crate::simd::{MAX_LANES, Simd};
 
 /// Largest micro-tile (rows x columns) any ISA uses here.
 const MAX_TILE: usize = 16 * 4 * MAX_LANES;
 
 /// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
-/// stored k-major (`MR` values per k), rows past `mc` zero.
+/// stored k-major (`MR` values per k), rows past `mc` zero. `avx`: see [`transpose_8x8`].
 #[inline(always)]
-fn pack_a(t: &GemmTask, dst: &mut [f32], i0: usize, mc: usize, p0: usize, kc: usize, mr: usize) {
+#[allow(clippy::too_many_arguments)]
+fn pack_a(
+    t: &GemmTask,
+    dst: &mut [f32],
+    i0: usize,
+    mc: usize,
+    p0: usize,
+    kc: usize,
+    mr: usize,
+    avx: bool,
+) {
     for (panel, out) in dst
         .chunks_exact_mut(kc * mr)
         .take(mc.div_ceil(mr))
@@ -31,35 +42,69 @@ fn pack_a(t: &GemmTask, dst: &mut [f32], i0: usize, mc: usize, p0: usize, kc: us
                 out[p * mr..p * mr + rows].copy_from_slice(src);
             }
         } else {
-            // Read the panel's rows side by side so the writes go out contiguously.
-            let mut srcs = [&[][..]; MAX_MR];
-            for (r, src) in srcs.iter_mut().enumerate().take(rows) {
-                *src = &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
+            // A panel is the transpose of a rows x kc block: 8 x 8 blocks, then the
+            // ragged rows and k steps element by element.
+            let (rows8, kc8) = (rows / 8 * 8, kc / 8 * 8);
+            for g in (0..rows8).step_by(8) {
+                let src = &t.a[(i0 + r0 + g) * t.lda + p0..];
+                for p in (0..kc8).step_by(8) {
+                    transpose_8x8(avx, &src[p..], t.lda, &mut out[p * mr + g..], mr);
+                }
             }
-            for (p, dst) in out.chunks_exact_mut(mr).take(kc).enumerate() {
-                for (d, src) in dst.iter_mut().zip(&srcs[..rows]) {
-                    *d = src[p];
+            let row = |r: usize| &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
+            for r in rows8..rows {
+                for (p, &v) in row(r).iter().enumerate() {
+                    out[p * mr + r] = v;
+                }
+            }
+            for r in 0..rows8 {
+                for (p, &v) in row(r).iter().enumerate().skip(kc8) {
+                    out[p * mr + r] = v;
                 }
             }
         }
     }
 }
 
+/// B micro-panels packed together (see `pack_b`), and swept together when A is one block.
+const B_GROUP: usize = 8;
+
 /// Packs rows `p0..p0+kc` x columns `j0..j0+nc` of op(B) into NR-column micro-panels,
-/// each k-major (`NR` values per k), columns past `nc` zero.
+/// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
 #[inline(always)]
-fn pack_b(t: &GemmTask, dst: &mut [f32], p0: usize, kc: usize, j0: usize, nc: usize, nr: usize) {
+#[allow(clippy::too_many_arguments)]
+fn pack_b(
+    t: &GemmTask,
+    dst: &mut [f32],
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    nc: usize,
+    nr: usize,
+    avx: bool,
+) {
     let panels = nc.div_ceil(nr);
     if !nc.is_multiple_of(nr) {
         // The last panel's padding columns stay zero.
         dst[(panels - 1) * kc * nr..panels * kc * nr].fill(0.0);
     }
     if t.tb {
+        // Panel columns are rows of B: 8 x 8 block transposes, ragged parts element-wise.
+        let kc8 = kc / 8 * 8;
         for (panel, out) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
             let c0 = panel * nr;
-            for c in 0..nr.min(nc - c0) {
-                let src = &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
-                for (p, &v) in src.iter().enumerate() {
+            let cols = nr.min(nc - c0);
+            let cols8 = cols / 8 * 8;
+            let row = |c: usize| &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
+            for g in (0..cols8).step_by(8) {
+                let src = &t.b[(j0 + c0 + g) * t.ldb + p0..];
+                for p in (0..kc8).step_by(8) {
+                    transpose_8x8(avx, &src[p..], t.ldb, &mut out[p * nr + g..], nr);
+                }
+            }
+            for c in 0..cols {
+                let skip = if c < cols8 { kc8 } else { 0 };
+                for (p, &v) in row(c).iter().enumerate().skip(skip) {
                     out[p * nr + c] = v;
                 }
             }
@@ -68,9 +113,8 @@ fn pack_b(t: &GemmTask, dst: &mut [f32], p0: usize, kc: usize, j0: usize, nc: us
         // Eight panels at a time, row by row: each visit to a row of B reads 8 * NR
         // contiguous floats (panel by panel, a visit read only NR: one or two cache lines
         // per page touched), and the writes stay within eight panels' pages.
-        const GROUP: usize = 8;
-        for g0 in (0..panels).step_by(GROUP) {
-            let g1 = (g0 + GROUP).min(panels);
+        for g0 in (0..panels).step_by(B_GROUP) {
+            let g1 = (g0 + B_GROUP).min(panels);
             let (c0, c1) = (g0 * nr, (g1 * nr).min(nc));
             for p in 0..kc {
                 let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
@@ -81,9 +125,6 @@ fn pack_b(t: &GemmTask, dst: &mut [f32], p0: usize, kc: usize, j0: usize, nc: us
         }
     }
 }
-
-/// Most rows any micro-kernel has.
-const MAX_MR: usize = 16;
 
 thread_local! {
     /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
@@ -281,39 +322,76 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     nc_max: usize,
 ) {
     let nr = NV * S::LANES;
+    let avx = has_avx(S::BACKEND);
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
             let kc = kc_max.min(t.k - pc);
-            let t0 = t.profile.map(|_| std::time::Instant::now());
-            pack_b(t, bp, pc, kc, jc, nc, nr);
-            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             let beta = if pc == 0 { t.beta } else { 1.0 };
+            let block = Block { kc, beta };
+            if t.m <= mc_max {
+                // A is one block: pack it once, then pack B a group of panels at a time
+                // right before their sweep, so the packed panels are read back from L2
+                // (a whole KC x NC block of B would only fit in L3).
+                let t0 = t.profile.map(|_| std::time::Instant::now());
+                pack_a(t, ap, 0, t.m, pc, kc, MR, avx);
+                ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
+                for j0 in (jc..jc + nc).step_by(B_GROUP * nr) {
+                    let w = (B_GROUP * nr).min(jc + nc - j0);
+                    let t0 = t.profile.map(|_| std::time::Instant::now());
+                    pack_b(t, bp, pc, kc, j0, w, nr, avx);
+                    ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
+                    let t0 = t.profile.map(|_| std::time::Instant::now());
+                    sweep::<S, MR, NV>(s, t, &block, ap, bp, (0, t.m), (j0, w));
+                    ProfileCounters::add(t.profile, |p| &p.kernel, t0);
+                }
+                continue;
+            }
+            let t0 = t.profile.map(|_| std::time::Instant::now());
+            pack_b(t, bp, pc, kc, jc, nc, nr, avx);
+            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             for ic in (0..t.m).step_by(mc_max) {
                 let mc = mc_max.min(t.m - ic);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                pack_a(t, ap, ic, mc, pc, kc, MR);
+                pack_a(t, ap, ic, mc, pc, kc, MR, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                for (jr, bpan) in bp.chunks_exact(kc * nr).take(nc.div_ceil(nr)).enumerate() {
-                    for (ir, apan) in ap.chunks_exact(kc * MR).take(mc.div_ceil(MR)).enumerate() {
-                        let (r, c) = (ic + ir * MR, jc + jr * nr);
-                        let tile = t.c.at(r, c);
-                        prefetch_tile(tile, MR.min(t.m - r), nr.min(t.n - c));
-                        let acc = micro_tile::<S, MR, NV>(s, kc, apan, bpan);
-                        store_tile::<S, MR, NV>(
-                            s,
-                            &acc,
-                            tile,
-                            MR.min(t.m - r),
-                            nr.min(t.n - c),
-                            t.alpha,
-                            beta,
-                        );
-                    }
-                }
+                sweep::<S, MR, NV>(s, t, &block, ap, bp, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
+        }
+    }
+}
+
+/// The depth of C's current update and the beta it applies (beta only on the first).
+struct Block {
+    kc: usize,
+    beta: f32,
+}
+
+/// The micro-kernel over every tile of the packed `rows.1 x cols.1` block at
+/// (`rows.0`, `cols.0`) of C: B panels outside (each stays in L1 while the A panels of
+/// the block stream past it), A panels inside.
+#[inline(always)]
+fn sweep<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    ap: &[f32],
+    bp: &[f32],
+    (ic, mc): (usize, usize),
+    (jc, nc): (usize, usize),
+) {
+    let nr = NV * S::LANES;
+    let kc = blk.kc;
+    for (jr, bpan) in bp.chunks_exact(kc * nr).take(nc.div_ceil(nr)).enumerate() {
+        for (ir, apan) in ap.chunks_exact(kc * MR).take(mc.div_ceil(MR)).enumerate() {
+            let (r, c) = (ic + ir * MR, jc + jr * nr);
+            let tile = t.c.at(r, c);
+            let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
+            prefetch_tile(tile, rows, cols);
+            let acc = micro_tile::<S, MR, NV>(s, kc, apan, bpan);
+            store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
         }
     }
 }
@@ -401,16 +479,25 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         return true;
     }
     if !t.tb && !column_vector {
-        // Register tiles without packing: 4 rows x up to 4 vectors of columns, so 16
-        // independent accumulator chains hide the FMA latency even for 16x16 products.
+        // Register tiles without packing: 4 rows x up to 4 vectors of columns (8 rows
+        // when C is at most two vectors wide), so 8-16 independent accumulator chains
+        // hide the FMA latency even for 16x16 products.
+        // (Two vectors x 8 rows is 16 accumulators: only with 32 registers.)
+        let narrow = t.n.div_ceil(l) <= if l >= 16 { 2 } else { 1 };
         let mut i = 0;
         while i < t.m {
-            let rows = if t.m - i >= 4 { 4 } else { 1 };
+            let rows = match t.m - i {
+                r if r >= 8 && narrow => 8,
+                r if r >= 4 => 4,
+                _ => 1,
+            };
             let mut j = 0;
             while j < t.n {
                 let nv = (t.n - j).div_ceil(l).min(4);
                 let last = (t.n - j).min(nv * l) - (nv - 1) * l;
                 match (rows, nv) {
+                    (8, 2) => small_tile::<S, 8, 2>(s, t, i, j, last),
+                    (8, _) => small_tile::<S, 8, 1>(s, t, i, j, last),
                     (4, 4) => small_tile::<S, 4, 4>(s, t, i, j, last),
                     (4, 3) => small_tile::<S, 4, 3>(s, t, i, j, last),
                     (4, 2) => small_tile::<S, 4, 2>(s, t, i, j, last),

@@ -10,6 +10,7 @@ mod kernel;
 mod peak;
 pub(crate) mod task;
 mod transpose;
+mod transpose8;
 
 pub use blocking::{Blocking, CacheSizes};
 pub use peak::fma_peak_gflops;

@@ -1,12 +1,13 @@
-//! Cache-blocked transpose: 32 x 32 tiles, so both the rows read and the columns written
-//! stay in L1 while a tile is moved (a naive transpose misses on every write of a large
-//! matrix).
+//! Cache-blocked transpose: 8 x 8 register blocks (AVX shuffles where the backend has
+//! them) in an order that reads whole source lines and writes the destination
+//! sequentially (a naive transpose misses on every write of a large matrix); an element
+//! loop only along ragged edges.
 
+use super::transpose8::{has_avx, transpose_8x8};
+use crate::backend::OpClass;
 use crate::engine::Engine;
 use crate::error::{Result, TruenoError};
 use crate::matrix::{MatMut, MatRef, Matrix};
-
-const TILE: usize = 32;
 
 impl Engine {
     /// Writes `srcᵀ` into `dst` (`dst` is `src.cols() x src.rows()`; any row strides).
@@ -32,26 +33,69 @@ impl Engine {
                 ),
             });
         }
-        transpose_blocked(src, dst);
+        transpose_blocked(has_avx(self.backend(OpClass::MatMul)), src, dst);
         Ok(())
     }
 }
 
-/// The tiled copy; shapes already checked.
-fn transpose_blocked(src: MatRef<'_>, dst: &mut MatMut<'_>) {
+/// The blocked copy; shapes already checked. `avx`: see [`transpose_8x8`].
+fn transpose_blocked(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    if avx {
+        // SAFETY: `avx` is only set when the CPU has AVX (see `has_avx`).
+        return unsafe { transpose_blocked_avx(src, dst) };
+    }
+    transpose_blocked_with(avx, src, dst)
+}
+
+/// The loops compiled with AVX enabled, so each block's shuffles are inlined.
+///
+/// # Safety
+/// The CPU has AVX.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn transpose_blocked_avx(src: MatRef<'_>, dst: &mut MatMut<'_>) {
+    transpose_blocked_with(true, src, dst)
+}
+
+/// Bands of `BAND` source rows (their pages stay in the TLB); in each band, strips of 16
+/// source columns walked down the band 8 rows at a time: every source cache line is read
+/// whole at once, and the 16 destination rows fill sequentially. With a power-of-two
+/// stride all those lines fall in a couple of L1 sets, so the live set is kept this small.
+#[inline(always)]
+fn transpose_blocked_with(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
+    const BAND: usize = 256;
     let (r, c) = (src.rows(), src.cols());
     let (ss, ds) = (src.stride(), dst.stride());
-    for i0 in (0..r).step_by(TILE) {
-        for j0 in (0..c).step_by(TILE) {
-            let (i1, j1) = ((i0 + TILE).min(r), (j0 + TILE).min(c));
-            for j in j0..j1 {
-                let out = &mut dst.data[j * ds + i0..j * ds + i1];
-                for (o, i) in out.iter_mut().zip(i0..i1) {
-                    *o = src.data[i * ss + j];
+    let (r8, c8) = (r / 8 * 8, c / 8 * 8);
+    for i0 in (0..r8).step_by(BAND) {
+        let i1 = (i0 + BAND).min(r8);
+        for j0 in (0..c8).step_by(16) {
+            let j1 = (j0 + 16).min(c8);
+            for i in (i0..i1).step_by(8) {
+                for j in (j0..j1).step_by(8) {
+                    transpose_8x8(
+                        avx,
+                        &src.data[i * ss + j..],
+                        ss,
+                        &mut dst.data[j * ds + i..],
+                        ds,
+                    );
                 }
             }
         }
     }
+    // The ragged right strip (columns c8..c, rows 0..r8) and bottom strip (rows r8..r).
+    let mut copy = |rows: std::ops::Range<usize>, cols: std::ops::Range<usize>| {
+        for j in cols {
+            let out = &mut dst.data[j * ds + rows.start..j * ds + rows.end];
+            for (o, i) in out.iter_mut().zip(rows.clone()) {
+                *o = src.data[i * ss + j];
+            }
+        }
+    };
+    copy(0..r8, c8..c);
+    copy(r8..r, 0..c);
 }
 
 impl Matrix {
@@ -70,7 +114,9 @@ impl Matrix {
             cols: self.rows,
             data: vec![0.0; self.data.len()],
         };
-        transpose_blocked(self.view(), &mut t.view_mut());
+        // The default engine's choice of ISA (scalar if none could be made).
+        let avx = crate::engine().is_ok_and(|e| has_avx(e.backend(OpClass::MatMul)));
+        transpose_blocked(avx, self.view(), &mut t.view_mut());
         t
     }
 }
