@@ -1,0 +1,155 @@
+//! Per-ISA instances of the quantized kernels. Each kernel body is written once as plain
+//! Rust over fixed-size blocks; `per_isa!` compiles it again inside a `#[target_feature]`
+//! function for every x86 level, where the compiler vectorizes it for that ISA (AVX-512
+//! with byte shuffles, AVX2+FMA+F16C, AVX, and the SSE2 baseline). An [`Isa`] value exists
+//! only after run-time detection found every feature its instance was compiled with.
+
+use trueno::{Backend, OpClass, TruenoError};
+
+/// A detected instruction-set level that the quantized kernels run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Isa(Level);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Level {
+    Baseline,
+    #[cfg(target_arch = "x86_64")]
+    Avx,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    /// The level matching trueno's `backend` (scalar and SSE2 share the baseline build), or
+    /// why this CPU cannot run it.
+    pub fn new(backend: Backend) -> crate::Result<Isa> {
+        let unsupported = |reason: String| {
+            Err(crate::QuantError::Trueno(TruenoError::UnsupportedBackend {
+                backend,
+                reason,
+            }))
+        };
+        backend.check_available()?;
+        let level = match backend {
+            Backend::Scalar | Backend::Sse2 => Level::Baseline,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx => Level::Avx,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx2 => Level::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Backend::Avx512 => Level::Avx512,
+            _ => return unsupported("no quantized kernels for this backend".into()),
+        };
+        if !level_detected(level) {
+            return unsupported(format!("this CPU lacks a feature of {level:?}"));
+        }
+        Ok(Isa(level))
+    }
+
+    /// The level of trueno's process-wide engine (honours `TRUENO_BACKEND`).
+    pub fn current() -> crate::Result<Isa> {
+        static CURRENT: std::sync::OnceLock<crate::Result<Isa>> = std::sync::OnceLock::new();
+        CURRENT
+            .get_or_init(|| Isa::new(trueno::engine()?.backend(OpClass::MatMul)))
+            .clone()
+    }
+
+    /// Every level this CPU can run, baseline first (for tests and benchmarks).
+    pub fn available() -> Vec<(Backend, Isa)> {
+        [
+            Backend::Scalar,
+            Backend::Avx,
+            Backend::Avx2,
+            Backend::Avx512,
+        ]
+        .into_iter()
+        .filter_map(|b| Isa::new(b).ok().map(|i| (b, i)))
+        .collect()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn level_detected(level: Level) -> bool {
+    use std::arch::is_x86_feature_detected as has;
+    match level {
+        Level::Baseline => true,
+        Level::Avx => has!("avx"),
+        Level::Avx2 => has!("avx2") && has!("fma") && has!("f16c"),
+        Level::Avx512 => {
+            has!("avx512f")
+                && has!("avx512bw")
+                && has!("avx512vl")
+                && has!("avx2")
+                && has!("fma")
+                && has!("f16c")
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn level_detected(_: Level) -> bool {
+    true
+}
+
+/// `per_isa!(pub(crate) fn name<generics>(args) -> ret = body);` defines `name(isa, args)`
+/// which runs `body::<generics>(args)` compiled for `isa`'s level.
+macro_rules! per_isa {
+    ($vis:vis fn $name:ident<$($g:ident: $bound:path),*>($($arg:ident: $ty:ty),*) $(-> $ret:ty)? = $body:ident) => {
+        #[allow(clippy::too_many_arguments)]
+        $vis fn $name<$($g: $bound),*>(isa: $crate::isa::Isa, $($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx")]
+                fn avx<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? { $body::<$($g),*>($($arg),*) }
+                #[target_feature(enable = "avx2,fma,f16c")]
+                fn avx2<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? { $body::<$($g),*>($($arg),*) }
+                #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+                fn avx512<$($g: $bound),*>($($arg: $ty),*) $(-> $ret)? { $body::<$($g),*>($($arg),*) }
+                match isa.level() {
+                    // SAFETY: an `Isa` of this level exists only after `level_detected`
+                    // found every feature enabled on `avx`.
+                    $crate::isa::LevelTag::Avx => return unsafe { avx::<$($g),*>($($arg),*) },
+                    // SAFETY: as above, for `avx2`'s features.
+                    $crate::isa::LevelTag::Avx2 => return unsafe { avx2::<$($g),*>($($arg),*) },
+                    // SAFETY: as above, for `avx512`'s features.
+                    $crate::isa::LevelTag::Avx512 => return unsafe { avx512::<$($g),*>($($arg),*) },
+                    $crate::isa::LevelTag::Baseline => {}
+                }
+            }
+            let _ = isa;
+            $body::<$($g),*>($($arg),*)
+        }
+    };
+}
+pub(crate) use per_isa;
+
+/// The level, as the macro matches it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LevelTag {
+    /// The build's baseline (SSE2 on x86-64).
+    Baseline,
+    /// AVX.
+    Avx,
+    /// AVX2 + FMA + F16C.
+    Avx2,
+    /// AVX-512 F/BW/VL.
+    Avx512,
+}
+
+impl Isa {
+    #[doc(hidden)]
+    pub fn level(self) -> LevelTag {
+        match self.0 {
+            Level::Baseline => LevelTag::Baseline,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx => LevelTag::Avx,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2 => LevelTag::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 => LevelTag::Avx512,
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! trueno-quant: GGML's quantized block formats, byte for byte, on every CPU ISA.
+//!
+//! - [`blocks`]: one `#[repr(C)]` struct per format (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K,
+//!   Q5_K, Q6_K, Q8_K, and QLoRA's NF4) and the [`FORMATS`] registry.
+//! - [`dequantize`]: blocks to f32, equal bit for bit to GGML's reference.
+//! - [`quantize`]: f32 rows to blocks; Q4_0..Q8_0 byte-identical to the reference, the
+//!   K-quants with a least-squares scale/min search.
+//!
+//! ```
+//! use trueno_quant::{QuantFormat, dequantize, quantize};
+//! let row: Vec<f32> = (0..256).map(|i| (i as f32 * 0.37).sin()).collect();
+//! let q = quantize(QuantFormat::Q6K, &row)?;
+//! assert_eq!(q.len(), QuantFormat::Q6K.info().block_bytes);
+//! let mut back = vec![0.0; 256];
+//! dequantize(QuantFormat::Q6K, &q, &mut back)?;
+//! let err = row.iter().zip(&back).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+//! assert!(err < 0.02);
+//! # Ok::<(), trueno_quant::QuantError>(())
+//! ```
+
+pub mod blocks;
+mod dequant;
+mod error;
+mod format;
+mod isa;
+mod quantize;
+
+pub use dequant::{
+    dequantize, dequantize_nf4_to_f32, dequantize_q4_0_to_f32, dequantize_q4_1_to_f32,
+    dequantize_q4_k_to_f32, dequantize_q5_0_to_f32, dequantize_q5_1_to_f32, dequantize_q5_k_to_f32,
+    dequantize_q6_k_to_f32, dequantize_q8_0_to_f32, dequantize_q8_k_to_f32, dequantize_with,
+};
+pub use error::{QuantError, Result};
+pub use format::{FORMATS, FormatInfo, QuantFormat};
+pub use isa::Isa;
+pub use quantize::{quantize, quantize_into, quantize_rows};
