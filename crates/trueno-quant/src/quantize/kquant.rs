@@ -8,13 +8,15 @@
 //!    2x2 (1x1 for Q6_K) least-squares problem for the scale and offset those levels
 //!    imply, re-round with it, and keep the pair of least squared error.
 //! 2. Lloyd refinement of the winner: re-round, re-fit, until the error stops falling.
-//! 3. The super-block: `d = max s / 63` (Q6_K: `max |s| / 127`), stored as f16; each
-//!    sub-block tries the codes just below and above `s / d` (and the same for the min),
-//!    re-rounding its weights with each, and keeps the pair with least error.
+//! 3. The super-block: `d = max s / 63` (Q6_K: `max |s| / 127`, or `/ 128` when that
+//!    scale is negative), stored as f16, and `d` times 0.94..1.06 in steps of 0.02 (both
+//!    `d` and `dmin` for Q4_K/Q5_K); for each, every sub-block tries the codes just below
+//!    and above `s / d` (and the same for the min), re-rounding its weights with each; the
+//!    super-scale and codes of least total error win.
 //!
 //! Unlike the reference, the error minimised is the plain squared error (the reference
-//! weighs each weight by `|x| + rms`), and step 3 checks neighbouring codes instead of
-//! rounding once.
+//! weighs each weight by `|x| + rms`), and step 3 searches the super-scales and codes
+//! instead of rounding once.
 
 use half::f16;
 
@@ -138,6 +140,9 @@ fn neighbours(v: f32, d: f32, lo: i32, top: i32) -> [i32; 2] {
     ]
 }
 
+/// Factors tried around each range-derived super-block scale (step 3 of the module docs).
+const SUPER_SCALE_FACTORS: [f32; 7] = [0.94, 0.96, 0.98, 1.0, 1.02, 1.04, 1.06];
+
 /// Q4_K/Q5_K: per sub-block `(sc, mn)` codes and the weights' levels in `0..=nmax`.
 fn quantize_affine_k(x: &[f32], nmax: f32) -> (f16, f16, [u8; 8], [u8; 8], [u8; QK_K]) {
     let fits: [(f32, f32); 8] = std::array::from_fn(|j| {
@@ -146,33 +151,48 @@ fn quantize_affine_k(x: &[f32], nmax: f32) -> (f16, f16, [u8; 8], [u8; 8], [u8; 
     });
     let max_s = fits.iter().fold(0.0f32, |a, f| a.max(f.0));
     let max_m = fits.iter().fold(0.0f32, |a, f| a.max(f.1));
-    let d = f16::from_f32(max_s / 63.0);
-    let dmin = f16::from_f32(max_m / 63.0);
-    let (df, dminf) = (d.to_f32(), dmin.to_f32());
-    let mut sc = [0u8; 8];
-    let mut mn = [0u8; 8];
-    let mut q = [0u8; QK_K];
-    for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
-        let mut best = (f32::INFINITY, 0, 0);
-        for a in neighbours(fits[j].0, df, 0, 63) {
-            for m in neighbours(fits[j].1, dminf, 0, 63) {
-                let (s, b) = (df * a as f32, -(dminf * m as f32));
-                let e = affine_error(xs, s, b, 0.0, nmax);
-                if e < best.0 {
-                    best = (e, a, m);
+    // Each sub-block's best codes for super-scales (d, dmin), and their total error.
+    let codes_for = |d: f32, dmin: f32| -> (f32, [(i32, i32); 8]) {
+        let mut total = 0.0;
+        let codes = std::array::from_fn(|j| {
+            let xs = &x[32 * j..32 * j + 32];
+            let mut best = (f32::INFINITY, 0, 0);
+            for a in neighbours(fits[j].0, d, 0, 63) {
+                for m in neighbours(fits[j].1, dmin, 0, 63) {
+                    let e = affine_error(xs, d * a as f32, -(dmin * m as f32), 0.0, nmax);
+                    if e < best.0 {
+                        best = (e, a, m);
+                    }
                 }
             }
+            total += best.0;
+            (best.1, best.2)
+        });
+        (total, codes)
+    };
+    let mut best = (f32::INFINITY, f16::ZERO, f16::ZERO, [(0, 0); 8]);
+    for fs in SUPER_SCALE_FACTORS {
+        for fm in SUPER_SCALE_FACTORS {
+            let d = f16::from_f32(max_s / 63.0 * fs);
+            let dmin = f16::from_f32(max_m / 63.0 * fm);
+            let (e, codes) = codes_for(d.to_f32(), dmin.to_f32());
+            if e < best.0 {
+                best = (e, d, dmin, codes);
+            }
         }
-        let (_, a, m) = best;
-        sc[j] = a as u8;
-        mn[j] = m as u8;
+    }
+    let (_, d, dmin, codes) = best;
+    let (df, dminf) = (d.to_f32(), dmin.to_f32());
+    let mut q = [0u8; QK_K];
+    for (j, &(a, m)) in codes.iter().enumerate() {
         let (s, b) = (df * a as f32, dminf * m as f32);
         let is = if s == 0.0 { 0.0 } else { 1.0 / s };
-        for (o, &v) in q[32 * j..32 * j + 32].iter_mut().zip(xs) {
+        for (o, &v) in q[32 * j..32 * j + 32].iter_mut().zip(&x[32 * j..]) {
             *o = ((v + b) * is).round().clamp(0.0, nmax) as u8;
         }
     }
+    let sc = codes.map(|c| c.0 as u8);
+    let mn = codes.map(|c| c.1 as u8);
     (d, dmin, sc, mn, q)
 }
 
@@ -225,24 +245,50 @@ impl Quantize for BlockQ6K {
     fn quantize_block(x: &[f32]) -> Self {
         let fits: [f32; 16] =
             std::array::from_fn(|g| search(&x[16 * g..16 * g + 16], -32.0, 31.0, false).0);
-        let max_abs = fits.iter().fold(0.0f32, |a, s| a.max(s.abs()));
-        let d = f16::from_f32(max_abs / 127.0);
-        let df = d.to_f32();
-        let mut scales = [0i8; 16];
-        let mut q = [0u8; QK_K];
-        for g in 0..16 {
-            let xs = &x[16 * g..16 * g + 16];
-            let mut best = (f32::INFINITY, 0);
-            for c in neighbours(fits[g], df, -127, 127) {
-                let e = affine_error(xs, df * c as f32, 0.0, -32.0, 31.0);
-                if e < best.0 {
-                    best = (e, c);
-                }
+        let (mut max_s, mut max_abs) = (0.0f32, 0.0f32);
+        for &f in &fits {
+            if f.abs() > max_abs {
+                (max_s, max_abs) = (f, f.abs());
             }
-            scales[g] = best.1 as i8;
-            let s = df * best.1 as f32;
+        }
+        // The largest scale maps to code -128 when negative (the int8 range is one longer
+        // on that side), else to 127; then factors around that.
+        let base = if max_s < 0.0 {
+            max_abs / 128.0
+        } else {
+            max_abs / 127.0
+        };
+        let codes_for = |d: f32| -> (f32, [i32; 16]) {
+            let mut total = 0.0;
+            let codes = std::array::from_fn(|g| {
+                let xs = &x[16 * g..16 * g + 16];
+                let mut best = (f32::INFINITY, 0);
+                for c in neighbours(fits[g], d, -128, 127) {
+                    let e = affine_error(xs, d * c as f32, 0.0, -32.0, 31.0);
+                    if e < best.0 {
+                        best = (e, c);
+                    }
+                }
+                total += best.0;
+                best.1
+            });
+            (total, codes)
+        };
+        let mut best = (f32::INFINITY, f16::ZERO, [0; 16]);
+        for f in SUPER_SCALE_FACTORS {
+            let d = f16::from_f32(base * f);
+            let (e, codes) = codes_for(d.to_f32());
+            if e < best.0 {
+                best = (e, d, codes);
+            }
+        }
+        let (_, d, codes) = best;
+        let df = d.to_f32();
+        let mut q = [0u8; QK_K];
+        for (g, &c) in codes.iter().enumerate() {
+            let s = df * c as f32;
             let is = if s == 0.0 { 0.0 } else { 1.0 / s };
-            for (o, &v) in q[16 * g..16 * g + 16].iter_mut().zip(xs) {
+            for (o, &v) in q[16 * g..16 * g + 16].iter_mut().zip(&x[16 * g..]) {
                 *o = ((v * is).round().clamp(-32.0, 31.0) + 32.0) as u8;
             }
         }
@@ -253,6 +299,11 @@ impl Quantize for BlockQ6K {
             ql[64 * h + 32 * (k % 2) + l] |= (v & 15) << (4 * (k / 2));
             qh[32 * h + l] |= (v >> 4) << (2 * k);
         }
-        BlockQ6K { ql, qh, scales, d }
+        BlockQ6K {
+            ql,
+            qh,
+            scales: codes.map(|c| c as i8),
+            d,
+        }
     }
 }
