@@ -7,6 +7,8 @@ For each format writes OUT_DIR/<NAME>.raw.q (random blocks: random bytes with fi
 f16 scales), OUT_DIR/<NAME>.raw.deq (the oracle's f32 dequantization of them), and for the
 formats the oracle can quantize (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) OUT_DIR/<NAME>.f32 (input
 rows), <NAME>.q (the oracle's bytes) and <NAME>.deq. meta.json lists what was written.
+oracle.gguf is a file from the package's GGUFWriter (every value type, nested arrays,
+several tensor types); oracle_gguf.json records what went into it.
 tests/oracle.rs in crates/trueno-quant reads them (TRUENO_QUANT_FIXTURES=OUT_DIR).
 """
 
@@ -16,6 +18,8 @@ import sys
 
 import numpy as np
 from gguf import GGMLQuantizationType as T
+from gguf import GGUFValueType as V
+from gguf import GGUFWriter
 from gguf.constants import GGML_QUANT_SIZES
 from gguf.quants import dequantize, quantize
 
@@ -57,6 +61,68 @@ def input_rows(rng, block):
     return x.reshape(-1)
 
 
+def fnv64(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def write_gguf(rng, out):
+    path = os.path.join(out, "oracle.gguf")
+    w = GGUFWriter(path, arch="trueno-test")
+    kvs = [
+        ("test.u8", V.UINT8, 200), ("test.i8", V.INT8, -100), ("test.u16", V.UINT16, 65000),
+        ("test.i16", V.INT16, -32000), ("test.u32", V.UINT32, 4000000000),
+        ("test.i32", V.INT32, -2000000000), ("test.f32", V.FLOAT32, -1.25),
+        ("test.bool", V.BOOL, True), ("test.string", V.STRING, "héllo, GGUF"),
+        ("test.u64", V.UINT64, 2**63 + 5), ("test.i64", V.INT64, -(2**62)),
+        ("test.f64", V.FLOAT64, 1e-300),
+        ("test.empty_string", V.STRING, ""),
+    ]
+    for key, vt, val in kvs:
+        w.add_key_value(key, val, vt)
+    arrays = [
+        ("test.array.i32", V.INT32, [1, -2, 3]),
+        ("test.array.f32", V.FLOAT32, [0.5, -0.25]),
+        ("test.array.string", V.STRING, ["a", "bc", ""]),
+        ("test.array.bool", V.BOOL, [True, False, True]),
+        ("test.array.nested", V.ARRAY, [[1, 2], [3]]),
+    ]
+    for key, sub, val in arrays:
+        w.add_key_value(key, val, V.ARRAY, sub_type=sub)
+    tensors = []
+    f = rng.standard_normal((3, 64)).astype(np.float32)
+    w.add_tensor("t.f32", f)
+    tensors.append(("t.f32", [64, 3], "F32", f.tobytes()))
+    h = rng.standard_normal((2, 32)).astype(np.float16)
+    w.add_tensor("t.f16", h)
+    tensors.append(("t.f16", [32, 2], "F16", h.tobytes()))
+    for name in ["Q8_0", "Q4_0"]:
+        x = rng.standard_normal((4, 64)).astype(np.float32)
+        q = quantize(x, T[name])
+        w.add_tensor(f"t.{name}", q, raw_dtype=T[name])
+        tensors.append((f"t.{name}", [64, 4], name, q.tobytes()))
+    raw, _ = random_blocks(rng, "Q4_K")
+    k = raw[:6].reshape(2, 3 * 144)
+    w.add_tensor("t.Q4_K", k, raw_dtype=T.Q4_K)
+    tensors.append(("t.Q4_K", [768, 2], "Q4_K", k.tobytes()))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    expect = {
+        "kv": [[k, vt.name, v] for k, vt, v in kvs]
+        + [[k, "ARRAY", {"sub": sub.name, "items": v}] for k, sub, v in arrays],
+        "tensors": [
+            {"name": n, "dims": d, "type": t, "bytes": len(b), "fnv64": fnv64(b)}
+            for n, d, t, b in tensors
+        ],
+    }
+    with open(os.path.join(out, "oracle_gguf.json"), "w") as fh:
+        json.dump(expect, fh, indent=1)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -77,6 +143,7 @@ def main():
                 os.path.join(out, f"{name}.deq"))
             entry["quantized_elems"] = int(x.size)
         meta[name] = entry
+    write_gguf(rng, out)
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1)
     print(f"wrote oracle fixtures for {len(meta)} formats to {out}")

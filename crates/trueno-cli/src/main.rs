@@ -1,8 +1,10 @@
-//! `trueno`: what this machine can run, and how fast each ISA runs every operation.
+//! `trueno`: what this machine can run, how fast each ISA runs every operation, the PTX
+//! kernels, and GGUF files.
 
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod gguf;
 mod info;
 mod progress;
 mod ptx;
@@ -44,6 +46,23 @@ enum Command {
         #[command(subcommand)]
         command: PtxCommand,
     },
+    /// GGUF model files.
+    Gguf {
+        #[command(subcommand)]
+        command: GgufCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum GgufCommand {
+    /// Metadata, tensor table (name, type, shape, bytes, offset) and totals by type.
+    Inspect {
+        /// The .gguf file.
+        file: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -77,6 +96,9 @@ fn main() -> std::process::ExitCode {
         Command::Ptx {
             command: PtxCommand::Emit { kernel, target },
         } => ptx::emit(&kernel, &target),
+        Command::Gguf {
+            command: GgufCommand::Inspect { file, json },
+        } => gguf::inspect(&file, json),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -182,3 +182,53 @@ fn bench_gemm_reports_gflops_and_a_share_of_the_fma_peak_per_backend() {
             .all(|c| (c["speedup_vs_scalar"].as_f64().unwrap() - 1.0).abs() < 1e-9)
     );
 }
+
+#[test]
+fn gguf_inspect_prints_metadata_tensors_and_totals() {
+    use trueno_quant::gguf::{GgmlType, GgufValue, GgufWriter};
+    let dir = std::env::temp_dir().join(format!("trueno-cli-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.gguf");
+    let mut w = GgufWriter::new();
+    w.add_metadata("general.name", GgufValue::String("tiny".into()))
+        .unwrap();
+    let q = trueno_quant::quantize(trueno_quant::QuantFormat::Q6K, &[0.25; 512]).unwrap();
+    w.add_tensor(
+        "blk.0.w",
+        &[256, 2],
+        GgmlType::from_name("Q6_K").unwrap(),
+        q,
+    )
+    .unwrap();
+    w.write(&path).unwrap();
+    let p = path.to_str().unwrap();
+
+    let out = trueno(&["gguf", "inspect", p]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("general.name") && text.contains("\"tiny\""),
+        "{text}"
+    );
+    assert!(text.contains("blk.0.w") && text.contains("Q6_K"), "{text}");
+    assert!(text.contains("[256, 2]") && text.contains("420"), "{text}");
+
+    let out = trueno(&["gguf", "inspect", p, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tensors"][0]["bytes"], 420);
+    assert_eq!(v["totals"][0]["type"], "Q6_K");
+    assert_eq!(v["metadata"][0]["value"], "tiny");
+
+    // A file cut short fails with the reason and a non-zero exit, no panic.
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 10]).unwrap();
+    let out = trueno(&["gguf", "inspect", p]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("runs past the end"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -47,6 +47,9 @@ pub enum QuantError {
         /// The length given.
         got: usize,
     },
+    /// A GGUF file problem.
+    #[error(transparent)]
+    Gguf(#[from] crate::gguf::GgufError),
     /// An error from the trueno core (e.g. a forced backend this CPU lacks).
     #[error(transparent)]
     Trueno(#[from] trueno::TruenoError),

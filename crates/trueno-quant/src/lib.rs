@@ -5,6 +5,7 @@
 //! - [`dequantize`]: blocks to f32, equal bit for bit to GGML's reference.
 //! - [`quantize`]: f32 rows to blocks; Q4_0..Q8_0 byte-identical to the reference, the
 //!   K-quants with a least-squares scale/min search.
+//! - [`gguf`]: GGUF v2/v3 files, memory-mapped and checked, and a writer.
 //!
 //! ```
 //! use trueno_quant::{QuantFormat, dequantize, quantize};
@@ -22,6 +23,7 @@ pub mod blocks;
 mod dequant;
 mod error;
 mod format;
+pub mod gguf;
 mod isa;
 mod quantize;
 
