@@ -47,6 +47,16 @@ pub enum QuantError {
         /// The length given.
         got: usize,
     },
+    /// The operation has no form for this format.
+    #[error("{op} does not support {format}: {reason}")]
+    Unsupported {
+        /// The operation.
+        op: &'static str,
+        /// The format.
+        format: QuantFormat,
+        /// Why.
+        reason: &'static str,
+    },
     /// A GGUF file problem.
     #[error(transparent)]
     Gguf(#[from] crate::gguf::GgufError),

@@ -5,6 +5,9 @@
 //! - [`dequantize`]: blocks to f32, equal bit for bit to GGML's reference.
 //! - [`quantize`]: f32 rows to blocks; Q4_0..Q8_0 byte-identical to the reference, the
 //!   K-quants with a least-squares scale/min search.
+//! - [`dot_f32`], [`dot_q8`], [`matvec`], [`matvec_col_major`]: fused products on the
+//!   quantized bytes (blocks expanded in registers, or integer products against 8-bit
+//!   activations as GGML does), parallel over rows.
 //! - [`gguf`]: GGUF v2/v3 files, memory-mapped and checked, and a writer.
 //!
 //! ```
@@ -21,6 +24,7 @@
 
 pub mod blocks;
 mod dequant;
+mod dot;
 mod error;
 mod format;
 pub mod gguf;
@@ -31,6 +35,12 @@ pub use dequant::{
     dequantize, dequantize_nf4_to_f32, dequantize_q4_0_to_f32, dequantize_q4_1_to_f32,
     dequantize_q4_k_to_f32, dequantize_q5_0_to_f32, dequantize_q5_1_to_f32, dequantize_q5_k_to_f32,
     dequantize_q6_k_to_f32, dequantize_q8_0_to_f32, dequantize_q8_k_to_f32, dequantize_with,
+};
+pub use dot::{
+    MatvecPath, activation_format, dot_f32, dot_q8, matvec, matvec_col_major, matvec_nf4_f32,
+    matvec_q4_0_f32, matvec_q4_1_f32, matvec_q4_k_f32, matvec_q5_0_f32, matvec_q5_1_f32,
+    matvec_q5_k_f32, matvec_q6_k_f32, matvec_q8_0_f32, matvec_q8_k_f32, transpose_q4_k_for_matmul,
+    transpose_q5_k_for_matmul, transpose_q6_k_for_matmul,
 };
 pub use error::{QuantError, Result};
 pub use format::{FORMATS, FormatInfo, QuantFormat};

@@ -1,0 +1,190 @@
+//! Integer dot products of weight blocks with 8-bit activation blocks, as GGML computes
+//! them for speed: the activations are quantized once per vector (Q8_0 for the one-scale
+//! formats, Q8_K for the K-quants), each block's products are summed exactly in i32, and
+//! only the per-block (or per-sub-block) scales are applied in f32.
+
+use crate::blocks::*;
+use crate::dequant::scale_min;
+
+/// A weight block with an integer dot product against activation blocks `A`.
+pub(crate) trait IntDot: Block {
+    /// The activation block type (`BlockQ8_0` or `BlockQ8K`) of the same length.
+    type Act: Block;
+    /// `sum_l w[l] * a[l]`, in f32 from exact integer partial sums.
+    fn dot_q8(&self, a: &Self::Act) -> f32;
+}
+
+/// `sum_l q[l] * a[l]` over 32 lanes, exactly.
+#[inline(always)]
+fn idot32(q: &[i8; 32], a: &[i8; 32]) -> i32 {
+    let mut s = 0i32;
+    for l in 0..32 {
+        s += q[l] as i32 * a[l] as i32;
+    }
+    s
+}
+
+/// Nibble quants `l` (low) and `l + 16` (high) of a 32-weight block, minus `offset`.
+#[inline(always)]
+fn nibbles32(qs: &[u8; 16], offset: i8) -> [i8; 32] {
+    std::array::from_fn(|l| {
+        let n = if l < 16 { qs[l] & 15 } else { qs[l - 16] >> 4 };
+        n as i8 - offset
+    })
+}
+
+#[inline(always)]
+fn five_bit32(qs: &[u8; 16], qh: [u8; 4], offset: i8) -> [i8; 32] {
+    let h = u32::from_le_bytes(qh);
+    std::array::from_fn(|l| {
+        let n = if l < 16 { qs[l] & 15 } else { qs[l - 16] >> 4 };
+        (n | ((((h >> l) & 1) as u8) << 4)) as i8 - offset
+    })
+}
+
+fn sum32(a: &[i8; 32]) -> i32 {
+    a.iter().map(|&v| v as i32).sum()
+}
+
+impl IntDot for BlockQ4_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8_0) -> f32 {
+        let s = idot32(&nibbles32(&self.qs, 8), &a.qs);
+        self.d.to_f32() * a.d.to_f32() * s as f32
+    }
+}
+
+impl IntDot for BlockQ4_1 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8_0) -> f32 {
+        let s = idot32(&nibbles32(&self.qs, 0), &a.qs);
+        let da = a.d.to_f32();
+        self.d.to_f32() * da * s as f32 + self.m.to_f32() * da * sum32(&a.qs) as f32
+    }
+}
+
+impl IntDot for BlockQ5_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8_0) -> f32 {
+        let s = idot32(&five_bit32(&self.qs, self.qh, 16), &a.qs);
+        self.d.to_f32() * a.d.to_f32() * s as f32
+    }
+}
+
+impl IntDot for BlockQ5_1 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8_0) -> f32 {
+        let s = idot32(&five_bit32(&self.qs, self.qh, 0), &a.qs);
+        let da = a.d.to_f32();
+        self.d.to_f32() * da * s as f32 + self.m.to_f32() * da * sum32(&a.qs) as f32
+    }
+}
+
+impl IntDot for BlockQ8_0 {
+    type Act = BlockQ8_0;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8_0) -> f32 {
+        self.d.to_f32() * a.d.to_f32() * idot32(&self.qs, &a.qs) as f32
+    }
+}
+
+/// The shared part of Q4_K and Q5_K: eight sub-block sums of `q * a`, scaled by their
+/// 6-bit scales, minus the mins times the activations' sums (from Q8_K's `bsums`).
+#[inline(always)]
+fn dot_affine_k(d: f32, dmin: f32, scales: &[u8; 12], sums: [i32; 8], a: &BlockQ8K) -> f32 {
+    let (mut isum, mut msum) = (0i32, 0i32);
+    for (j, &s) in sums.iter().enumerate() {
+        let (sc, mn) = scale_min(j, scales);
+        isum += sc as i32 * s;
+        msum += mn as i32 * (a.bsums[2 * j] as i32 + a.bsums[2 * j + 1] as i32);
+    }
+    a.d * d * isum as f32 - a.d * dmin * msum as f32
+}
+
+impl IntDot for BlockQ4K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8K) -> f32 {
+        let mut sums = [0i32; 8];
+        for c in 0..4 {
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for l in 0..32 {
+                let q = self.qs[32 * c + l];
+                lo += (q & 15) as i32 * a.qs[64 * c + l] as i32;
+                hi += (q >> 4) as i32 * a.qs[64 * c + 32 + l] as i32;
+            }
+            sums[2 * c] = lo;
+            sums[2 * c + 1] = hi;
+        }
+        dot_affine_k(self.d.to_f32(), self.dmin.to_f32(), &self.scales, sums, a)
+    }
+}
+
+impl IntDot for BlockQ5K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8K) -> f32 {
+        let mut sums = [0i32; 8];
+        for c in 0..4 {
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for l in 0..32 {
+                let q = self.qs[32 * c + l];
+                let h = self.qh[l] >> (2 * c);
+                let q_lo = (q & 15) | ((h & 1) << 4);
+                let q_hi = (q >> 4) | ((h & 2) << 3);
+                lo += q_lo as i32 * a.qs[64 * c + l] as i32;
+                hi += q_hi as i32 * a.qs[64 * c + 32 + l] as i32;
+            }
+            sums[2 * c] = lo;
+            sums[2 * c + 1] = hi;
+        }
+        dot_affine_k(self.d.to_f32(), self.dmin.to_f32(), &self.scales, sums, a)
+    }
+}
+
+impl IntDot for BlockQ6K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8K) -> f32 {
+        let mut isum = 0i32;
+        for h in 0..2 {
+            let (ql, qh) = (&self.ql[64 * h..64 * h + 64], &self.qh[32 * h..32 * h + 32]);
+            let act = &a.qs[128 * h..128 * h + 128];
+            // Four quarters of 32 weights; each quarter has two 16-weight scales.
+            let mut quarter = [[0i32; 2]; 4];
+            for l in 0..32 {
+                let q = [
+                    ((ql[l] & 15) | ((qh[l] & 3) << 4)) as i32 - 32,
+                    ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32,
+                    ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32,
+                    ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32,
+                ];
+                for k in 0..4 {
+                    quarter[k][l / 16] += q[k] * act[32 * k + l] as i32;
+                }
+            }
+            for (k, halves) in quarter.iter().enumerate() {
+                for (g, &s) in halves.iter().enumerate() {
+                    isum += self.scales[8 * h + 2 * k + g] as i32 * s;
+                }
+            }
+        }
+        self.d.to_f32() * a.d * isum as f32
+    }
+}
+
+impl IntDot for BlockQ8K {
+    type Act = BlockQ8K;
+    #[inline(always)]
+    fn dot_q8(&self, a: &BlockQ8K) -> f32 {
+        let mut s = 0i32;
+        for l in 0..QK_K {
+            s += self.qs[l] as i32 * a.qs[l] as i32;
+        }
+        self.d * a.d * s as f32
+    }
+}

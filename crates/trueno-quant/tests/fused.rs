@@ -1,0 +1,284 @@
+//! Fused dot products and matvecs against dequantize-then-f64 references, on every ISA,
+//! with stated bounds:
+//! - f32 path: |dot - ref| <= (n/16 + 8) * eps * sum |w x|  (16 lanes, then a lane tree).
+//! - Int8 path: the activations are rounded to 8 bits first; against the reference over the
+//!   rounded activations x~ the error is only the f32 scaling of exact integer block sums,
+//!   <= 16 * eps * sum (|w| + max|w| of its block) |x~|; against exact x it adds
+//!   sum |w| |x - x~|.
+
+use trueno_quant::{
+    Isa, MatvecPath, QuantError, QuantFormat, activation_format, dequantize, dot_f32, dot_q8,
+    matvec, matvec_col_major, quantize, quantize_rows, transpose_q4_k_for_matmul,
+    transpose_q5_k_for_matmul, transpose_q6_k_for_matmul,
+};
+
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    fn normal(&mut self) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.normal()).collect()
+    }
+}
+
+const EPS: f64 = f32::EPSILON as f64;
+
+fn deq(format: QuantFormat, q: &[u8], n: usize) -> Vec<f32> {
+    let mut w = vec![0.0; n];
+    dequantize(format, q, &mut w).unwrap();
+    w
+}
+
+fn dot64(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| *x as f64 * *y as f64).sum()
+}
+
+fn abs_dot(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 * *y as f64).abs())
+        .sum()
+}
+
+/// `sum (|w| + max|w| of its block) |x|`: bounds the f32 terms of a block's scaling.
+fn scaled_mass(w: &[f32], x: &[f32], block: usize) -> f64 {
+    w.chunks(block)
+        .zip(x.chunks(block))
+        .map(|(wb, xb)| {
+            let m = wb.iter().fold(0.0f32, |a, v| a.max(v.abs())) as f64;
+            wb.iter()
+                .zip(xb)
+                .map(|(a, b)| (a.abs() as f64 + m) * b.abs() as f64)
+                .sum::<f64>()
+        })
+        .sum()
+}
+
+#[test]
+fn dots_match_the_dequantized_reference_on_every_isa() {
+    let mut rng = Rng(5);
+    for format in QuantFormat::ALL {
+        let be = format.info().block_elems;
+        for blocks in [1, 3, 17] {
+            let n = blocks * be;
+            let (wf, x) = (rng.vec(n), rng.vec(n));
+            let q = quantize(format, &wf).unwrap();
+            let w = deq(format, &q, n);
+            let exact = dot64(&w, &x);
+            let mut seen: Option<(f32, Option<f32>)> = None;
+            for (backend, isa) in Isa::available() {
+                let what = format!("{format} x{blocks} on {}", backend.name());
+                let d = dot_f32(isa, format, &q, &x).unwrap();
+                let bound = ((n / 16 + 8) as f64) * EPS * abs_dot(&w, &x);
+                assert!(
+                    (d as f64 - exact).abs() <= bound,
+                    "{what}: f32 dot {d} vs {exact} (bound {bound})"
+                );
+                let int = activation_format(format).map(|af| {
+                    let act = quantize(af, &x).unwrap();
+                    let xr = deq(af, &act, n);
+                    let d8 = dot_q8(isa, format, &q, &act).unwrap();
+                    let vs_rounded = dot64(&w, &xr);
+                    let bound = 16.0 * EPS * scaled_mass(&w, &xr, be);
+                    assert!(
+                        (d8 as f64 - vs_rounded).abs() <= bound,
+                        "{what}: int8 dot {d8} vs {vs_rounded} over rounded x (bound {bound})"
+                    );
+                    let act_err: f64 = w
+                        .iter()
+                        .zip(x.iter().zip(&xr))
+                        .map(|(wi, (a, b))| (wi.abs() * (a - b).abs()) as f64)
+                        .sum();
+                    assert!(
+                        (d8 as f64 - exact).abs() <= act_err + bound,
+                        "{what}: int8 dot {d8} vs exact {exact}"
+                    );
+                    d8
+                });
+                // Every ISA computes the same operations in the same order: equal bits.
+                match seen {
+                    None => seen = Some((d, int)),
+                    Some(first) => assert_eq!(first, (d, int), "{what} differs from baseline"),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matvec_rows_equal_row_dots_single_and_multi_threaded() {
+    let mut rng = Rng(6);
+    // 1024 x 1024 crosses the parallel threshold; 3 x 256 stays on one thread.
+    for (rows, cols) in [(3, 256), (1024, 1024)] {
+        for format in [
+            QuantFormat::Q4K,
+            QuantFormat::Q6K,
+            QuantFormat::Q8_0,
+            QuantFormat::Nf4,
+        ] {
+            let wf = rng.vec(rows * cols);
+            let q = quantize_rows(format, &wf, cols).unwrap();
+            let x = rng.vec(cols);
+            let rb = format.row_bytes(cols).unwrap();
+            let isa = Isa::current().unwrap();
+            for path in [MatvecPath::F32, MatvecPath::Int8] {
+                let mut y = vec![f32::NAN; rows];
+                matvec(format, &q, rows, cols, &x, &mut y, path).unwrap();
+                let one = rayon::ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .build()
+                    .unwrap();
+                let mut y1 = vec![f32::NAN; rows];
+                one.install(|| matvec(format, &q, rows, cols, &x, &mut y1, path))
+                    .unwrap();
+                assert_eq!(
+                    y, y1,
+                    "{format} {path:?} {rows}x{cols}: threads changed bits"
+                );
+                let act = activation_format(format).map(|af| quantize(af, &x).unwrap());
+                for (r, &yr) in y.iter().enumerate() {
+                    let row = &q[r * rb..(r + 1) * rb];
+                    let want = match (path, &act) {
+                        (MatvecPath::Int8, Some(a)) => dot_q8(isa, format, row, a).unwrap(),
+                        _ => dot_f32(isa, format, row, &x).unwrap(),
+                    };
+                    assert_eq!(yr, want, "{format} {path:?} row {r}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn column_major_matvec_and_the_transposes_agree_with_the_reference() {
+    let mut rng = Rng(7);
+    for (rows, cols) in [(256, 3), (512, 700), (1024, 1024)] {
+        for format in [QuantFormat::Q4K, QuantFormat::Q5_0, QuantFormat::Nf4] {
+            // Stored as `cols` columns of `rows` weights.
+            let wf = rng.vec(rows * cols);
+            let q = quantize_rows(format, &wf, rows).unwrap();
+            let colmajor = deq(format, &q, rows * cols);
+            let x = rng.vec(cols);
+            let mut y = vec![f32::NAN; rows];
+            matvec_col_major(format, &q, rows, cols, &x, &mut y).unwrap();
+            for (r, &yr) in y.iter().enumerate() {
+                let terms: Vec<f64> = (0..cols)
+                    .map(|c| colmajor[c * rows + r] as f64 * x[c] as f64)
+                    .collect();
+                let exact: f64 = terms.iter().sum();
+                let mass: f64 = terms.iter().map(|t| t.abs()).sum();
+                let bound = (cols as f64 + 2.0) * EPS * mass;
+                assert!(
+                    (yr as f64 - exact).abs() <= bound,
+                    "{format} {rows}x{cols} row {r}: {yr} vs {exact}"
+                );
+            }
+        }
+    }
+    type Transpose = fn(&[u8], usize, usize) -> trueno_quant::Result<Vec<u8>>;
+    let transposes: [(QuantFormat, Transpose, f64); 3] = [
+        (QuantFormat::Q4K, transpose_q4_k_for_matmul, 0.11),
+        (QuantFormat::Q5K, transpose_q5_k_for_matmul, 0.055),
+        (QuantFormat::Q6K, transpose_q6_k_for_matmul, 0.025),
+    ];
+    for (format, transpose, budget) in transposes {
+        let (rows, cols) = (512, 768);
+        let wf = rng.vec(rows * cols);
+        let q = quantize_rows(format, &wf, rows).unwrap();
+        let colmajor = deq(format, &q, rows * cols);
+        let t = transpose(&q, rows, cols).unwrap();
+        let rowmajor = deq(format, &t, rows * cols);
+        let (mut err, mut norm) = (0.0f64, 0.0f64);
+        for r in 0..rows {
+            for c in 0..cols {
+                let a = colmajor[c * rows + r] as f64;
+                err += (a - rowmajor[r * cols + c] as f64).powi(2);
+                norm += a * a;
+            }
+        }
+        // One more quantization of already-quantized values: within the round-trip budget
+        // (the same budgets as tests/roundtrip.rs).
+        let rel = (err / norm).sqrt();
+        assert!(rel <= budget, "{format}: requantized transpose error {rel}");
+        assert!(transpose(&q, rows, 100).is_err());
+    }
+}
+
+#[test]
+fn bad_shapes_and_inputs_are_errors() {
+    let q = quantize(QuantFormat::Q4K, &[0.5; 512]).unwrap();
+    let isa = Isa::current().unwrap();
+    let mut y = vec![0.0; 2];
+    assert!(matches!(
+        matvec(
+            QuantFormat::Q4K,
+            &q,
+            2,
+            256,
+            &[0.0; 255],
+            &mut y,
+            MatvecPath::F32
+        ),
+        Err(QuantError::BufferSize { what: "x", .. })
+    ));
+    assert!(matches!(
+        matvec(
+            QuantFormat::Q4K,
+            &q,
+            3,
+            256,
+            &[0.0; 256],
+            &mut y,
+            MatvecPath::F32
+        ),
+        Err(QuantError::BufferSize { .. })
+    ));
+    assert!(matches!(
+        matvec(
+            QuantFormat::Q4K,
+            &q,
+            2,
+            200,
+            &[0.0; 200],
+            &mut y,
+            MatvecPath::F32
+        ),
+        Err(QuantError::RowLength { .. })
+    ));
+    let mut x = vec![1.0; 256];
+    x[9] = f32::INFINITY;
+    assert!(matches!(
+        matvec(QuantFormat::Q4K, &q, 2, 256, &x, &mut y, MatvecPath::Int8),
+        Err(QuantError::NonFinite { index: 9, .. })
+    ));
+    let nf4 = quantize(QuantFormat::Nf4, &[0.5; 64]).unwrap();
+    assert!(matches!(
+        dot_q8(isa, QuantFormat::Nf4, &nf4, &[]),
+        Err(QuantError::Unsupported { .. })
+    ));
+    assert!(dot_f32(isa, QuantFormat::Q4K, &q[..100], &[0.0; 256]).is_err());
+    assert!(dot_q8(isa, QuantFormat::Q4K, &q, &[0; 10]).is_err());
+    // Empty rows: a zero-length product is zero.
+    assert_eq!(dot_f32(isa, QuantFormat::Q8_0, &[], &[]).unwrap(), 0.0);
+    let mut empty: [f32; 0] = [];
+    matvec(
+        QuantFormat::Q8_0,
+        &[],
+        0,
+        32,
+        &[0.0; 32],
+        &mut empty,
+        MatvecPath::Int8,
+    )
+    .unwrap();
+}
