@@ -22,6 +22,25 @@
 //! # Ok::<(), trueno_quant::QuantError>(())
 //! ```
 
+//!
+//! A quantized matvec, as an inference engine runs one:
+//!
+//! ```
+//! use trueno_quant::{MatvecPath, QuantFormat, dequantize, matvec, quantize_rows};
+//!
+//! let (rows, cols) = (8, 256);
+//! let w: Vec<f32> = (0..rows * cols).map(|i| ((i % 13) as f32 - 6.0) * 0.01).collect();
+//! let q = quantize_rows(QuantFormat::Q4K, &w, cols)?;   // 144 bytes per 256 weights
+//! let x = vec![1.0f32; cols];
+//! let mut y = vec![0.0f32; rows];
+//! matvec(QuantFormat::Q4K, &q, rows, cols, &x, &mut y, MatvecPath::Int8)?;
+//! let mut back = vec![0.0f32; rows * cols];
+//! dequantize(QuantFormat::Q4K, &q, &mut back)?;
+//! let exact: f32 = back[..cols].iter().sum();
+//! assert!((y[0] - exact).abs() < 1e-3);
+//! # Ok::<(), trueno_quant::QuantError>(())
+//! ```
+
 pub mod blocks;
 mod dequant;
 mod dot;

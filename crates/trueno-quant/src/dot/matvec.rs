@@ -3,7 +3,7 @@
 
 use rayon::prelude::*;
 
-use super::{IntDot, activation_format, by_format, by_int_format, row_dot_f32, row_dot_q8};
+use super::{activation_format, by_format, row_dot_f32, row_dot_q8_best};
 use crate::blocks::*;
 use crate::dequant::Dequantize;
 use crate::isa::{Isa, per_isa};
@@ -32,15 +32,7 @@ fn rows_f32<B: Dequantize>(w: &[u8], row_bytes: usize, x: &[f32], y: &mut [f32])
     }
 }
 
-#[inline(always)]
-fn rows_q8<B: IntDot>(w: &[u8], row_bytes: usize, act: &[u8], y: &mut [f32]) {
-    for (yi, row) in y.iter_mut().zip(w.chunks_exact(row_bytes)) {
-        *yi = row_dot_q8::<B>(row, act);
-    }
-}
-
 per_isa!(fn rows_f32_isa<B: Dequantize>(w: &[u8], row_bytes: usize, x: &[f32], y: &mut [f32]) = rows_f32);
-per_isa!(fn rows_q8_isa<B: IntDot>(w: &[u8], row_bytes: usize, act: &[u8], y: &mut [f32]) = rows_q8);
 
 fn check_shape(
     format: QuantFormat,
@@ -109,7 +101,9 @@ pub fn matvec(
     };
     let run = |w: &[u8], y: &mut [f32]| match &act {
         Some(a) => {
-            by_int_format!(format, rows_q8_isa, isa, w, row_bytes, a, y);
+            for (yi, row) in y.iter_mut().zip(w.chunks_exact(row_bytes)) {
+                *yi = row_dot_q8_best(isa, format, row, a);
+            }
         }
         None => by_format!(format, rows_f32_isa, isa, w, row_bytes, x, y),
     };
