@@ -9,4 +9,5 @@ OUT=${2:-target/quant-fixtures}
 [ -x "$V/bin/python" ] || python3 -m venv "$V" >&2
 "$V/bin/python" -c 'import gguf, numpy' 2>/dev/null || "$V/bin/pip" install -q gguf==0.19.0 numpy==2.4.6 >&2
 "$V/bin/python" "$(dirname "$0")/quant_fixtures.py" "$OUT" >&2
-echo "$OUT"
+# An absolute path: tests run with their crate's directory as the working directory.
+(cd "$OUT" && pwd)

@@ -2,28 +2,12 @@
 //! reader round-trip every value type; truncated, bit-flipped and hostile files give
 //! errors, never panics (a proptest mutator over valid files, bounded in cases).
 
-use std::path::PathBuf;
+mod common;
 
+use common::fixtures;
 use proptest::prelude::*;
 use serde_json::Value;
 use trueno_quant::gguf::{GgmlType, GgufError, GgufFile, GgufValue, GgufWriter, ValueType};
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("TRUENO_QUANT_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/quant-fixtures")
-        });
-    if dir.join("oracle.gguf").exists() {
-        return Some(dir);
-    }
-    assert!(
-        std::env::var("TRUENO_REQUIRE_ORACLE").as_deref() != Ok("1"),
-        "TRUENO_REQUIRE_ORACLE=1 but no oracle.gguf: run scripts/setup-quant-oracle.sh"
-    );
-    eprintln!("skipping: no oracle fixtures (run scripts/setup-quant-oracle.sh to make them)");
-    None
-}
 
 fn fnv64(data: &[u8]) -> u64 {
     data.iter().fold(0xcbf29ce484222325u64, |h, &b| {
@@ -77,7 +61,9 @@ fn expected(type_name: &str, v: &Value) -> GgufValue {
 
 #[test]
 fn a_file_from_the_oracle_writer_reads_back_exactly() {
-    let Some(dir) = fixtures() else { return };
+    let Some(dir) = fixtures("oracle.gguf") else {
+        return;
+    };
     let file = GgufFile::open(dir.join("oracle.gguf")).unwrap();
     let want: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("oracle_gguf.json")).unwrap())

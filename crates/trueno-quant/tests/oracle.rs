@@ -3,31 +3,12 @@
 //! `TRUENO_QUANT_FIXTURES` points). Without them these tests skip and say so, unless
 //! `TRUENO_REQUIRE_ORACLE=1` (set by .ci/run, which generates them) makes that a failure.
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::fixtures;
 use trueno_quant::{Isa, QuantFormat, dequantize_with, quantize};
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = std::env::var_os("TRUENO_QUANT_FIXTURES")
-        .map(PathBuf::from)
-        .or_else(|| {
-            Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/quant-fixtures"))
-        });
-    match dir {
-        Some(d) if d.join("meta.json").exists() => Some(d),
-        _ => {
-            assert!(
-                std::env::var("TRUENO_REQUIRE_ORACLE").as_deref() != Ok("1"),
-                "TRUENO_REQUIRE_ORACLE=1 but no fixtures were found: \
-                 run scripts/setup-quant-oracle.sh first"
-            );
-            eprintln!(
-                "skipping: no oracle fixtures (run scripts/setup-quant-oracle.sh to make them)"
-            );
-            None
-        }
-    }
-}
 
 fn read_f32(path: PathBuf) -> Vec<f32> {
     std::fs::read(&path)
@@ -60,7 +41,9 @@ const ORACLE_FORMATS: [QuantFormat; 8] = [
 
 #[test]
 fn dequantization_equals_the_oracle_bit_for_bit_on_every_isa() {
-    let Some(dir) = fixtures() else { return };
+    let Some(dir) = fixtures("meta.json") else {
+        return;
+    };
     for format in ORACLE_FORMATS {
         let name = format.info().name;
         let raw = std::fs::read(dir.join(format!("{name}.raw.q"))).unwrap();
@@ -75,7 +58,9 @@ fn dequantization_equals_the_oracle_bit_for_bit_on_every_isa() {
 
 #[test]
 fn legacy_quantization_equals_the_oracle_bytes() {
-    let Some(dir) = fixtures() else { return };
+    let Some(dir) = fixtures("meta.json") else {
+        return;
+    };
     for format in &ORACLE_FORMATS[..5] {
         let name = format.info().name;
         let x = read_f32(dir.join(format!("{name}.f32")));
