@@ -38,7 +38,7 @@ impl Dequantize for BlockQ4_1 {
 
 /// The five-bit quants of Q5_0/Q5_1: low nibbles plus bit `l` of `qh`.
 #[inline(always)]
-fn q5(qs: &[u8; 16], qh: [u8; 4]) -> [u8; 32] {
+pub(crate) fn q5(qs: &[u8; 16], qh: [u8; 4]) -> [u8; 32] {
     let h = u32::from_le_bytes(qh);
     std::array::from_fn(|l| {
         let nib = if l < 16 { qs[l] & 15 } else { qs[l - 16] >> 4 };

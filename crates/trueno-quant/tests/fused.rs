@@ -6,30 +6,14 @@
 //!   <= 16 * eps * sum (|w| + max|w| of its block) |x~|; against exact x it adds
 //!   sum |w| |x - x~|.
 
+mod common;
+
+use common::Rng;
 use trueno_quant::{
     Isa, MatvecPath, QuantError, QuantFormat, activation_format, dequantize, dot_f32, dot_q8,
     matvec, matvec_col_major, quantize, quantize_rows, transpose_q4_k_for_matmul,
     transpose_q5_k_for_matmul, transpose_q6_k_for_matmul,
 };
-
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f32 {
-        let (u, v) = (self.uniform(), self.uniform());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.normal()).collect()
-    }
-}
 
 const EPS: f64 = f32::EPSILON as f64;
 
@@ -262,6 +246,17 @@ fn bad_shapes_and_inputs_are_errors() {
             MatvecPath::F32
         ),
         Err(QuantError::RowLength { .. })
+    ));
+    // Column-major: x has `cols` entries, y `rows`; a wrong x is named as x.
+    let mut yc = vec![0.0; 256];
+    assert!(matches!(
+        matvec_col_major(QuantFormat::Q4K, &q, 256, 2, &[0.0; 3], &mut yc),
+        Err(QuantError::BufferSize {
+            what: "x",
+            expected: 2,
+            got: 3,
+            ..
+        })
     ));
     let mut x = vec![1.0; 256];
     x[9] = f32::INFINITY;

@@ -9,6 +9,9 @@
 //! sub-block scales rounded to 6 bits (Q6_K: 8 bits with `-128 / max`) and the weights
 //! re-rounded with them. Its output is the reconstruction, compared by squared error.
 
+mod common;
+
+use common::Rng;
 use trueno_quant::{QuantFormat, dequantize, quantize};
 
 mod reference {
@@ -175,27 +178,6 @@ mod reference {
             }
         }
         out
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f32 {
-        let (u, v) = (self.uniform(), self.uniform());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
-    /// Heavy-tailed (Student-t-like: a normal over a random spread), as LLM weights are.
-    fn heavy(&mut self) -> f32 {
-        let spread = (-self.uniform().ln()) as f32;
-        self.normal() * spread
     }
 }
 

@@ -2,26 +2,12 @@
 //! rejected with the row and element named; every ISA equal to the baseline on every format
 //! (including Q8_K and NF4, which the oracle lacks, checked against their formulas here).
 
+mod common;
+
+use common::Rng;
 use proptest::prelude::*;
 use trueno_quant::blocks::NF4_LEVELS;
 use trueno_quant::{Isa, QuantError, QuantFormat, dequantize, dequantize_with, quantize};
-
-/// Deterministic normal samples (Box-Muller over a 64-bit LCG): an independent source.
-struct Rng(u64);
-
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f32 {
-        let (u, v) = (self.uniform(), self.uniform());
-        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
-    }
-}
 
 /// Relative RMS error `|x - deq(q(x))| / |x|` over rows of standard normal weights.
 fn relative_rms_error(format: QuantFormat, rng: &mut Rng) -> f64 {

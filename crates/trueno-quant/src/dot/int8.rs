@@ -4,7 +4,7 @@
 //! only the per-block (or per-sub-block) scales are applied in f32.
 
 use crate::blocks::*;
-use crate::dequant::scale_min;
+use crate::dequant::{q5, scale_min};
 
 /// A weight block with an integer dot product against activation blocks `A`.
 pub(crate) trait IntDot: Block {
@@ -35,11 +35,7 @@ fn nibbles32(qs: &[u8; 16], offset: i8) -> [i8; 32] {
 
 #[inline(always)]
 fn five_bit32(qs: &[u8; 16], qh: [u8; 4], offset: i8) -> [i8; 32] {
-    let h = u32::from_le_bytes(qh);
-    std::array::from_fn(|l| {
-        let n = if l < 16 { qs[l] & 15 } else { qs[l - 16] >> 4 };
-        (n | ((((h >> l) & 1) as u8) << 4)) as i8 - offset
-    })
+    q5(qs, qh).map(|q| q as i8 - offset)
 }
 
 fn sum32(a: &[i8; 32]) -> i32 {
@@ -105,21 +101,26 @@ fn dot_affine_k(d: f32, dmin: f32, scales: &[u8; 12], sums: [i32; 8], a: &BlockQ
     a.d * d * isum as f32 - a.d * dmin * msum as f32
 }
 
+/// Q4_K and Q5_K sub-block sums of `q * a`; `hbit(j, l)` is the fifth bit (0 for Q4_K),
+/// as in `dequant::dequantize_k`.
+#[inline(always)]
+fn affine_k_sums(qs: &[u8; 128], hbit: impl Fn(usize, usize) -> u8, a: &BlockQ8K) -> [i32; 8] {
+    let mut sums = [0i32; 8];
+    for (j, s) in sums.iter_mut().enumerate() {
+        let (c, shift) = (j / 2, 4 * (j % 2));
+        for l in 0..32 {
+            let q = ((qs[32 * c + l] >> shift) & 15) | hbit(j, l);
+            *s += q as i32 * a.qs[32 * j + l] as i32;
+        }
+    }
+    sums
+}
+
 impl IntDot for BlockQ4K {
     type Act = BlockQ8K;
     #[inline(always)]
     fn dot_q8(&self, a: &BlockQ8K) -> f32 {
-        let mut sums = [0i32; 8];
-        for c in 0..4 {
-            let (mut lo, mut hi) = (0i32, 0i32);
-            for l in 0..32 {
-                let q = self.qs[32 * c + l];
-                lo += (q & 15) as i32 * a.qs[64 * c + l] as i32;
-                hi += (q >> 4) as i32 * a.qs[64 * c + 32 + l] as i32;
-            }
-            sums[2 * c] = lo;
-            sums[2 * c + 1] = hi;
-        }
+        let sums = affine_k_sums(&self.qs, |_, _| 0, a);
         dot_affine_k(self.d.to_f32(), self.dmin.to_f32(), &self.scales, sums, a)
     }
 }
@@ -128,20 +129,8 @@ impl IntDot for BlockQ5K {
     type Act = BlockQ8K;
     #[inline(always)]
     fn dot_q8(&self, a: &BlockQ8K) -> f32 {
-        let mut sums = [0i32; 8];
-        for c in 0..4 {
-            let (mut lo, mut hi) = (0i32, 0i32);
-            for l in 0..32 {
-                let q = self.qs[32 * c + l];
-                let h = self.qh[l] >> (2 * c);
-                let q_lo = (q & 15) | ((h & 1) << 4);
-                let q_hi = (q >> 4) | ((h & 2) << 3);
-                lo += q_lo as i32 * a.qs[64 * c + l] as i32;
-                hi += q_hi as i32 * a.qs[64 * c + 32 + l] as i32;
-            }
-            sums[2 * c] = lo;
-            sums[2 * c + 1] = hi;
-        }
+        let qh = &self.qh;
+        let sums = affine_k_sums(&self.qs, |j, l| ((qh[l] >> j) & 1) << 4, a);
         dot_affine_k(self.d.to_f32(), self.dmin.to_f32(), &self.scales, sums, a)
     }
 }

@@ -154,8 +154,23 @@ pub fn matvec_col_major(
     x: &[f32],
     y: &mut [f32],
 ) -> Result<()> {
-    // The stored shape is `cols` rows of `rows` weights.
-    let col_bytes = check_shape(format, w.len(), cols, rows, y.len(), x.len())?;
+    // The stored shape is `cols` rows of `rows` weights; x has `cols`, y `rows` entries.
+    let col_bytes = format.row_bytes(rows)?;
+    let checks = [
+        ("weight bytes", cols.saturating_mul(col_bytes), w.len()),
+        ("x", cols, x.len()),
+        ("y", rows, y.len()),
+    ];
+    for (what, expected, got) in checks {
+        if expected != got {
+            return Err(QuantError::BufferSize {
+                op: "matvec_col_major",
+                what,
+                expected,
+                got,
+            });
+        }
+    }
     let isa = Isa::current()?;
     let elems = format.info().block_elems;
     y.fill(0.0);

@@ -1,4 +1,6 @@
-//! Where the oracle fixtures are (see scripts/setup-quant-oracle.sh).
+//! Shared by the integration tests: where the oracle fixtures are (see
+//! scripts/setup-quant-oracle.sh) and a deterministic sample source.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 
@@ -21,4 +23,33 @@ pub fn fixtures(file: &str) -> Option<PathBuf> {
     );
     eprintln!("skipping: no oracle fixtures (run scripts/setup-quant-oracle.sh to make them)");
     None
+}
+
+/// Deterministic samples from a 64-bit LCG (Box-Muller for normals): an input source
+/// independent of the code under test.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Uniform in (0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+    /// Standard normal.
+    pub fn normal(&mut self) -> f32 {
+        let (u, v) = (self.uniform(), self.uniform());
+        ((-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()) as f32
+    }
+    /// Heavy-tailed (a normal over a random spread), as LLM weights are.
+    pub fn heavy(&mut self) -> f32 {
+        let spread = (-self.uniform().ln()) as f32;
+        self.normal() * spread
+    }
+    /// `n` standard normals.
+    pub fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.normal()).collect()
+    }
 }
