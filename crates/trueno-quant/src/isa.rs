@@ -3,12 +3,18 @@
 //! function for every x86 level, where the compiler vectorizes it for that ISA (AVX-512
 //! with byte shuffles, AVX2+FMA+F16C, AVX, and the SSE2 baseline). An [`Isa`] value exists
 //! only after run-time detection found every feature its instance was compiled with.
+//!
+//! Independently of the level, an `Isa` may carry VNNI (`vpdpbusd`: AVX-512 VNNI on the
+//! AVX-512 level, AVX-VNNI on the AVX2 level), which only the hand-written integer dots use.
 
 use trueno::{Backend, OpClass, TruenoError};
 
 /// A detected instruction-set level that the quantized kernels run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Isa(Level);
+pub struct Isa {
+    level: Level,
+    vnni: bool,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Level {
@@ -22,8 +28,8 @@ enum Level {
 }
 
 impl Isa {
-    /// The level matching trueno's `backend` (scalar and SSE2 share the baseline build), or
-    /// why this CPU cannot run it.
+    /// The level matching trueno's `backend` (scalar and SSE2 share the baseline build),
+    /// with VNNI where the CPU has it for that level, or why this CPU cannot run it.
     pub fn new(backend: Backend) -> crate::Result<Isa> {
         let unsupported = |reason: String| {
             Err(crate::QuantError::Trueno(TruenoError::UnsupportedBackend {
@@ -45,7 +51,24 @@ impl Isa {
         if !level_detected(level) {
             return unsupported(format!("this CPU lacks a feature of {level:?}"));
         }
-        Ok(Isa(level))
+        Ok(Isa {
+            level,
+            vnni: vnni_detected(level),
+        })
+    }
+
+    /// The same level without VNNI (to measure or test the `vpmaddubsw` kernels on a VNNI
+    /// CPU).
+    pub fn without_vnni(self) -> Isa {
+        Isa {
+            vnni: false,
+            ..self
+        }
+    }
+
+    /// Whether the integer dots use VNNI's `vpdpbusd`.
+    pub fn vnni(self) -> bool {
+        self.vnni
     }
 
     /// The level of trueno's process-wide engine (honours `TRUENO_BACKEND`).
@@ -56,17 +79,24 @@ impl Isa {
             .clone()
     }
 
-    /// Every level this CPU can run, baseline first (for tests and benchmarks).
+    /// Every level this CPU can run, baseline first, each with and (where detected)
+    /// without VNNI (for tests and benchmarks).
     pub fn available() -> Vec<(Backend, Isa)> {
-        [
+        let mut all = Vec::new();
+        for b in [
             Backend::Scalar,
             Backend::Avx,
             Backend::Avx2,
             Backend::Avx512,
-        ]
-        .into_iter()
-        .filter_map(|b| Isa::new(b).ok().map(|i| (b, i)))
-        .collect()
+        ] {
+            if let Ok(isa) = Isa::new(b) {
+                if isa.vnni {
+                    all.push((b, isa.without_vnni()));
+                }
+                all.push((b, isa));
+            }
+        }
+        all
     }
 }
 
@@ -88,9 +118,39 @@ fn level_detected(level: Level) -> bool {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+fn vnni_detected(level: Level) -> bool {
+    use std::arch::is_x86_feature_detected as has;
+    match level {
+        Level::Avx2 => has!("avxvnni"),
+        Level::Avx512 => has!("avx512vnni"),
+        _ => false,
+    }
+}
+
 #[cfg(not(target_arch = "x86_64"))]
 fn level_detected(_: Level) -> bool {
     true
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn vnni_detected(_: Level) -> bool {
+    false
+}
+
+impl std::fmt::Display for Isa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.level {
+            Level::Baseline => "baseline",
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx => "avx",
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx2 => "avx2",
+            #[cfg(target_arch = "x86_64")]
+            Level::Avx512 => "avx512",
+        };
+        write!(f, "{name}{}", if self.vnni { "+vnni" } else { "" })
+    }
 }
 
 /// `per_isa!(pub(crate) fn name<generics>(args) -> ret = body);` defines `name(isa, args)`
@@ -142,7 +202,7 @@ pub enum LevelTag {
 impl Isa {
     #[doc(hidden)]
     pub fn level(self) -> LevelTag {
-        match self.0 {
+        match self.level {
             Level::Baseline => LevelTag::Baseline,
             #[cfg(target_arch = "x86_64")]
             Level::Avx => LevelTag::Avx,

@@ -107,6 +107,77 @@ fn dots_match_the_dequantized_reference_on_every_isa() {
     }
 }
 
+/// Arbitrary bytes for `blocks` blocks of `format`, with each f16 (or f32) scale field set to
+/// a finite value: every quant and bit pattern occurs, including -128 in the 8-bit formats.
+fn raw_blocks(rng: &mut Rng, format: QuantFormat, blocks: usize, fill: Option<u8>) -> Vec<u8> {
+    let info = format.info();
+    let mut q: Vec<u8> = (0..blocks * info.block_bytes)
+        .map(|_| fill.unwrap_or((rng.uniform() * 256.0) as u8))
+        .collect();
+    // (offset, is f32) of each scale field.
+    let scales: &[(usize, bool)] = match format {
+        QuantFormat::Q4_1 | QuantFormat::Q5_1 | QuantFormat::Q4K | QuantFormat::Q5K => {
+            &[(0, false), (2, false)]
+        }
+        QuantFormat::Q6K => &[(208, false)],
+        QuantFormat::Q8K | QuantFormat::Nf4 => &[(0, true)],
+        _ => &[(0, false)],
+    };
+    for b in q.chunks_exact_mut(info.block_bytes) {
+        for &(at, wide) in scales {
+            let v = (rng.uniform() as f32 - 0.5) * 0.1;
+            if wide {
+                b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+            } else {
+                b[at..at + 2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+            }
+        }
+    }
+    if format == QuantFormat::Q8K {
+        // The 16-sums are part of the format: make them those of the quants.
+        for b in q.chunks_exact_mut(info.block_bytes) {
+            for g in 0..16 {
+                let s: i16 = b[4 + 16 * g..20 + 16 * g]
+                    .iter()
+                    .map(|&v| v as i8 as i16)
+                    .sum();
+                b[260 + 2 * g..262 + 2 * g].copy_from_slice(&s.to_le_bytes());
+            }
+        }
+    }
+    q
+}
+
+/// Any weight bytes against any activation bytes (-128 included, where `vpmaddubsw`'s
+/// sign trick would wrap): each ISA's integer dot equals the f64 dot of the dequantized
+/// blocks within the Int8 bound (the integer sums are exact; only f32 scaling rounds).
+#[test]
+fn integer_dots_hold_on_arbitrary_block_bytes() {
+    let mut rng = Rng(11);
+    for format in QuantFormat::ALL {
+        let Some(af) = activation_format(format) else {
+            continue;
+        };
+        let blocks = 2048 / format.info().block_elems;
+        let n = blocks * format.info().block_elems;
+        let act_blocks = n / af.info().block_elems;
+        for fill in [None, Some(0x80), Some(0x7f)] {
+            let q = raw_blocks(&mut rng, format, blocks, fill);
+            let act = raw_blocks(&mut rng, af, act_blocks, fill);
+            let (w, xr) = (deq(format, &q, n), deq(af, &act, n));
+            let want = dot64(&w, &xr);
+            let bound = 16.0 * EPS * scaled_mass(&w, &xr, format.info().block_elems);
+            for (_, isa) in Isa::available() {
+                let got = dot_q8(isa, format, &q, &act).unwrap() as f64;
+                assert!(
+                    (got - want).abs() <= bound,
+                    "{format} on {isa}, fill {fill:?}: {got} vs {want} (bound {bound})"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn matvec_rows_equal_row_dots_single_and_multi_threaded() {
     let mut rng = Rng(6);
