@@ -39,7 +39,11 @@ impl Isa {
         };
         backend.check_available()?;
         let level = match backend {
-            Backend::Scalar | Backend::Sse2 => Level::Baseline,
+            // On AArch64 and wasm32 the baseline build is the SIMD one: NEON is part of
+            // AArch64, and a wasm module is compiled with SIMD128 as a whole.
+            Backend::Scalar | Backend::Sse2 | Backend::Neon | Backend::WasmSimd128 => {
+                Level::Baseline
+            }
             #[cfg(target_arch = "x86_64")]
             Backend::Avx => Level::Avx,
             #[cfg(target_arch = "x86_64")]
@@ -83,12 +87,11 @@ impl Isa {
     /// without VNNI (for tests and benchmarks).
     pub fn available() -> Vec<(Backend, Isa)> {
         let mut all = Vec::new();
-        for b in [
-            Backend::Scalar,
-            Backend::Avx,
-            Backend::Avx2,
-            Backend::Avx512,
-        ] {
+        let baseline = match trueno::select_best_available_backend() {
+            b @ (Backend::Neon | Backend::WasmSimd128) => b,
+            _ => Backend::Scalar,
+        };
+        for b in [baseline, Backend::Avx, Backend::Avx2, Backend::Avx512] {
             if let Ok(isa) = Isa::new(b) {
                 if isa.vnni {
                     all.push((b, isa.without_vnni()));
@@ -141,6 +144,8 @@ fn vnni_detected(_: Level) -> bool {
 impl std::fmt::Display for Isa {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let name = match self.level {
+            Level::Baseline if cfg!(target_arch = "aarch64") => "neon",
+            Level::Baseline if cfg!(target_feature = "simd128") => "simd128",
             Level::Baseline => "baseline",
             #[cfg(target_arch = "x86_64")]
             Level::Avx => "avx",

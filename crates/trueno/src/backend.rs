@@ -21,9 +21,9 @@ pub enum Backend {
     Avx2,
     /// x86-64 AVX-512F, 16 lanes.
     Avx512,
-    /// AArch64 NEON, 4 lanes (kernels arrive with the NEON backend).
+    /// AArch64 NEON, 4 lanes (baseline on every AArch64 CPU).
     Neon,
-    /// WebAssembly SIMD128, 4 lanes (kernels arrive with the WASM backend).
+    /// WebAssembly SIMD128, 4 lanes (in modules built with `-C target-feature=+simd128`).
     WasmSimd128,
     /// Any GPU through wgpu (the trueno-wgpu crate).
     Gpu,
@@ -91,9 +91,15 @@ impl Backend {
         match self {
             Backend::Scalar => Ok(()),
             Backend::Sse2 | Backend::Avx | Backend::Avx2 | Backend::Avx512 => x86_check(self),
-            Backend::Neon => missing("NEON kernels are not built into this version of trueno"),
+            Backend::Neon => neon_check(),
             Backend::WasmSimd128 => {
-                missing("WASM SIMD128 kernels are not built into this version of trueno")
+                if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+                    Ok(())
+                } else if cfg!(target_arch = "wasm32") {
+                    missing("this module was built without -C target-feature=+simd128")
+                } else {
+                    missing("SIMD128 is a WebAssembly instruction set")
+                }
             }
             Backend::Gpu => missing("GPU ops live in the trueno-wgpu crate, not the CPU engine"),
             Backend::Cuda => missing("CUDA ops live in the trueno-gpu crate, not the CPU engine"),
@@ -104,6 +110,26 @@ impl Backend {
     pub fn is_available(self) -> bool {
         self.check_available().is_ok()
     }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn neon_check() -> Result<()> {
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        Ok(())
+    } else {
+        Err(TruenoError::UnsupportedBackend {
+            backend: Backend::Neon,
+            reason: "this CPU lacks neon".to_string(),
+        })
+    }
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn neon_check() -> Result<()> {
+    Err(TruenoError::UnsupportedBackend {
+        backend: Backend::Neon,
+        reason: "NEON is an AArch64 instruction set".to_string(),
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -350,11 +376,36 @@ mod tests {
 
     #[test]
     fn unavailable_backend_is_an_error_naming_it() {
-        match Backend::Neon.check_available() {
-            Err(TruenoError::UnsupportedBackend { backend, .. }) => {
-                assert_eq!(backend, Backend::Neon)
-            }
+        // The instruction set of another architecture than this build's.
+        let foreign = if cfg!(target_arch = "aarch64") {
+            Backend::Avx2
+        } else {
+            Backend::Neon
+        };
+        match foreign.check_available() {
+            Err(TruenoError::UnsupportedBackend { backend, .. }) => assert_eq!(backend, foreign),
             other => panic!("expected UnsupportedBackend, got {other:?}"),
+        }
+    }
+
+    /// Which SIMD backend each target must select: proves NEON / SIMD128 are the paths
+    /// that run under qemu and node, not a scalar fallback.
+    #[test]
+    fn the_target_selects_its_simd_backend() {
+        let best = select_best_available_backend();
+        if cfg!(target_arch = "aarch64") {
+            assert_eq!(best, Backend::Neon);
+        } else if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+            assert_eq!(best, Backend::WasmSimd128);
+        } else if cfg!(target_arch = "x86_64") {
+            assert!(best >= Backend::Sse2 && best <= Backend::Avx512);
+        } else {
+            assert_eq!(best, Backend::Scalar);
+        }
+        if !cfg!(target_arch = "x86_64") {
+            for class in OpClass::ALL {
+                assert_eq!(class.preferred_backend(), best);
+            }
         }
     }
 }

@@ -89,6 +89,11 @@ impl_kernels!(crate::simd::avx::Avx, "avx");
 impl_kernels!(crate::simd::avx2::Avx2, "avx2,fma,f16c");
 #[cfg(target_arch = "x86_64")]
 impl_kernels!(crate::simd::avx512::Avx512, "avx512f,avx2,fma,f16c");
+#[cfg(target_arch = "aarch64")]
+impl_kernels!(crate::simd::neon::Neon, "neon");
+// A wasm module is validated whole: SIMD128 is a build-time choice, no per-function feature.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+impl_kernels!(crate::simd::wasm::Simd128);
 
 /// The kernels of `backend`, or why this CPU cannot run them.
 pub(crate) fn kernels_for(backend: Backend) -> Result<&'static dyn Kernels> {
@@ -103,6 +108,10 @@ pub(crate) fn kernels_for(backend: Backend) -> Result<&'static dyn Kernels> {
         Backend::Avx2 => crate::simd::avx2::Avx2::detect().map(leak),
         #[cfg(target_arch = "x86_64")]
         Backend::Avx512 => crate::simd::avx512::Avx512::detect().map(leak),
+        #[cfg(target_arch = "aarch64")]
+        Backend::Neon => crate::simd::neon::Neon::detect().map(leak),
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        Backend::WasmSimd128 => crate::simd::wasm::Simd128::detect().map(leak),
         _ => None,
     };
     // check_available and the tokens' detect test the same features; a mismatch is a bug
@@ -114,7 +123,11 @@ pub(crate) fn kernels_for(backend: Backend) -> Result<&'static dyn Kernels> {
 }
 
 /// Gives a zero-sized token a `'static` home (no allocation happens for a ZST).
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "aarch64",
+    all(target_arch = "wasm32", target_feature = "simd128")
+))]
 fn leak<T: Kernels + 'static>(t: T) -> &'static dyn Kernels {
     debug_assert_eq!(std::mem::size_of::<T>(), 0);
     Box::leak(Box::new(t))
@@ -185,21 +198,31 @@ mod tests {
     }
 
     fn child(backend: &str, expect: &str) -> std::process::Output {
-        Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "dispatch::tests::override_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("TRUENO_BACKEND", backend)
-            .env("TRUENO_TEST_EXPECT", expect)
-            .output()
-            .unwrap()
+        // Under an emulator (cross tests), the child starts through it too.
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = match std::env::var_os("TRUENO_TEST_RUNNER") {
+            Some(runner) => {
+                let mut c = Command::new(runner);
+                c.arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.args([
+            "--exact",
+            "dispatch::tests::override_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TRUENO_BACKEND", backend)
+        .env("TRUENO_TEST_EXPECT", expect)
+        .output()
+        .unwrap()
     }
 
     #[test]
+    #[cfg_attr(target_os = "wasi", ignore = "WASI cannot start a child process")]
     fn override_pins_every_class_and_that_backend_runs() {
         for b in available_cpu_backends() {
             let out = child(b.name(), b.name());
@@ -213,13 +236,40 @@ mod tests {
                 "child did not run"
             );
         }
-        for bad in ["avx9000", "neon", "cuda"] {
+        let foreign = if cfg!(target_arch = "aarch64") {
+            "avx2"
+        } else {
+            "neon"
+        };
+        for bad in ["avx9000", foreign, "cuda"] {
             let out = child(bad, "error");
             assert!(
                 out.status.success(),
                 "TRUENO_BACKEND={bad}: {}",
                 String::from_utf8_lossy(&out.stdout)
             );
+        }
+    }
+
+    /// On every target the best SIMD backend's kernels are the ones that execute: NEON
+    /// under qemu-aarch64, SIMD128 under node, not a scalar fallback.
+    #[test]
+    fn the_targets_simd_kernels_run() {
+        use crate::OpClass::*;
+        let e = crate::engine().expect("engine");
+        let want: Vec<Backend> = [Elementwise, Transcendental, Reduction, Conversion]
+            .map(|c| e.backend(c))
+            .to_vec();
+        assert_eq!(run_every_class(), want);
+        let simd = if cfg!(target_arch = "aarch64") {
+            Some(Backend::Neon)
+        } else if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+            Some(Backend::WasmSimd128)
+        } else {
+            None
+        };
+        if let Some(simd) = simd {
+            assert!(want.iter().all(|&b| b == simd), "{want:?} ran, not {simd}");
         }
     }
 

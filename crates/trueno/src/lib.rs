@@ -39,6 +39,8 @@ mod parallel;
 mod reductions;
 mod simd;
 mod vector;
+#[cfg(all(target_os = "wasi", feature = "wasi-pthread-stubs"))]
+mod wasi_stubs;
 
 pub use backend::{
     Backend, OpClass, available_cpu_backends, select_backend_for_operation,

@@ -150,6 +150,10 @@ const OPS: [(Transpose, Transpose); 4] = [
 ];
 
 fn one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    // wasm32 has no threads to spawn a pool on: everything already runs on one.
+    if cfg!(target_arch = "wasm32") {
+        return f();
+    }
     rayon::ThreadPoolBuilder::new()
         .num_threads(1)
         .build()

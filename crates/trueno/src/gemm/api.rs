@@ -89,7 +89,8 @@ impl Engine {
     /// let a = Matrix::from_fn(200, 300, |i, j| (i + j) as f32 * 1e-3)?;
     /// let mut c = Matrix::zeros(200, 200)?;
     /// let p = e.gemm_profiled(1.0, a.view(), Transpose::No, a.view(), Transpose::Yes, 0.0, &mut c.view_mut())?;
-    /// assert!(p.kernel > std::time::Duration::ZERO && p.total >= p.kernel);
+    /// // Level times are summed over threads, so with several they may exceed `total`.
+    /// assert!(p.kernel > std::time::Duration::ZERO && p.total > std::time::Duration::ZERO);
     /// # Ok::<(), trueno::TruenoError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]

@@ -57,6 +57,10 @@ micro_shapes! {
     (Avx2, 6, 2, [(6, 2), (4, 3), (8, 1)]),
     (Avx, 6, 2, [(6, 2)]),
     (Sse2, 6, 2, [(6, 2), (4, 3)]),
+    // 32 vector registers: 16 accumulators, two B vectors and A broadcasts by lane.
+    (Neon, 8, 2, [(8, 2), (6, 2), (4, 4)]),
+    // Engines map SIMD128 onto 16 x86 / 32 ARM registers: the SSE2 shape.
+    (WasmSimd128, 6, 2, [(6, 2), (4, 3)]),
 }
 
 fn shape_override() -> Option<(usize, usize)> {

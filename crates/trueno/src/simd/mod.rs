@@ -28,9 +28,13 @@ pub(crate) mod avx;
 pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod avx512;
+#[cfg(target_arch = "aarch64")]
+pub(crate) mod neon;
 pub(crate) mod scalar;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod sse2;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+pub(crate) mod wasm;
 
 /// The widest vector any implementor has, in f32 lanes: sizes stack buffers for tails.
 pub(crate) const MAX_LANES: usize = 16;
