@@ -113,9 +113,21 @@ fn features() -> Vec<(&'static str, bool)> {
         .collect()
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(target_arch = "aarch64")]
 fn features() -> Vec<(&'static str, bool)> {
-    Vec::new()
+    use std::arch::is_aarch64_feature_detected as has;
+    vec![
+        ("neon", has!("neon")),
+        ("fp16", has!("fp16")),
+        ("dotprod", has!("dotprod")),
+        ("i8mm", has!("i8mm")),
+        ("sve", has!("sve")),
+    ]
+}
+
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn features() -> Vec<(&'static str, bool)> {
+    vec![("simd128", cfg!(target_feature = "simd128"))]
 }
 
 pub fn run(json: bool) -> trueno::Result<()> {

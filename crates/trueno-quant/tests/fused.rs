@@ -197,13 +197,8 @@ fn matvec_rows_equal_row_dots_single_and_multi_threaded() {
             for path in [MatvecPath::F32, MatvecPath::Int8] {
                 let mut y = vec![f32::NAN; rows];
                 matvec(format, &q, rows, cols, &x, &mut y, path).unwrap();
-                let one = rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .build()
-                    .unwrap();
                 let mut y1 = vec![f32::NAN; rows];
-                one.install(|| matvec(format, &q, rows, cols, &x, &mut y1, path))
-                    .unwrap();
+                common::one_thread(|| matvec(format, &q, rows, cols, &x, &mut y1, path)).unwrap();
                 assert_eq!(
                     y, y1,
                     "{format} {path:?} {rows}x{cols}: threads changed bits"

@@ -24,13 +24,16 @@ fn idot32(q: &[i8; 32], a: &[i8; 32]) -> i32 {
     s
 }
 
-/// Nibble quants `l` (low) and `l + 16` (high) of a 32-weight block, minus `offset`.
+/// Nibble quants `l` (low) and `l + 16` (high) of a 32-weight block, minus `offset`
+/// (branch-free, so it vectorizes on every ISA, NEON and SIMD128 included).
 #[inline(always)]
 fn nibbles32(qs: &[u8; 16], offset: i8) -> [i8; 32] {
-    std::array::from_fn(|l| {
-        let n = if l < 16 { qs[l] & 15 } else { qs[l - 16] >> 4 };
-        n as i8 - offset
-    })
+    let mut out = [0i8; 32];
+    for l in 0..16 {
+        out[l] = (qs[l] & 15) as i8 - offset;
+        out[l + 16] = (qs[l] >> 4) as i8 - offset;
+    }
+    out
 }
 
 #[inline(always)]
@@ -135,6 +138,14 @@ impl IntDot for BlockQ5K {
     }
 }
 
+/// Quant `l` of quarter `k` of a Q6_K half (`ql` 64 bytes, `qh` 32), offset removed.
+#[inline(always)]
+fn q6(ql: &[u8], qh: &[u8], k: usize, l: usize) -> i32 {
+    let low = if k.is_multiple_of(2) { ql[l] } else { ql[l + 32] };
+    let low = if k < 2 { low & 15 } else { low >> 4 };
+    (low | ((qh[l] >> (2 * k)) & 3) << 4) as i32 - 32
+}
+
 impl IntDot for BlockQ6K {
     type Act = BlockQ8K;
     #[inline(always)]
@@ -144,20 +155,12 @@ impl IntDot for BlockQ6K {
             let (ql, qh) = (&self.ql[64 * h..64 * h + 64], &self.qh[32 * h..32 * h + 32]);
             let act = &a.qs[128 * h..128 * h + 128];
             // Four quarters of 32 weights; each quarter has two 16-weight scales.
-            let mut quarter = [[0i32; 2]; 4];
-            for l in 0..32 {
-                let q = [
-                    ((ql[l] & 15) | ((qh[l] & 3) << 4)) as i32 - 32,
-                    ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32,
-                    ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32,
-                    ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32,
-                ];
-                for k in 0..4 {
-                    quarter[k][l / 16] += q[k] * act[32 * k + l] as i32;
-                }
-            }
-            for (k, halves) in quarter.iter().enumerate() {
-                for (g, &s) in halves.iter().enumerate() {
+            for k in 0..4 {
+                for g in 0..2 {
+                    let mut s = 0i32;
+                    for l in 16 * g..16 * g + 16 {
+                        s += q6(ql, qh, k, l) * act[32 * k + l] as i32;
+                    }
                     isum += self.scales[8 * h + 2 * k + g] as i32 * s;
                 }
             }

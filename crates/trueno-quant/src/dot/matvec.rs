@@ -1,9 +1,7 @@
 //! Quantized matrix-vector products, split over rayon by rows (row-major weights) or by
 //! column blocks (column-major weights), and the requantizing transpose between the two.
 
-use rayon::prelude::*;
-
-use super::{activation_format, by_format, row_dot_f32, row_dot_q8_best};
+use super::{activation_format, by_format, par, row_dot_f32, row_dot_q8_best};
 use crate::blocks::*;
 use crate::dequant::Dequantize;
 use crate::isa::{Isa, per_isa};
@@ -107,12 +105,12 @@ pub fn matvec(
         }
         None => by_format!(format, rows_f32_isa, isa, w, row_bytes, x, y),
     };
-    if rows * cols < PARALLEL_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
+    if rows * cols < PARALLEL_MIN_WEIGHTS || par::threads() == 1 {
         run(w, y);
     } else {
-        y.par_chunks_mut(ROWS_PER_TASK)
-            .zip(w.par_chunks(ROWS_PER_TASK * row_bytes))
-            .for_each(|(yc, wc)| run(wc, yc));
+        par::zip_chunks(y, ROWS_PER_TASK, w, ROWS_PER_TASK * row_bytes, |yc, wc| {
+            run(wc, yc)
+        });
     }
     Ok(())
 }
@@ -175,7 +173,7 @@ pub fn matvec_col_major(
     let elems = format.info().block_elems;
     y.fill(0.0);
     let n_blocks = rows / elems;
-    let per_task = (n_blocks / (4 * rayon::current_num_threads())).max(1);
+    let per_task = (n_blocks / (4 * par::threads())).max(1);
     let run = |b0: usize, yc: &mut [f32]| {
         let blocks = (b0, b0 + yc.len() / elems);
         by_format!(format, cols_axpy_isa, isa, w, col_bytes, blocks, x, yc)
@@ -183,9 +181,7 @@ pub fn matvec_col_major(
     if rows * cols < PARALLEL_MIN_WEIGHTS {
         run(0, y);
     } else {
-        y.par_chunks_mut(per_task * elems)
-            .enumerate()
-            .for_each(|(t, yc)| run(t * per_task, yc));
+        par::indexed_chunks(y, per_task * elems, |t, yc| run(t * per_task, yc));
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 mod int8;
 mod matvec;
+mod par;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 

@@ -147,6 +147,7 @@ pub struct GgufFile {
 }
 
 enum Backing {
+    #[cfg(not(target_arch = "wasm32"))]
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
 }
@@ -154,6 +155,7 @@ enum Backing {
 impl Backing {
     fn bytes(&self) -> &[u8] {
         match self {
+            #[cfg(not(target_arch = "wasm32"))]
             Backing::Mapped(m) => m,
             Backing::Owned(v) => v,
         }
@@ -161,7 +163,7 @@ impl Backing {
 }
 
 impl GgufFile {
-    /// Maps and parses the file at `path`.
+    /// Maps and parses the file at `path` (on wasm32, which has no memory maps, reads it).
     ///
     /// The mapping is read-only; as with any memory map, another process truncating or
     /// rewriting the file while it is open is outside what this can guard against.
@@ -171,11 +173,16 @@ impl GgufFile {
             path: path.display().to_string(),
             message: e.to_string(),
         };
-        let file = std::fs::File::open(path).map_err(io)?;
-        // SAFETY: the map is read-only and lives as long as `GgufFile`; the file is not
-        // modified by this process (see the doc comment for other processes).
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
-        GgufFile::parse(Backing::Mapped(map))
+        #[cfg(target_arch = "wasm32")]
+        return GgufFile::parse(Backing::Owned(std::fs::read(path).map_err(io)?));
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let file = std::fs::File::open(path).map_err(io)?;
+            // SAFETY: the map is read-only and lives as long as `GgufFile`; the file is not
+            // modified by this process (see the doc comment for other processes).
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+            GgufFile::parse(Backing::Mapped(map))
+        }
     }
 
     /// Parses a GGUF image held in memory.

@@ -53,3 +53,15 @@ impl Rng {
         (0..n).map(|_| self.normal()).collect()
     }
 }
+
+/// Runs `f` on a one-thread rayon pool (wasm32 has no threads: everything runs on one).
+pub fn one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if cfg!(target_arch = "wasm32") {
+        return f();
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .expect("a one-thread pool")
+        .install(f)
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The NEON and WASM SIMD128 runs of the test suites (issue 6), as .ci/run does them:
+#  - aarch64-unknown-linux-gnu under qemu-aarch64: trueno and trueno-quant, every test, and
+#    `trueno info` (which must report NEON as the backend);
+#  - wasm32-wasip1 under node's WASI: the same suites' unit and integration tests, threads
+#    off (no `parallel` feature);
+#  - wasm32-unknown-unknown: trueno-wasm's exports called from `node --test`.
+# Installs what it needs through scripts/setup-cross.sh (Debian packages; std is built
+# once per target with -Zbuild-std into target/cross).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/setup-cross.sh
+cargo=("$CROSS_CARGO")
+dir=(--target-dir target/cross)
+
+echo "== aarch64 (NEON) under qemu-aarch64"
+timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
+    -Zbuild-std "${dir[@]}"
+timeout 1200 "${cargo[@]}" build -p trueno-cli --target aarch64-unknown-linux-gnu -Zbuild-std "${dir[@]}"
+info=$(timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json)
+echo "$info" | python3 -c '
+import json, sys
+i = json.load(sys.stdin)
+assert i["arch"] == "aarch64", i["arch"]
+assert i["best_backend"] == "neon", i["best_backend"]
+assert i["gemm"]["backend"] == "neon", i["gemm"]
+assert dict(i["features"])["neon"], i["features"]
+print("trueno info on aarch64: best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])'
+
+echo "== wasm32-wasip1 (SIMD128) under node's WASI"
+timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features \
+    --features trueno/wasi-pthread-stubs --target wasm32-wasip1 \
+    -Zbuild-std=std,panic_abort "${dir[@]}" --lib --tests
+
+echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
+timeout 900 "${cargo[@]}" build -p trueno-wasm --release --target wasm32-unknown-unknown \
+    -Zbuild-std=std,panic_abort "${dir[@]}"
+TRUENO_WASM=target/cross/wasm32-unknown-unknown/release/trueno_wasm.wasm \
+    node --test crates/trueno-wasm/tests/
