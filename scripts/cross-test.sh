@@ -4,7 +4,8 @@
 #    `trueno info` (which must report NEON as the backend);
 #  - wasm32-wasip1 under node's WASI: the same suites' unit and integration tests, threads
 #    off (no `parallel` feature);
-#  - wasm32-unknown-unknown: trueno-wasm's exports called from `node --test`.
+#  - wasm32-unknown-unknown: trueno-wasm's exports called from `node --test`, built with
+#    SIMD128 and without it (the scalar backend must then be the one that runs).
 # Installs what it needs through scripts/setup-cross.sh (Debian packages; std is built
 # once per target with -Zbuild-std into target/cross).
 set -euo pipefail
@@ -37,3 +38,10 @@ timeout 900 "${cargo[@]}" build -p trueno-wasm --release --target wasm32-unknown
     -Zbuild-std=std,panic_abort "${dir[@]}"
 TRUENO_WASM=target/cross/wasm32-unknown-unknown/release/trueno_wasm.wasm \
     node --test crates/trueno-wasm/tests/
+
+echo "== wasm32-unknown-unknown without +simd128: the scalar build still works"
+CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="" timeout 900 "${cargo[@]}" build -p trueno-wasm \
+    --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
+    --target-dir target/cross-scalar
+TRUENO_WASM=target/cross-scalar/wasm32-unknown-unknown/release/trueno_wasm.wasm \
+    TRUENO_WASM_BACKEND=scalar node --test crates/trueno-wasm/tests/

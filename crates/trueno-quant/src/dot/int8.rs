@@ -141,7 +141,11 @@ impl IntDot for BlockQ5K {
 /// Quant `l` of quarter `k` of a Q6_K half (`ql` 64 bytes, `qh` 32), offset removed.
 #[inline(always)]
 fn q6(ql: &[u8], qh: &[u8], k: usize, l: usize) -> i32 {
-    let low = if k.is_multiple_of(2) { ql[l] } else { ql[l + 32] };
+    let low = if k.is_multiple_of(2) {
+        ql[l]
+    } else {
+        ql[l + 32]
+    };
     let low = if k < 2 { low & 15 } else { low >> 4 };
     (low | ((qh[l] >> (2 * k)) & 3) << 4) as i32 - 32
 }

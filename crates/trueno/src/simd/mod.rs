@@ -204,7 +204,17 @@ pub(crate) mod half_bits {
 }
 
 /// Half-precision loads and stores one lane at a time, for ISAs without conversion
-/// instructions (SSE2, AVX): the bit-exact `half_bits` routines around a vector load/store.
+/// instructions (SSE2, AVX, NEON and SIMD128 here): the bit-exact `half_bits` routines
+/// around a vector load/store. A build with none of those (wasm32 without SIMD128) has no
+/// user.
+#[cfg_attr(
+    not(any(
+        target_arch = "x86_64",
+        target_arch = "aarch64",
+        target_feature = "simd128"
+    )),
+    allow(dead_code, unused_macros, unused_imports)
+)]
 pub(crate) mod lanewise {
     use super::{MAX_LANES, Simd};
 
