@@ -13,11 +13,15 @@ cd "$(dirname "$0")/.."
 . scripts/setup-cross.sh
 cargo=("$CROSS_CARGO")
 dir=(--target-dir target/cross)
+# Every build below shares the test profile (opt-level 2), so std is built once per target;
+# no debuginfo: these runs are for pass/fail, and it halves link time.
+export CARGO_PROFILE_TEST_DEBUG=0
 
 echo "== aarch64 (NEON) under qemu-aarch64"
 timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
-timeout 1200 "${cargo[@]}" build -p trueno-cli --target aarch64-unknown-linux-gnu -Zbuild-std "${dir[@]}"
+timeout 1200 "${cargo[@]}" build -p trueno-cli --profile test --target aarch64-unknown-linux-gnu \
+    -Zbuild-std "${dir[@]}"
 info=$(timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json)
 echo "$info" | python3 -c '
 import json, sys
@@ -34,14 +38,14 @@ timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features 
     -Zbuild-std=std,panic_abort "${dir[@]}" --lib --tests
 
 echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
-timeout 900 "${cargo[@]}" build -p trueno-wasm --release --target wasm32-unknown-unknown \
+timeout 900 "${cargo[@]}" build -p trueno-wasm --profile test --target wasm32-unknown-unknown \
     -Zbuild-std=std,panic_abort "${dir[@]}"
-TRUENO_WASM=target/cross/wasm32-unknown-unknown/release/trueno_wasm.wasm \
+TRUENO_WASM=target/cross/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
     node --test crates/trueno-wasm/tests/
 
 echo "== wasm32-unknown-unknown without +simd128: the scalar build still works"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="" timeout 900 "${cargo[@]}" build -p trueno-wasm \
-    --release --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
+    --profile test --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
     --target-dir target/cross-scalar
-TRUENO_WASM=target/cross-scalar/wasm32-unknown-unknown/release/trueno_wasm.wasm \
+TRUENO_WASM=target/cross-scalar/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
     TRUENO_WASM_BACKEND=scalar node --test crates/trueno-wasm/tests/

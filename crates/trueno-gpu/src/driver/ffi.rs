@@ -1,8 +1,10 @@
 //! The slice of the CUDA driver API trueno uses, loaded from libcuda at run time. Each
 //! symbol is looked up on its first call and cached; nothing links against CUDA.
 
+#[cfg(not(target_family = "wasm"))]
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
+#[cfg(not(target_family = "wasm"))]
 use std::sync::{Mutex, OnceLock};
 
 use crate::error::{GpuError, Result};
@@ -55,11 +57,13 @@ pub mod jit {
     pub const ERROR_LOG_BUFFER_SIZE_BYTES: i32 = 6;
 }
 
+#[cfg(not(target_family = "wasm"))]
 struct Library {
     lib: libloading::Library,
     symbols: Mutex<HashMap<&'static str, usize>>,
 }
 
+#[cfg(not(target_family = "wasm"))]
 fn library() -> Result<&'static Library> {
     static LIB: OnceLock<std::result::Result<Library, String>> = OnceLock::new();
     let lib = LIB.get_or_init(|| {
@@ -91,7 +95,16 @@ fn library() -> Result<&'static Library> {
     lib.as_ref().map_err(|e| GpuError::NoDriver(e.clone()))
 }
 
+/// WebAssembly has no libcuda to load: every driver call reports that.
+#[cfg(target_family = "wasm")]
+fn symbol(_name: &'static str) -> Result<usize> {
+    Err(GpuError::NoDriver(
+        "no CUDA driver in WebAssembly".to_string(),
+    ))
+}
+
 /// The address of `name` in libcuda, looked up once.
+#[cfg(not(target_family = "wasm"))]
 fn symbol(name: &'static str) -> Result<usize> {
     let lib = library()?;
     let mut cache = lib.symbols.lock().unwrap_or_else(|e| e.into_inner());
