@@ -63,6 +63,18 @@ impl Isa {
 
     /// The same level without VNNI (to measure or test the `vpmaddubsw` kernels on a VNNI
     /// CPU).
+    ///
+    /// ```
+    /// use trueno_quant::{Isa, QuantFormat, dot_q8, quantize};
+    /// let isa = Isa::current()?;
+    /// let w = quantize(QuantFormat::Q8_0, &[0.5f32; 32])?;
+    /// let x = quantize(QuantFormat::Q8_0, &[2.0f32; 32])?;
+    /// // Both paths sum the same integers exactly; only the f32 scaling may round apart.
+    /// let (a, b) = (dot_q8(isa, QuantFormat::Q8_0, &w, &x)?, dot_q8(isa.without_vnni(), QuantFormat::Q8_0, &w, &x)?);
+    /// assert!((a - 32.0).abs() < 0.1 && (a - b).abs() <= 1e-5 * a.abs());
+    /// assert!(!isa.without_vnni().vnni());
+    /// # Ok::<(), trueno_quant::QuantError>(())
+    /// ```
     pub fn without_vnni(self) -> Isa {
         Isa {
             vnni: false,
