@@ -261,11 +261,13 @@ impl Kernel for BlockQ8K {
     }
 }
 
-/// `vpshufb` control that broadcasts 16-bit lane `j` of each 128-bit half.
+/// `vpshufb` control that broadcasts 16-bit lane `lo` across the low 128-bit half and lane
+/// `hi` across the high half (each half shuffles within itself).
 #[inline(always)]
-unsafe fn pick16(j: i16) -> __m128i {
-    // SAFETY: SSE2 (baseline).
-    unsafe { _mm_set1_epi16(((2 * j + 1) << 8) | (2 * j)) }
+unsafe fn pick16(lo: i16, hi: i16) -> __m256i {
+    let lane = |j: i16| ((2 * j + 1) << 8) | (2 * j);
+    // SAFETY: AVX per the caller.
+    unsafe { _mm256_set_m128i(_mm_set1_epi16(lane(hi)), _mm_set1_epi16(lane(lo))) }
 }
 
 /// Q4_K (`FIVE = false`, quants at byte 16) and Q5_K (`FIVE`, fifth bits at 16, quants at
@@ -317,8 +319,8 @@ unsafe fn affine_k<U: Unit, const FIVE: bool>(w: *const u8, a: *const u8, acc: _
                 qh = _mm256_srli_epi16::<2>(qh);
             }
             let j = 2 * c as i16;
-            let sl = _mm256_shuffle_epi8(scales, _mm256_set_m128i(pick16(j), pick16(j)));
-            let sh = _mm256_shuffle_epi8(scales, _mm256_set_m128i(pick16(j + 1), pick16(j + 1)));
+            let sl = _mm256_shuffle_epi8(scales, pick16(j, j));
+            let sh = _mm256_shuffle_epi8(scales, pick16(j + 1, j + 1));
             let xl = load(a.add(4 + 64 * c));
             let xh = load(a.add(36 + 64 * c));
             isum = _mm256_add_epi32(isum, dot_scaled(lo, xl, sl));
@@ -391,7 +393,7 @@ impl Kernel for BlockQ6K {
                 for (k, &qk) in q.iter().enumerate() {
                     // Weights 0-15 of the quarter take scale 2k of the half, 16-31 scale 2k+1.
                     let j = 2 * k as i16;
-                    let s = _mm256_shuffle_epi8(sch, _mm256_set_m128i(pick16(j + 1), pick16(j)));
+                    let s = _mm256_shuffle_epi8(sch, pick16(j, j + 1));
                     let x = load(a.add(4 + 128 * h + 32 * k));
                     isum = _mm256_add_epi32(isum, dot_scaled(qk, x, s));
                 }
