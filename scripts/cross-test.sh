@@ -3,7 +3,7 @@
 #  - aarch64-unknown-linux-gnu under qemu-aarch64: trueno and trueno-quant, every test, and
 #    `trueno info` (which must report NEON as the backend);
 #  - wasm32-wasip1 under node's WASI: the same suites' unit and integration tests, threads
-#    off (no `parallel` feature);
+#    off (no `parallel` feature), and `trueno info` (which must report SIMD128);
 #  - wasm32-unknown-unknown: trueno-wasm's exports called from `node --test`, built with
 #    SIMD128 and without it (the scalar backend must then be the one that runs).
 # Installs what it needs through scripts/setup-cross.sh (Debian packages; std is built
@@ -36,6 +36,21 @@ echo "== wasm32-wasip1 (SIMD128) under node's WASI"
 timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features \
     --features trueno/wasi-pthread-stubs --target wasm32-wasip1 \
     -Zbuild-std=std,panic_abort "${dir[@]}" --lib --tests
+
+echo "== trueno info on wasm32-wasip1: SIMD128 must be the backend chosen"
+timeout 900 "${cargo[@]}" build -p trueno-cli --no-default-features \
+    --features trueno/wasi-pthread-stubs --profile test --target wasm32-wasip1 \
+    -Zbuild-std=std,panic_abort "${dir[@]}"
+info=$(timeout 300 node --no-warnings scripts/wasi-run.mjs \
+    target/cross/wasm32-wasip1/debug/trueno.wasm info --json)
+echo "$info" | python3 -c '
+import json, sys
+i = json.load(sys.stdin)
+assert i["arch"] == "wasm32", i["arch"]
+assert i["best_backend"] == "wasm-simd128", i["best_backend"]
+assert i["gemm"]["backend"] == "wasm-simd128", i["gemm"]
+assert dict(i["features"])["simd128"], i["features"]
+print("trueno info on wasm32: best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])'
 
 echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
 timeout 900 "${cargo[@]}" build -p trueno-wasm --profile test --target wasm32-unknown-unknown \

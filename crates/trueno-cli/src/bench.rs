@@ -1,6 +1,7 @@
 //! `trueno bench`: every operation at several sizes on scalar and on every ISA this CPU
 //! has, pinned with `Engine::new`, reporting throughput and speedup over scalar.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -139,6 +140,35 @@ struct Cell {
     percent_of_fma_peak: Option<f64>,
 }
 
+/// Runs closures on one thread: a one-thread rayon pool where the library may split work
+/// across threads, the caller's thread where it cannot (built without `parallel`).
+struct OneThread {
+    #[cfg(feature = "parallel")]
+    pool: rayon::ThreadPool,
+}
+
+impl OneThread {
+    fn new() -> trueno::Result<Self> {
+        Ok(OneThread {
+            #[cfg(feature = "parallel")]
+            pool: rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .map_err(|e| TruenoError::InvalidArgument {
+                    op: "bench",
+                    reason: format!("no thread pool: {e}"),
+                })?,
+        })
+    }
+
+    fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        #[cfg(feature = "parallel")]
+        return self.pool.install(f);
+        #[cfg(not(feature = "parallel"))]
+        f()
+    }
+}
+
 /// Square GEMM sizes of the bench's matrix section.
 const GEMM_SIZES: [usize; 4] = [64, 128, 256, 512];
 
@@ -150,13 +180,7 @@ fn gemm_cells(
     progress: &mut Progress,
 ) -> trueno::Result<Vec<Cell>> {
     let peak = trueno::gemm::fma_peak_gflops(1);
-    let one = rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
-        .build()
-        .map_err(|e| TruenoError::InvalidArgument {
-            op: "bench",
-            reason: format!("no thread pool: {e}"),
-        })?;
+    let one = OneThread::new()?;
     let mut cells = Vec::new();
     for n in GEMM_SIZES {
         let a = Matrix::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6)?;
@@ -232,7 +256,8 @@ fn time_per_call(
     Ok(best)
 }
 
-pub fn run(opts: Options) -> trueno::Result<()> {
+pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
+    let mut out = std::io::stdout().lock();
     let mut ops = ops();
     let with_gemm = opts.ops.is_empty() || opts.ops.iter().any(|o| o == "gemm");
     if !opts.ops.is_empty() {
@@ -243,7 +268,8 @@ pub fn run(opts: Options) -> trueno::Result<()> {
                 return Err(TruenoError::InvalidArgument {
                     op: "bench",
                     reason: format!("unknown op {name:?}; known: {}", known.join(", ")),
-                });
+                }
+                .into());
             }
         }
         ops.retain(|o| opts.ops.iter().any(|n| n == o.name));
@@ -306,19 +332,18 @@ pub fn run(opts: Options) -> trueno::Result<()> {
     progress.finish();
 
     if opts.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&cells).expect("plain data serialises")
-        );
+        writeln!(out, "{}", serde_json::to_string_pretty(&cells)?)?;
         return Ok(());
     }
     if cells.iter().any(|c| c.gflops.is_none()) {
-        println!(
+        writeln!(
+            out,
             "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
             "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
-        );
+        )?;
         for c in cells.iter().filter(|c| c.gflops.is_none()) {
-            println!(
+            writeln!(
+                out,
                 "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
                 c.op,
                 c.size,
@@ -327,18 +352,20 @@ pub fn run(opts: Options) -> trueno::Result<()> {
                 c.gb_per_s,
                 c.gelem_per_s,
                 c.speedup_vs_scalar
-            );
+            )?;
         }
     }
     let gemm: Vec<&Cell> = cells.iter().filter(|c| c.gflops.is_some()).collect();
     if !gemm.is_empty() {
-        println!("\nGEMM, n x n x n, one thread");
-        println!(
+        writeln!(out, "\nGEMM, n x n x n, one thread")?;
+        writeln!(
+            out,
             "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
             "op", "n", "backend", "time", "GFLOP/s", "% peak", "vs scalar"
-        );
+        )?;
         for c in gemm {
-            println!(
+            writeln!(
+                out,
                 "{:<9} {:>9} {:<8} {:>12} {:>9.1} {:>9.0}% {:>8.2}x",
                 c.op,
                 c.size,
@@ -347,7 +374,7 @@ pub fn run(opts: Options) -> trueno::Result<()> {
                 c.gflops.unwrap_or(0.0),
                 c.percent_of_fma_peak.unwrap_or(f64::NAN),
                 c.speedup_vs_scalar
-            );
+            )?;
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! `trueno info`.
 
 use serde::Serialize;
+use std::io::Write;
 use trueno::{Backend, Engine, OpClass};
 
 #[derive(Serialize)]
@@ -130,7 +131,8 @@ fn features() -> Vec<(&'static str, bool)> {
     vec![("simd128", cfg!(target_feature = "simd128"))]
 }
 
-pub fn run(json: bool) -> trueno::Result<()> {
+pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
+    let mut out = std::io::stdout().lock();
     let engine: Engine = *trueno::engine()?;
     let info = Info {
         cpu: cpu_model(),
@@ -151,48 +153,49 @@ pub fn run(json: bool) -> trueno::Result<()> {
         cuda: cuda(),
     };
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&info).expect("plain data serialises")
-        );
+        writeln!(out, "{}", serde_json::to_string_pretty(&info)?)?;
         return Ok(());
     }
-    println!(
+    writeln!(
+        out,
         "CPU          {} ({}, {} threads)",
         info.cpu, info.arch, info.threads
-    );
+    )?;
     let on: Vec<&str> = info.features.iter().filter(|f| f.1).map(|f| f.0).collect();
     let off: Vec<&str> = info.features.iter().filter(|f| !f.1).map(|f| f.0).collect();
-    println!("features     {}", on.join(" "));
+    writeln!(out, "features     {}", on.join(" "))?;
     if !off.is_empty() {
-        println!("missing      {}", off.join(" "));
+        writeln!(out, "missing      {}", off.join(" "))?;
     }
-    println!("backends     {}", info.available_backends.join(" "));
+    writeln!(out, "backends     {}", info.available_backends.join(" "))?;
     match &info.backend_override {
-        Some(b) => println!("override     TRUENO_BACKEND={b}"),
-        None => println!("override     none (set TRUENO_BACKEND to pin one)"),
+        Some(b) => writeln!(out, "override     TRUENO_BACKEND={b}")?,
+        None => writeln!(out, "override     none (set TRUENO_BACKEND to pin one)")?,
     }
-    println!("per class");
+    writeln!(out, "per class")?;
     for (class, backend) in &info.per_class {
-        println!("  {class:<15} {backend}");
+        writeln!(out, "  {class:<15} {backend}")?;
     }
     let g = &info.gemm;
-    println!(
+    writeln!(
+        out,
         "gemm         {} {} micro-kernel, KC {} MC {} NC {} (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
         g.backend, g.micro_kernel, g.kc, g.mc, g.nc, g.l1_kib, g.l2_kib, g.l3_kib
-    );
+    )?;
     match (&info.cuda.error, info.cuda.driver_version) {
-        (Some(e), _) => println!("cuda         none ({e})"),
+        (Some(e), _) => writeln!(out, "cuda         none ({e})")?,
         (None, v) => {
             let v = v.map_or("?".to_string(), |v| {
                 format!("{}.{}", v / 1000, v % 1000 / 10)
             });
-            println!(
+            writeln!(
+                out,
                 "cuda         driver {v}, {} device(s)",
                 info.cuda.devices.len()
-            );
+            )?;
             for d in &info.cuda.devices {
-                println!(
+                writeln!(
+                    out,
                     "  [{}] {} (sm {}, {} SMs, {:.1} GiB, L2 {:.0} MiB)",
                     d.ordinal,
                     d.name,
@@ -200,7 +203,7 @@ pub fn run(json: bool) -> trueno::Result<()> {
                     d.multiprocessors,
                     d.memory_gib,
                     d.l2_mib
-                );
+                )?;
             }
         }
     }

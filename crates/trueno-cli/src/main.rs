@@ -86,10 +86,8 @@ enum PtxCommand {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: Result<(), Box<dyn std::error::Error>> = match cli.command {
-        Command::Info { json } => info::run(json).map_err(Into::into),
-        Command::Bench { quick, json, ops } => {
-            bench::run(bench::Options { quick, json, ops }).map_err(Into::into)
-        }
+        Command::Info { json } => info::run(json),
+        Command::Bench { quick, json, ops } => bench::run(bench::Options { quick, json, ops }),
         Command::Ptx {
             command: PtxCommand::List { json },
         } => ptx::list(json),

@@ -70,6 +70,27 @@ fn info_text_names_the_cpu_and_classes() {
     );
 }
 
+/// `trueno info | head -0`: the reader is gone before the first line is written (the child
+/// is still starting when its pipe is closed), which must end quietly, not in a panic.
+#[test]
+fn info_into_a_closed_pipe_exits_cleanly() {
+    for args in [&["info"][..], &["info", "--json"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_trueno"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn bench_json_reports_every_backend_with_scalar_as_baseline() {
     let out = trueno(&["bench", "--quick", "--json", "--ops", "add"]);
