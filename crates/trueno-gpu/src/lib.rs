@@ -50,6 +50,7 @@
 //! # Ok::<(), trueno_gpu::GpuError>(())
 //! ```
 
+pub mod analyze;
 pub mod driver;
 pub mod error;
 pub mod kernels;

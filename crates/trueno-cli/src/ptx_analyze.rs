@@ -1,0 +1,291 @@
+//! `trueno ptx analyze FILE.ptx`: the analyzer's report (or only its findings), as text or
+//! JSON, with ptxas's register and spill figures beside ours when asked.
+
+use std::io::Write;
+use std::process::Command;
+
+use trueno_gpu::analyze::ptxas::{PtxasFigures, parse_verbose};
+use trueno_gpu::analyze::{
+    Analysis, Arch, Config, Device, KernelReport, Pattern, Severity, analyze,
+};
+
+/// What `trueno ptx analyze` was asked.
+pub struct Options {
+    pub file: String,
+    pub strict: bool,
+    pub bugs: bool,
+    pub json: bool,
+    pub verbose: bool,
+    pub target: String,
+    pub ptxas: bool,
+    pub block_size: u32,
+    pub min_occupancy: f64,
+    pub peak_tflops: f64,
+    pub bandwidth_gbs: f64,
+}
+
+/// The result: whether any finding was critical (the exit status says so).
+pub fn run(o: &Options) -> Result<bool, Box<dyn std::error::Error>> {
+    let arch = Arch::parse(&o.target).ok_or_else(|| {
+        format!(
+            "unknown target {} (one of {})",
+            o.target,
+            Arch::names().join(", ")
+        )
+    })?;
+    if !(o.peak_tflops > 0.0 && o.bandwidth_gbs > 0.0) {
+        return Err("--peak-tflops and --bandwidth-gbs must be positive".into());
+    }
+    if !(0.0..=1.0).contains(&o.min_occupancy) {
+        return Err("--min-occupancy is a fraction between 0 and 1".into());
+    }
+    if o.block_size == 0 || o.block_size > 1024 {
+        return Err("--block-size must be 1 to 1024 threads".into());
+    }
+    let text =
+        std::fs::read_to_string(&o.file).map_err(|e| format!("cannot read {}: {e}", o.file))?;
+    let config = Config {
+        arch,
+        block_size: o.block_size,
+        min_occupancy: o.min_occupancy,
+        device: Device {
+            peak_flops: o.peak_tflops * 1e12,
+            bandwidth: o.bandwidth_gbs * 1e9,
+        },
+        strict: o.strict,
+    };
+    let analysis = analyze(&text, &config).map_err(|e| format!("{}:{e}", o.file))?;
+    let ptxas = if o.ptxas {
+        Some(run_ptxas(&o.file, &o.target)?)
+    } else {
+        None
+    };
+    let critical = analysis
+        .kernels
+        .iter()
+        .any(|k| k.worst() == Some(Severity::Critical));
+    let mut out = std::io::stdout().lock();
+    if o.json {
+        let mut v = serde_json::to_value(&analysis)?;
+        if let (Some(p), Some(obj)) = (&ptxas, v.as_object_mut()) {
+            obj.insert("ptxas".into(), serde_json::to_value(p)?);
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    } else if o.bugs {
+        write_findings(&mut out, &o.file, &analysis)?;
+    } else {
+        write_report(&mut out, &o.file, &analysis, ptxas.as_deref(), o.verbose)?;
+    }
+    Ok(critical)
+}
+
+/// `ptxas -v` on the file for `target`: from `$PTXAS`, else `ptxas` on PATH.
+fn run_ptxas(file: &str, target: &str) -> Result<Vec<PtxasFigures>, Box<dyn std::error::Error>> {
+    let exe = std::env::var_os("PTXAS").unwrap_or_else(|| "ptxas".into());
+    let null = if cfg!(windows) { "NUL" } else { "/dev/null" };
+    let out = Command::new(&exe)
+        .args(["-v", "-arch", target, "-o", null, file])
+        .output()
+        .map_err(|e| format!("--ptxas: cannot run {}: {e}", exe.to_string_lossy()))?;
+    let log =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(format!("--ptxas: ptxas rejected {file}:\n{}", log.trim()).into());
+    }
+    Ok(parse_verbose(&log))
+}
+
+fn write_findings(out: &mut impl Write, file: &str, a: &Analysis) -> std::io::Result<()> {
+    for k in &a.kernels {
+        for f in &k.findings {
+            writeln!(
+                out,
+                "{file}:{}:{}: {} [{}] {} (in {})",
+                f.pos.line,
+                f.pos.col,
+                f.severity.name(),
+                f.detector,
+                f.message,
+                k.name
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn write_report(
+    out: &mut impl Write,
+    file: &str,
+    a: &Analysis,
+    ptxas: Option<&[PtxasFigures]>,
+    verbose: bool,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{file}: PTX {} for {}, {} function(s), figures for {}{}",
+        a.version.as_deref().unwrap_or("?"),
+        a.target.join(","),
+        a.kernels.len(),
+        a.arch,
+        if a.strict { " (strict)" } else { "" }
+    )?;
+    for k in &a.kernels {
+        writeln!(out)?;
+        kernel(
+            out,
+            k,
+            ptxas.and_then(|p| p.iter().find(|f| f.function == k.name)),
+            verbose,
+        )?;
+    }
+    Ok(())
+}
+
+fn kernel(
+    out: &mut impl Write,
+    k: &KernelReport,
+    ptxas: Option<&PtxasFigures>,
+    verbose: bool,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{} {} (lines {}-{}): {} instructions, {} blocks, loops nested {} deep",
+        if k.is_entry { ".entry" } else { ".func" },
+        k.name,
+        k.pos.line,
+        k.end_line,
+        k.instructions,
+        k.blocks,
+        k.max_loop_depth
+    )?;
+    let r = &k.registers;
+    let theirs = ptxas.map_or(String::new(), |p| {
+        format!(
+            "; ptxas: {} registers, {} B spill stores, {} B spill loads",
+            p.registers, p.spill_stores, p.spill_loads
+        )
+    });
+    writeln!(
+        out,
+        "  registers   ~{} (at most {} slots live, line {}; {} predicates){theirs}",
+        r.estimated, r.max_live, r.max_live_at.line, r.max_live_predicates
+    )?;
+    let o = &k.occupancy;
+    writeln!(
+        out,
+        "  occupancy   {:.0}% at {} threads/block: {} blocks, {} warps per SM (limited by {}); {} B static shared",
+        o.occupancy * 100.0,
+        k.block_size,
+        o.blocks_per_sm,
+        o.warps_per_sm,
+        o.limiter,
+        k.shared_bytes
+    )?;
+    let totals: Vec<String> = k
+        .memory_totals
+        .iter()
+        .map(|(s, t)| {
+            format!(
+                "{} {}ld/{}st/{}atom",
+                s.name(),
+                t.loads,
+                t.stores,
+                t.atomics
+            )
+        })
+        .collect();
+    writeln!(
+        out,
+        "  memory      {}",
+        if totals.is_empty() {
+            "none".into()
+        } else {
+            totals.join(", ")
+        }
+    )?;
+    let global: Vec<_> = k
+        .memory
+        .iter()
+        .filter(|m| m.sector_efficiency.is_some() || matches!(m.pattern, Pattern::Irregular))
+        .filter(|m| {
+            !matches!(
+                m.space,
+                trueno_gpu::analyze::Space::Shared
+                    | trueno_gpu::analyze::Space::Local
+                    | trueno_gpu::analyze::Space::Param
+                    | trueno_gpu::analyze::Space::Const
+            )
+        })
+        .collect();
+    if !global.is_empty() {
+        let count = |p: fn(&Pattern) -> bool| global.iter().filter(|m| p(&m.pattern)).count();
+        writeln!(
+            out,
+            "  coalescing  {} global accesses: {} coalesced, {} uniform, {} strided, {} irregular",
+            global.len(),
+            count(|p| matches!(p, Pattern::Coalesced)),
+            count(|p| matches!(p, Pattern::Uniform)),
+            count(|p| matches!(p, Pattern::Strided { .. })),
+            count(|p| matches!(p, Pattern::Irregular)),
+        )?;
+    }
+    let i = &k.intensity;
+    writeln!(
+        out,
+        "  intensity   {:.2} FLOP/byte (ridge {:.1}): {}",
+        i.flops_per_byte, i.ridge, i.class
+    )?;
+    let mix: Vec<String> = k.mix.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    writeln!(out, "  mix         {}", mix.join(", "))?;
+    if !k.unknown_opcodes.is_empty() {
+        let u: Vec<String> = k
+            .unknown_opcodes
+            .iter()
+            .map(|(o, p)| format!("{o} (line {})", p.line))
+            .collect();
+        writeln!(out, "  unknown     {}", u.join(", "))?;
+    }
+    if verbose {
+        let by_type = |m: &std::collections::BTreeMap<String, u32>| {
+            m.iter()
+                .map(|(t, n)| format!("{t} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        writeln!(out, "  declared    {}", by_type(&r.declared))?;
+        writeln!(out, "  used        {}", by_type(&r.used))?;
+        for m in &k.memory {
+            let extra = match (m.sector_efficiency, m.bank_ways) {
+                (Some(e), _) => format!(", {:.0}% of sector bytes used", e * 100.0),
+                (_, Some(w)) => format!(", {w}-way banks"),
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "    line {:>5}  {:?} {} {} B  {:?}{extra}",
+                m.pos.line,
+                m.access,
+                m.space.name(),
+                m.bytes,
+                m.pattern
+            )?;
+        }
+    }
+    if k.findings.is_empty() {
+        writeln!(out, "  findings    none")?;
+    } else {
+        writeln!(out, "  findings")?;
+        for f in &k.findings {
+            writeln!(
+                out,
+                "    {:>8} {}:{} [{}] {}",
+                f.severity.name(),
+                f.pos.line,
+                f.pos.col,
+                f.detector,
+                f.message
+            )?;
+        }
+    }
+    Ok(())
+}

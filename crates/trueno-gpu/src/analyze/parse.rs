@@ -1,0 +1,775 @@
+//! PTX text to [`Module`]: module directives, variables, `.entry`/`.func` with their
+//! parameters, performance directives, register declarations and statements. Lenient where
+//! ptxas is (unknown directives and opcodes are kept or skipped), exact about structure:
+//! a missing `;`, `}` or `]` is an error at its line and column.
+
+use super::ast::*;
+use super::lex::{Kind, Token, tokenize};
+
+/// Why a file did not parse, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// Where the parser stopped.
+    pub pos: Pos,
+    /// What it expected or found.
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.pos.line, self.pos.col, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+type Result<T> = std::result::Result<T, ParseError>;
+
+/// Parses a PTX module.
+///
+/// ```
+/// use trueno_gpu::analyze::parse;
+///
+/// let m = parse(".version 8.0\n.target sm_90\n.address_size 64\n\
+///     .visible .entry k(.param .u64 x) { .reg .b32 %r<2>; mov.u32 %r0, %tid.x; ret; }")?;
+/// assert_eq!(m.functions[0].name, "k");
+/// assert_eq!(m.functions[0].body.len(), 2);
+/// # Ok::<(), trueno_gpu::analyze::ParseError>(())
+/// ```
+pub fn parse(src: &str) -> Result<Module> {
+    let tokens = tokenize(src);
+    let mut p = Parser {
+        t: &tokens,
+        i: 0,
+        end: end_pos(src),
+    };
+    p.module()
+}
+
+fn end_pos(src: &str) -> Pos {
+    let line = src.lines().count().max(1) as u32;
+    let col = src.lines().last().map_or(0, |l| l.chars().count()) as u32 + 1;
+    Pos { line, col }
+}
+
+struct Parser<'a, 't> {
+    t: &'t [Token<'a>],
+    i: usize,
+    end: Pos,
+}
+
+fn pos(t: &Token) -> Pos {
+    Pos {
+        line: t.line,
+        col: t.col,
+    }
+}
+
+impl<'a> Parser<'a, '_> {
+    fn peek(&self) -> Option<Token<'a>> {
+        self.t.get(self.i).copied()
+    }
+
+    fn peek_at(&self, k: usize) -> Option<Token<'a>> {
+        self.t.get(self.i + k).copied()
+    }
+
+    fn next(&mut self) -> Result<Token<'a>> {
+        let t = self
+            .peek()
+            .ok_or_else(|| self.error_here("unexpected end of file"))?;
+        self.i += 1;
+        Ok(t)
+    }
+
+    fn here(&self) -> Pos {
+        self.peek().map_or(self.end, |t| pos(&t))
+    }
+
+    fn error_here(&self, message: &str) -> ParseError {
+        let found = self
+            .peek()
+            .map_or("end of file".to_string(), |t| format!("`{}`", t.text));
+        ParseError {
+            pos: self.here(),
+            message: format!("{message} (found {found})"),
+        }
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.peek().is_some_and(|t| t.is(c)) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> Result<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.error_here(&format!("expected `{c}`")))
+        }
+    }
+
+    fn word(&mut self) -> Result<&'a str> {
+        match self.peek() {
+            Some(t) if t.kind == Kind::Word => {
+                self.i += 1;
+                Ok(t.text)
+            }
+            _ => Err(self.error_here("expected a name")),
+        }
+    }
+
+    fn number(&mut self) -> Result<i64> {
+        match self.peek() {
+            Some(t) if t.kind == Kind::Number => match parse_int(t.text) {
+                Some(v) => {
+                    self.i += 1;
+                    Ok(v)
+                }
+                None => Err(self.error_here("expected an integer")),
+            },
+            _ => Err(self.error_here("expected an integer")),
+        }
+    }
+
+    /// Skips the rest of a line-terminated directive (`.loc`, `.file`, `.target`).
+    fn skip_line(&mut self, line: u32) {
+        while self.peek().is_some_and(|t| t.line == line && !t.is('}')) {
+            self.i += 1;
+        }
+        self.eat(';');
+    }
+
+    /// Skips to the `;` that ends a statement, over balanced braces (initializers).
+    fn skip_statement(&mut self) -> Result<()> {
+        let mut depth = 0usize;
+        loop {
+            let t = self.next()?;
+            if t.is('{') {
+                depth += 1;
+            } else if t.is('}') {
+                depth = depth.saturating_sub(1);
+            } else if t.is(';') && depth == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Skips a `{ ... }` block (the parser is on `{`).
+    fn skip_block(&mut self) -> Result<()> {
+        self.expect('{')?;
+        let mut depth = 1usize;
+        while depth > 0 {
+            let t = self.next()?;
+            if t.is('{') {
+                depth += 1;
+            } else if t.is('}') {
+                depth -= 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn module(&mut self) -> Result<Module> {
+        let mut m = Module {
+            address_size: 64,
+            ..Module::default()
+        };
+        while let Some(t) = self.peek() {
+            match t.text {
+                ";" => self.i += 1,
+                ".version" => {
+                    self.i += 1;
+                    let v = self.next()?;
+                    m.version = Some(v.text.to_string());
+                }
+                ".target" => {
+                    self.i += 1;
+                    while let Some(w) = self.peek().filter(|w| w.line == t.line) {
+                        self.i += 1;
+                        if w.kind == Kind::Word {
+                            m.target.push(w.text.to_string());
+                        }
+                    }
+                }
+                ".address_size" => {
+                    self.i += 1;
+                    m.address_size = self.number()? as u32;
+                }
+                ".file" | ".loc" => {
+                    self.i += 1;
+                    self.skip_line(t.line);
+                }
+                ".section" => {
+                    self.i += 1;
+                    while self.peek().is_some_and(|t| !t.is('{')) {
+                        self.i += 1;
+                    }
+                    self.skip_block()?;
+                }
+                _ if t.kind == Kind::Word && t.text.starts_with('.') => self.module_item(&mut m)?,
+                _ => return Err(self.error_here("expected a directive at module scope")),
+            }
+        }
+        Ok(m)
+    }
+
+    /// A function or variable, after optional linkage (`.visible`, `.extern`, `.weak`).
+    fn module_item(&mut self, m: &mut Module) -> Result<()> {
+        let start = self.i;
+        while let Some(t) = self.peek() {
+            match t.text {
+                ".visible" | ".extern" | ".weak" | ".common" => self.i += 1,
+                ".entry" | ".func" => return self.function(m, t.text == ".entry"),
+                _ => break,
+            }
+        }
+        let next = self.peek().map(|t| t.text);
+        if next.and_then(Space::from_part).is_some() {
+            let vars = self.var_decl()?;
+            m.globals.extend(vars);
+            return Ok(());
+        }
+        // `.alias`, `.pragma` and directives ptxas knows and we do not: skipped whole.
+        self.i = start.max(self.i);
+        self.i += 1;
+        self.skip_statement()
+    }
+
+    fn function(&mut self, m: &mut Module, is_entry: bool) -> Result<()> {
+        let at = self.next()?;
+        let mut f = Function {
+            is_entry,
+            pos: pos(&at),
+            ..Function::default()
+        };
+        if self.peek().is_some_and(|t| t.is('(')) {
+            self.params()?; // a .func's return values
+        }
+        f.name = self.word()?.to_string();
+        if self.peek().is_some_and(|t| t.is('(')) {
+            f.params = self.params()?;
+        }
+        // Performance directives, up to the body (or `;` for a prototype).
+        loop {
+            let t = self
+                .peek()
+                .ok_or_else(|| self.error_here("expected a function body"))?;
+            if t.is('{') {
+                break;
+            }
+            if t.is(';') {
+                self.i += 1;
+                return Ok(()); // a declaration: nothing to analyze
+            }
+            self.i += 1;
+            let mut numbers = Vec::new();
+            while self
+                .peek()
+                .is_some_and(|n| n.kind == Kind::Number || n.is(','))
+            {
+                let n = self.next()?;
+                if n.kind == Kind::Number {
+                    numbers.push(parse_int(n.text).unwrap_or(0).clamp(0, u32::MAX as i64) as u32);
+                }
+            }
+            match t.text {
+                ".maxntid" | ".reqntid" if !numbers.is_empty() => {
+                    f.max_threads = Some(numbers.iter().fold(1u32, |a, &b| a.saturating_mul(b)))
+                }
+                ".minnctapersm" => f.min_blocks_per_sm = numbers.first().copied(),
+                ".maxnreg" => f.max_registers = numbers.first().copied(),
+                ".pragma" => {
+                    self.eat(',');
+                    while self
+                        .peek()
+                        .is_some_and(|t| t.kind == Kind::Str || t.is(','))
+                    {
+                        self.i += 1;
+                    }
+                    self.eat(';');
+                }
+                _ => {}
+            }
+        }
+        self.body(&mut f)?;
+        m.functions.push(f);
+        Ok(())
+    }
+
+    /// `( .param .u64 a, .param .align 4 .b8 b[16], ... )`.
+    fn params(&mut self) -> Result<Vec<ParamDecl>> {
+        self.expect('(')?;
+        let mut out = Vec::new();
+        if self.eat(')') {
+            return Ok(out);
+        }
+        loop {
+            let (mut ty, mut name, mut count) = (String::new(), String::new(), 1u64);
+            loop {
+                let t = self.next()?;
+                if t.is(',') || t.is(')') {
+                    if name.is_empty() {
+                        return Err(ParseError {
+                            pos: pos(&t),
+                            message: "parameter without a name".into(),
+                        });
+                    }
+                    out.push(ParamDecl {
+                        bytes: type_bytes(&ty).unwrap_or(0) * count,
+                        ty: std::mem::take(&mut ty),
+                        name: std::mem::take(&mut name),
+                    });
+                    if t.is(')') {
+                        return Ok(out);
+                    }
+                    break;
+                }
+                match t.kind {
+                    Kind::Word if t.text.starts_with('.') && type_bytes(t.text).is_some() => {
+                        ty = t.text[1..].to_string();
+                    }
+                    Kind::Word if t.text.starts_with('.') => {} // .ptr, .align, spaces
+                    Kind::Word => name = t.text.to_string(),
+                    Kind::Punct if t.is('[') => {
+                        count = if self.peek().is_some_and(|t| t.is(']')) {
+                            0
+                        } else {
+                            self.number()?.max(0) as u64
+                        };
+                        self.expect(']')?;
+                    }
+                    Kind::Punct if t.is('<') => {
+                        self.number()?;
+                        self.expect('>')?;
+                    }
+                    _ => {} // `.align 8`'s number
+                }
+            }
+        }
+    }
+
+    /// `.shared .align 16 .b8 a[64], b;` (the parser is on the space).
+    fn var_decl(&mut self) -> Result<Vec<VarDecl>> {
+        let at = self.here();
+        let mut space = None;
+        let mut ty = String::new();
+        let mut vector = 1u64;
+        while let Some(t) = self
+            .peek()
+            .filter(|t| t.kind == Kind::Word && t.text.starts_with('.'))
+        {
+            self.i += 1;
+            if let Some(s) = Space::from_part(t.text) {
+                space.get_or_insert(s);
+            } else if t.text == ".align" {
+                self.number()?;
+            } else if let Some(v) = t.text.strip_prefix(".v").and_then(|v| v.parse().ok()) {
+                vector = v;
+            } else if type_bytes(t.text).is_some() {
+                ty = t.text[1..].to_string();
+            }
+        }
+        let space = space.ok_or_else(|| self.error_here("expected a state space"))?;
+        let mut out = Vec::new();
+        loop {
+            let name_pos = self.here();
+            let name = self.word()?.to_string();
+            let mut count = 1u64;
+            if self.eat('<') {
+                count = self.number()?.max(0) as u64;
+                self.expect('>')?;
+            }
+            while self.eat('[') {
+                if self.eat(']') {
+                    count = 0;
+                    continue;
+                }
+                count = count.saturating_mul(self.number()?.max(0) as u64);
+                self.expect(']')?;
+            }
+            out.push(VarDecl {
+                space,
+                ty: ty.clone(),
+                name,
+                bytes: type_bytes(&ty)
+                    .unwrap_or(0)
+                    .saturating_mul(vector)
+                    .saturating_mul(count),
+                pos: if out.is_empty() { at } else { name_pos },
+            });
+            if self.eat('=') {
+                self.skip_statement()?;
+                return Ok(out);
+            }
+            if self.eat(';') {
+                return Ok(out);
+            }
+            if !self.eat(',') {
+                return Err(self.error_here("expected `;` after a declaration"));
+            }
+        }
+    }
+
+    /// `.reg .b32 %r<6>, %x;` (the parser is after `.reg`).
+    fn reg_decl(&mut self, f: &mut Function) -> Result<()> {
+        let (mut ty, mut vector) = (String::new(), 1u32);
+        while let Some(t) = self
+            .peek()
+            .filter(|t| t.kind == Kind::Word && t.text.starts_with('.'))
+        {
+            self.i += 1;
+            if let Some(v) = t.text.strip_prefix(".v").and_then(|v| v.parse().ok()) {
+                vector = v;
+            } else if t.text == ".align" {
+                self.number()?;
+            } else {
+                ty = t.text[1..].to_string();
+            }
+        }
+        loop {
+            let at = self.here();
+            let name = self.word()?.to_string();
+            let range = if self.eat('<') {
+                let n = self.number()?;
+                self.expect('>')?;
+                Some(n.clamp(0, 1 << 24) as u32)
+            } else {
+                None
+            };
+            f.regs.push(RegDecl {
+                ty: ty.clone(),
+                vector,
+                name,
+                range,
+                pos: at,
+            });
+            if self.eat(';') {
+                return Ok(());
+            }
+            if !self.eat(',') {
+                return Err(self.error_here("expected `;` after a register declaration"));
+            }
+        }
+    }
+
+    fn body(&mut self, f: &mut Function) -> Result<()> {
+        self.expect('{')?;
+        let mut depth = 1usize;
+        loop {
+            let t = self
+                .peek()
+                .ok_or_else(|| self.error_here("missing `}` at the end of the function"))?;
+            if t.is('{') {
+                self.i += 1;
+                depth += 1;
+            } else if t.is('}') {
+                self.i += 1;
+                depth -= 1;
+                if depth == 0 {
+                    f.end_line = t.line;
+                    return Ok(());
+                }
+            } else if t.is(';') {
+                self.i += 1;
+            } else if t.kind == Kind::Word && t.text.starts_with('.') {
+                self.i += 1;
+                match t.text {
+                    ".reg" => self.reg_decl(f)?,
+                    ".loc" | ".file" => self.skip_line(t.line),
+                    _ if Space::from_part(t.text).is_some() => {
+                        self.i -= 1;
+                        let vars = self.var_decl()?;
+                        f.vars.extend(vars);
+                    }
+                    _ => self.skip_statement()?,
+                }
+            } else if t.kind == Kind::Word && self.peek_at(1).is_some_and(|c| c.is(':')) {
+                self.i += 2;
+                f.body.push(Stmt::Label(t.text.to_string(), pos(&t)));
+            } else {
+                let ins = self.instruction()?;
+                f.body.push(Stmt::Instr(ins));
+            }
+        }
+    }
+
+    fn instruction(&mut self) -> Result<Instruction> {
+        let at = self.here();
+        let guard = if self.eat('@') {
+            let negated = self.eat('!');
+            Some(Guard {
+                reg: self.word()?.to_string(),
+                negated,
+            })
+        } else {
+            None
+        };
+        let opcode = self.word()?.to_string();
+        let mut operands = Vec::new();
+        if !self.eat(';') {
+            loop {
+                operands.push(self.operand()?);
+                if self.eat(';') {
+                    break;
+                }
+                if !self.eat(',') {
+                    return Err(self.error_here("expected `,` or `;` after an operand"));
+                }
+            }
+        }
+        Ok(Instruction {
+            guard,
+            opcode,
+            operands,
+            pos: at,
+        })
+    }
+
+    fn operand(&mut self) -> Result<Operand> {
+        let t = self.next()?;
+        let op = match t.kind {
+            Kind::Number => literal(t.text, false),
+            Kind::Word if t.text == "_" => Operand::Sink,
+            Kind::Word => {
+                let mut name = t.text.to_string();
+                if self.peek().is_some_and(|p| p.is('(')) && t.text == "generic" {
+                    self.i += 1;
+                    name = self.word()?.to_string();
+                    self.expect(')')?;
+                }
+                // `sym+8` outside brackets (a symbol's address plus an offset).
+                if self.peek().is_some_and(|p| p.is('+'))
+                    && self.peek_at(1).is_some_and(|n| n.kind == Kind::Number)
+                {
+                    self.i += 2;
+                }
+                Operand::Name(name)
+            }
+            Kind::Punct if t.is('-') => match self.next()? {
+                n if n.kind == Kind::Number => literal(n.text, true),
+                _ => {
+                    self.i -= 1;
+                    return Err(self.error_here("expected a number after `-`"));
+                }
+            },
+            Kind::Punct if t.is('!') => Operand::Not(Box::new(self.operand()?)),
+            Kind::Punct if t.is('[') => self.address()?,
+            Kind::Punct if t.is('{') => Operand::Vector(self.list('}')?),
+            Kind::Punct if t.is('(') => Operand::List(self.list(')')?),
+            _ => {
+                self.i -= 1;
+                return Err(self.error_here("expected an operand"));
+            }
+        };
+        if self.eat('|') {
+            return Ok(Operand::Pair(Box::new(op), Box::new(self.operand()?)));
+        }
+        Ok(op)
+    }
+
+    fn list(&mut self, close: char) -> Result<Vec<Operand>> {
+        let mut v = Vec::new();
+        if self.eat(close) {
+            return Ok(v);
+        }
+        loop {
+            v.push(self.operand()?);
+            if self.eat(close) {
+                return Ok(v);
+            }
+            if !self.eat(',') {
+                return Err(self.error_here(&format!("expected `,` or `{close}`")));
+            }
+        }
+    }
+
+    /// After `[`: `base`, `base+off`, `base+-off`, `base-off`, `off`; texture forms
+    /// (`[tex, {..}]`) keep their first name.
+    fn address(&mut self) -> Result<Operand> {
+        let (mut base, mut offset, mut sign) = (None, 0i64, 1i64);
+        loop {
+            let t = self.next()?;
+            match t.kind {
+                _ if t.is(']') => return Ok(Operand::Address { base, offset }),
+                Kind::Word => {
+                    if base.is_none() {
+                        base = Some(t.text.to_string());
+                    }
+                }
+                Kind::Number => {
+                    offset = offset.wrapping_add(sign.wrapping_mul(parse_int(t.text).unwrap_or(0)));
+                    sign = 1;
+                }
+                Kind::Punct if t.is('-') => sign = -sign,
+                Kind::Punct if t.is('+') => {}
+                Kind::Punct if t.is(',') => {}
+                Kind::Punct if t.is('{') => {
+                    self.i -= 1;
+                    self.skip_block()?;
+                }
+                _ => {
+                    self.i -= 1;
+                    return Err(self.error_here("expected `]`"));
+                }
+            }
+        }
+    }
+}
+
+fn literal(text: &str, negative: bool) -> Operand {
+    match parse_int(text) {
+        Some(v) if negative => Operand::Int(v.wrapping_neg()),
+        Some(v) => Operand::Int(v),
+        None => Operand::Float,
+    }
+}
+
+/// Integer literal: decimal, `0x` hex, `0b` binary, leading-zero octal, optional `U`.
+pub fn parse_int(text: &str) -> Option<i64> {
+    let t = text.strip_suffix(['U', 'u']).unwrap_or(text);
+    let (digits, radix) = if let Some(h) = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        (h, 16)
+    } else if let Some(b) = t.strip_prefix("0b").or_else(|| t.strip_prefix("0B")) {
+        (b, 2)
+    } else if t.len() > 1 && t.starts_with('0') && t.bytes().all(|b| b.is_ascii_digit()) {
+        (&t[1..], 8)
+    } else {
+        (t, 10)
+    };
+    u64::from_str_radix(digits, radix).ok().map(|v| v as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn instrs(f: &Function) -> Vec<&Instruction> {
+        f.body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Instr(i) => Some(i),
+                _ => None,
+            })
+            .collect()
+    }
+
+    const NVCC_LIKE: &str = r#"
+//
+// Generated by NVIDIA NVVM Compiler
+//
+.version 8.5
+.target sm_90
+.address_size 64
+
+	// .globl	_Z3addPfS_i
+.extern .shared .align 16 .b8 dyn[];
+.global .align 4 .b8 table[144] = {1, 2, 3};
+
+.visible .entry _Z3addPfS_i(
+	.param .u64 .ptr .global .align 4 _Z3addPfS_i_param_0,
+	.param .align 8 .b8 _Z3addPfS_i_param_1[16],
+	.param .u32 _Z3addPfS_i_param_2
+)
+.maxntid 256, 1, 1
+.minnctapersm 2
+{
+	.reg .pred 	%p<2>;
+	.reg .b32 	%r<6>;
+	.reg .f32 	%f<4>;
+	.reg .b64 	%rd<8>;
+	// demoted variable
+	.shared .align 4 .b8 _ZZ3addE4tile[1024];
+	.loc	1 5 3
+	ld.param.u64 	%rd1, [_Z3addPfS_i_param_0];
+	mov.u32 	%r1, %ctaid.x;
+	setp.ge.s32 	%p1, %r4, %r5;
+	@%p1 bra 	$L__BB0_2;
+	ld.global.v4.f32 	{%f0, %f1, %f2, %f3}, [%rd5+-16];
+	mov.b32 	%f1, 0f3F800000;
+	{
+	.reg .b32 temp;
+	shfl.sync.bfly.b32	%r2|%p0, %r1, 16, 31, -1;
+	}
+$L__BB0_2:
+	ret;
+}
+"#;
+
+    #[test]
+    fn parses_an_nvcc_style_kernel() {
+        let m = parse(NVCC_LIKE).unwrap();
+        assert_eq!(m.version.as_deref(), Some("8.5"));
+        assert_eq!(m.target, ["sm_90"]);
+        assert_eq!(m.globals.len(), 2);
+        assert_eq!(m.globals[1].bytes, 144);
+        let f = &m.functions[0];
+        assert_eq!(f.name, "_Z3addPfS_i");
+        assert!(f.is_entry);
+        assert_eq!(f.params.len(), 3);
+        assert_eq!(f.params[1].bytes, 16);
+        assert_eq!(f.max_threads, Some(256));
+        assert_eq!(f.min_blocks_per_sm, Some(2));
+        assert_eq!(f.regs.len(), 5);
+        assert_eq!(f.regs[4].range, None);
+        assert_eq!(f.vars[0].bytes, 1024);
+        let i = instrs(f);
+        assert_eq!(i.len(), 8);
+        assert_eq!(i[3].guard.as_ref().unwrap().reg, "%p1");
+        assert_eq!(
+            i[4].operands[1],
+            Operand::Address {
+                base: Some("%rd5".into()),
+                offset: -16
+            }
+        );
+        assert!(matches!(&i[4].operands[0], Operand::Vector(v) if v.len() == 4));
+        assert_eq!(i[5].operands[1], Operand::Float);
+        assert!(matches!(&i[6].operands[0], Operand::Pair(..)));
+        assert_eq!(i[6].operands[4], Operand::Int(-1));
+        assert!(matches!(&f.body[7], Stmt::Label(l, p) if l == "$L__BB0_2" && p.line == 38));
+    }
+
+    #[test]
+    fn errors_carry_line_and_column() {
+        let e = parse(".version 8.0\n.entry k()\n{\n  mov.u32 %r1, %r2\n}").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (5, 1), "{e}");
+        assert!(e.message.contains("`;`"), "{e}");
+        let e = parse(".entry k() {\n ld.global.f32 %f1, [%rd1;\n}").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (2, 26), "{e}");
+        let e = parse(".entry k() {\n ret;\n").unwrap_err();
+        assert!(e.message.contains("missing `}`"), "{e}");
+        let e = parse("mov.u32 %r1, 1;").unwrap_err();
+        assert_eq!((e.pos.line, e.pos.col), (1, 1));
+    }
+
+    #[test]
+    fn prototypes_sections_and_funcs() {
+        let src = ".extern .func (.param .b32 r) f (.param .b64 a);\n\
+            .func (.param .b32 r) g (.param .b64 a) { ret; }\n\
+            .section .debug_abbrev { .b8 1 .b8 17 }\n\
+            .entry k() { call.uni (r), g, (a); ret; }";
+        let m = parse(src).unwrap();
+        assert_eq!(m.functions.len(), 2);
+        assert!(!m.functions[0].is_entry);
+        assert_eq!(m.functions[0].params.len(), 1);
+        let call = instrs(&m.functions[1])[0];
+        assert_eq!(call.base(), "call");
+        assert!(matches!(&call.operands[0], Operand::List(v) if v.len() == 1));
+    }
+
+    #[test]
+    fn integer_literals() {
+        assert_eq!(parse_int("0x1F"), Some(31));
+        assert_eq!(parse_int("017"), Some(15));
+        assert_eq!(parse_int("0b101"), Some(5));
+        assert_eq!(parse_int("42U"), Some(42));
+        assert_eq!(parse_int("0xFFFFFFFFFFFFFFFF"), Some(-1));
+        assert_eq!(parse_int("1.5"), None);
+        assert_eq!(parse_int("0f3F800000"), None);
+    }
+}
