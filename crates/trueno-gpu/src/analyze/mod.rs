@@ -5,7 +5,7 @@
 //! (missing barriers, barriers under divergence, exits before barriers, undefined reads...).
 //!
 //! ```
-//! use trueno_gpu::analyze::{Config, analyze};
+//! use trueno_gpu::analyze::{Config, Pattern, Space, analyze};
 //!
 //! let ptx = ".version 8.0\n.target sm_90\n.address_size 64\n\
 //!     .visible .entry k(.param .u64 p) {\n\
@@ -23,7 +23,9 @@
 //! let k = &a.kernels[0];
 //! assert_eq!(k.name, "k");
 //! assert!(k.findings.is_empty());
-//! assert_eq!(k.memory[0].pattern, trueno_gpu::analyze::Pattern::Coalesced);
+//! // Lane i reads element i: one 128-byte line per warp.
+//! let load = k.memory.iter().find(|m| m.space == Space::Global).unwrap();
+//! assert_eq!(load.pattern, Pattern::Coalesced);
 //! # Ok::<(), trueno_gpu::analyze::ParseError>(())
 //! ```
 
