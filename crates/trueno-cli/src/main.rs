@@ -101,7 +101,7 @@ enum PtxCommand {
         /// Every memory access, and registers by type.
         #[arg(long)]
         verbose: bool,
-        /// Architecture for occupancy (sm_70 to sm_120; also passed to ptxas).
+        /// Architecture for occupancy (sm_70 to sm_120); ptxas gets the file's own .target.
         #[arg(long, default_value = "sm_90")]
         target: String,
         /// Run ptxas -v (from $PTXAS or PATH) and show its registers and spills beside ours.

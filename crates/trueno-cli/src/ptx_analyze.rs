@@ -56,7 +56,13 @@ pub fn run(o: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     };
     let analysis = analyze(&text, &config).map_err(|e| format!("{}:{e}", o.file))?;
     let ptxas = if o.ptxas {
-        Some(run_ptxas(&o.file, &o.target)?)
+        // ptxas compiles only for the file's own .target family (sm_90a PTX needs sm_90a).
+        let arch = analysis
+            .target
+            .iter()
+            .find(|t| t.starts_with("sm_"))
+            .map_or(o.target.as_str(), String::as_str);
+        Some(run_ptxas(&o.file, arch)?)
     } else {
         None
     };

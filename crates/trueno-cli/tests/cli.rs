@@ -253,3 +253,121 @@ fn gguf_inspect_prints_metadata_tensors_and_totals() {
     assert!(err.contains("runs past the end"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+fn fixture(rel: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../trueno-gpu/tests/fixtures/ptx")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn ptx_analyze_reports_json_and_bugs_with_an_exit_status() {
+    let file = fixture("nvcc/kernels_sm_90.ptx");
+    let out = trueno(&["ptx", "analyze", &file, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|k| k["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"sgemm_tiled") && names.contains(&"vec_add"),
+        "{names:?}"
+    );
+    let k = &v["kernels"][1];
+    assert!(k["registers"]["estimated"].as_u64().unwrap() > 0);
+    assert!(k["occupancy"]["occupancy"].as_f64().unwrap() > 0.0);
+
+    let text = trueno(&["ptx", "analyze", &file, "--verbose", "--target", "sm_80"]);
+    assert!(text.status.success());
+    let s = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        s.contains("occupancy") && s.contains("coalescing") && s.contains("sm_80"),
+        "{s}"
+    );
+
+    // A critical finding: exit status 2, one line per finding.
+    let bug = fixture("bugs/missing-barrier.ptx");
+    let out = trueno(&["ptx", "analyze", &bug, "--bugs"]);
+    assert_eq!(out.status.code(), Some(2));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        s.contains("critical [missing-barrier]") && s.contains(":21:"),
+        "{s}"
+    );
+}
+
+#[test]
+fn ptx_analyze_bad_input_is_a_message_not_a_panic() {
+    for args in [
+        vec!["ptx", "analyze", "/nonexistent/file.ptx"],
+        vec!["ptx", "analyze", env!("CARGO_MANIFEST_DIR"), "--json"],
+    ] {
+        let out = trueno(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot read") && !err.contains("panicked"),
+            "{err}"
+        );
+    }
+    let bad = std::env::temp_dir().join(format!("trueno-bad-{}.ptx", std::process::id()));
+    std::fs::write(&bad, ".entry k() {\n  mov.u32 %r1, %r2\n}\n").unwrap();
+    let out = trueno(&["ptx", "analyze", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(err.contains(":3:1:") && err.contains("expected"), "{err}");
+    let out = trueno(&["ptx", "analyze", bad.to_str().unwrap(), "--target", "sm_52"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target"));
+    let _ = std::fs::remove_file(&bad);
+}
+
+/// With ptxas available (`PTXAS` or .venv-cuda), `--ptxas` sets its figures beside ours.
+#[test]
+fn ptx_analyze_with_ptxas_shows_its_registers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let ptxas = std::env::var_os("PTXAS")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::fs::read_dir(root.join(".venv-cuda/lib"))
+                .ok()?
+                .flatten()
+                .map(|d| d.path().join("site-packages/nvidia/cu13/bin/ptxas"))
+                .find(|p| p.exists())
+        });
+    let Some(ptxas) = ptxas else {
+        assert!(
+            std::env::var("TRUENO_REQUIRE_PTXAS").is_err(),
+            "ptxas required but missing"
+        );
+        eprintln!("SKIPPED: ptxas not found; run scripts/setup-ptxas.sh .venv-cuda");
+        return;
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_trueno"))
+        .args([
+            "ptx",
+            "analyze",
+            &fixture("triton/add_kernel.ptx"),
+            "--ptxas",
+            "--json",
+        ])
+        .env("PTXAS", &ptxas)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["ptxas"][0]["registers"].as_u64().unwrap() > 0, "{v}");
+}

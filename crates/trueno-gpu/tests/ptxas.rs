@@ -5,63 +5,17 @@
 //! `PTXAS` to its path, or leave the wheel in `.venv-cuda` at the workspace root. Without
 //! it the test says so and passes, unless `TRUENO_REQUIRE_PTXAS=1` (CI sets it).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
+mod common;
+use common::{assemble, ptxas};
+
+use trueno_gpu::analyze::ptxas::parse_verbose;
 use trueno_gpu::kernels::all_kernels;
 use trueno_gpu::ptx::{
     self, Bf16, Cmp, F16, F32, F64, KernelBuilder, PtxType, Rounding, S32, ShflMode, Space, Target,
     U32, U64,
 };
-
-fn ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PTXAS") {
-        return Some(p.into());
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let venv = std::fs::read_dir(root.join(".venv-cuda/lib")).ok()?;
-    venv.flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/ptxas"))
-        .find(|p| p.exists())
-}
-
-/// (registers, spill store bytes, spill load bytes, stack frame bytes) from `ptxas -v`.
-fn resources(log: &str) -> (u32, u32, u32, u32) {
-    let num_before = |key: &str| -> u32 {
-        log.find(key)
-            .and_then(|i| log[..i].split_whitespace().last())
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(0)
-    };
-    (
-        num_before("registers"),
-        num_before("bytes spill stores"),
-        num_before("bytes spill loads"),
-        num_before("bytes stack frame"),
-    )
-}
-
-/// Runs ptxas on `ptx` for `target`; the log on failure.
-fn assemble(ptxas: &Path, ptx: &str, target: Target, stem: &str) -> Result<String, String> {
-    let dir = std::env::temp_dir().join(format!("trueno-ptxas-{}-{stem}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join(format!("{stem}_{}.ptx", target.name()));
-    std::fs::write(&file, ptx).unwrap();
-    let out = Command::new(ptxas)
-        .args(["-v", "-arch", target.name(), "-o"])
-        .arg(file.with_extension("cubin"))
-        .arg(&file)
-        .output()
-        .expect("run ptxas");
-    let _ = std::fs::remove_dir_all(&dir);
-    let log =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-    if out.status.success() {
-        Ok(log)
-    } else {
-        Err(log)
-    }
-}
 
 /// One kernel that uses every builder feature the shipped kernels do not: f16/bf16
 /// conversions, f64, rounding modes, the special functions, atomics (add, CAS, the f32
@@ -152,8 +106,6 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
         eprintln!("SKIPPED: ptxas not found; run scripts/setup-ptxas.sh .venv-cuda or set PTXAS");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("trueno-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let mut lines = Vec::new();
     let mut failures = Vec::new();
     for k in all_kernels() {
@@ -161,25 +113,20 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
             let ptx = k
                 .emit_ptx(target)
                 .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
-            let file = dir.join(format!("{}_{}.ptx", k.name(), target.name()));
-            std::fs::write(&file, &ptx).unwrap();
-            let out = Command::new(&ptxas)
-                .args(["-v", "-arch", target.name(), "-o"])
-                .arg(file.with_extension("cubin"))
-                .arg(&file)
-                .output()
-                .expect("run ptxas");
-            let log = String::from_utf8_lossy(&out.stderr).to_string()
-                + &String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() {
-                failures.push(format!(
-                    "{} {}: ptxas failed:\n{log}",
-                    k.name(),
-                    target.name()
-                ));
-                continue;
-            }
-            let (regs, spill_st, spill_ld, stack) = resources(&log);
+            let log = match assemble(&ptxas, &ptx, target, &k.name()) {
+                Ok(log) => log,
+                Err(log) => {
+                    failures.push(format!(
+                        "{} {}: ptxas failed:\n{log}",
+                        k.name(),
+                        target.name()
+                    ));
+                    continue;
+                }
+            };
+            let f = parse_verbose(&log).into_iter().next().unwrap_or_default();
+            let (regs, spill_st, spill_ld, stack) =
+                (f.registers, f.spill_stores, f.spill_loads, f.stack_frame);
             if spill_st + spill_ld + stack > 0 {
                 failures.push(format!(
                     "{} {}: spills {spill_st}/{spill_ld} bytes, stack {stack}",
@@ -190,7 +137,6 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
             lines.push(format!("{} {} registers={regs}", k.name(), target.name()));
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let snapshot_path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots/ptxas_registers.txt");

@@ -142,7 +142,41 @@ pub fn run(cx: &Context) -> Vec<Finding> {
         ));
     }
     out.sort_by_key(|f| (f.pos, f.detector));
-    out
+    merge_repeats(out)
+}
+
+/// One finding per detector and message: an unrolled loop repeats the same hazard on
+/// every copy, so later lines are listed on the first.
+fn merge_repeats(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut out: Vec<(Finding, Vec<u32>)> = Vec::new();
+    for f in findings {
+        match out
+            .iter_mut()
+            .find(|(g, _)| g.detector == f.detector && g.message == f.message)
+        {
+            Some((_, lines)) => lines.push(f.pos.line),
+            None => out.push((f, Vec::new())),
+        }
+    }
+    out.into_iter()
+        .map(|(mut f, lines)| {
+            if !lines.is_empty() {
+                let shown: Vec<String> = lines.iter().take(8).map(u32::to_string).collect();
+                let more = lines.len().saturating_sub(8);
+                f.message += &format!(
+                    " (also at line{} {}{})",
+                    if lines.len() > 1 { "s" } else { "" },
+                    shown.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+            f
+        })
+        .collect()
 }
 
 fn finding(detector: &'static str, severity: Severity, pos: Pos, message: String) -> Finding {
@@ -315,77 +349,132 @@ fn same_address(
 fn barriers_and_exits(cx: &Context, out: &mut Vec<Finding>) {
     let flow = cx.flow;
     let barriers: Vec<usize> = (0..flow.instrs.len())
-        .filter(|&k| isa::is_block_barrier(flow.instrs[k]))
+        .filter(|&k| isa::is_block_barrier(flow.instrs[k]) && flow.reachable[flow.block_of[k]])
         .collect();
+    if barriers.is_empty() {
+        return;
+    }
     let varies = |k: usize| {
         flow.instrs[k]
             .guard
             .as_ref()
             .is_some_and(|g| cx.values.name(flow, k, &g.reg).varies())
     };
-    for &k in &barriers {
-        let ins = flow.instrs[k];
-        let b = flow.block_of[k];
-        if !flow.reachable[b] {
+    let mut reported_exit = vec![false; flow.instrs.len()];
+    for br in &cx.values.branches {
+        let inside: Vec<usize> = barriers
+            .iter()
+            .copied()
+            .filter(|&k| br.region.contains(&flow.block_of[k]))
+            .filter(|&k| {
+                // `bar.sync id, count` under a whole-warp branch: a named barrier for a
+                // subset of warps (warp specialisation), allowed unless strict.
+                let counted = flow.instrs[k].operands.len() >= 2;
+                cx.strict || !(counted && br.how == Val::WarpUniform)
+            })
+            .collect();
+        let Some(&first) = inside.first() else {
+            continue;
+        };
+        let line = flow.instrs[br.instr].pos.line;
+        // Threads that leave on a barrier-free path before the paths meet (or where they
+        // meet at a bare `ret`) never arrive: an early exit, not a skipped barrier.
+        let meet = flow.ipdom[flow.block_of[br.instr]];
+        if let Some(e) = exit_without_barrier(flow, flow.block_of[br.instr], br.instr + 1, meet) {
+            if !std::mem::replace(&mut reported_exit[e], true) {
+                out.push(exit_finding(flow, e, line, first));
+            }
             continue;
         }
-        let counted = ins.operands.len() >= 2; // `bar.sync id, count`: a subset of warps
-        let under = cx.values.branches.iter().find(|br| {
-            br.region.contains(&b) && (cx.strict || !(counted && br.how == Val::WarpUniform))
-        });
-        if let Some(br) = under {
+        for k in inside {
             out.push(finding(
                 "divergent-barrier",
                 Severity::Critical,
-                ins.pos,
+                flow.instrs[k].pos,
                 format!(
-                    "barrier inside control flow that depends on the thread (branch at line \
-                     {}): threads that skip it leave the others waiting",
-                    flow.instrs[br.instr].pos.line
+                    "barrier inside control flow that depends on the thread (branch at line                      {line}): threads that skip it leave the others waiting"
                 ),
             ));
-        } else if varies(k) {
+        }
+    }
+    for (k, &ins) in flow.instrs.iter().enumerate() {
+        if !varies(k) || !flow.reachable[flow.block_of[k]] {
+            continue;
+        }
+        if isa::is_block_barrier(ins) {
             out.push(finding(
                 "divergent-barrier",
                 Severity::Critical,
                 ins.pos,
                 "barrier under a thread-dependent predicate".to_string(),
             ));
+        } else if matches!(ins.base(), "ret" | "exit")
+            && !reported_exit[k]
+            && let Some(bar) = barrier_reachable(flow, flow.block_of[k], &barriers)
+        {
+            out.push(exit_finding(flow, k, ins.pos.line, bar));
         }
     }
-    if barriers.is_empty() {
-        return;
+}
+
+fn exit_finding(flow: &Flow, exit: usize, branch_line: u32, barrier: usize) -> Finding {
+    finding(
+        "exit-before-barrier",
+        Severity::Critical,
+        flow.instrs[exit].pos,
+        format!(
+            "`{}` on a thread-dependent path (line {branch_line}) while other threads go on to \
+             the barrier at line {}",
+            flow.instrs[exit].opcode, flow.instrs[barrier].pos.line
+        ),
+    )
+}
+
+/// An exit (`ret`/`exit`) reachable from instruction `from` (in `block`) on some path that
+/// meets no block barrier first, before the block `meet` (or as `meet`'s first instruction).
+fn exit_without_barrier(
+    flow: &Flow,
+    block: usize,
+    from: usize,
+    meet: Option<usize>,
+) -> Option<usize> {
+    let mut seen = vec![false; flow.blocks.len()];
+    let mut stack = flow.blocks[block].succs.clone();
+    let scan = |start: usize, end: usize| -> Result<Option<usize>, ()> {
+        for k in start..end {
+            let ins = flow.instrs[k];
+            if isa::is_block_barrier(ins) {
+                return Err(()); // this path arrives
+            }
+            if matches!(ins.base(), "ret" | "exit") {
+                return Ok(Some(k));
+            }
+        }
+        Ok(None)
+    };
+    // The rest of the branch's own block first (a predicated exit after the branch).
+    let end = flow.blocks[block].end;
+    if let Ok(Some(k)) = scan(from.min(end), end) {
+        return Some(k);
     }
-    for (k, ins) in flow.instrs.iter().enumerate() {
-        if !matches!(ins.base(), "ret" | "exit") || !flow.reachable[flow.block_of[k]] {
+    while let Some(b) = stack.pop() {
+        if std::mem::replace(&mut seen[b], true) {
             continue;
         }
-        let b = flow.block_of[k];
-        let from: Option<(usize, usize)> = if varies(k) {
-            Some((b, k))
-        } else {
-            cx.values
-                .branches
-                .iter()
-                .find(|br| br.region.contains(&b))
-                .map(|br| (flow.block_of[br.instr], br.instr))
-        };
-        let Some((start, branch)) = from else {
+        if Some(b) == meet {
+            let first = flow.blocks[b].start;
+            if matches!(flow.instrs[first].base(), "ret" | "exit") {
+                return Some(first);
+            }
             continue;
-        };
-        if let Some(bar) = barrier_reachable(flow, start, &barriers) {
-            out.push(finding(
-                "exit-before-barrier",
-                Severity::Critical,
-                ins.pos,
-                format!(
-                    "`{}` on a thread-dependent path (line {}) while other threads go on to \
-                     the barrier at line {}",
-                    ins.opcode, flow.instrs[branch].pos.line, flow.instrs[bar].pos.line
-                ),
-            ));
+        }
+        match scan(flow.blocks[b].start, flow.blocks[b].end) {
+            Ok(Some(k)) => return Some(k),
+            Ok(None) => stack.extend(flow.blocks[b].succs.iter().copied()),
+            Err(()) => {}
         }
     }
+    None
 }
 
 /// The first barrier reachable from the start of `block` (itself included).

@@ -508,6 +508,9 @@ fn branch_targets(i: &Instruction) -> Vec<&str> {
 
 /// Reverse postorder of the nodes reachable from `start`.
 fn order<'a>(n: usize, start: usize, succs: impl Fn(usize) -> &'a Vec<usize>) -> Vec<usize> {
+    if start >= n {
+        return Vec::new();
+    }
     let mut seen = vec![false; n];
     let mut post = Vec::with_capacity(n);
     let mut stack = vec![(start, 0usize)];

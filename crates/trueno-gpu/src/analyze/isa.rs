@@ -208,6 +208,9 @@ pub fn data_type(ins: &Instruction) -> Option<&str> {
 /// A class for the instruction mix.
 pub fn class(ins: &Instruction) -> &'static str {
     let base = ins.base();
+    if base == "wmma" && (ins.has("load") || ins.has("store")) {
+        return "memory";
+    }
     match base {
         "ld" | "ldu" | "st" | "prefetch" | "prefetchu" | "cp" | "ldmatrix" | "stmatrix"
         | "movmatrix" => "memory",
@@ -238,7 +241,7 @@ pub fn class(ins: &Instruction) -> &'static str {
 /// warpgroup `wgmma` over 128).
 pub fn flops(ins: &Instruction) -> f64 {
     let base = ins.base();
-    if matches!(base, "mma" | "wmma" | "wgmma") {
+    if matches!(base, "mma" | "wgmma") || (base == "wmma" && ins.has("mma")) {
         let threads = if base == "wgmma" { 128.0 } else { 32.0 };
         return ins
             .modifiers()
@@ -335,6 +338,23 @@ pub fn memory(ins: &Instruction) -> Vec<MemRef<'_>> {
         "ld" | "ldu" => one(Access::Load, space, vector * elem),
         "st" => one(Access::Store, space, vector * elem),
         "atom" | "red" => one(Access::Atomic, space, vector * elem),
+        // A fragment: each thread moves its registers' worth.
+        "wmma" if ins.has("load") || ins.has("store") => {
+            let regs = ins
+                .operands
+                .iter()
+                .find_map(|o| match o {
+                    Operand::Vector(v) => Some(v.len() as u64),
+                    _ => None,
+                })
+                .unwrap_or(0);
+            let access = if ins.has("load") {
+                Access::Load
+            } else {
+                Access::Store
+            };
+            one(access, space, 4 * regs)
+        }
         "ldmatrix" | "stmatrix" => {
             let regs = ins
                 .modifiers()

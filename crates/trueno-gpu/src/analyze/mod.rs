@@ -4,6 +4,10 @@
 //! conflicts, arithmetic intensity against a roofline, and bugs that hang or corrupt
 //! (missing barriers, barriers under divergence, exits before barriers, undefined reads...).
 //!
+//! Lane patterns (coalescing, bank conflicts) assume `%tid.x` runs along the warp, that is
+//! `blockDim.x` is a multiple of 32; `%tid.y`/`%tid.z` are treated as varying in no known
+//! way. Figures are static: loop bodies are weighted, not executed.
+//!
 //! ```
 //! use trueno_gpu::analyze::{Config, Pattern, Space, analyze};
 //!

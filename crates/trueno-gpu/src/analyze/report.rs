@@ -194,6 +194,7 @@ pub fn accesses(flow: &Flow, values: &Values) -> Vec<MemAccess> {
         for m in isa::memory(ins) {
             let space = match (m.space, m.base.map(|b| values.provenance(flow, k, b))) {
                 (Space::Generic, Some(super::values::Prov::SharedGeneric)) => Space::Shared,
+                (Space::Generic, Some(super::values::Prov::Local)) => Space::Local,
                 (s, _) => s,
             };
             let val = m.base.map_or(Val::Uniform, |b| values.name(flow, k, b));
@@ -235,8 +236,8 @@ pub fn accesses(flow: &Flow, values: &Values) -> Vec<MemAccess> {
 pub fn sector_efficiency(stride: i64, bytes: u64) -> f64 {
     let mut sectors: Vec<i64> = Vec::new();
     for lane in 0..32i64 {
-        let start = lane * stride;
-        let end = start + bytes as i64 - 1;
+        let start = lane.wrapping_mul(stride);
+        let end = start.saturating_add(bytes.min(1 << 20) as i64 - 1);
         sectors.extend(start.div_euclid(32)..=end.div_euclid(32));
     }
     sectors.sort_unstable();
@@ -254,7 +255,7 @@ pub fn bank_ways(stride: i64, bytes: u64) -> u32 {
     for phase in 0..32 / lanes_per_phase {
         let mut words: Vec<(i64, i64)> = Vec::new(); // (bank, word)
         for lane in phase * lanes_per_phase..(phase + 1) * lanes_per_phase {
-            let first = (lane * stride).div_euclid(4);
+            let first = lane.wrapping_mul(stride).div_euclid(4);
             for w in first..first + bytes.div_ceil(4) as i64 {
                 words.push((w.rem_euclid(32), w));
             }
@@ -345,5 +346,13 @@ mod tests {
         assert_eq!(bank_ways(8, 8), 1); // doubles, unit stride: two phases, no conflict
         assert_eq!(bank_ways(16, 16), 1); // float4, unit stride
         assert_eq!(bank_ways(32, 16), 2); // float4 every other slot
+    }
+
+    #[test]
+    fn extreme_strides_do_not_overflow() {
+        for stride in [i64::MAX, i64::MIN, 1 << 62, -(1 << 62), -4] {
+            assert!(bank_ways(stride, 16) >= 1);
+            assert!(sector_efficiency(stride, 16) > 0.0);
+        }
     }
 }

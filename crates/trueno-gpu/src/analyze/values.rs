@@ -380,13 +380,21 @@ impl Values {
                 match (arg(1), d) {
                     (Val::Const(a), Some(d)) => Val::Const(a.div_euclid(d)),
                     // Lanes 0..31 of a warp-aligned group share `lane * c / d`.
-                    (Val::Affine(c), Some(d)) if c > 0 && d % (32 * c) == 0 => Val::WarpUniform,
+                    (Val::Affine(c), Some(d))
+                        if c > 0 && c.checked_mul(32).is_some_and(|w| d % w == 0) =>
+                    {
+                        Val::WarpUniform
+                    }
                     (a, _) => a.opaque(arg(2)),
                 }
             }
             "and" | "rem" => {
                 let m = match (base, arg(2)) {
-                    ("and", Val::Const(m)) if m > 0 && (m + 1) & m == 0 => Some(m + 1),
+                    ("and", Val::Const(m))
+                        if m > 0 && m.checked_add(1).is_some_and(|p| p & m == 0) =>
+                    {
+                        Some(m + 1)
+                    }
                     ("rem", Val::Const(d)) if d > 0 => Some(d),
                     _ => None,
                 };
