@@ -186,12 +186,27 @@ pub struct Instruction {
     pub operands: Vec<Operand>,
     /// Where it starts.
     pub pos: Pos,
+    /// Length of the opcode's first part (`ld` in `ld.global.f32`), found once: the
+    /// analyses ask for it on every instruction many times.
+    pub base_len: usize,
 }
 
 impl Instruction {
+    /// An instruction from its parts.
+    pub fn new(guard: Option<Guard>, opcode: String, operands: Vec<Operand>, pos: Pos) -> Self {
+        let base_len = opcode.find('.').unwrap_or(opcode.len());
+        Instruction {
+            guard,
+            opcode,
+            operands,
+            pos,
+            base_len,
+        }
+    }
+
     /// The opcode without modifiers (`ld`).
     pub fn base(&self) -> &str {
-        self.opcode.split('.').next().unwrap_or("")
+        &self.opcode[..self.base_len]
     }
 
     /// The modifiers (`global`, `nc`, `v4`, `f32`), without dots.

@@ -8,6 +8,7 @@ use super::flow::{Flow, ReachingDefs};
 use super::isa::{self, Access};
 use super::report::{MemAccess, RegisterReport};
 use super::values::{Prov, Val, Values};
+use crate::ptx::cfg::BitSet;
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -251,36 +252,42 @@ fn is_sync(cx: &Context, k: usize) -> bool {
 /// the same address of the same thread (same register, same definitions, same offset).
 fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Finding>) {
     let flow = cx.flow;
-    let stores: Vec<(usize, Option<String>, i64)> = (0..flow.instrs.len())
-        .filter_map(|k| match is_shared_store_or_load(cx, k) {
-            Some((Access::Store, base, off)) if cx.strict || !flow.instrs[k].has("volatile") => {
-                Some((k, base, off))
-            }
-            _ => None,
-        })
-        .collect();
+    let n = flow.instrs.len();
+    // Classified once: each instruction's shared access, store slot, and whether it syncs.
+    let shared: Vec<Option<(Access, Option<String>, i64)>> =
+        (0..n).map(|k| is_shared_store_or_load(cx, k)).collect();
+    let mut slot = vec![usize::MAX; n];
+    let mut stores: Vec<(usize, Option<String>, i64)> = Vec::new();
+    for (k, a) in shared.iter().enumerate() {
+        if let Some((Access::Store, base, off)) = a
+            && (cx.strict || !flow.instrs[k].has("volatile"))
+        {
+            slot[k] = stores.len();
+            stores.push((k, base.clone(), *off));
+        }
+    }
     if stores.is_empty() {
         return;
     }
-    let index_of = |k: usize| stores.iter().position(|s| s.0 == k);
+    let sync: Vec<bool> = (0..n).map(|k| is_sync(cx, k)).collect();
     let nb = flow.blocks.len();
     let ns = stores.len();
-    let transfer = |k: usize, pending: &mut Vec<bool>| {
-        if is_sync(cx, k) {
-            pending.iter_mut().for_each(|p| *p = false);
-        } else if let Some(s) = index_of(k) {
-            pending[s] = true;
+    let transfer = |k: usize, pending: &mut BitSet| {
+        if sync[k] {
+            *pending = BitSet::new(ns);
+        } else if slot[k] != usize::MAX {
+            pending.insert(slot[k]);
         }
     };
-    let mut out_sets = vec![vec![false; ns]; nb];
+    let mut out_sets = vec![BitSet::new(ns); nb];
     let rpo = flow.rpo();
     let mut changed = true;
     while changed {
         changed = false;
         for &b in &rpo {
-            let mut set = vec![false; ns];
+            let mut set = BitSet::new(ns);
             for &p in &flow.blocks[b].preds {
-                set.iter_mut().zip(&out_sets[p]).for_each(|(a, &o)| *a |= o);
+                set.union_with(&out_sets[p]);
             }
             for k in flow.blocks[b].start..flow.blocks[b].end {
                 transfer(k, &mut set);
@@ -292,20 +299,18 @@ fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Finding>) {
         }
     }
     for &b in &rpo {
-        let mut set = vec![false; ns];
+        let mut set = BitSet::new(ns);
         for &p in &flow.blocks[b].preds {
-            set.iter_mut().zip(&out_sets[p]).for_each(|(a, &o)| *a |= o);
+            set.union_with(&out_sets[p]);
         }
         for k in flow.blocks[b].start..flow.blocks[b].end {
-            if let Some((Access::Load, lbase, loff)) = is_shared_store_or_load(cx, k) {
+            if let Some((Access::Load, lbase, loff)) = &shared[k] {
                 let ins = flow.instrs[k];
                 let skip_volatile = !cx.strict && ins.has("volatile");
-                let other = stores.iter().enumerate().find(|(s, (sk, sbase, soff))| {
-                    set[*s]
-                        && !skip_volatile
-                        && !same_address(cx, rd, (*sk, sbase, *soff), (k, &lbase, loff))
+                let other = set.iter().map(|s| &stores[s]).find(|(sk, sbase, soff)| {
+                    !skip_volatile && !same_address(cx, rd, (*sk, sbase, *soff), (k, lbase, *loff))
                 });
-                if let Some((_, (sk, _, _))) = other {
+                if let Some((sk, _, _)) = other {
                     out.push(finding(
                         "missing-barrier",
                         Severity::Critical,

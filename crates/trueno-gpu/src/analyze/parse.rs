@@ -522,12 +522,7 @@ impl<'a> Parser<'a, '_> {
                 }
             }
         }
-        Ok(Instruction {
-            guard,
-            opcode,
-            operands,
-            pos: at,
-        })
+        Ok(Instruction::new(guard, opcode, operands, at))
     }
 
     fn operand(&mut self) -> Result<Operand> {

@@ -9,6 +9,7 @@ use super::ast::{Function, Pos, Space};
 use super::flow::Flow;
 use super::isa::{self, Access};
 use super::values::{Val, Values};
+use crate::ptx::cfg::BitSet;
 
 /// Registers: declared, used, and the most live at once.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,16 +140,27 @@ pub fn registers(f: &Function, flow: &Flow, arch: &Arch) -> RegisterReport {
     for t in &flow.regs.types {
         *used.entry(t.clone()).or_insert(0) += 1;
     }
+    // One mask per register width, so a live set's size is a few popcounts.
+    let n = flow.regs.len();
+    let mut masks: BTreeMap<u32, BitSet> = BTreeMap::new();
+    let mut pred_mask = BitSet::new(n);
+    for r in 0..n {
+        if flow.regs.is_pred[r] {
+            pred_mask.insert(r);
+        } else {
+            masks
+                .entry(flow.regs.slots[r])
+                .or_insert_with(|| BitSet::new(n))
+                .insert(r);
+        }
+    }
     let (mut max_live, mut max_at, mut max_pred) = (0u32, f.pos, 0u32);
     flow.walk_live(|k, live| {
         if !flow.reachable[flow.block_of[k]] {
             return;
         }
-        let (mut slots, mut preds) = (0u32, 0u32);
-        for r in live.iter() {
-            slots += flow.regs.slots[r];
-            preds += flow.regs.is_pred[r] as u32;
-        }
+        let mut slots: u32 = masks.iter().map(|(w, m)| w * live.count_and(m)).sum();
+        let preds = live.count_and(&pred_mask);
         // The instruction's own results occupy registers while it issues.
         for &d in &flow.defs[k] {
             if !live.contains(d as usize) {

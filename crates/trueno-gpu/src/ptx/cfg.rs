@@ -47,10 +47,30 @@ impl BitSet {
     /// Members in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.0.iter().enumerate().flat_map(|(w, &bits)| {
-            (0..64)
-                .filter(move |b| bits >> b & 1 == 1)
-                .map(move |b| w * 64 + b)
+            let mut rest = bits;
+            std::iter::from_fn(move || {
+                if rest == 0 {
+                    return None;
+                }
+                let b = rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                Some(w * 64 + b)
+            })
         })
+    }
+    /// `self &= !other`.
+    pub fn subtract(&mut self, other: &BitSet) {
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a &= !b;
+        }
+    }
+    /// Members also in `mask`.
+    pub fn count_and(&self, mask: &BitSet) -> u32 {
+        self.0
+            .iter()
+            .zip(&mask.0)
+            .map(|(a, b)| (a & b).count_ones())
+            .sum()
     }
     /// No members.
     pub fn is_empty(&self) -> bool {
