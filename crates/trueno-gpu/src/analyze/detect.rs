@@ -303,8 +303,9 @@ fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Finding>) {
         for &p in &flow.blocks[b].preds {
             set.union_with(&out_sets[p]);
         }
-        for k in flow.blocks[b].start..flow.blocks[b].end {
-            if let Some((Access::Load, lbase, loff)) = &shared[k] {
+        let block = flow.blocks[b].start..flow.blocks[b].end;
+        for (k, access) in shared.iter().enumerate().take(block.end).skip(block.start) {
+            if let Some((Access::Load, lbase, loff)) = access {
                 let ins = flow.instrs[k];
                 let skip_volatile = !cx.strict && ins.has("volatile");
                 let other = set.iter().map(|s| &stores[s]).find(|(sk, sbase, soff)| {

@@ -443,8 +443,8 @@ impl<'f> Flow<'f> {
             .collect();
         let (mut gen_, mut kill) = (vec![BitSet::new(ns); nb], vec![BitSet::new(ns); nb]);
         for (b, bl) in self.blocks.iter().enumerate() {
-            for k in bl.start..bl.end {
-                for &x in &site_of[k] {
+            for (k, sites) in site_of.iter().enumerate().take(bl.end).skip(bl.start) {
+                for &x in sites {
                     let r = site_reg[x] as usize;
                     if kills(k) {
                         gen_[b].subtract(&masks[r]);
