@@ -41,6 +41,8 @@ pub mod isa;
 mod lex;
 mod parse;
 pub mod ptxas;
+mod reaching;
+mod regs;
 pub mod report;
 pub mod values;
 
