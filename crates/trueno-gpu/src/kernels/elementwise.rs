@@ -115,7 +115,8 @@ impl ElementwiseOp {
     }
 }
 
-/// The kernel for one [`ElementwiseOp`]. Parameters: `x`, [`y`], `out`, `n`, [`alpha`].
+/// The kernel for one [`ElementwiseOp`]. Parameters: `x`, `y` (binary ops),
+/// `out`, `n`, `alpha` (ops with a scale).
 #[derive(Clone, Copy, Debug)]
 pub struct ElementwiseKernel(pub ElementwiseOp);
 

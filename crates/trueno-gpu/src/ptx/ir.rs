@@ -305,15 +305,15 @@ pub enum Op {
     Setp(Cmp),
     /// `selp.ty` dst <- p ? a : b (srcs: a, b, p)
     Selp,
-    /// `ld.space.ty` dst(s) <- [addr]
+    /// `ld.space.ty` dst(s) <- `[addr]`
     Ld(Space),
-    /// `st.space.ty` [addr] <- value(s) (srcs: addr, value)
+    /// `st.space.ty` `[addr]` <- value(s) (srcs: addr, value)
     St(Space),
     /// `bar.sync 0`
     BarSync,
     /// `shfl.sync.mode.b32` dst <- (a, b, c, mask)
     Shfl(ShflMode),
-    /// `atom.space.op.ty` dst <- [addr] (srcs: addr, value [, new for cas])
+    /// `atom.space.op.ty` dst <- `[addr]` (srcs: addr, value, and new for cas)
     Atom(Space, AtomOp),
     /// `vote.sync.mode` dst <- (pred, mask)
     Vote(VoteMode),
