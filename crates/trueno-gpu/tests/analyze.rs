@@ -458,3 +458,40 @@ fn extreme_constants_do_not_overflow() {
         .unwrap();
     }
 }
+
+/// A 2-D block addressed `row * pitch + col`: with `.reqntid 32, 8` a warp is one row, so
+/// the access is coalesced; without it `%tid.y` could change inside a warp.
+#[test]
+fn required_block_width_makes_rows_warp_uniform() {
+    let kernel = |directive: &str| {
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n\
+            .visible .entry k(.param .u64 o) {directive} {{\n\
+              .reg .b32 %r<4>; .reg .b64 %rd<3>; .reg .f32 %f<1>;\n\
+              ld.param.u64 %rd0, [o];\n\
+              mov.u32 %r0, %tid.x;\n\
+              mov.u32 %r1, %tid.y;\n\
+              shl.b32 %r2, %r1, 5;\n\
+              add.s32 %r3, %r2, %r0;\n\
+              mul.wide.u32 %rd1, %r3, 4;\n\
+              add.s64 %rd2, %rd0, %rd1;\n\
+              ld.global.f32 %f0, [%rd2];\n\
+              st.global.f32 [%rd2], %f0;\n\
+              ret;\n\
+            }}"
+        )
+    };
+    let pattern = |text: String| {
+        let a = analyze(&text, &Config::default()).unwrap();
+        a.kernels[0]
+            .memory
+            .iter()
+            .find(|m| m.space == Space::Global)
+            .unwrap()
+            .pattern
+    };
+    use trueno_gpu::analyze::Pattern;
+    assert_eq!(pattern(kernel(".reqntid 32, 8, 1")), Pattern::Coalesced);
+    assert_eq!(pattern(kernel(".maxntid 256, 1, 1")), Pattern::Irregular);
+    assert_eq!(pattern(kernel(".reqntid 16, 16, 1")), Pattern::Irregular);
+}

@@ -244,6 +244,8 @@ pub struct Function {
     pub vars: Vec<VarDecl>,
     /// `.maxntid` / `.reqntid`: threads per block, multiplied out.
     pub max_threads: Option<u32>,
+    /// `.reqntid`'s x dimension: the block's exact width, when the kernel requires one.
+    pub required_width: Option<u32>,
     /// `.minnctapersm`.
     pub min_blocks_per_sm: Option<u32>,
     /// `.maxnreg`.

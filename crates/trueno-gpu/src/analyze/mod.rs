@@ -6,7 +6,8 @@
 //!
 //! Lane patterns (coalescing, bank conflicts) assume `%tid.x` runs along the warp, that is
 //! `blockDim.x` is a multiple of 32; `%tid.y`/`%tid.z` are treated as varying in no known
-//! way. Figures are static: loop bodies are weighted, not executed.
+//! way, unless `.reqntid` fixes a width that is a multiple of 32 (then they are uniform
+//! across each warp). Figures are static: loop bodies are weighted, not executed.
 //!
 //! ```
 //! use trueno_gpu::analyze::{Config, Pattern, Space, analyze};

@@ -279,7 +279,10 @@ impl<'a> Parser<'a, '_> {
             }
             match t.text {
                 ".maxntid" | ".reqntid" if !numbers.is_empty() => {
-                    f.max_threads = Some(numbers.iter().fold(1u32, |a, &b| a.saturating_mul(b)))
+                    f.max_threads = Some(numbers.iter().fold(1u32, |a, &b| a.saturating_mul(b)));
+                    if t.text == ".reqntid" {
+                        f.required_width = numbers.first().copied();
+                    }
                 }
                 ".minnctapersm" => f.min_blocks_per_sm = numbers.first().copied(),
                 ".maxnreg" => f.max_registers = numbers.first().copied(),

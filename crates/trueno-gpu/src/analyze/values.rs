@@ -151,14 +151,17 @@ pub struct Values {
     pub divergent_block: Vec<bool>,
     rd: ReachingDefs,
     vars: Vec<(String, Space)>,
+    whole_warp_rows: bool,
 }
 
-/// A special register's variation.
-fn special(name: &str) -> Option<Val> {
+/// A special register's variation. `whole_warp_rows`: the kernel requires a block width
+/// that is a multiple of 32 (`.reqntid 64, 4`), so a warp never spans two `%tid.y` rows.
+fn special(name: &str, whole_warp_rows: bool) -> Option<Val> {
     let base = name.split('.').next().unwrap_or(name);
     Some(match name {
         "%tid.x" | "%laneid" => Val::Affine(1),
         "%warpid" => Val::WarpUniform,
+        "%tid.y" | "%tid.z" if whole_warp_rows => Val::WarpUniform,
         _ => match base {
             "%tid" => Val::Divergent,
             "%ntid"
@@ -194,6 +197,7 @@ impl Values {
             branches: Vec::new(),
             divergent_block: vec![false; flow.blocks.len()],
             rd: flow.reaching_definitions(true),
+            whole_warp_rows: f.required_width.is_some_and(|w| w > 0 && w % 32 == 0),
             vars: globals
                 .iter()
                 .chain(&f.vars)
@@ -295,7 +299,7 @@ impl Values {
         match o {
             Operand::Name(n) => match flow.regs.get(n) {
                 Some(id) => self.reg_at(k, id).0,
-                None => special(n).unwrap_or(Val::Uniform), // a symbol's address
+                None => special(n, self.whole_warp_rows).unwrap_or(Val::Uniform), // a symbol's address
             },
             Operand::Int(i) => Val::Const(*i),
             Operand::Float | Operand::Sink => Val::Uniform,
@@ -320,7 +324,7 @@ impl Values {
     pub fn name(&self, flow: &Flow, k: usize, name: &str) -> Val {
         match flow.regs.get(name) {
             Some(id) => self.reg_at(k, id).0,
-            None => special(name).unwrap_or(Val::Uniform),
+            None => special(name, self.whole_warp_rows).unwrap_or(Val::Uniform),
         }
     }
 
