@@ -209,20 +209,7 @@ fn kernel(
             totals.join(", ")
         }
     )?;
-    let global: Vec<_> = k
-        .memory
-        .iter()
-        .filter(|m| m.sector_efficiency.is_some() || matches!(m.pattern, Pattern::Irregular))
-        .filter(|m| {
-            !matches!(
-                m.space,
-                trueno_gpu::analyze::Space::Shared
-                    | trueno_gpu::analyze::Space::Local
-                    | trueno_gpu::analyze::Space::Param
-                    | trueno_gpu::analyze::Space::Const
-            )
-        })
-        .collect();
+    let global: Vec<_> = k.memory.iter().filter(|m| m.is_global()).collect();
     if !global.is_empty() {
         let count = |p: fn(&Pattern) -> bool| global.iter().filter(|m| p(&m.pattern)).count();
         writeln!(

@@ -18,11 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ptx = k.emit_ptx(Target::Sm90)?;
         let analysis = analyze(&ptx, &Config::default())?;
         for r in &analysis.kernels {
-            let global: Vec<_> = r
-                .memory
-                .iter()
-                .filter(|m| m.sector_efficiency.is_some() || m.pattern == Pattern::Irregular)
-                .collect();
+            let global: Vec<_> = r.memory.iter().filter(|m| m.is_global()).collect();
             let coalesced = global
                 .iter()
                 .filter(|m| m.pattern == Pattern::Coalesced)

@@ -77,6 +77,13 @@ pub struct MemAccess {
     pub loop_depth: u32,
 }
 
+impl MemAccess {
+    /// Device memory: `.global`, or a generic address not known to be shared or local.
+    pub fn is_global(&self) -> bool {
+        matches!(self.space, Space::Global | Space::Generic)
+    }
+}
+
 /// Loads, stores and bytes per space (static counts).
 #[derive(Clone, Debug, Default, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -294,7 +301,7 @@ pub fn intensity(flow: &Flow, accesses: &[MemAccess], device: &Device) -> Intens
         .sum();
     let global_bytes: f64 = accesses
         .iter()
-        .filter(|a| matches!(a.space, Space::Global | Space::Generic))
+        .filter(|a| a.is_global())
         .map(|a| a.bytes as f64 * weight(a.loop_depth))
         .sum();
     let ridge = device.peak_flops / device.bandwidth;
