@@ -313,6 +313,13 @@ fn edge_inputs() {
     )
     .unwrap();
     assert_eq!(a.kernels[0].unknown_opcodes[0].0, "frobnicate");
+    // Launch bounds at the edge of u32 (the occupancy target multiplies them).
+    let a = analyze(
+        ".entry k() .maxntid 4294967295, 2, 1 .minnctapersm 4294967295 { ret; }",
+        &Config::default(),
+    )
+    .unwrap();
+    assert_eq!(a.kernels[0].occupancy.blocks_per_sm, 0);
     assert!(
         a.kernels[0]
             .findings

@@ -190,13 +190,9 @@ fn analyze_function(
             .map(|v| v.bytes)
             .sum::<u64>();
     let block_size = f.max_threads.unwrap_or(config.block_size);
-    let occupancy = report::occupancy(
-        f,
-        registers.estimated,
-        config.block_size,
-        &config.arch,
-        shared_bytes,
-    );
+    let occupancy = config
+        .arch
+        .occupancy(registers.estimated, block_size, shared_bytes);
     let memory = report::accesses(&flow, &values);
     let findings = detect::run(&detect::Context {
         f,
@@ -206,6 +202,7 @@ fn analyze_function(
         registers: &registers,
         occupancy: &occupancy,
         arch: &config.arch,
+        block_size,
         min_occupancy: config.min_occupancy,
         strict: config.strict,
     });

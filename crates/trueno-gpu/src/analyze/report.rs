@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::arch::{Arch, Occupancy};
+use super::arch::Arch;
 use super::ast::{Function, Pos, Space};
 use super::flow::Flow;
 use super::isa::{self, Access};
@@ -188,11 +188,6 @@ pub fn registers(f: &Function, flow: &Flow, arch: &Arch) -> RegisterReport {
         max_live_predicates: max_pred,
         estimated: (max_live + REGISTER_OVERHEAD).min(arch.max_regs_per_thread),
     }
-}
-
-/// Occupancy for the block size the kernel declares (`.maxntid`/`.reqntid`) or `threads`.
-pub fn occupancy(f: &Function, regs: u32, threads: u32, arch: &Arch, shared: u64) -> Occupancy {
-    arch.occupancy(regs, f.max_threads.unwrap_or(threads), shared)
 }
 
 /// Instruction classes and their static counts, most frequent first.

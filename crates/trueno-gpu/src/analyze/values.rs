@@ -135,6 +135,8 @@ pub struct DivergentBranch {
     /// Blocks executed by only some threads: reachable from the branch before the paths
     /// meet again (its immediate post-dominator).
     pub region: Vec<usize>,
+    /// Whether each block of the function is in `region`.
+    pub in_region: Vec<bool>,
 }
 
 /// The values of one function, per definition: a read sees the join of the definitions
@@ -147,8 +149,6 @@ pub struct Values {
     pub instr_prov: Vec<Prov>,
     /// Branches on thread-dependent predicates.
     pub branches: Vec<DivergentBranch>,
-    /// Whether each block lies under some divergent branch.
-    pub divergent_block: Vec<bool>,
     rd: ReachingDefs,
     vars: Vec<(String, Space)>,
     whole_warp_rows: bool,
@@ -195,7 +195,6 @@ impl Values {
             instr_val: vec![Val::Bottom; n],
             instr_prov: vec![Prov::None; n],
             branches: Vec::new(),
-            divergent_block: vec![false; flow.blocks.len()],
             rd: flow.reaching_definitions(true),
             whole_warp_rows: f.required_width.is_some_and(|w| w > 0 && w % 32 == 0),
             vars: globals
@@ -214,9 +213,7 @@ impl Values {
             v.find_branches(flow);
             for b in &v.branches {
                 let meet = flow.ipdom[flow.block_of[b.instr]];
-                let mut in_region = vec![false; flow.blocks.len()];
-                b.region.iter().for_each(|&x| in_region[x] = true);
-                let inside = |blk: usize| in_region[blk];
+                let inside = |blk: usize| b.in_region[blk];
                 let how = if b.how == Val::WarpUniform {
                     Val::WarpUniform
                 } else {
@@ -242,11 +239,6 @@ impl Values {
             }
             if forced == before {
                 break;
-            }
-        }
-        for b in &v.branches {
-            for &blk in &b.region {
-                v.divergent_block[blk] = true;
             }
         }
         v
@@ -469,6 +461,7 @@ impl Values {
                 instr: k,
                 how,
                 region,
+                in_region: seen,
             });
         }
     }

@@ -112,6 +112,8 @@ pub struct Context<'a, 'f> {
     pub occupancy: &'a Occupancy,
     /// The architecture.
     pub arch: &'a Arch,
+    /// Threads per block (declared, or the configured default).
+    pub block_size: u32,
     /// Occupancy below which register pressure is reported.
     pub min_occupancy: f64,
     /// Report usually-intended patterns too.
@@ -382,8 +384,8 @@ fn memory_findings(cx: &Context, out: &mut Vec<Finding>) {
     let target =
         cx.f.min_blocks_per_sm
             .map(|b| {
-                let warps = cx.f.max_threads.unwrap_or(256).div_ceil(32);
-                (b * warps) as f64 / cx.arch.max_warps as f64
+                let warps = cx.block_size.div_ceil(32) as f64;
+                (b as f64 * warps / cx.arch.max_warps as f64).min(1.0)
             })
             .unwrap_or(cx.min_occupancy);
     let o = cx.occupancy;

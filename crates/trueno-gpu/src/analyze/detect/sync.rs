@@ -156,7 +156,7 @@ pub(super) fn barriers_and_exits(cx: &Context, out: &mut Vec<Finding>) {
         let inside: Vec<usize> = barriers
             .iter()
             .copied()
-            .filter(|&k| br.region.contains(&flow.block_of[k]))
+            .filter(|&k| br.in_region[flow.block_of[k]])
             .filter(|&k| {
                 // `bar.sync id, count` under a whole-warp branch: a named barrier for a
                 // subset of warps (warp specialisation), allowed unless strict.
