@@ -85,41 +85,7 @@ enum PtxCommand {
     /// Analyzes a PTX file (trueno's, nvcc's, Triton's): registers and occupancy,
     /// instruction mix, memory coalescing and bank conflicts, roofline class, and bugs.
     /// Exits with status 2 when a finding is critical.
-    Analyze {
-        /// The .ptx file.
-        file: String,
-        /// Also report patterns that are usually intended (warp-synchronous shared
-        /// exchanges, guarded writes that cover each other, counted named barriers...).
-        #[arg(long)]
-        strict: bool,
-        /// Only the findings, one per line (`file:line:col: severity [detector] message`).
-        #[arg(long)]
-        bugs: bool,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Every memory access, and registers by type.
-        #[arg(long)]
-        verbose: bool,
-        /// Architecture for occupancy (sm_70 to sm_120); ptxas gets the file's own .target.
-        #[arg(long, default_value = "sm_90")]
-        target: String,
-        /// Run ptxas -v (from $PTXAS or PATH) and show its registers and spills beside ours.
-        #[arg(long)]
-        ptxas: bool,
-        /// Threads per block for kernels without .maxntid/.reqntid.
-        #[arg(long, default_value_t = 256)]
-        block_size: u32,
-        /// Occupancy below which register pressure is reported (0 to 1).
-        #[arg(long, default_value_t = 0.25)]
-        min_occupancy: f64,
-        /// Peak FLOP/s of the roofline, in TFLOP/s (default: H100 SXM FP32).
-        #[arg(long, default_value_t = 66.9)]
-        peak_tflops: f64,
-        /// Memory bandwidth of the roofline, in GB/s (default: H100 SXM HBM3).
-        #[arg(long, default_value_t = 3350.0)]
-        bandwidth_gbs: f64,
-    },
+    Analyze(ptx_analyze::Options),
 }
 
 fn main() -> std::process::ExitCode {
@@ -134,33 +100,8 @@ fn main() -> std::process::ExitCode {
             command: PtxCommand::Emit { kernel, target },
         } => ptx::emit(&kernel, &target),
         Command::Ptx {
-            command:
-                PtxCommand::Analyze {
-                    file,
-                    strict,
-                    bugs,
-                    json,
-                    verbose,
-                    target,
-                    ptxas,
-                    block_size,
-                    min_occupancy,
-                    peak_tflops,
-                    bandwidth_gbs,
-                },
-        } => match ptx_analyze::run(&ptx_analyze::Options {
-            file,
-            strict,
-            bugs,
-            json,
-            verbose,
-            target,
-            ptxas,
-            block_size,
-            min_occupancy,
-            peak_tflops,
-            bandwidth_gbs,
-        }) {
+            command: PtxCommand::Analyze(options),
+        } => match ptx_analyze::run(&options) {
             Ok(true) => return std::process::ExitCode::from(2),
             Ok(false) => Ok(()),
             Err(e) => Err(e),

@@ -10,17 +10,40 @@ use trueno_gpu::analyze::{
 };
 
 /// What `trueno ptx analyze` was asked.
+#[derive(clap::Args)]
 pub struct Options {
+    /// The .ptx file.
     pub file: String,
+    /// Also report patterns that are usually intended (warp-synchronous shared
+    /// exchanges, guarded writes that cover each other, counted named barriers...).
+    #[arg(long)]
     pub strict: bool,
+    /// Only the findings, one per line (`file:line:col: severity [detector] message`).
+    #[arg(long)]
     pub bugs: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
     pub json: bool,
+    /// Every memory access, and registers by type.
+    #[arg(long)]
     pub verbose: bool,
+    /// Architecture for occupancy (sm_70 to sm_120); ptxas gets the file's own .target.
+    #[arg(long, default_value = "sm_90")]
     pub target: String,
+    /// Run ptxas -v (from $PTXAS or PATH) and show its registers and spills beside ours.
+    #[arg(long)]
     pub ptxas: bool,
+    /// Threads per block for kernels without .maxntid/.reqntid.
+    #[arg(long, default_value_t = 256)]
     pub block_size: u32,
+    /// Occupancy below which register pressure is reported (0 to 1).
+    #[arg(long, default_value_t = 0.25)]
     pub min_occupancy: f64,
+    /// Peak FLOP/s of the roofline, in TFLOP/s (default: H100 SXM FP32).
+    #[arg(long, default_value_t = Device::default().peak_flops / 1e12)]
     pub peak_tflops: f64,
+    /// Memory bandwidth of the roofline, in GB/s (default: H100 SXM HBM3).
+    #[arg(long, default_value_t = Device::default().bandwidth / 1e9)]
     pub bandwidth_gbs: f64,
 }
 
