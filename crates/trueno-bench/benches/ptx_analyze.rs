@@ -4,12 +4,11 @@
 //!
 //! `cargo bench -p trueno-bench --bench ptx_analyze` prints the BENCHMARKS.md table at the end.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion};
-use trueno_gpu::analyze::{Config, analyze, parse};
+use trueno_gpu::analyze::{Config, analyze, parse, ptxas};
 use trueno_gpu::kernels::find;
 use trueno_gpu::ptx::Target;
 
@@ -66,18 +65,6 @@ fn many_kernels(lines: usize) -> String {
     out
 }
 
-fn ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PTXAS") {
-        return Some(p.into());
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    std::fs::read_dir(root.join(".venv-cuda/lib"))
-        .ok()?
-        .flatten()
-        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/ptxas"))
-        .find(|p| p.exists())
-}
-
 fn main() {
     let mut c = Criterion::default()
         .configure_from_args()
@@ -86,7 +73,7 @@ fn main() {
         ("one-kernel-10k", one_large_kernel(10_000)),
         ("many-kernels-10k", many_kernels(10_000)),
     ];
-    let ptxas = ptxas();
+    let ptxas = ptxas::locate(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
     let dir = std::env::temp_dir().join(format!("trueno-ptx-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut rows = Vec::new();
@@ -107,16 +94,8 @@ fn main() {
             std::fs::write(&file, text).expect("write");
             median(
                 || {
-                    let out = Command::new(p)
-                        .args(["-v", "-arch", "sm_90", "-o", "/dev/null"])
-                        .arg(&file)
-                        .output()
-                        .expect("run ptxas");
-                    assert!(
-                        out.status.success(),
-                        "{}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
+                    let log = ptxas::run_verbose(p, &file, "sm_90", Path::new("/dev/null"));
+                    assert!(log.is_ok(), "{log:?}");
                 },
                 3,
             )

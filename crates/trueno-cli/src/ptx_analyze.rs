@@ -2,9 +2,9 @@
 //! JSON, with ptxas's register and spill figures beside ours when asked.
 
 use std::io::Write;
-use std::process::Command;
+use std::path::Path;
 
-use trueno_gpu::analyze::ptxas::{PtxasFigures, parse_verbose};
+use trueno_gpu::analyze::ptxas::{PtxasFigures, locate, parse_verbose, run_verbose};
 use trueno_gpu::analyze::{
     Analysis, Arch, Config, Device, KernelReport, Pattern, Severity, analyze,
 };
@@ -108,19 +108,13 @@ pub fn run(o: &Options) -> Result<bool, Box<dyn std::error::Error>> {
     Ok(critical)
 }
 
-/// `ptxas -v` on the file for `target`: from `$PTXAS`, else `ptxas` on PATH.
+/// `ptxas -v` on the file for `target`: `$PTXAS`, the workspace's wheel, or PATH.
 fn run_ptxas(file: &str, target: &str) -> Result<Vec<PtxasFigures>, Box<dyn std::error::Error>> {
-    let exe = std::env::var_os("PTXAS").unwrap_or_else(|| "ptxas".into());
-    let null = if cfg!(windows) { "NUL" } else { "/dev/null" };
-    let out = Command::new(&exe)
-        .args(["-v", "-arch", target, "-o", null, file])
-        .output()
-        .map_err(|e| format!("--ptxas: cannot run {}: {e}", exe.to_string_lossy()))?;
-    let log =
-        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() {
-        return Err(format!("--ptxas: ptxas rejected {file}:\n{}", log.trim()).into());
-    }
+    let here = std::env::current_dir().unwrap_or_default();
+    let exe = locate(&here).ok_or("--ptxas: no ptxas (set PTXAS or put it on PATH)")?;
+    let null = Path::new(if cfg!(windows) { "NUL" } else { "/dev/null" });
+    let log = run_verbose(&exe, Path::new(file), target, null)
+        .map_err(|log| format!("--ptxas: ptxas rejected {file}:\n{}", log.trim()))?;
     Ok(parse_verbose(&log))
 }
 

@@ -335,15 +335,7 @@ fn ptx_analyze_bad_input_is_a_message_not_a_panic() {
 #[test]
 fn ptx_analyze_with_ptxas_shows_its_registers() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let ptxas = std::env::var_os("PTXAS")
-        .map(std::path::PathBuf::from)
-        .or_else(|| {
-            std::fs::read_dir(root.join(".venv-cuda/lib"))
-                .ok()?
-                .flatten()
-                .map(|d| d.path().join("site-packages/nvidia/cu13/bin/ptxas"))
-                .find(|p| p.exists())
-        });
+    let ptxas = trueno_gpu::analyze::ptxas::locate(&root);
     let Some(ptxas) = ptxas else {
         assert!(
             std::env::var("TRUENO_REQUIRE_PTXAS").is_err(),

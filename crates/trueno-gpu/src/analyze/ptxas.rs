@@ -1,5 +1,53 @@
-//! Reading `ptxas -v`: the registers and spills ptxas reports per function, to set beside
-//! the analyzer's own figures.
+//! Running and reading `ptxas -v`: the registers and spills ptxas reports per function, to
+//! set beside the analyzer's own figures. ptxas is found from `PTXAS`, the PyPI wheel that
+//! scripts/setup-ptxas.sh installs in a workspace's `.venv-cuda`, or `PATH`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The ptxas to run: `$PTXAS`, else the wheel in `<workspace>/.venv-cuda`, else `ptxas`
+/// if `PATH` has it.
+pub fn locate(workspace: &Path) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PTXAS") {
+        return Some(p.into());
+    }
+    let wheel = std::fs::read_dir(workspace.join(".venv-cuda/lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| d.path().join("site-packages/nvidia/cu13/bin/ptxas"))
+        .find(|p| p.exists());
+    wheel.or_else(|| {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("ptxas"))
+                .find(|p| p.is_file())
+        })
+    })
+}
+
+/// `ptxas -v -arch <target> -o <output> <file>`: its log (stderr then stdout), as the
+/// error when ptxas fails or cannot start.
+pub fn run_verbose(
+    ptxas: &Path,
+    file: &Path,
+    target: &str,
+    output: &Path,
+) -> Result<String, String> {
+    let out = Command::new(ptxas)
+        .args(["-v", "-arch", target, "-o"])
+        .arg(output)
+        .arg(file)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", ptxas.display()))?;
+    let log =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    if out.status.success() {
+        Ok(log)
+    } else {
+        Err(log)
+    }
+}
 
 /// What `ptxas -v` says about one function.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
