@@ -39,6 +39,7 @@ pub mod ast;
 mod detect;
 pub mod flow;
 pub mod isa;
+mod lattice;
 mod lex;
 mod parse;
 pub mod ptxas;
