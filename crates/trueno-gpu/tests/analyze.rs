@@ -215,6 +215,25 @@ fn nvcc_and_triton_ptx_parse_and_analyze() {
     }
 }
 
+/// `ptx` analyzes clean without `strict`, and with it reports a finding `expected` accepts.
+fn assert_allowed_unless_strict(
+    ptx: &str,
+    expected: impl Fn(&trueno_gpu::analyze::Finding) -> bool,
+) {
+    let lax = analyze(ptx, &Config::default()).unwrap();
+    assert!(
+        lax.kernels[0].findings.is_empty(),
+        "{:?}",
+        lax.kernels[0].findings
+    );
+    let strict = Config {
+        strict: true,
+        ..Config::default()
+    };
+    let found = analyze(ptx, &strict).unwrap().kernels[0].findings.clone();
+    assert!(found.iter().any(expected), "{found:?}");
+}
+
 /// Complementary guarded writes (`@p mov r, a; @!p mov r, b`) define `r` on every path;
 /// non-strict trusts them, strict does not.
 #[test]
@@ -232,26 +251,7 @@ fn strict_mode_reports_what_non_strict_allows() {
           st.global.u32 [%rd2], %r1;\n\
           ret;\n\
         }";
-    let lax = analyze(ptx, &Config::default()).unwrap();
-    assert!(
-        lax.kernels[0].findings.is_empty(),
-        "{:?}",
-        lax.kernels[0].findings
-    );
-    let strict = analyze(
-        ptx,
-        &Config {
-            strict: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    let f = &strict.kernels[0].findings;
-    assert!(
-        f.iter()
-            .any(|f| f.detector == "undefined-read" && f.pos.line == 13),
-        "{f:?}"
-    );
+    assert_allowed_unless_strict(ptx, |f| f.detector == "undefined-read" && f.pos.line == 13);
 }
 
 /// A shared exchange inside one warp, ordered by `bar.warp.sync`: allowed unless strict
@@ -276,26 +276,7 @@ fn warp_synchronous_exchange_is_allowed_unless_strict() {
           st.global.f32 [%rd2], %f1;\n\
           ret;\n\
         }";
-    let lax = analyze(ptx, &Config::default()).unwrap();
-    assert!(
-        lax.kernels[0].findings.is_empty(),
-        "{:?}",
-        lax.kernels[0].findings
-    );
-    let strict = analyze(
-        ptx,
-        &Config {
-            strict: true,
-            ..Config::default()
-        },
-    )
-    .unwrap();
-    assert!(
-        strict.kernels[0]
-            .findings
-            .iter()
-            .any(|f| f.detector == "missing-barrier")
-    );
+    assert_allowed_unless_strict(ptx, |f| f.detector == "missing-barrier");
 }
 
 /// Well-formed but odd input: no functions, a prototype only, an empty body, a label at
