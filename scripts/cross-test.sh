@@ -17,20 +17,27 @@ dir=(--target-dir target/cross)
 # no debuginfo: these runs are for pass/fail, and it halves link time.
 export CARGO_PROFILE_TEST_DEBUG=0
 
+# `trueno info --json` on stdin must name ARCH, pick BACKEND for everything and GEMM, and
+# report FEATURE on.
+check_info() {
+    python3 -c '
+import json, sys
+arch, backend, feature = sys.argv[1:]
+i = json.load(sys.stdin)
+assert i["arch"] == arch, i["arch"]
+assert i["best_backend"] == backend, i["best_backend"]
+assert i["gemm"]["backend"] == backend, i["gemm"]
+assert dict(i["features"])[feature], i["features"]
+print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])' "$@"
+}
+
 echo "== aarch64 (NEON) under qemu-aarch64"
 timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
 timeout 1200 "${cargo[@]}" build -p trueno-cli --profile test --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
-info=$(timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json)
-echo "$info" | python3 -c '
-import json, sys
-i = json.load(sys.stdin)
-assert i["arch"] == "aarch64", i["arch"]
-assert i["best_backend"] == "neon", i["best_backend"]
-assert i["gemm"]["backend"] == "neon", i["gemm"]
-assert dict(i["features"])["neon"], i["features"]
-print("trueno info on aarch64: best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])'
+timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json \
+    | check_info aarch64 neon neon
 
 echo "== wasm32-wasip1 (SIMD128) under node's WASI"
 timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features \
@@ -41,16 +48,8 @@ echo "== trueno info on wasm32-wasip1: SIMD128 must be the backend chosen"
 timeout 900 "${cargo[@]}" build -p trueno-cli --no-default-features \
     --features trueno/wasi-pthread-stubs --profile test --target wasm32-wasip1 \
     -Zbuild-std=std,panic_abort "${dir[@]}"
-info=$(timeout 300 node --no-warnings scripts/wasi-run.mjs \
-    target/cross/wasm32-wasip1/debug/trueno.wasm info --json)
-echo "$info" | python3 -c '
-import json, sys
-i = json.load(sys.stdin)
-assert i["arch"] == "wasm32", i["arch"]
-assert i["best_backend"] == "wasm-simd128", i["best_backend"]
-assert i["gemm"]["backend"] == "wasm-simd128", i["gemm"]
-assert dict(i["features"])["simd128"], i["features"]
-print("trueno info on wasm32: best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])'
+timeout 300 node --no-warnings scripts/wasi-run.mjs target/cross/wasm32-wasip1/debug/trueno.wasm \
+    info --json | check_info wasm32 wasm-simd128 simd128
 
 echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
 timeout 900 "${cargo[@]}" build -p trueno-wasm --profile test --target wasm32-unknown-unknown \
