@@ -70,7 +70,7 @@ fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
 /// Our register estimate (most 32-bit values live at once, plus a fixed overhead) against
 /// `ptxas -v`, for every kernel on sm_80 and sm_90. The stated margin: within 12 registers
 /// or 25%, whichever is larger. ptxas rematerialises, schedules and reserves registers a
-/// PTX-level liveness cannot see; measured on 2026-11-22 (CUDA 13.0 ptxas) the largest gap
+/// PTX-level liveness cannot see; measured on 2026-11-22 (CUDA 13.5 ptxas, the PyPI wheel) the largest gap
 /// was 11 registers.
 #[test]
 fn register_estimates_are_within_the_stated_margin_of_ptxas() {
