@@ -33,8 +33,14 @@ impl Strided {
             stride,
         }
     }
+    /// The view over exactly the elements it spans, so a kernel that reads past its last
+    /// row (a ragged tile's missing rows) fails on the slice's bounds.
     fn view(&self) -> MatRef<'_> {
-        MatRef::new(&self.data, self.rows, self.cols, self.stride).unwrap()
+        let span = match self.rows {
+            0 => 0,
+            r => (r - 1) * self.stride + self.cols,
+        };
+        MatRef::new(&self.data[..span], self.rows, self.cols, self.stride).unwrap()
     }
     fn at(&self, i: usize, j: usize) -> f32 {
         self.data[i * self.stride + j]

@@ -15,7 +15,8 @@ const MAX_TILE: usize = 16 * 4 * MAX_LANES;
 /// stored k-major (`MR` values per k), rows past `mc` zero. `avx`: see [`transpose_8x8`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn pack_a(
+fn pack_a<S: Simd>(
+    s: S,
     t: &GemmTask,
     dst: &mut [f32],
     i0: usize,
@@ -39,7 +40,7 @@ fn pack_a(
             // op(A) rows are A columns: for each k a contiguous run of `rows` values.
             for p in 0..kc {
                 let src = &t.a[(p0 + p) * t.lda + i0 + r0..][..rows];
-                out[p * mr..p * mr + rows].copy_from_slice(src);
+                copy_run(s, src, &mut out[p * mr..p * mr + rows]);
             }
         } else {
             // A panel is the transpose of a rows x kc block: 8 x 8 blocks, then the
@@ -66,6 +67,22 @@ fn pack_a(
     }
 }
 
+/// `dst = src` (equal lengths) in whole vectors and one partial one: the packing loops
+/// copy runs of one micro-tile width, where a `copy_from_slice` (a libc `memmove` call)
+/// cost more than the copy.
+#[inline(always)]
+fn copy_run<S: Simd>(s: S, src: &[f32], dst: &mut [f32]) {
+    let mut d = dst.chunks_exact_mut(S::LANES);
+    let mut c = src.chunks_exact(S::LANES);
+    for (d, c) in (&mut d).zip(&mut c) {
+        s.store(s.load(c), d);
+    }
+    let (d, c) = (d.into_remainder(), c.remainder());
+    if !c.is_empty() {
+        s.store_partial(s.load_partial(c, 0.0), d);
+    }
+}
+
 /// B micro-panels packed together (see `pack_b`), and swept together when A is one block.
 const B_GROUP: usize = 8;
 
@@ -73,7 +90,8 @@ const B_GROUP: usize = 8;
 /// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn pack_b(
+fn pack_b<S: Simd>(
+    s: S,
     t: &GemmTask,
     dst: &mut [f32],
     p0: usize,
@@ -119,7 +137,11 @@ fn pack_b(
             for p in 0..kc {
                 let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
                 for (k, chunk) in src.chunks(nr).enumerate() {
-                    dst[(g0 + k) * kc * nr + p * nr..][..chunk.len()].copy_from_slice(chunk);
+                    copy_run(
+                        s,
+                        chunk,
+                        &mut dst[(g0 + k) * kc * nr + p * nr..][..chunk.len()],
+                    );
                 }
             }
         }
@@ -149,24 +171,48 @@ fn return_pack_buffer(v: Vec<f32>) {
     });
 }
 
+/// Where the micro-kernel reads its MR rows of op(A): element (i, p) of the panel is
+/// `data[i * rs + p * cs]`. A packed panel is (1, MR); a row-major A read in place is
+/// (lda, 1). Rows at and past `rows` repeat the last valid one (their results are
+/// discarded), so a ragged edge never reads outside `data`.
+#[derive(Clone, Copy)]
+struct APanel<'a> {
+    data: &'a [f32],
+    rs: usize,
+    cs: usize,
+    rows: usize,
+}
+
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
-/// `sum_p ap[p][i] * bp[p][..]` over `kc` steps.
+/// `sum_p a(i, p) * bp[p][..]` over `kc` steps.
 #[inline(always)]
 fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
     s: S,
     kc: usize,
-    ap: &[f32],
+    a: APanel,
     bp: &[f32],
 ) -> [[S::V; NV]; MR] {
     let nr = NV * S::LANES;
     let mut acc = [[s.zero(); NV]; MR];
-    for (a, b) in ap.chunks_exact(MR).zip(bp.chunks_exact(nr)).take(kc) {
+    let last = a.rows.clamp(1, MR) - 1;
+    // Every read below is at (i.min(last)) * rs + p * cs for p < kc: inside `data`, checked
+    // here once (the slice index panics on a broken caller instead of reading outside).
+    let data = &a.data[..last * a.rs + (kc.max(1) - 1) * a.cs + 1];
+    let rows: [*const f32; MR] = std::array::from_fn(|i| {
+        // SAFETY: i.min(last) * rs <= the slice's last index (checked above, p = 0).
+        unsafe { data.as_ptr().add(i.min(last) * a.rs) }
+    });
+    // B sliced to length first, so the loop runs on one induction variable with no
+    // per-step bounds checks (`.take(kc)` on a zip kept two counters and four checks in
+    // the loop: measured 7-9% slower at 128-512).
+    for (p, b) in bp[..kc * nr].chunks_exact(nr).enumerate() {
         let mut bv = [s.zero(); NV];
         for v in 0..NV {
             bv[v] = s.load(&b[v * S::LANES..]);
         }
-        for i in 0..MR {
-            let ai = s.splat(a[i]);
+        for (i, row) in rows.iter().enumerate() {
+            // SAFETY: p < kc, so the offset is within `data` (see above).
+            let ai = s.splat(unsafe { *row.add(p * a.cs) });
             for v in 0..NV {
                 acc[i][v] = s.fma(ai, bv[v], acc[i][v]);
             }
@@ -330,36 +376,81 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let beta = if pc == 0 { t.beta } else { 1.0 };
             let block = Block { kc, beta };
             if t.m <= mc_max {
-                // A is one block: pack it once, then pack B a group of panels at a time
-                // right before their sweep, so the packed panels are read back from L2
-                // (a whole KC x NC block of B would only fit in L3).
-                let t0 = t.profile.map(|_| std::time::Instant::now());
-                pack_a(t, ap, 0, t.m, pc, kc, MR, avx);
-                ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
-                for j0 in (jc..jc + nc).step_by(B_GROUP * nr) {
-                    let w = (B_GROUP * nr).min(jc + nc - j0);
+                // A is one block: read in place or packed once, then B is packed a group
+                // of panels at a time right before their sweep, so the packed panels are
+                // read back from L2 (a whole KC x NC block of B would only fit in L3).
+                if a_in_place::<MR>(t) {
+                    let a_panel = |ir: usize| APanel {
+                        data: &t.a[ir * MR * t.lda + pc..],
+                        rs: t.lda,
+                        cs: 1,
+                        rows: MR.min(t.m - ir * MR),
+                    };
+                    b_groups::<S, MR, NV>(s, t, &block, a_panel, bp, pc, (jc, nc), avx);
+                } else {
                     let t0 = t.profile.map(|_| std::time::Instant::now());
-                    pack_b(t, bp, pc, kc, j0, w, nr, avx);
-                    ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
-                    let t0 = t.profile.map(|_| std::time::Instant::now());
-                    sweep::<S, MR, NV>(s, t, &block, ap, bp, (0, t.m), (j0, w));
-                    ProfileCounters::add(t.profile, |p| &p.kernel, t0);
+                    pack_a(s, t, ap, 0, t.m, pc, kc, MR, avx);
+                    ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
+                    let ap = &*ap;
+                    let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
+                    b_groups::<S, MR, NV>(s, t, &block, a_panel, bp, pc, (jc, nc), avx);
                 }
                 continue;
             }
             let t0 = t.profile.map(|_| std::time::Instant::now());
-            pack_b(t, bp, pc, kc, jc, nc, nr, avx);
+            pack_b(s, t, bp, pc, kc, jc, nc, nr, avx);
             ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             for ic in (0..t.m).step_by(mc_max) {
                 let mc = mc_max.min(t.m - ic);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                pack_a(t, ap, ic, mc, pc, kc, MR, avx);
+                pack_a(s, t, ap, ic, mc, pc, kc, MR, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                sweep::<S, MR, NV>(s, t, &block, ap, bp, (ic, mc), (jc, nc));
+                let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
+                sweep::<S, MR, NV>(s, t, &block, a_panel, bp, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
         }
+    }
+}
+
+/// Whether the micro-kernel reads a one-block A in place instead of packing it: only a
+/// row-major A (a transposed one would step a whole row per k), and only when its MR rows
+/// spread over L1's sets. Rows 4 KiB apart (lda a multiple of 1024) all land in one set,
+/// so eight of them evict the B panel that must stay in L1; rows 1 KiB apart share a set
+/// two by two, which still fits. Packing costs a pass over A that only n/NR panels
+/// amortise: measured at 64-256 it was 6-10% of the product.
+#[inline(always)]
+fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
+    let row_bytes = t.lda * 4;
+    // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets x 64-byte lines).
+    let phases = 4096 >> row_bytes.trailing_zeros().min(12);
+    !t.ta && 2 * phases >= MR
+}
+
+/// One KC-deep pass of a one-block A against columns `jc..jc + nc` of op(B): B packed
+/// `B_GROUP` panels at a time, each group swept right after packing.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn b_groups<'a, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    block: &Block,
+    a_panel: impl Fn(usize) -> APanel<'a> + Copy,
+    bp: &mut [f32],
+    pc: usize,
+    (jc, nc): (usize, usize),
+    avx: bool,
+) {
+    let nr = NV * S::LANES;
+    for j0 in (jc..jc + nc).step_by(B_GROUP * nr) {
+        let w = (B_GROUP * nr).min(jc + nc - j0);
+        let t0 = t.profile.map(|_| std::time::Instant::now());
+        pack_b(s, t, bp, pc, block.kc, j0, w, nr, avx);
+        ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
+        let t0 = t.profile.map(|_| std::time::Instant::now());
+        sweep::<S, MR, NV>(s, t, block, a_panel, bp, (0, t.m), (j0, w));
+        ProfileCounters::add(t.profile, |p| &p.kernel, t0);
     }
 }
 
@@ -369,15 +460,15 @@ struct Block {
     beta: f32,
 }
 
-/// The micro-kernel over every tile of the packed `rows.1 x cols.1` block at
-/// (`rows.0`, `cols.0`) of C: B panels outside (each stays in L1 while the A panels of
-/// the block stream past it), A panels inside.
+/// The micro-kernel over every tile of the `rows.1 x cols.1` block at (`rows.0`,
+/// `cols.0`) of C: packed B panels outside (each stays in L1 while the A panels of the
+/// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th.
 #[inline(always)]
-fn sweep<S: Simd, const MR: usize, const NV: usize>(
+fn sweep<'a, S: Simd, const MR: usize, const NV: usize>(
     s: S,
     t: &GemmTask,
     blk: &Block,
-    ap: &[f32],
+    a_panel: impl Fn(usize) -> APanel<'a>,
     bp: &[f32],
     (ic, mc): (usize, usize),
     (jc, nc): (usize, usize),
@@ -385,14 +476,25 @@ fn sweep<S: Simd, const MR: usize, const NV: usize>(
     let nr = NV * S::LANES;
     let kc = blk.kc;
     for (jr, bpan) in bp.chunks_exact(kc * nr).take(nc.div_ceil(nr)).enumerate() {
-        for (ir, apan) in ap.chunks_exact(kc * MR).take(mc.div_ceil(MR)).enumerate() {
+        for ir in 0..mc.div_ceil(MR) {
             let (r, c) = (ic + ir * MR, jc + jr * nr);
             let tile = t.c.at(r, c);
             let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
             prefetch_tile(tile, rows, cols);
-            let acc = micro_tile::<S, MR, NV>(s, kc, apan, bpan);
+            let acc = micro_tile::<S, MR, NV>(s, kc, a_panel(ir), bpan);
             store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
         }
+    }
+}
+
+/// The ir-th MR-row panel of a packed A block (zero-padded, so all MR rows are valid).
+#[inline(always)]
+fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_> {
+    APanel {
+        data: &ap[ir * kc * MR..],
+        rs: 1,
+        cs: MR,
+        rows: MR,
     }
 }
 
