@@ -90,7 +90,7 @@ const B_GROUP: usize = 8;
 /// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn pack_b<S: Simd>(
+fn pack_b<S: Simd, const NV: usize>(
     s: S,
     t: &GemmTask,
     dst: &mut [f32],
@@ -98,9 +98,9 @@ fn pack_b<S: Simd>(
     kc: usize,
     j0: usize,
     nc: usize,
-    nr: usize,
     avx: bool,
 ) {
+    let nr = NV * S::LANES;
     let panels = nc.div_ceil(nr);
     if !nc.is_multiple_of(nr) {
         // The last panel's padding columns stay zero.
@@ -136,11 +136,20 @@ fn pack_b<S: Simd>(
             let (c0, c1) = (g0 * nr, (g1 * nr).min(nc));
             for p in 0..kc {
                 let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
-                for (k, chunk) in src.chunks(nr).enumerate() {
+                let mut runs = src.chunks_exact(nr);
+                for (k, run) in (&mut runs).enumerate() {
+                    let d = &mut dst[(g0 + k) * kc * nr + p * nr..][..nr];
+                    for v in 0..NV {
+                        let l = v * S::LANES;
+                        s.store(s.load(&run[l..]), &mut d[l..]);
+                    }
+                }
+                let rest = runs.remainder();
+                if !rest.is_empty() {
                     copy_run(
                         s,
-                        chunk,
-                        &mut dst[(g0 + k) * kc * nr + p * nr..][..chunk.len()],
+                        rest,
+                        &mut dst[(g1 - 1) * kc * nr + p * nr..][..rest.len()],
                     );
                 }
             }
@@ -183,14 +192,22 @@ struct APanel<'a> {
     rows: usize,
 }
 
+/// Where the micro-kernel reads its KC x NR panel of op(B): row p at `data[p * stride..]`
+/// (NR values). A packed panel has stride NR; a row-major B read in place, ldb.
+#[derive(Clone, Copy)]
+struct BPanel<'a> {
+    data: &'a [f32],
+    stride: usize,
+}
+
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
-/// `sum_p a(i, p) * bp[p][..]` over `kc` steps.
+/// `sum_p a(i, p) * b(p, ..)` over `kc` steps.
 #[inline(always)]
 fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
     s: S,
     kc: usize,
     a: APanel,
-    bp: &[f32],
+    b: BPanel,
 ) -> [[S::V; NV]; MR] {
     let nr = NV * S::LANES;
     let mut acc = [[s.zero(); NV]; MR];
@@ -202,13 +219,16 @@ fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
         // SAFETY: i.min(last) * rs <= the slice's last index (checked above, p = 0).
         unsafe { data.as_ptr().add(i.min(last) * a.rs) }
     });
-    // B sliced to length first, so the loop runs on one induction variable with no
-    // per-step bounds checks (`.take(kc)` on a zip kept two counters and four checks in
+    // B likewise: its extent checked once, then one induction variable and no per-step
+    // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
     // the loop: measured 7-9% slower at 128-512).
-    for (p, b) in bp[..kc * nr].chunks_exact(nr).enumerate() {
+    let bdata = &b.data[..(kc.max(1) - 1) * b.stride + nr];
+    for p in 0..kc {
+        // SAFETY: p * stride + nr <= bdata.len() for p < kc (checked above).
+        let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * b.stride), nr) };
         let mut bv = [s.zero(); NV];
         for v in 0..NV {
-            bv[v] = s.load(&b[v * S::LANES..]);
+            bv[v] = s.load(&brow[v * S::LANES..]);
         }
         for (i, row) in rows.iter().enumerate() {
             // SAFETY: p < kc, so the offset is within `data` (see above).
@@ -398,7 +418,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 continue;
             }
             let t0 = t.profile.map(|_| std::time::Instant::now());
-            pack_b(s, t, bp, pc, kc, jc, nc, nr, avx);
+            pack_b::<S, NV>(s, t, bp, pc, kc, jc, nc, avx);
             ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             for ic in (0..t.m).step_by(mc_max) {
                 let mc = mc_max.min(t.m - ic);
@@ -407,7 +427,12 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
-                sweep::<S, MR, NV>(s, t, &block, a_panel, bp, (ic, mc), (jc, nc));
+                let bp = &*bp;
+                let b_panel = |jr| BPanel {
+                    data: &bp[jr * kc * nr..],
+                    stride: nr,
+                };
+                sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
         }
@@ -428,8 +453,9 @@ fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
     !t.ta && 2 * phases >= MR
 }
 
-/// One KC-deep pass of a one-block A against columns `jc..jc + nc` of op(B): B packed
-/// `B_GROUP` panels at a time, each group swept right after packing.
+/// One KC-deep pass of a one-block A against columns `jc..jc + nc` of op(B): B read in
+/// place (see `b_in_place`; a ragged last panel is still packed), or packed `B_GROUP`
+/// panels at a time, each group swept right after packing.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn b_groups<'a, S: Simd, const MR: usize, const NV: usize>(
@@ -443,15 +469,56 @@ fn b_groups<'a, S: Simd, const MR: usize, const NV: usize>(
     avx: bool,
 ) {
     let nr = NV * S::LANES;
+    let kc = block.kc;
+    if b_in_place(t, kc) {
+        let full = nc / nr;
+        if full < nc.div_ceil(nr) {
+            let t0 = t.profile.map(|_| std::time::Instant::now());
+            pack_b::<S, NV>(s, t, bp, pc, kc, jc + full * nr, nc - full * nr, avx);
+            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
+        }
+        let bp = &*bp;
+        let b_panel = |jr: usize| match jr < full {
+            true => BPanel {
+                data: &t.b[pc * t.ldb + jc + jr * nr..],
+                stride: t.ldb,
+            },
+            false => BPanel {
+                data: bp,
+                stride: nr,
+            },
+        };
+        let t0 = t.profile.map(|_| std::time::Instant::now());
+        sweep::<S, MR, NV>(s, t, block, a_panel, b_panel, (0, t.m), (jc, nc));
+        ProfileCounters::add(t.profile, |p| &p.kernel, t0);
+        return;
+    }
     for j0 in (jc..jc + nc).step_by(B_GROUP * nr) {
         let w = (B_GROUP * nr).min(jc + nc - j0);
         let t0 = t.profile.map(|_| std::time::Instant::now());
-        pack_b(s, t, bp, pc, block.kc, j0, w, nr, avx);
+        pack_b::<S, NV>(s, t, bp, pc, kc, j0, w, avx);
         ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
         let t0 = t.profile.map(|_| std::time::Instant::now());
-        sweep::<S, MR, NV>(s, t, block, a_panel, bp, (0, t.m), (j0, w));
+        let bp = &*bp;
+        let b_panel = |jr| BPanel {
+            data: &bp[jr * kc * nr..],
+            stride: nr,
+        };
+        sweep::<S, MR, NV>(s, t, block, a_panel, b_panel, (0, t.m), (j0, w));
         ProfileCounters::add(t.profile, |p| &p.kernel, t0);
     }
+}
+
+/// Whether a one-block product reads B's micro-panels in place instead of packing them:
+/// only a row-major B whose KC rows spread over L1's sets (at most four rows per 4 KiB
+/// offset, so the panel the kernel re-reads for every A panel stays in L1) and span at
+/// most 64 KiB (sixteen pages). That is the small products (64^3: a 16 KiB B), where a
+/// packing pass was 9% of the time.
+#[inline(always)]
+fn b_in_place(t: &GemmTask, kc: usize) -> bool {
+    let row_bytes = t.ldb * 4;
+    let phases = 4096 >> row_bytes.trailing_zeros().min(12);
+    !t.tb && kc <= 4 * phases && kc * row_bytes <= 64 << 10
 }
 
 /// The depth of C's current update and the beta it applies (beta only on the first).
@@ -464,18 +531,19 @@ struct Block {
 /// `cols.0`) of C: packed B panels outside (each stays in L1 while the A panels of the
 /// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th.
 #[inline(always)]
-fn sweep<'a, S: Simd, const MR: usize, const NV: usize>(
+fn sweep<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
     s: S,
     t: &GemmTask,
     blk: &Block,
     a_panel: impl Fn(usize) -> APanel<'a>,
-    bp: &[f32],
+    b_panel: impl Fn(usize) -> BPanel<'b>,
     (ic, mc): (usize, usize),
     (jc, nc): (usize, usize),
 ) {
     let nr = NV * S::LANES;
     let kc = blk.kc;
-    for (jr, bpan) in bp.chunks_exact(kc * nr).take(nc.div_ceil(nr)).enumerate() {
+    for jr in 0..nc.div_ceil(nr) {
+        let bpan = b_panel(jr);
         for ir in 0..mc.div_ceil(MR) {
             let (r, c) = (ic + ir * MR, jc + jr * nr);
             let tile = t.c.at(r, c);
