@@ -1,5 +1,5 @@
-//! Interleaved best-of-N: trueno vs faer, square sizes (tuning aid; RAYON_NUM_THREADS=1
-//! for one thread).
+//! Interleaved best-of-N: trueno vs faer, square sizes (tuning aid; both use rayon's
+//! pool, so RAYON_NUM_THREADS=1 runs both on one thread).
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use std::time::Instant;
@@ -22,6 +22,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.5);
     let e = trueno::engine()?;
+    // faer's threads follow rayon's pool size (RAYON_NUM_THREADS), like trueno's.
+    let par = match rayon::current_num_threads() {
+        1 => Par::Seq,
+        t => Par::rayon(t),
+    };
     for n in sizes {
         let a = Matrix::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6)?;
         let b = Matrix::from_fn(n, n, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?;
@@ -62,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     fa.as_ref(),
                     fb.as_ref(),
                     1.0,
-                    Par::Seq,
+                    par,
                 );
                 bf = bf.min(t.elapsed().as_secs_f64());
             }

@@ -321,11 +321,15 @@ fn prefetch_tile(c: super::task::CPtr, rows: usize, cols: usize) {
     #[cfg(target_arch = "x86_64")]
     for i in 0..rows {
         let row = c.at(i, 0).ptr as *const i8;
-        for line in (0..cols * 4).step_by(64) {
-            // SAFETY: prefetch is a hint that never faults; the address is inside C's row.
+        // Every line the row's `cols` floats touch: a row that does not start on a line
+        // boundary spans one more line than cols * 4 / 64.
+        let skew = row as usize & 63;
+        let line0 = row.wrapping_sub(skew);
+        for line in 0..(skew + cols * 4).div_ceil(64) {
+            // SAFETY: prefetch is a hint that never faults; the line holds part of C's row.
             unsafe {
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    row.wrapping_add(line),
+                    line0.wrapping_add(line * 64),
                 )
             };
         }
