@@ -59,8 +59,8 @@ unsafe fn transpose_blocked_avx(src: MatRef<'_>, dst: &mut MatMut<'_>) {
 }
 
 /// Bands of `BAND` source rows (their pages stay in the TLB); in each band, strips of 16
-/// source columns walked down the band 8 rows at a time: every source cache line is read
-/// whole at once, and the 16 destination rows fill sequentially. With a power-of-two
+/// source columns walked down the band 16 rows at a time: every source cache line is read
+/// whole at once, and the 16 destination rows fill sequentially, a line at a time. With a power-of-two
 /// stride all those lines fall in a couple of L1 sets, so the live set is kept this small.
 #[inline(always)]
 fn transpose_blocked_with(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
@@ -72,15 +72,22 @@ fn transpose_blocked_with(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
         let i1 = (i0 + BAND).min(r8);
         for j0 in (0..c8).step_by(16) {
             let j1 = (j0 + 16).min(c8);
-            for i in (i0..i1).step_by(8) {
+            // 16 source rows per step: each destination row gets 16 floats (a whole line
+            // when aligned) at once. With 8, a line was written in two halves, and the
+            // source lines read in between (same L1 set under a 4 KiB-multiple stride)
+            // evicted it, so it came back from L2 for the second half.
+            for i in (i0..i1).step_by(16) {
+                let i_end = (i + 16).min(i1);
                 for j in (j0..j1).step_by(8) {
-                    transpose_8x8(
-                        avx,
-                        &src.data[i * ss + j..],
-                        ss,
-                        &mut dst.data[j * ds + i..],
-                        ds,
-                    );
+                    for ii in (i..i_end).step_by(8) {
+                        transpose_8x8(
+                            avx,
+                            &src.data[ii * ss + j..],
+                            ss,
+                            &mut dst.data[j * ds + ii..],
+                            ds,
+                        );
+                    }
                 }
             }
         }
