@@ -1,53 +1,71 @@
-//! Interleaved best-of-N: trueno vs faer, square sizes (tuning aid; both use rayon's
-//! pool, so RAYON_NUM_THREADS=1 runs both on one thread).
+//! trueno against faer, interleaved: `gemm_vs_faer [N | MxNxK]...` (default 256 512 1024).
+//!
+//! The two alternate in bursts of about 5 ms for `SECS` seconds per shape (default 1.5)
+//! and each keeps its best call: on a VM whose speed drifts over seconds, back-to-back
+//! criterion runs can land in different phases, while best-of over interleaved bursts
+//! compares both in the same quiet moments. Both use rayon's pool, so
+//! `RAYON_NUM_THREADS=1` runs both on one thread. `ALIGN_C=1` puts C on a 64-byte
+//! boundary (faer aligns its own storage; trueno's C is wherever the caller's is).
+
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use std::time::Instant;
-use trueno::{Matrix, Transpose};
+use trueno::{MatMut, Matrix, Transpose};
+
+fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
+    let p: Vec<usize> = s
+        .split('x')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    match p[..] {
+        [n] => Some((n, n, n)),
+        [m, n, k] => Some((m, n, k)),
+        _ => None,
+    }
+}
+
+fn value(i: usize, j: usize) -> f32 {
+    ((i * 7 + j * 13) % 29) as f32 * 0.05 - 0.7
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    let sizes = if args.is_empty() {
-        vec![256, 512, 1024]
-    } else {
-        args
-    };
-    // Seconds per size, alternating the two in ~5 ms bursts: best-of over many bursts
-    // finds the VM's quiet moments for both.
+    let mut shapes = Vec::new();
+    for arg in std::env::args().skip(1) {
+        shapes.push(parse_shape(&arg).ok_or(format!("not N or MxNxK: {arg}"))?);
+    }
+    if shapes.is_empty() {
+        shapes = vec![(256, 256, 256), (512, 512, 512), (1024, 1024, 1024)];
+    }
     let secs: f64 = std::env::var("SECS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.5);
     let e = trueno::engine()?;
-    // faer's threads follow rayon's pool size (RAYON_NUM_THREADS), like trueno's.
     let par = match rayon::current_num_threads() {
         1 => Par::Seq,
         t => Par::rayon(t),
     };
-    for n in sizes {
-        let a = Matrix::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6)?;
-        let b = Matrix::from_fn(n, n, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?;
-        // C on a 64-byte boundary when ALIGN_C is set (faer aligns its own storage).
-        let mut cbuf = vec![0.0f32; n * n + 16];
-        let off = if std::env::var_os("ALIGN_C").is_some() {
-            cbuf.as_ptr().align_offset(64)
-        } else {
-            (cbuf.as_ptr().align_offset(64) + 4) % 16
+    println!("| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |");
+    println!("|---|---:|---:|---:|---:|");
+    for (m, n, k) in shapes {
+        let a = Matrix::from_fn(m, k, value)?;
+        let b = Matrix::from_fn(k, n, |i, j| value(j, i))?;
+        let mut cbuf = vec![0.0f32; m * n + 16];
+        let off = match std::env::var_os("ALIGN_C") {
+            Some(_) => cbuf.as_ptr().align_offset(64),
+            None => 0,
         };
-        let fa = Mat::<f32>::from_fn(n, n, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6);
-        let fb = Mat::<f32>::from_fn(n, n, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8);
-        let mut fc = Mat::<f32>::zeros(n, n);
+        let fa = Mat::<f32>::from_fn(m, k, value);
+        let fb = Mat::<f32>::from_fn(k, n, |i, j| value(j, i));
+        let mut fc = Mat::<f32>::zeros(m, n);
         let (mut bt, mut bf) = (f64::MAX, f64::MAX);
-        let fl = 2.0 * (n * n * n) as f64 / 1e9;
-        let reps = ((0.005 * 100.0 / fl) as usize).max(1);
+        let gflop = 2.0 * (m * n * k) as f64 / 1e9;
+        let reps = ((0.5 / gflop) as usize).max(1);
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < secs {
             for _ in 0..reps {
+                let mut cv = MatMut::new(&mut cbuf[off..off + m * n], m, n, n)?;
                 let t = Instant::now();
-                let mut cv = trueno::MatMut::new(&mut cbuf[off..off + n * n], n, n, n)?;
                 e.gemm(
                     1.0,
                     a.view(),
@@ -73,9 +91,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         println!(
-            "{n}: trueno {:.1}  faer {:.1} GFLOP/s  ratio {:.2}",
-            fl / bt,
-            fl / bf,
+            "| {m}x{n}x{k} | {} | {:.1} | {:.1} | {:.2}x |",
+            rayon::current_num_threads(),
+            gflop / bt,
+            gflop / bf,
             bf / bt
         );
     }
