@@ -1,184 +1,17 @@
 //! The BLIS loops, written once over the `Simd` trait: pack a KC x NC block of B and an
-//! MC x KC block of A into micro-panels, then sweep an MR x NR register-tile micro-kernel
-//! over them. Edge tiles run the same micro-kernel on zero-padded panels and copy out only
-//! the valid part. Small problems skip packing.
+//! MC x KC block of A into micro-panels (or read a small one in place), then sweep an
+//! MR x NR register-tile micro-kernel over them. Edge tiles run the same micro-kernel on
+//! zero-padded panels and copy out only the valid part. Small problems skip packing
+//! (`small.rs`).
 
 use super::blocking::Blocking;
+use super::pack::{B_GROUP, pack_a, pack_b, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
-use super::transpose8::{has_avx, transpose_8x8};
+use super::transpose8::has_avx;
 use crate::simd::{MAX_LANES, Simd};
 
 /// Largest micro-tile (rows x columns) any ISA uses here.
 const MAX_TILE: usize = 16 * 4 * MAX_LANES;
-
-/// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
-/// stored k-major (`MR` values per k), rows past `mc` zero. `avx`: see [`transpose_8x8`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn pack_a<S: Simd>(
-    s: S,
-    t: &GemmTask,
-    dst: &mut [f32],
-    i0: usize,
-    mc: usize,
-    p0: usize,
-    kc: usize,
-    mr: usize,
-    avx: bool,
-) {
-    for (panel, out) in dst
-        .chunks_exact_mut(kc * mr)
-        .take(mc.div_ceil(mr))
-        .enumerate()
-    {
-        let r0 = panel * mr;
-        let rows = mr.min(mc - r0);
-        if rows < mr {
-            out.fill(0.0);
-        }
-        if t.ta {
-            // op(A) rows are A columns: for each k a contiguous run of `rows` values.
-            for p in 0..kc {
-                let src = &t.a[(p0 + p) * t.lda + i0 + r0..][..rows];
-                copy_run(s, src, &mut out[p * mr..p * mr + rows]);
-            }
-        } else {
-            // A panel is the transpose of a rows x kc block: 8 x 8 blocks, then the
-            // ragged rows and k steps element by element.
-            let (rows8, kc8) = (rows / 8 * 8, kc / 8 * 8);
-            for g in (0..rows8).step_by(8) {
-                let src = &t.a[(i0 + r0 + g) * t.lda + p0..];
-                for p in (0..kc8).step_by(8) {
-                    transpose_8x8(avx, &src[p..], t.lda, &mut out[p * mr + g..], mr);
-                }
-            }
-            let row = |r: usize| &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
-            for r in rows8..rows {
-                for (p, &v) in row(r).iter().enumerate() {
-                    out[p * mr + r] = v;
-                }
-            }
-            for r in 0..rows8 {
-                for (p, &v) in row(r).iter().enumerate().skip(kc8) {
-                    out[p * mr + r] = v;
-                }
-            }
-        }
-    }
-}
-
-/// `dst = src` (equal lengths) in whole vectors and one partial one: the packing loops
-/// copy runs of one micro-tile width, where a `copy_from_slice` (a libc `memmove` call)
-/// cost more than the copy.
-#[inline(always)]
-fn copy_run<S: Simd>(s: S, src: &[f32], dst: &mut [f32]) {
-    let mut d = dst.chunks_exact_mut(S::LANES);
-    let mut c = src.chunks_exact(S::LANES);
-    for (d, c) in (&mut d).zip(&mut c) {
-        s.store(s.load(c), d);
-    }
-    let (d, c) = (d.into_remainder(), c.remainder());
-    if !c.is_empty() {
-        s.store_partial(s.load_partial(c, 0.0), d);
-    }
-}
-
-/// B micro-panels packed together (see `pack_b`), and swept together when A is one block.
-const B_GROUP: usize = 8;
-
-/// Packs rows `p0..p0+kc` x columns `j0..j0+nc` of op(B) into NR-column micro-panels,
-/// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn pack_b<S: Simd, const NV: usize>(
-    s: S,
-    t: &GemmTask,
-    dst: &mut [f32],
-    p0: usize,
-    kc: usize,
-    j0: usize,
-    nc: usize,
-    avx: bool,
-) {
-    let nr = NV * S::LANES;
-    let panels = nc.div_ceil(nr);
-    if !nc.is_multiple_of(nr) {
-        // The last panel's padding columns stay zero.
-        dst[(panels - 1) * kc * nr..panels * kc * nr].fill(0.0);
-    }
-    if t.tb {
-        // Panel columns are rows of B: 8 x 8 block transposes, ragged parts element-wise.
-        let kc8 = kc / 8 * 8;
-        for (panel, out) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
-            let c0 = panel * nr;
-            let cols = nr.min(nc - c0);
-            let cols8 = cols / 8 * 8;
-            let row = |c: usize| &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
-            for g in (0..cols8).step_by(8) {
-                let src = &t.b[(j0 + c0 + g) * t.ldb + p0..];
-                for p in (0..kc8).step_by(8) {
-                    transpose_8x8(avx, &src[p..], t.ldb, &mut out[p * nr + g..], nr);
-                }
-            }
-            for c in 0..cols {
-                let skip = if c < cols8 { kc8 } else { 0 };
-                for (p, &v) in row(c).iter().enumerate().skip(skip) {
-                    out[p * nr + c] = v;
-                }
-            }
-        }
-    } else {
-        // Eight panels at a time, row by row: each visit to a row of B reads 8 * NR
-        // contiguous floats (panel by panel, a visit read only NR: one or two cache lines
-        // per page touched), and the writes stay within eight panels' pages.
-        for g0 in (0..panels).step_by(B_GROUP) {
-            let g1 = (g0 + B_GROUP).min(panels);
-            let (c0, c1) = (g0 * nr, (g1 * nr).min(nc));
-            for p in 0..kc {
-                let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
-                let mut runs = src.chunks_exact(nr);
-                for (k, run) in (&mut runs).enumerate() {
-                    let d = &mut dst[(g0 + k) * kc * nr + p * nr..][..nr];
-                    for v in 0..NV {
-                        let l = v * S::LANES;
-                        s.store(s.load(&run[l..]), &mut d[l..]);
-                    }
-                }
-                let rest = runs.remainder();
-                if !rest.is_empty() {
-                    copy_run(
-                        s,
-                        rest,
-                        &mut dst[(g1 - 1) * kc * nr + p * nr..][..rest.len()],
-                    );
-                }
-            }
-        }
-    }
-}
-
-thread_local! {
-    /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
-    /// per call costs a page fault per 4 KiB touched (measured: up to a third of a 1024^3
-    /// product's time on the 2-vCPU VM).
-    static PACK: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The calling thread's packing buffer, taken out of its slot (a nested GEMM on the same
-/// thread finds the slot empty and grows its own). Give it back with `return_pack_buffer`.
-/// No closure here: the kernel must stay inside its `#[target_feature]` function.
-fn take_pack_buffer() -> Vec<f32> {
-    PACK.with(|c| c.take())
-}
-
-fn return_pack_buffer(v: Vec<f32>) {
-    PACK.with(|c| {
-        let mut slot = c.borrow_mut();
-        if v.len() > slot.len() {
-            *slot = v;
-        }
-    });
-}
 
 /// Where the micro-kernel reads its MR rows of op(A): element (i, p) of the panel is
 /// `data[i * rs + p * cs]`. A packed panel is (1, MR); a row-major A read in place is
@@ -285,7 +118,7 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
 /// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when
 /// that is under a vector); `beta == 0` never reads `d`, so NaN in C does not leak.
 #[inline(always)]
-fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f32) {
+pub(super) fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f32) {
     let prod = s.mul(va, acc);
     if d.len() >= S::LANES {
         let out = if beta == 0.0 {
@@ -306,7 +139,7 @@ fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f
 
 /// `row = beta * row` (zeros when beta is 0, without reading it).
 #[inline(always)]
-fn scale_row(row: &mut [f32], beta: f32) {
+pub(super) fn scale_row(row: &mut [f32], beta: f32) {
     if beta == 0.0 {
         row.fill(0.0);
     } else if beta != 1.0 {
@@ -339,7 +172,7 @@ fn prefetch_tile(c: super::task::CPtr, rows: usize, cols: usize) {
 }
 
 /// `C = beta * C` (zero when beta is 0, without reading C): the whole product when k = 0.
-fn scale_c(t: &GemmTask) {
+pub(super) fn scale_c(t: &GemmTask) {
     for i in 0..t.m {
         // SAFETY: row i of this task's block of C.
         let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
@@ -568,145 +401,4 @@ fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_>
         cs: MR,
         rows: MR,
     }
-}
-
-/// Rows `i0..i0+R` x columns `j0..j0 + (NV-1)*LANES + last` of C from op(A) and the rows
-/// of B directly (B not transposed), accumulated in registers over all of k.
-#[inline(always)]
-fn small_tile<S: Simd, const R: usize, const NV: usize>(
-    s: S,
-    t: &GemmTask,
-    i0: usize,
-    j0: usize,
-    last: usize,
-) {
-    let l = S::LANES;
-    let full = |v: usize| v + 1 < NV || last == l;
-    let mut acc = [[s.zero(); NV]; R];
-    for p in 0..t.k {
-        let brow = &t.b[p * t.ldb + j0..];
-        let mut bv = [s.zero(); NV];
-        for (v, b) in bv.iter_mut().enumerate() {
-            *b = if full(v) {
-                s.load(&brow[v * l..])
-            } else {
-                s.load_partial(&brow[v * l..v * l + last], 0.0)
-            };
-        }
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            let a = s.splat(t.a_at(i0 + r, p));
-            for (x, &b) in acc_r.iter_mut().zip(&bv) {
-                *x = s.fma(a, b, *x);
-            }
-        }
-    }
-    let (va, vb) = (s.splat(t.alpha), s.splat(t.beta));
-    let width = (NV - 1) * l + last;
-    for (r, acc_r) in acc.iter().enumerate() {
-        // SAFETY: row i0 + r, columns j0..j0 + width of this task's block of C.
-        let row = unsafe {
-            std::slice::from_raw_parts_mut(t.c.ptr.add((i0 + r) * t.c.stride + j0), width)
-        };
-        for (v, &a) in acc_r.iter().enumerate() {
-            let w = if full(v) { l } else { last };
-            update_c(s, &mut row[v * l..v * l + w], a, va, vb, t.beta);
-        }
-    }
-}
-
-/// Small problems: no packing. Rows of C are updated with SIMD axpys over rows of op(B)
-/// (op(B) not transposed), or filled with SIMD dot products of rows of A and B
-/// (A plain, B transposed). Returns false for the layout it does not cover.
-#[inline(always)]
-pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
-    if t.m == 0 || t.n == 0 {
-        return true;
-    }
-    if t.k == 0 {
-        scale_c(t);
-        return true;
-    }
-    let l = S::LANES;
-    // One column of C with a contiguous B column is A·x: dot products, like B transposed.
-    let column_vector = t.n == 1 && !t.tb && t.ldb == 1;
-    if !t.tb && t.m < 4 && !column_vector {
-        // A row or three of C (xᵀ·A): stream B once, row after row, adding each row,
-        // scaled, into C's rows (which stay in L1).
-        for i in 0..t.m {
-            // SAFETY: row i of this task's block of C.
-            let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
-            scale_row(row, t.beta);
-            for p in 0..t.k {
-                let w = t.alpha * t.a_at(i, p);
-                let vw = s.splat(w);
-                let brow = &t.b[p * t.ldb..][..t.n];
-                let mut cs = row.chunks_exact_mut(S::LANES);
-                let mut bs = brow.chunks_exact(S::LANES);
-                for (c, b) in (&mut cs).zip(&mut bs) {
-                    s.store(s.fma(vw, s.load(b), s.load(c)), c);
-                }
-                for (c, &b) in cs.into_remainder().iter_mut().zip(bs.remainder()) {
-                    *c = w.mul_add(b, *c);
-                }
-            }
-        }
-        return true;
-    }
-    if !t.tb && !column_vector {
-        // Register tiles without packing: 4 rows x up to 4 vectors of columns (8 rows
-        // when C is at most two vectors wide), so 8-16 independent accumulator chains
-        // hide the FMA latency even for 16x16 products.
-        // (Two vectors x 8 rows is 16 accumulators: only with 32 registers.)
-        let narrow = t.n.div_ceil(l) <= if l >= 16 { 2 } else { 1 };
-        let mut i = 0;
-        while i < t.m {
-            let rows = match t.m - i {
-                r if r >= 8 && narrow => 8,
-                r if r >= 4 => 4,
-                _ => 1,
-            };
-            let mut j = 0;
-            while j < t.n {
-                let nv = (t.n - j).div_ceil(l).min(4);
-                let last = (t.n - j).min(nv * l) - (nv - 1) * l;
-                match (rows, nv) {
-                    (8, 2) => small_tile::<S, 8, 2>(s, t, i, j, last),
-                    (8, _) => small_tile::<S, 8, 1>(s, t, i, j, last),
-                    (4, 4) => small_tile::<S, 4, 4>(s, t, i, j, last),
-                    (4, 3) => small_tile::<S, 4, 3>(s, t, i, j, last),
-                    (4, 2) => small_tile::<S, 4, 2>(s, t, i, j, last),
-                    (4, _) => small_tile::<S, 4, 1>(s, t, i, j, last),
-                    (_, 4) => small_tile::<S, 1, 4>(s, t, i, j, last),
-                    (_, 3) => small_tile::<S, 1, 3>(s, t, i, j, last),
-                    (_, 2) => small_tile::<S, 1, 2>(s, t, i, j, last),
-                    _ => small_tile::<S, 1, 1>(s, t, i, j, last),
-                }
-                j += (nv - 1) * l + last;
-            }
-            i += rows;
-        }
-        return true;
-    }
-    if t.ta {
-        return false;
-    }
-    // B transposed (or one contiguous column): row j of op(B)ᵀ is contiguous.
-    for i in 0..t.m {
-        let arow = &t.a[i * t.lda..][..t.k];
-        for j in 0..t.n {
-            let brow = &t.b[j * t.ldb..][..t.k];
-            // The engine's blocked dot product (the GEMV loop): several accumulators,
-            // bounded summation error.
-            let d =
-                crate::ops::reduce::reduce2_vec(s, crate::ops::Reduce2Op::Dot, arow, brow) as f32;
-            // SAFETY: element (i, j) of this task's block of C.
-            let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
-            *c = if t.beta == 0.0 {
-                t.alpha * d
-            } else {
-                t.beta.mul_add(*c, t.alpha * d)
-            };
-        }
-    }
-    true
 }

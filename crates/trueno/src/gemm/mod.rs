@@ -7,7 +7,9 @@ mod batched;
 pub(crate) mod blocking;
 mod gemv;
 mod kernel;
+mod pack;
 mod peak;
+mod small;
 pub(crate) mod task;
 mod transpose;
 mod transpose8;
@@ -110,7 +112,7 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
         GemmPath::Packed => false,
         GemmPath::Unpacked => true,
     };
-    if try_small && kernel::gemm_small(s, t) {
+    if try_small && small::gemm_small(s, t) {
         return;
     }
     let bl = t.blocking.unwrap_or_else(|| blocking_for(S::BACKEND));

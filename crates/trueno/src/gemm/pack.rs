@@ -1,0 +1,175 @@
+//! Packing for the BLIS loops: MR-row panels of op(A) and NR-column panels of op(B),
+//! each k-major, plus the per-thread buffer they live in.
+
+use super::task::GemmTask;
+use super::transpose8::transpose_8x8;
+use crate::simd::Simd;
+
+/// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
+/// stored k-major (`MR` values per k), rows past `mc` zero. `avx`: see [`transpose_8x8`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack_a<S: Simd>(
+    s: S,
+    t: &GemmTask,
+    dst: &mut [f32],
+    i0: usize,
+    mc: usize,
+    p0: usize,
+    kc: usize,
+    mr: usize,
+    avx: bool,
+) {
+    for (panel, out) in dst
+        .chunks_exact_mut(kc * mr)
+        .take(mc.div_ceil(mr))
+        .enumerate()
+    {
+        let r0 = panel * mr;
+        let rows = mr.min(mc - r0);
+        if rows < mr {
+            out.fill(0.0);
+        }
+        if t.ta {
+            // op(A) rows are A columns: for each k a contiguous run of `rows` values.
+            for p in 0..kc {
+                let src = &t.a[(p0 + p) * t.lda + i0 + r0..][..rows];
+                copy_run(s, src, &mut out[p * mr..p * mr + rows]);
+            }
+        } else {
+            // A panel is the transpose of a rows x kc block: 8 x 8 blocks, then the
+            // ragged rows and k steps element by element.
+            let (rows8, kc8) = (rows / 8 * 8, kc / 8 * 8);
+            for g in (0..rows8).step_by(8) {
+                let src = &t.a[(i0 + r0 + g) * t.lda + p0..];
+                for p in (0..kc8).step_by(8) {
+                    transpose_8x8(avx, &src[p..], t.lda, &mut out[p * mr + g..], mr);
+                }
+            }
+            let row = |r: usize| &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
+            for r in rows8..rows {
+                for (p, &v) in row(r).iter().enumerate() {
+                    out[p * mr + r] = v;
+                }
+            }
+            for r in 0..rows8 {
+                for (p, &v) in row(r).iter().enumerate().skip(kc8) {
+                    out[p * mr + r] = v;
+                }
+            }
+        }
+    }
+}
+
+/// `dst = src` (equal lengths) in whole vectors and one partial one: the packing loops
+/// copy runs of one micro-tile width, where a `copy_from_slice` (a libc `memmove` call)
+/// cost more than the copy.
+#[inline(always)]
+fn copy_run<S: Simd>(s: S, src: &[f32], dst: &mut [f32]) {
+    let mut d = dst.chunks_exact_mut(S::LANES);
+    let mut c = src.chunks_exact(S::LANES);
+    for (d, c) in (&mut d).zip(&mut c) {
+        s.store(s.load(c), d);
+    }
+    let (d, c) = (d.into_remainder(), c.remainder());
+    if !c.is_empty() {
+        s.store_partial(s.load_partial(c, 0.0), d);
+    }
+}
+
+/// B micro-panels packed together (see `pack_b`), and swept together when A is one block.
+pub(super) const B_GROUP: usize = 8;
+
+/// Packs rows `p0..p0+kc` x columns `j0..j0+nc` of op(B) into NR-column micro-panels,
+/// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack_b<S: Simd, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    dst: &mut [f32],
+    p0: usize,
+    kc: usize,
+    j0: usize,
+    nc: usize,
+    avx: bool,
+) {
+    let nr = NV * S::LANES;
+    let panels = nc.div_ceil(nr);
+    if !nc.is_multiple_of(nr) {
+        // The last panel's padding columns stay zero.
+        dst[(panels - 1) * kc * nr..panels * kc * nr].fill(0.0);
+    }
+    if t.tb {
+        // Panel columns are rows of B: 8 x 8 block transposes, ragged parts element-wise.
+        let kc8 = kc / 8 * 8;
+        for (panel, out) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
+            let c0 = panel * nr;
+            let cols = nr.min(nc - c0);
+            let cols8 = cols / 8 * 8;
+            let row = |c: usize| &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
+            for g in (0..cols8).step_by(8) {
+                let src = &t.b[(j0 + c0 + g) * t.ldb + p0..];
+                for p in (0..kc8).step_by(8) {
+                    transpose_8x8(avx, &src[p..], t.ldb, &mut out[p * nr + g..], nr);
+                }
+            }
+            for c in 0..cols {
+                let skip = if c < cols8 { kc8 } else { 0 };
+                for (p, &v) in row(c).iter().enumerate().skip(skip) {
+                    out[p * nr + c] = v;
+                }
+            }
+        }
+    } else {
+        // Eight panels at a time, row by row: each visit to a row of B reads 8 * NR
+        // contiguous floats (panel by panel, a visit read only NR: one or two cache lines
+        // per page touched), and the writes stay within eight panels' pages.
+        for g0 in (0..panels).step_by(B_GROUP) {
+            let g1 = (g0 + B_GROUP).min(panels);
+            let (c0, c1) = (g0 * nr, (g1 * nr).min(nc));
+            for p in 0..kc {
+                let src = &t.b[(p0 + p) * t.ldb + j0 + c0..][..c1 - c0];
+                let mut runs = src.chunks_exact(nr);
+                for (k, run) in (&mut runs).enumerate() {
+                    let d = &mut dst[(g0 + k) * kc * nr + p * nr..][..nr];
+                    for v in 0..NV {
+                        let l = v * S::LANES;
+                        s.store(s.load(&run[l..]), &mut d[l..]);
+                    }
+                }
+                let rest = runs.remainder();
+                if !rest.is_empty() {
+                    copy_run(
+                        s,
+                        rest,
+                        &mut dst[(g1 - 1) * kc * nr + p * nr..][..rest.len()],
+                    );
+                }
+            }
+        }
+    }
+}
+
+thread_local! {
+    /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
+    /// per call costs a page fault per 4 KiB touched (measured: up to a third of a 1024^3
+    /// product's time on the 2-vCPU VM).
+    static PACK: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The calling thread's packing buffer, taken out of its slot (a nested GEMM on the same
+/// thread finds the slot empty and grows its own). Give it back with `return_pack_buffer`.
+/// No closure here: the kernel must stay inside its `#[target_feature]` function.
+pub(super) fn take_pack_buffer() -> Vec<f32> {
+    PACK.with(|c| c.take())
+}
+
+pub(super) fn return_pack_buffer(v: Vec<f32>) {
+    PACK.with(|c| {
+        let mut slot = c.borrow_mut();
+        if v.len() > slot.len() {
+            *slot = v;
+        }
+    });
+}
