@@ -1,0 +1,299 @@
+//! WGSL assembly and the pipeline cache: each shader is built from a template plus an op
+//! body, compiled once per device on first use, and kept for the device's lifetime.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+const MATH: &str = include_str!("shaders/math.wgsl");
+const ELEMENTWISE: &str = include_str!("shaders/elementwise.wgsl");
+const REDUCE: &str = include_str!("shaders/reduce.wgsl");
+const ARGREDUCE: &str = include_str!("shaders/argreduce.wgsl");
+const MATMUL: &str = include_str!("shaders/matmul.wgsl");
+const ROWS: &str = include_str!("shaders/rows.wgsl");
+const GEMV_COLS: &str = include_str!("shaders/gemv_cols.wgsl");
+
+/// How a binding is declared in WGSL.
+#[derive(Clone, Copy)]
+enum Bind {
+    Read,
+    Write,
+    Uniform,
+}
+
+/// The binding lists of the shader families (one bind group layout each).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Family {
+    /// a, b, c, out, params, aux (elementwise.wgsl).
+    Elementwise,
+    /// a, b, aux, out, params (reduce.wgsl).
+    Reduce,
+    /// vals, idx, out_vals, out_idx, params (argreduce.wgsl).
+    ArgReduce,
+    /// A, B, C, dims (matmul.wgsl).
+    Matmul,
+    /// X, W, Bias, Y, params (rows.wgsl, gemv_cols.wgsl).
+    Rows,
+}
+
+impl Family {
+    const ALL: [Family; 5] = [
+        Family::Elementwise,
+        Family::Reduce,
+        Family::ArgReduce,
+        Family::Matmul,
+        Family::Rows,
+    ];
+
+    fn binds(self) -> &'static [Bind] {
+        use Bind::*;
+        match self {
+            Family::Elementwise => &[Read, Read, Read, Write, Uniform, Read],
+            Family::Reduce => &[Read, Read, Read, Write, Uniform],
+            Family::ArgReduce => &[Read, Read, Write, Write, Uniform],
+            Family::Matmul => &[Read, Read, Write, Uniform],
+            Family::Rows => &[Read, Read, Read, Write, Uniform],
+        }
+    }
+}
+
+/// A shader: its cache key, family and WGSL source.
+pub(crate) struct Kernel {
+    pub(crate) key: String,
+    pub(crate) family: Family,
+    source: String,
+}
+
+/// `elementwise.wgsl` with `body` as the op (`x = a[i]`; `return` the result).
+pub(crate) fn elementwise(name: &str, body: &str) -> Kernel {
+    Kernel {
+        key: format!("ew:{name}"),
+        family: Family::Elementwise,
+        source: format!("{MATH}\n{}", ELEMENTWISE.replace("{{BODY}}", body)),
+    }
+}
+
+/// How partial results of a reduction combine.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Fold {
+    Sum,
+    Max,
+    Min,
+}
+
+impl Fold {
+    fn wgsl(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Fold::Sum => ("sum", "return u + v;", "0.0"),
+            Fold::Max => (
+                "max",
+                "if (t_is_nan(u)) { return u; }\n    if (t_is_nan(v)) { return v; }\n    return max(u, v);",
+                "-t_inf()",
+            ),
+            Fold::Min => (
+                "min",
+                "if (t_is_nan(u)) { return u; }\n    if (t_is_nan(v)) { return v; }\n    return min(u, v);",
+                "t_inf()",
+            ),
+        }
+    }
+}
+
+/// A reduction pass: `elem` maps element i (`x = a[i]`, also `b[i]`, `aux[0]`), `fold`
+/// combines, `finish` maps the workgroup's total `v` (`P.p0` holds n as f32).
+pub(crate) fn reduce(name: &str, elem: &str, fold: Fold, finish: &str) -> Kernel {
+    let (fname, combine, identity) = fold.wgsl();
+    let src = REDUCE
+        .replace("{{COMBINE}}", combine)
+        .replace("{{IDENTITY}}", identity)
+        .replace("{{ELEM}}", elem)
+        .replace("{{FINISH}}", finish);
+    Kernel {
+        key: format!("reduce:{name}:{fname}:{finish}"),
+        family: Family::Reduce,
+        source: format!("{MATH}\n{src}"),
+    }
+}
+
+pub(crate) fn argreduce() -> Kernel {
+    Kernel {
+        key: "argreduce".into(),
+        family: Family::ArgReduce,
+        source: format!("{MATH}\n{ARGREDUCE}"),
+    }
+}
+
+pub(crate) fn matmul() -> Kernel {
+    Kernel {
+        key: "matmul".into(),
+        family: Family::Matmul,
+        source: MATMUL.into(),
+    }
+}
+
+/// Row kernels of rows.wgsl.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum RowKernel {
+    Gemv,
+    RmsNorm,
+    LayerNorm,
+}
+
+pub(crate) fn rows(k: RowKernel) -> Kernel {
+    let (name, body) = match k {
+        RowKernel::Gemv => (
+            "gemv",
+            "var acc = 0.0;
+    for (var k = li; k < P.cols; k += 256u) { acc = fma(X[base + k], W[k], acc); }
+    let s = wg_sum(li, acc);
+    if (li == 0u) { Y[row] = s; }",
+        ),
+        RowKernel::RmsNorm => (
+            "rmsnorm",
+            "var ss = 0.0;
+    for (var k = li; k < P.cols; k += 256u) { let v = X[base + k]; ss = fma(v, v, ss); }
+    let r = 1.0 / sqrt(wg_sum(li, ss) / f32(P.cols) + P.eps);
+    for (var k = li; k < P.cols; k += 256u) { Y[base + k] = X[base + k] * r * W[k]; }",
+        ),
+        RowKernel::LayerNorm => (
+            "layernorm",
+            "var s = 0.0;
+    for (var k = li; k < P.cols; k += 256u) { s += X[base + k]; }
+    let mean = wg_sum(li, s) / f32(P.cols);
+    var q = 0.0;
+    for (var k = li; k < P.cols; k += 256u) { let d = X[base + k] - mean; q = fma(d, d, q); }
+    let r = 1.0 / sqrt(wg_sum(li, q) / f32(P.cols) + P.eps);
+    for (var k = li; k < P.cols; k += 256u) {
+        Y[base + k] = fma((X[base + k] - mean) * r, W[k], Bias[k]);
+    }",
+        ),
+    };
+    Kernel {
+        key: format!("rows:{name}"),
+        family: Family::Rows,
+        source: ROWS.replace("{{BODY}}", body),
+    }
+}
+
+pub(crate) fn gemv_cols() -> Kernel {
+    Kernel {
+        key: "gemv_cols".into(),
+        family: Family::Rows,
+        source: GEMV_COLS.into(),
+    }
+}
+
+/// Compiled pipelines by kernel key, and one bind group layout per family.
+pub(crate) struct PipelineCache {
+    layouts: HashMap<Family, (wgpu::BindGroupLayout, wgpu::PipelineLayout)>,
+    pipelines: Mutex<HashMap<String, Arc<wgpu::ComputePipeline>>>,
+}
+
+impl PipelineCache {
+    pub(crate) fn new(device: &wgpu::Device) -> PipelineCache {
+        let layouts = Family::ALL
+            .into_iter()
+            .map(|f| {
+                let entries: Vec<wgpu::BindGroupLayoutEntry> = f
+                    .binds()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| wgpu::BindGroupLayoutEntry {
+                        binding: i as u32,
+                        visibility: wgpu::ShaderStages::COMPUTE,
+                        ty: match b {
+                            Bind::Uniform => wgpu::BindingType::Buffer {
+                                ty: wgpu::BufferBindingType::Uniform,
+                                has_dynamic_offset: false,
+                                min_binding_size: None,
+                            },
+                            Bind::Read | Bind::Write => wgpu::BindingType::Buffer {
+                                ty: wgpu::BufferBindingType::Storage {
+                                    read_only: matches!(b, Bind::Read),
+                                },
+                                has_dynamic_offset: false,
+                                min_binding_size: None,
+                            },
+                        },
+                        count: None,
+                    })
+                    .collect();
+                let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("trueno-wgpu"),
+                    entries: &entries,
+                });
+                let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some("trueno-wgpu"),
+                    bind_group_layouts: &[Some(&bgl)],
+                    immediate_size: 0,
+                });
+                (f, (bgl, pl))
+            })
+            .collect();
+        PipelineCache {
+            layouts,
+            pipelines: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn layout(&self, f: Family) -> &wgpu::BindGroupLayout {
+        &self.layouts[&f].0
+    }
+
+    /// The pipeline of `k`, compiled on first use.
+    pub(crate) fn get(&self, device: &wgpu::Device, k: &Kernel) -> Arc<wgpu::ComputePipeline> {
+        let mut map = self.pipelines.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = map.get(&k.key) {
+            return p.clone();
+        }
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&k.key),
+            source: wgpu::ShaderSource::Wgsl(k.source.as_str().into()),
+        });
+        let p = Arc::new(
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&k.key),
+                layout: Some(&self.layouts[&k.family].1),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            }),
+        );
+        map.insert(k.key.clone(), p.clone());
+        p
+    }
+
+    /// How many pipelines have been compiled (each shader once per device).
+    pub(crate) fn len(&self) -> usize {
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{BinaryOp, UnaryOp};
+
+    /// Every placeholder of every template is filled (a leftover `{{` would be a WGSL
+    /// syntax error only on the device).
+    #[test]
+    fn templates_are_fully_spliced() {
+        let mut all: Vec<Kernel> = UnaryOp::ALL
+            .iter()
+            .map(|o| elementwise(o.kernel().0, o.kernel().1))
+            .chain(BinaryOp::ALL.iter().map(|o| elementwise(o.kernel().0, o.kernel().1)))
+            .collect();
+        for f in [Fold::Sum, Fold::Max, Fold::Min] {
+            all.push(reduce("t", "return x;", f, "return v;"));
+        }
+        all.extend([argreduce(), matmul(), gemv_cols()]);
+        all.extend([RowKernel::Gemv, RowKernel::RmsNorm, RowKernel::LayerNorm].map(rows));
+        for k in all {
+            assert!(!k.source.contains("{{"), "{}: unfilled placeholder", k.key);
+            assert!(k.source.contains("fn main("), "{}", k.key);
+        }
+    }
+}
