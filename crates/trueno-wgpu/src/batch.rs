@@ -114,6 +114,17 @@ impl<'g> Batch<'g> {
         Ok(b)
     }
 
+    /// Copies `src` into `dst` (equal lengths) on the device.
+    pub fn copy(&mut self, src: &GpuBuffer, dst: &GpuBuffer) -> Result<()> {
+        crate::error::check_len("copy", "dst", src.len, dst.len)?;
+        if src.buf == dst.buf {
+            return Ok(());
+        }
+        self.encoder
+            .copy_buffer_to_buffer(&src.buf, 0, &dst.buf, 0, byte_size(src.len));
+        self.gpu.take_error()
+    }
+
     /// Marks `buf` to be read back when the batch finishes.
     pub fn download(&mut self, buf: &GpuBuffer) -> Result<Download> {
         self.gpu.check_alive()?;

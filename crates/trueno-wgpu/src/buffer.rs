@@ -21,5 +21,5 @@ impl GpuBuffer {
 
 /// Bytes of `len` elements; zero-sized buffers cannot be bound, so at least one element.
 pub(crate) fn byte_size(len: usize) -> u64 {
-    (len.max(1) * 4) as u64
+    (len.max(1) as u64).saturating_mul(4)
 }

@@ -284,7 +284,11 @@ mod tests {
         let mut all: Vec<Kernel> = UnaryOp::ALL
             .iter()
             .map(|o| elementwise(o.kernel().0, o.kernel().1))
-            .chain(BinaryOp::ALL.iter().map(|o| elementwise(o.kernel().0, o.kernel().1)))
+            .chain(
+                BinaryOp::ALL
+                    .iter()
+                    .map(|o| elementwise(o.kernel().0, o.kernel().1)),
+            )
             .collect();
         for f in [Fold::Sum, Fold::Max, Fold::Min] {
             all.push(reduce("t", "return x;", f, "return v;"));

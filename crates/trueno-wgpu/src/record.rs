@@ -105,6 +105,14 @@ const SUM_EXP_SHIFTED: Reduction = red(
 impl Batch<'_> {
     /// `op(x)` elementwise into a new buffer.
     pub fn unary(&mut self, op: UnaryOp, x: &GpuBuffer) -> Result<GpuBuffer> {
+        let out = self.alloc("unary", x.len)?;
+        self.unary_into(op, x, &out)?;
+        Ok(out)
+    }
+
+    /// `op(x)` elementwise into `out` (same length, not `x` itself). Reusing an output
+    /// buffer also spares the zero fill wgpu gives every new buffer on first use.
+    pub fn unary_into(&mut self, op: UnaryOp, x: &GpuBuffer, out: &GpuBuffer) -> Result<()> {
         let (name, body) = op.kernel();
         if let UnaryOp::Clamp(lo, hi) = op
             && (lo.is_nan() || hi.is_nan() || lo > hi)
@@ -114,51 +122,67 @@ impl Batch<'_> {
                 reason: format!("bounds must be ordered and not NaN, got {lo}, {hi}"),
             });
         }
-        self.map(&kernels::elementwise(name, body), x, [x, x], op.params())
+        self.map(
+            &kernels::elementwise(name, body),
+            [x, x, x],
+            op.params(),
+            out,
+        )
     }
 
     /// `op(a, b)` elementwise into a new buffer (equal lengths).
     pub fn binary(&mut self, op: BinaryOp, a: &GpuBuffer, b: &GpuBuffer) -> Result<GpuBuffer> {
+        let out = self.alloc("binary", a.len)?;
+        self.binary_into(op, a, b, &out)?;
+        Ok(out)
+    }
+
+    /// `op(a, b)` elementwise into `out` (equal lengths, not an input).
+    pub fn binary_into(
+        &mut self,
+        op: BinaryOp,
+        a: &GpuBuffer,
+        b: &GpuBuffer,
+        out: &GpuBuffer,
+    ) -> Result<()> {
         let (name, body) = op.kernel();
         check_len(name, "b", a.len, b.len)?;
-        self.map(&kernels::elementwise(name, body), a, [b, a], op.params())
+        self.map(
+            &kernels::elementwise(name, body),
+            [a, b, a],
+            op.params(),
+            out,
+        )
     }
 
     /// `a * b + c` elementwise, fused (equal lengths).
     pub fn fma(&mut self, a: &GpuBuffer, b: &GpuBuffer, c: &GpuBuffer) -> Result<GpuBuffer> {
         check_len("fma", "b", a.len, b.len)?;
         check_len("fma", "c", a.len, c.len)?;
+        let out = self.alloc("fma", a.len)?;
         let k = kernels::elementwise("fma", "return fma(x, b[i], c[i]);");
-        self.map(&k, a, [b, c], [0.0; 2])
+        self.map(&k, [a, b, c], [0.0; 2], &out)?;
+        Ok(out)
     }
 
-    /// One elementwise dispatch over `a`'s length: `other` are b and c, `aux` reads `a`.
+    /// One elementwise dispatch over `abc[0]`'s length into `out`; `aux` reads `a`.
     fn map(
         &mut self,
         k: &kernels::Kernel,
-        a: &GpuBuffer,
-        other: [&GpuBuffer; 2],
+        abc: [&GpuBuffer; 3],
         p: [f32; 2],
-    ) -> Result<GpuBuffer> {
+        out: &GpuBuffer,
+    ) -> Result<()> {
+        let a = abc[0];
         check_count("elementwise", a.len)?;
-        let out = self.alloc("elementwise", a.len)?;
+        check_out("elementwise", out, a.len, &abc)?;
         if a.len > 0 {
             let params = self.params(words(a.len, p, 0));
             let g = a.len.div_ceil(WG).min(MAX_GROUPS as usize) as u32;
-            self.dispatch(
-                k,
-                &[
-                    &a.buf,
-                    &other[0].buf,
-                    &other[1].buf,
-                    &out.buf,
-                    &params,
-                    &a.buf,
-                ],
-                (g, 1),
-            )?;
+            let binds = [&a.buf, &abc[1].buf, &abc[2].buf, &out.buf, &params, &a.buf];
+            self.dispatch(k, &binds, (g, 1))?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Two passes of `r` into a one-element buffer: partials per workgroup, then one
@@ -240,7 +264,9 @@ impl Batch<'_> {
                     "cosine",
                     "let d = b[0] * c[0];\n    return select(clamp(x / d, -1.0, 1.0), 0.0, d == 0.0);",
                 );
-                self.map(&k, &d, [&na, &nb], [0.0; 2])
+                let out = self.alloc("cosine", 1)?;
+                self.map(&k, [&d, &na, &nb], [0.0; 2], &out)?;
+                Ok(out)
             }
         }
     }
@@ -281,7 +307,9 @@ impl Batch<'_> {
                 } else {
                     kernels::elementwise("log_softmax", "return (x - b[0]) - t_ln(c[0]);")
                 };
-                self.map(&k, x, [&m, &s], [0.0; 2])
+                let out = self.alloc("softmax", x.len)?;
+                self.map(&k, [x, &m, &s], [0.0; 2], &out)?;
+                Ok(out)
             }
             VectorOp::Normalize => {
                 let nrm = self.reduce(ReduceOp::NormL2, x)?;
@@ -289,7 +317,9 @@ impl Batch<'_> {
                     "normalize",
                     "let r = b[0];\n    return select(x / r, x, r == 0.0);",
                 );
-                self.map(&k, x, [&nrm, &nrm], [0.0; 2])
+                let out = self.alloc("normalize", x.len)?;
+                self.map(&k, [x, &nrm, &nrm], [0.0; 2], &out)?;
+                Ok(out)
             }
         }
     }
@@ -305,9 +335,27 @@ impl Batch<'_> {
     ) -> Result<GpuBuffer> {
         shape("matmul", "A", a, m, k)?;
         shape("matmul", "B", b, k, n)?;
-        let c = self.alloc("matmul", m * n)?;
+        let c = self.alloc("matmul", m.saturating_mul(n))?;
+        self.matmul_into(a, b, &c, m, n, k)?;
+        Ok(c)
+    }
+
+    /// `C = A B` into `c` (m x n, not an input).
+    pub fn matmul_into(
+        &mut self,
+        a: &GpuBuffer,
+        b: &GpuBuffer,
+        c: &GpuBuffer,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<()> {
+        shape("matmul", "A", a, m, k)?;
+        shape("matmul", "B", b, k, n)?;
+        shape("matmul", "C", c, m, n)?;
+        check_out("matmul", c, m * n, &[a, b])?;
         if m * n == 0 {
-            return Ok(c);
+            return Ok(());
         }
         let (gx, gy) = (n.div_ceil(64), m.div_ceil(64));
         if gx > MAX_GROUPS as usize || gy > MAX_GROUPS as usize {
@@ -318,12 +366,8 @@ impl Batch<'_> {
         }
         // K = 0: the k loop never runs and C is all zeros, as the product of empty sums.
         let d = self.params([m as u32, n as u32, k as u32, 0]);
-        self.dispatch(
-            &kernels::matmul(),
-            &[&a.buf, &b.buf, &c.buf, &d],
-            (gx as u32, gy as u32),
-        )?;
-        Ok(c)
+        let binds = [&a.buf, &b.buf, &c.buf, &d];
+        self.dispatch(&kernels::matmul(), &binds, (gx as u32, gy as u32))
     }
 
     /// `y = A x` for row-major `A` (m x k): a new m-element buffer.
@@ -437,4 +481,17 @@ fn shape(op: &'static str, what: &str, buf: &GpuBuffer, rows: usize, cols: usize
     })?;
     check_len(op, what, want, buf.len)?;
     check_count(op, want)
+}
+
+/// An output buffer must have `len` elements and be none of the inputs (a buffer cannot be
+/// read and written by one dispatch).
+fn check_out(op: &'static str, out: &GpuBuffer, len: usize, inputs: &[&GpuBuffer]) -> Result<()> {
+    check_len(op, "out", len, out.len)?;
+    if inputs.iter().any(|i| i.buf == out.buf) {
+        return Err(GpuError::Shape {
+            op,
+            reason: "the output buffer is also an input (write to another buffer)".into(),
+        });
+    }
+    Ok(())
 }

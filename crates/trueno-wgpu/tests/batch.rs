@@ -127,3 +127,45 @@ fn a_lost_device_is_an_error_on_every_later_op() {
         Err(GpuError::DeviceLost(_))
     ));
 }
+
+#[test]
+fn into_forms_write_existing_buffers_and_refuse_aliasing() {
+    let Some(gpu) = gpu() else { return };
+    let e = scalar();
+    let mut rng = Rng::new(12);
+    let (x, y) = (rng.vec(300, -1.0, 1.0), rng.vec(300, -1.0, 1.0));
+    let mut b = gpu.batch();
+    let (dx, dy) = (b.upload(&x).unwrap(), b.upload(&y).unwrap());
+    let out = b.alloc("test", 300).unwrap();
+    let copy = b.alloc("test", 300).unwrap();
+    // Written twice: the second op's result is what is read back.
+    b.unary_into(UnaryOp::Exp, &dx, &out).unwrap();
+    b.binary_into(BinaryOp::Sub, &dx, &dy, &out).unwrap();
+    b.copy(&out, &copy).unwrap();
+    let c = b.alloc("test", 100).unwrap();
+    // (10 x 30) by (30 x 10), reading x and y as matrices.
+    b.matmul_into(&dx, &dy, &c, 10, 10, 30).unwrap();
+    // Aliasing, wrong lengths: errors before anything is recorded.
+    assert!(b.unary_into(UnaryOp::Exp, &dx, &dx).is_err());
+    assert!(b.binary_into(BinaryOp::Add, &dx, &dy, &dy).is_err());
+    assert!(b.matmul_into(&dx, &dy, &dx, 10, 30, 10).is_err());
+    assert!(b.unary_into(UnaryOp::Exp, &dx, &c).is_err());
+    assert!(b.copy(&dx, &c).is_err());
+    let (h, hc, hm) = (
+        b.download(&out).unwrap(),
+        b.download(&copy).unwrap(),
+        b.download(&c).unwrap(),
+    );
+    let mut o = b.finish().unwrap();
+    let mut want = vec![0.0; 300];
+    e.sub_into(&x, &y, &mut want).unwrap();
+    assert_eq!(o.f32(h).unwrap(), want);
+    assert_eq!(o.f32(hc).unwrap(), want);
+    let m = o.f32(hm).unwrap();
+    for i in 0..10 {
+        for j in 0..10 {
+            let r: f64 = (0..30).map(|p| x[i * 30 + p] as f64 * y[p * 10 + j] as f64).sum();
+            assert!((m[i * 10 + j] as f64 - r).abs() < 1e-5, "[{i},{j}]");
+        }
+    }
+}
