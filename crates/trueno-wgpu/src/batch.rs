@@ -344,3 +344,32 @@ pub(crate) fn groups_for(n: usize, per_group: usize) -> (u32, u32) {
     let x = g.min(MAX_GROUPS as usize);
     (x as u32, g.div_ceil(x) as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_cover_every_item_within_the_dispatch_limit() {
+        for (n, per) in [
+            (0, 1),
+            (1, 1),
+            (65_535, 1),
+            (65_536, 1),
+            (1 << 26, 1024),
+            (300_000, 7),
+        ] {
+            let (x, y) = groups_for(n, per);
+            assert!(
+                (1..=MAX_GROUPS).contains(&x) && (1..=MAX_GROUPS).contains(&y),
+                "{n}"
+            );
+            assert!(
+                x as usize * y as usize * per >= n,
+                "{n}: {x} x {y} groups of {per}"
+            );
+            // No whole row of groups is idle.
+            assert!((x as usize * (y as usize - 1)) * per < n.max(1), "{n}");
+        }
+    }
+}

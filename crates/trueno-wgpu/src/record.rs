@@ -178,8 +178,8 @@ impl Batch<'_> {
         check_out("elementwise", out, a.len, &abc)?;
         if a.len > 0 {
             let params = self.params(words(a.len, p, 0));
-            let g = a.len.div_ceil(WG).min(MAX_GROUPS as usize) as u32;
             let binds = [&a.buf, &abc[1].buf, &abc[2].buf, &out.buf, &params, &a.buf];
+            let g = a.len.div_ceil(WG).min(MAX_GROUPS as usize) as u32;
             self.dispatch(k, &binds, (g, 1))?;
         }
         Ok(())
@@ -357,11 +357,11 @@ impl Batch<'_> {
         if m * n == 0 {
             return Ok(());
         }
-        let (gx, gy) = (n.div_ceil(64), m.div_ceil(64));
+        let (gx, gy) = (n.div_ceil(128), m.div_ceil(128));
         if gx > MAX_GROUPS as usize || gy > MAX_GROUPS as usize {
             return Err(GpuError::Shape {
                 op: "matmul",
-                reason: format!("{m} x {n} needs more than {MAX_GROUPS} 64-wide tiles per side"),
+                reason: format!("{m} x {n} needs more than {MAX_GROUPS} 128-wide tiles per side"),
             });
         }
         // K = 0: the k loop never runs and C is all zeros, as the product of empty sums.

@@ -164,7 +164,9 @@ fn into_forms_write_existing_buffers_and_refuse_aliasing() {
     let m = o.f32(hm).unwrap();
     for i in 0..10 {
         for j in 0..10 {
-            let r: f64 = (0..30).map(|p| x[i * 30 + p] as f64 * y[p * 10 + j] as f64).sum();
+            let r: f64 = (0..30)
+                .map(|p| x[i * 30 + p] as f64 * y[p * 10 + j] as f64)
+                .sum();
             assert!((m[i * 10 + j] as f64 - r).abs() < 1e-5, "[{i},{j}]");
         }
     }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Rng, SIZES, assert_all_close, gpu, scalar};
+use common::{Rng, SIZES, assert_all_close, close, gpu, scalar};
 use trueno::Engine;
 use trueno_wgpu::{BinaryOp, UnaryOp};
 
@@ -106,10 +106,66 @@ fn unary_ops_handle_special_values_like_the_cpu() {
         30.0,
         -30.0,
     ];
+    // A GPU may flush subnormal inputs to zero (NVIDIA's Vulkan driver does; lavapipe
+    // does not): there, the op of the sign-preserving zero is right too.
+    let flushed: Vec<f32> = x
+        .iter()
+        .map(|&v| {
+            if v != 0.0 && v.abs() < f32::MIN_POSITIVE {
+                0.0f32.copysign(v)
+            } else {
+                v
+            }
+        })
+        .collect();
     for op in UnaryOp::ALL {
         let got = gpu.unary(op, &x).unwrap();
-        let want = cpu_unary(&e, op, &x);
-        assert_all_close(op.name(), &got, &want, &x, unary_tol(op).max(6e-6));
+        let (want, want_flushed) = (cpu_unary(&e, op, &x), cpu_unary(&e, op, &flushed));
+        let tol = unary_tol(op).max(6e-6);
+        for i in 0..x.len() {
+            // WGSL's division is accurate only for divisors in [2^-126, 2^126]; beyond, a
+            // driver computing x * (1 / y) flushes the subnormal reciprocal, so quotients
+            // below 2^-120 (silu(-88) = -88 / (1 + e^88)) may come out as zero.
+            let tiny_quotient = got[i] == 0.0 && want[i].abs() < 2f32.powi(-120);
+            assert!(
+                close(got[i], want[i], tol) || close(got[i], want_flushed[i], tol) || tiny_quotient,
+                "{}({:e}): gpu {:e}, cpu {:e} (of a flushed input {:e})",
+                op.name(),
+                x[i],
+                got[i],
+                want[i],
+                want_flushed[i]
+            );
+        }
+    }
+}
+
+/// Exact for the IEEE operations; division within 3 ulp (WGSL allows 2.5). Axpy and lerp
+/// call WGSL's fma, whose accuracy is that of `a * b + c`: fusing is the driver's choice
+/// (NVIDIA's Vulkan driver rounds the product), and the product's rounding, relative to a
+/// result that cancels, is unbounded, so their bound is an ulp of the product plus one of
+/// the result.
+fn check_binary(op: BinaryOp, a: &[f32], b: &[f32], got: &[f32], want: &[f32]) {
+    let eps = f32::EPSILON as f64;
+    for i in 0..a.len() {
+        let (x, y, w) = (a[i] as f64, b[i] as f64, want[i] as f64);
+        let bound = match op {
+            BinaryOp::Div => 3.0 * eps * w.abs(),
+            BinaryOp::Axpy(t) => eps * ((t as f64 * y).abs() + w.abs()),
+            BinaryOp::Lerp(t) => eps * ((t as f64 * (y - x)).abs() + w.abs()),
+            _ => 0.0,
+        };
+        let diff = (got[i] as f64 - w).abs();
+        assert!(
+            close(got[i], want[i], 0.0) || diff <= bound,
+            "{}[{i}] of {}: gpu {:e}, cpu {:e} ({:e}, {:e})",
+            op.name(),
+            a.len(),
+            got[i],
+            want[i],
+            a[i],
+            b[i]
+        );
     }
 }
 
@@ -129,21 +185,28 @@ fn binary_ops_and_fma_match_the_scalar_cpu_backend() {
         for op in BinaryOp::ALL {
             let got = gpu.binary(op, &a, &b).unwrap();
             let want = cpu_binary(&e, op, &a, &b);
-            let tol = if op == BinaryOp::Div {
-                3.0 * f32::EPSILON as f64
-            } else {
-                0.0
-            };
-            assert_all_close(op.name(), &got, &want, &a, tol);
+            check_binary(op, &a, &b, &got, &want);
             // NaN in the second operand too (minimum/maximum treat the two differently).
             let got = gpu.binary(op, &b, &a).unwrap();
             let want = cpu_binary(&e, op, &b, &a);
-            assert_all_close(op.name(), &got, &want, &b, tol);
+            check_binary(op, &b, &a, &got, &want);
         }
         let c = rng.vec(n, -10.0, 10.0);
         let got = gpu.fma(&a, &b, &c).unwrap();
         let mut want = vec![0.0; n];
         e.fma_into(&a, &b, &c, &mut want).unwrap();
-        assert_all_close("fma", &got, &want, &a, 0.0);
+        // Fused or not (the driver's choice, as above): an unfused result differs by the
+        // product's rounding, which relative to the sum is unbounded under cancellation,
+        // so the bound is in terms of the product.
+        for i in 0..n {
+            let bound = f32::EPSILON as f64 * ((a[i] * b[i]).abs() + want[i].abs()) as f64;
+            let diff = (got[i] as f64 - want[i] as f64).abs();
+            assert!(
+                close(got[i], want[i], 0.0) || diff <= bound,
+                "fma[{i}]: gpu {:e}, cpu {:e}",
+                got[i],
+                want[i]
+            );
+        }
     }
 }

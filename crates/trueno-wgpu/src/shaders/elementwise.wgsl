@@ -1,5 +1,7 @@
-// out[i] = op(a[i], b[i], c[i]) for i < n; the op's body is spliced in by kernels.rs (unary ops ignore b and c, which are then bound to a one-element dummy).
-// Grid-stride loop: any n fits in the 65535-workgroup dispatch limit.
+// out[i] = op(a[i], b[i], c[i]) for i < n; the op's body is spliced in by kernels.rs
+// (unary ops ignore b and c, which are then bound to the input again). Grid-stride loop:
+// any n fits in the 65535-workgroup dispatch limit. (Four elements per thread at 256 apart,
+// without the loop, measured 12-15% slower on an H100.)
 
 struct Params { n: u32, p0: f32, p1: f32, pad: u32 }
 
@@ -14,6 +16,10 @@ struct Params { n: u32, p0: f32, p1: f32, pad: u32 }
 
 fn op(i: u32) -> f32 {
     let x = a[i];
+    // Every op here returns a NaN first operand unchanged; tested on the bits because
+    // drivers rewrite comparisons and selects into min/max instructions that drop NaN
+    // (NVIDIA's Vulkan driver turns relu's select into max(x, 0)).
+    if (t_is_nan(x)) { return x; }
     {{BODY}}
 }
 

@@ -12,8 +12,16 @@ fn t_nan() -> f32 { return bitcast<f32>(0x7fc00000u); }
 fn t_is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 
 // x86 min/max semantics (the second operand when either is NaN), as the CPU kernels use.
-fn t_min(a: f32, b: f32) -> f32 { return select(b, a, a < b); }
-fn t_max(a: f32, b: f32) -> f32 { return select(b, a, a > b); }
+// The NaN test is on the bits: drivers turn `select(b, a, a > b)` into a max instruction
+// that drops NaN (NVIDIA's Vulkan driver does).
+fn t_min(a: f32, b: f32) -> f32 {
+    if (t_is_nan(a) || t_is_nan(b)) { return b; }
+    return select(b, a, a < b);
+}
+fn t_max(a: f32, b: f32) -> f32 {
+    if (t_is_nan(a) || t_is_nan(b)) { return b; }
+    return select(b, a, a > b);
+}
 
 // 2^n for an integer-valued n in [-126, 127], built from its bits.
 fn t_pow2i(n: f32) -> f32 { return bitcast<f32>(u32(i32(n) + 127) << 23u); }
