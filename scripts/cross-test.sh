@@ -34,8 +34,9 @@ print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["
 echo "== aarch64 (NEON) under qemu-aarch64"
 timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
+# Without the wgpu feature: no GPU under qemu, and wgpu's build would double this step.
 timeout 1200 "${cargo[@]}" build -p trueno-cli --profile test --target aarch64-unknown-linux-gnu \
-    -Zbuild-std "${dir[@]}"
+    --no-default-features --features parallel -Zbuild-std "${dir[@]}"
 timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json \
     | check_info aarch64 neon neon
 

@@ -16,6 +16,7 @@ struct Info {
     threads: usize,
     gemm: Gemm,
     cuda: Cuda,
+    wgpu: Wgpu,
 }
 
 /// The GEMM configuration chosen here: ISA, micro-kernel, cache blocks.
@@ -93,6 +94,35 @@ fn cuda() -> Cuda {
     }
 }
 
+/// The adapter trueno-wgpu opens (`TRUENO_WGPU_ADAPTER` picks one by name), or why none.
+#[derive(Serialize)]
+struct Wgpu {
+    adapter: Option<String>,
+    error: Option<String>,
+}
+
+#[cfg(feature = "wgpu")]
+fn wgpu() -> Wgpu {
+    match trueno_wgpu::Gpu::new() {
+        Ok(g) => Wgpu {
+            adapter: Some(g.info().to_string()),
+            error: None,
+        },
+        Err(e) => Wgpu {
+            adapter: None,
+            error: Some(e.to_string()),
+        },
+    }
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn wgpu() -> Wgpu {
+    Wgpu {
+        adapter: None,
+        error: Some("this build has no wgpu feature".into()),
+    }
+}
+
 /// The CPU's marketing name, from /proc/cpuinfo where there is one.
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
@@ -151,6 +181,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
         threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         gemm: gemm(&engine),
         cuda: cuda(),
+        wgpu: wgpu(),
     };
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&info)?)?;
@@ -206,6 +237,10 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
                 )?;
             }
         }
+    }
+    match (&info.wgpu.adapter, &info.wgpu.error) {
+        (Some(a), _) => writeln!(out, "wgpu         {a}")?,
+        (None, e) => writeln!(out, "wgpu         none ({})", e.as_deref().unwrap_or("?"))?,
     }
     Ok(())
 }

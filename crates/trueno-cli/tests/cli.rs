@@ -170,6 +170,18 @@ fn ptx_emit_rejects_unknown_kernels_and_targets() {
 }
 
 #[test]
+fn info_reports_the_wgpu_adapter_or_why_there_is_none() {
+    let out = trueno(&["info", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = &v["wgpu"];
+    // Exactly one of the two; CI (lavapipe installed, TRUENO_REQUIRE_GPU set) has an adapter.
+    assert_ne!(w["adapter"].is_null(), w["error"].is_null(), "{w}");
+    if std::env::var_os("TRUENO_REQUIRE_GPU").is_some() {
+        assert!(w["adapter"].is_string(), "{w}");
+    }
+}
+
+#[test]
 fn info_reports_cuda_devices_or_why_there_are_none() {
     let out = trueno(&["info", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

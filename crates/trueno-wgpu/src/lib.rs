@@ -15,9 +15,14 @@
 //! # Ok::<(), trueno_wgpu::GpuError>(())
 //! ```
 //!
-//! Where WGSL differs from the CPU: GPUs may flush subnormal inputs and outputs to zero,
-//! and sums are accumulated in f32 over a tree (the CPU sums blocks in f64); the
-//! conformance tests state the tolerance for each.
+//! Where WGSL leaves room that drivers take (each seen on NVIDIA's Vulkan driver, none on
+//! lavapipe), and the conformance tests allow it: subnormals may flush to zero; `fma` need
+//! not be fused (axpy, lerp and fma may round the product); division is only accurate for
+//! divisors in [2^-126, 2^126] (a tiny quotient may come out as zero). NaN inputs propagate
+//! on every driver: the shaders test NaN on the bits, since drivers rewrite comparisons
+//! into NaN-dropping min/max. Sums are f32 trees (the CPU adds blocks in f64), with the
+//! error bound the tests state. Device errors are per `Gpu`: threads sharing one may see
+//! each other's (trueno-wgpu's own ops validate their inputs, so none should arise).
 
 mod api;
 mod batch;
