@@ -13,7 +13,7 @@ ldconfig
 if ! ls /usr/share/vulkan/icd.d/nvidia* /etc/vulkan/icd.d/nvidia* >/dev/null 2>&1; then
     export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
-export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
+export TRUENO_REQUIRE_GPU=1 TRUENO_REQUIRE_WGPU=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 status=0
 echo "== trueno-wgpu suites"

@@ -174,9 +174,9 @@ fn info_reports_the_wgpu_adapter_or_why_there_is_none() {
     let out = trueno(&["info", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let w = &v["wgpu"];
-    // Exactly one of the two; CI (lavapipe installed, TRUENO_REQUIRE_GPU set) has an adapter.
+    // Exactly one of the two; CI (lavapipe installed, TRUENO_REQUIRE_WGPU set) has an adapter.
     assert_ne!(w["adapter"].is_null(), w["error"].is_null(), "{w}");
-    if std::env::var_os("TRUENO_REQUIRE_GPU").is_some() {
+    if std::env::var_os("TRUENO_REQUIRE_WGPU").is_some() {
         assert!(w["adapter"].is_string(), "{w}");
     }
 }

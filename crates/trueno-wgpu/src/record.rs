@@ -354,6 +354,13 @@ impl Batch<'_> {
         shape("matmul", "B", b, k, n)?;
         shape("matmul", "C", c, m, n)?;
         check_out("matmul", c, m * n, &[a, b])?;
+        // The kernel runs without loop counters (kernels::matmul): its k loop must not wrap.
+        if k >= 1 << 31 {
+            return Err(GpuError::Shape {
+                op: "matmul",
+                reason: format!("k = {k} is beyond the kernel's 2^31"),
+            });
+        }
         if m * n == 0 {
             return Ok(());
         }

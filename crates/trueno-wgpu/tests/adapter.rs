@@ -9,8 +9,8 @@ fn the_adapter_variable_picks_by_name_and_names_the_choices_when_nothing_matches
     unsafe { std::env::remove_var(ADAPTER_ENV) };
     let default = match Gpu::new() {
         Ok(g) => g,
-        Err(e) if std::env::var_os("TRUENO_REQUIRE_GPU").is_some() => {
-            panic!("TRUENO_REQUIRE_GPU is set but no adapter opened: {e}")
+        Err(e) if std::env::var_os("TRUENO_REQUIRE_WGPU").is_some() => {
+            panic!("TRUENO_REQUIRE_WGPU is set but no adapter opened: {e}")
         }
         Err(e) => {
             eprintln!("skipped: no wgpu adapter ({e})");

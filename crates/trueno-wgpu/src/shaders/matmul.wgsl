@@ -1,10 +1,11 @@
 // C = A * B, row-major, A m x k, B k x n, any sizes. Each 16 x 16 workgroup computes a
 // 128 x 128 tile of C, each thread an 8 x 8 block held in sixteen vec4 registers (written
-// out, not as an array, so no driver spills it to local memory), over k in steps of 8
+// out, not as an array, so no driver spills it to local memory), over k in steps of 16
 // staged in workgroup memory k-major. Loads past an edge read 0; stores past it are skipped.
-// Measured on an H100 (BENCHMARKS.md): 64 x 64 tiles with 4 x 4 blocks gave 16 TFLOP/s at
-// 4096, this 20.5; prefetching the next step's tile into registers gave 18.5 (more
-// registers, fewer resident workgroups); WGSL's fma() and a * b + c run the same.
+// Measured on an H100 at 4096 (BENCHMARKS.md): 64 x 64 tiles with 4 x 4 blocks 16.1
+// TFLOP/s; 128 x 128 with k-steps of 8, 20.5; of 16, 22.4; without wgpu's runtime checks
+// (kernels.rs), 25.0. Prefetching the next k-step into registers lost (18.5: fewer
+// resident workgroups); WGSL's fma() and a * b + c ran the same.
 
 struct Dims { m: u32, n: u32, k: u32, pad: u32 }
 
@@ -13,9 +14,9 @@ struct Dims { m: u32, n: u32, k: u32, pad: u32 }
 @group(0) @binding(2) var<storage, read_write> C: array<f32>;
 @group(0) @binding(3) var<uniform> D: Dims;
 
-// As[kk][row / 4], Bs[kk][col / 4]: 8 k-steps of 128 rows / columns, as vec4.
-var<workgroup> As: array<vec4<f32>, 256>;
-var<workgroup> Bs: array<vec4<f32>, 256>;
+// As[kk][row / 4], Bs[kk][col / 4]: 16 k-steps of 128 rows / columns, as vec4.
+var<workgroup> As: array<vec4<f32>, 512>;
+var<workgroup> Bs: array<vec4<f32>, 512>;
 
 // Row r of the tile, columns c .. c + 8, from two vec4.
 fn store_row(r: u32, c: u32, v0: vec4<f32>, v1: vec4<f32>) {
@@ -48,29 +49,32 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     var c61 = vec4<f32>(0.0);
     var c70 = vec4<f32>(0.0);
     var c71 = vec4<f32>(0.0);
-    // A loads: two threads per row, four consecutive k each (32 contiguous bytes per row).
+    // A loads: two threads per row, eight consecutive k each (64 contiguous bytes per row).
     let ar = li / 2u;
-    let ak = (li % 2u) * 4u;
-    // B loads: 32 threads per k row, four consecutive columns each (512 contiguous bytes).
-    let bk = li / 32u;
-    let bc = (li % 32u) * 4u;
-    for (var k0 = 0u; k0 < D.k; k0 += 8u) {
+    let ak = (li % 2u) * 8u;
+    // B loads: 16 threads per k row, eight consecutive columns each (512 contiguous bytes).
+    let bk = li / 16u;
+    let bc = (li % 16u) * 8u;
+    for (var k0 = 0u; k0 < D.k; k0 += 16u) {
         let gr = row0 + ar;
-        for (var j = 0u; j < 4u; j++) {
+        for (var j = 0u; j < 8u; j++) {
             let gk = k0 + ak + j;
             var v = 0.0;
             if (gr < D.m && gk < D.k) { v = A[gr * D.k + gk]; }
             As[(ak + j) * 32u + ar / 4u][ar % 4u] = v;
         }
         let gk = k0 + bk;
-        var w = vec4<f32>(0.0);
+        var w0 = vec4<f32>(0.0);
+        var w1 = vec4<f32>(0.0);
         for (var j = 0u; j < 4u; j++) {
             let gc = col0 + bc + j;
-            if (gk < D.k && gc < D.n) { w[j] = B[gk * D.n + gc]; }
+            if (gk < D.k && gc < D.n) { w0[j] = B[gk * D.n + gc]; }
+            if (gk < D.k && gc + 4u < D.n) { w1[j] = B[gk * D.n + gc + 4u]; }
         }
-        Bs[bk * 32u + bc / 4u] = w;
+        Bs[bk * 32u + bc / 4u] = w0;
+        Bs[bk * 32u + bc / 4u + 1u] = w1;
         workgroupBarrier();
-        for (var kk = 0u; kk < 8u; kk++) {
+        for (var kk = 0u; kk < 16u; kk++) {
             let a0 = As[kk * 32u + lid.y * 2u];
             let a1 = As[kk * 32u + lid.y * 2u + 1u];
             let b0 = Bs[kk * 32u + lid.x * 2u];

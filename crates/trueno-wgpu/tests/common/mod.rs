@@ -7,7 +7,7 @@ use trueno::{Backend, Engine};
 use trueno_wgpu::Gpu;
 
 /// The shared device, or `None` (with a note on stderr) where no adapter exists. With
-/// `TRUENO_REQUIRE_GPU=1` (CI sets it) a missing adapter fails the test instead, so the
+/// `TRUENO_REQUIRE_WGPU=1` (CI sets it) a missing adapter fails the test instead, so the
 /// suite cannot pass by skipping.
 pub fn gpu() -> Option<&'static Gpu> {
     static GPU: OnceLock<Option<Gpu>> = OnceLock::new();
@@ -16,8 +16,8 @@ pub fn gpu() -> Option<&'static Gpu> {
             eprintln!("trueno-wgpu tests on {}", g.info());
             Some(g)
         }
-        Err(e) if std::env::var_os("TRUENO_REQUIRE_GPU").is_some() => {
-            panic!("TRUENO_REQUIRE_GPU is set but no adapter opened: {e}")
+        Err(e) if std::env::var_os("TRUENO_REQUIRE_WGPU").is_some() => {
+            panic!("TRUENO_REQUIRE_WGPU is set but no adapter opened: {e}")
         }
         Err(e) => {
             eprintln!("skipped: no wgpu adapter ({e})");
