@@ -56,22 +56,44 @@ impl Family {
     }
 }
 
-/// A shader: its cache key, family and WGSL source.
+/// A shader: its cache key, family, and the parts of its WGSL source, which is assembled
+/// only when the cache misses (ops look up their kernel on every call).
 pub(crate) struct Kernel {
     pub(crate) key: String,
     pub(crate) family: Family,
-    source: String,
+    /// Whether math.wgsl goes in front of the template.
+    math: bool,
+    template: &'static str,
+    /// `{{PLACEHOLDER}}` -> text.
+    subs: Vec<(&'static str, &'static str)>,
     /// Compiled without wgpu's per-access bounds checks and loop counters: only for a
     /// shader whose every index is proven in range (see `matmul`).
     unchecked: bool,
 }
 
 /// `elementwise.wgsl` with `body` as the op (`x = a[i]`; `return` the result).
-pub(crate) fn elementwise(name: &str, body: &str) -> Kernel {
+impl Kernel {
+    /// The WGSL text.
+    pub(crate) fn source(&self) -> String {
+        let mut src = self.template.to_string();
+        for (from, to) in &self.subs {
+            src = src.replace(from, to);
+        }
+        if self.math {
+            format!("{MATH}\n{src}")
+        } else {
+            src
+        }
+    }
+}
+
+pub(crate) fn elementwise(name: &str, body: &'static str) -> Kernel {
     Kernel {
         key: format!("ew:{name}"),
         family: Family::Elementwise,
-        source: format!("{MATH}\n{}", ELEMENTWISE.replace("{{BODY}}", body)),
+        math: true,
+        template: ELEMENTWISE,
+        subs: vec![("{{BODY}}", body)],
         unchecked: false,
     }
 }
@@ -104,17 +126,19 @@ impl Fold {
 
 /// A reduction pass: `elem` maps element i (`x = a[i]`, also `b[i]`, `aux[0]`), `fold`
 /// combines, `finish` maps the workgroup's total `v` (`P.p0` holds n as f32).
-pub(crate) fn reduce(name: &str, elem: &str, fold: Fold, finish: &str) -> Kernel {
+pub(crate) fn reduce(name: &str, elem: &'static str, fold: Fold, finish: &'static str) -> Kernel {
     let (fname, combine, identity) = fold.wgsl();
-    let src = REDUCE
-        .replace("{{COMBINE}}", combine)
-        .replace("{{IDENTITY}}", identity)
-        .replace("{{ELEM}}", elem)
-        .replace("{{FINISH}}", finish);
     Kernel {
         key: format!("reduce:{name}:{fname}:{finish}"),
         family: Family::Reduce,
-        source: format!("{MATH}\n{src}"),
+        math: true,
+        template: REDUCE,
+        subs: vec![
+            ("{{COMBINE}}", combine),
+            ("{{IDENTITY}}", identity),
+            ("{{ELEM}}", elem),
+            ("{{FINISH}}", finish),
+        ],
         unchecked: false,
     }
 }
@@ -123,7 +147,9 @@ pub(crate) fn argreduce() -> Kernel {
     Kernel {
         key: "argreduce".into(),
         family: Family::ArgReduce,
-        source: format!("{MATH}\n{ARGREDUCE}"),
+        math: true,
+        template: ARGREDUCE,
+        subs: Vec::new(),
         unchecked: false,
     }
 }
@@ -140,7 +166,9 @@ pub(crate) fn matmul() -> Kernel {
     Kernel {
         key: "matmul".into(),
         family: Family::Matmul,
-        source: MATMUL.into(),
+        math: false,
+        template: MATMUL,
+        subs: Vec::new(),
         unchecked: true,
     }
 }
@@ -185,7 +213,9 @@ pub(crate) fn rows(k: RowKernel) -> Kernel {
     Kernel {
         key: format!("rows:{name}"),
         family: Family::Rows,
-        source: ROWS.replace("{{BODY}}", body),
+        math: false,
+        template: ROWS,
+        subs: vec![("{{BODY}}", body)],
         unchecked: false,
     }
 }
@@ -194,7 +224,9 @@ pub(crate) fn gemv_cols() -> Kernel {
     Kernel {
         key: "gemv_cols".into(),
         family: Family::Rows,
-        source: GEMV_COLS.into(),
+        math: false,
+        template: GEMV_COLS,
+        subs: Vec::new(),
         unchecked: false,
     }
 }
@@ -262,9 +294,10 @@ impl PipelineCache {
         if let Some(p) = map.get(&k.key) {
             return p.clone();
         }
+        let source = k.source();
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(&k.key),
-            source: wgpu::ShaderSource::Wgsl(k.source.as_str().into()),
+            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
         };
         let module = if k.unchecked {
             // SAFETY: only kernels whose constructor proves every access in range and
@@ -322,8 +355,9 @@ mod tests {
         all.extend([argreduce(), matmul(), gemv_cols()]);
         all.extend([RowKernel::Gemv, RowKernel::RmsNorm, RowKernel::LayerNorm].map(rows));
         for k in all {
-            assert!(!k.source.contains("{{"), "{}: unfilled placeholder", k.key);
-            assert!(k.source.contains("fn main("), "{}", k.key);
+            let src = k.source();
+            assert!(!src.contains("{{"), "{}: unfilled placeholder", k.key);
+            assert!(src.contains("fn main("), "{}", k.key);
         }
     }
 }

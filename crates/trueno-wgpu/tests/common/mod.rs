@@ -37,28 +37,11 @@ pub fn scalar() -> Engine {
 /// both engage.
 pub const SIZES: [usize; 11] = [0, 1, 2, 7, 255, 256, 257, 1023, 4099, 70_001, 300_007];
 
-/// xorshift64*: deterministic, dependency-free test data.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [lo, hi).
-    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * u
-    }
-    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-}
+/// The core crate's deterministic test data (xorshift64*), so both suites draw alike.
+#[path = "../../../trueno/tests/common/mod.rs"]
+mod core_common;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use core_common::{Rng, SPECIALS};
 
 /// Whether `got` matches `want` within `rel` relative error. NaN matches NaN, equal values
 /// (infinities too) match, and anything below the smallest normal float matches zero: a
