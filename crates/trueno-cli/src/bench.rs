@@ -125,19 +125,24 @@ fn ops() -> Vec<Op> {
 const SIZES: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
 
 #[derive(Serialize)]
-struct Cell {
-    op: &'static str,
-    size: usize,
-    backend: &'static str,
-    ns_per_call: f64,
-    gb_per_s: f64,
-    gelem_per_s: f64,
-    speedup_vs_scalar: f64,
+pub(crate) struct Cell {
+    pub(crate) op: &'static str,
+    pub(crate) size: usize,
+    pub(crate) backend: &'static str,
+    pub(crate) ns_per_call: f64,
+    pub(crate) gb_per_s: f64,
+    pub(crate) gelem_per_s: f64,
+    /// Absent on the crossover rows, which compare the GPU with the CPU engine instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) speedup_vs_scalar: Option<f64>,
     /// GEMM rows: GFLOP/s and its share of the FMA peak measured in the same run.
     #[serde(skip_serializing_if = "Option::is_none")]
-    gflops: Option<f64>,
+    pub(crate) gflops: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    percent_of_fma_peak: Option<f64>,
+    pub(crate) percent_of_fma_peak: Option<f64>,
+    /// Crossover rows (backend "gpu"): the CPU engine's time over the GPU route's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) gpu_speedup_vs_cpu: Option<f64>,
 }
 
 /// Runs closures on one thread: a one-thread rayon pool where the library may split work
@@ -217,9 +222,10 @@ fn gemm_cells(
                 ns_per_call: ns,
                 gb_per_s: (3 * n * n * 4) as f64 / ns,
                 gelem_per_s: (n * n) as f64 / ns,
-                speedup_vs_scalar: scalar_ns / ns,
+                speedup_vs_scalar: Some(scalar_ns / ns),
                 gflops: Some(gflops),
                 percent_of_fma_peak: (peak > 0.0).then(|| 100.0 * gflops / peak),
+                gpu_speedup_vs_cpu: None,
             });
         }
     }
@@ -260,11 +266,16 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
     let mut out = std::io::stdout().lock();
     let mut ops = ops();
     let with_gemm = opts.ops.is_empty() || opts.ops.iter().any(|o| o == "gemm");
+    let with_crossover = opts.ops.is_empty() || opts.ops.iter().any(|o| o == "crossover");
     if !opts.ops.is_empty() {
-        for name in opts.ops.iter().filter(|n| *n != "gemm") {
+        for name in opts
+            .ops
+            .iter()
+            .filter(|n| *n != "gemm" && *n != "crossover")
+        {
             if !ops.iter().any(|o| o.name == name) {
                 let mut known: Vec<&str> = ops.iter().map(|o| o.name).collect();
-                known.push("gemm");
+                known.extend(["gemm", "crossover"]);
                 return Err(TruenoError::InvalidArgument {
                     op: "bench",
                     reason: format!("unknown op {name:?}; known: {}", known.join(", ")),
@@ -319,9 +330,10 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
                     ns_per_call: ns,
                     gb_per_s: (op.bytes * n) as f64 / ns,
                     gelem_per_s: n as f64 / ns,
-                    speedup_vs_scalar: scalar_ns / ns,
+                    speedup_vs_scalar: Some(scalar_ns / ns),
                     gflops: None,
                     percent_of_fma_peak: None,
+                    gpu_speedup_vs_cpu: None,
                 });
             }
         }
@@ -329,19 +341,34 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
     if with_gemm {
         cells.extend(gemm_cells(&engines, target, rounds, &mut progress)?);
     }
+    let mut crossover = if with_crossover {
+        progress.step("gpu crossover");
+        Some(crate::crossover::measure())
+    } else {
+        None
+    };
     progress.finish();
+    if let Some(Ok((c, _))) = &mut crossover {
+        cells.append(c);
+    }
 
     if opts.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&cells)?)?;
         return Ok(());
     }
-    if cells.iter().any(|c| c.gflops.is_none()) {
+    if cells
+        .iter()
+        .any(|c| c.gflops.is_none() && c.gpu_speedup_vs_cpu.is_none())
+    {
         writeln!(
             out,
             "{:<9} {:>9} {:<8} {:>12} {:>9} {:>10} {:>9}",
             "op", "elements", "backend", "time", "GB/s", "Gelem/s", "vs scalar"
         )?;
-        for c in cells.iter().filter(|c| c.gflops.is_none()) {
+        for c in cells
+            .iter()
+            .filter(|c| c.gflops.is_none() && c.speedup_vs_scalar.is_some())
+        {
             writeln!(
                 out,
                 "{:<9} {:>9} {:<8} {:>12} {:>9.2} {:>10.3} {:>8.2}x",
@@ -351,7 +378,7 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
                 format_ns(c.ns_per_call),
                 c.gb_per_s,
                 c.gelem_per_s,
-                c.speedup_vs_scalar
+                c.speedup_vs_scalar.unwrap_or(f64::NAN)
             )?;
         }
     }
@@ -373,9 +400,14 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
                 format_ns(c.ns_per_call),
                 c.gflops.unwrap_or(0.0),
                 c.percent_of_fma_peak.unwrap_or(f64::NAN),
-                c.speedup_vs_scalar
+                c.speedup_vs_scalar.unwrap_or(f64::NAN)
             )?;
         }
+    }
+    match crossover {
+        Some(Ok((_, report))) => writeln!(out, "\n{report}")?,
+        Some(Err(why)) => writeln!(out, "\nGPU crossover: skipped ({why})")?,
+        None => {}
     }
     Ok(())
 }

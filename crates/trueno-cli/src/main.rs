@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod crossover;
 mod gguf;
 mod info;
 mod progress;
@@ -30,7 +31,8 @@ enum Command {
         json: bool,
     },
     /// Times every operation at 1K, 10K, 100K and 1M elements on scalar and on every ISA
-    /// this CPU has, with throughput and speedup over scalar.
+    /// this CPU has, with throughput and speedup over scalar; GEMM (`gemm`) in GFLOP/s and
+    /// % of the FMA peak; and where the GPU (wgpu) starts beating the CPU (`crossover`).
     Bench {
         /// Fewer repetitions (about 15 seconds in all).
         #[arg(long)]

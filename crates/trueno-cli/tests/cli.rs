@@ -375,3 +375,73 @@ fn ptx_analyze_with_ptxas_shows_its_registers() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["ptxas"][0]["registers"].as_u64().unwrap() > 0, "{v}");
 }
+
+#[test]
+fn bench_crossover_reports_cpu_and_gpu_rows_or_says_why_not() {
+    let out = trueno(&["bench", "--quick", "--ops", "crossover", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cells: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    if cells.is_empty() {
+        assert!(
+            std::env::var_os("TRUENO_REQUIRE_WGPU").is_none(),
+            "TRUENO_REQUIRE_WGPU is set but bench measured no crossover"
+        );
+        eprintln!("no wgpu adapter: crossover rows skipped");
+        return;
+    }
+    for w in [
+        "elementwise",
+        "transcendental",
+        "reduction",
+        "matmul",
+        "gemv",
+    ] {
+        let op = format!("crossover-{w}");
+        let rows: Vec<_> = cells.iter().filter(|c| c["op"] == op.as_str()).collect();
+        assert!(!rows.is_empty() && rows.len() % 2 == 0, "{op}: {rows:?}");
+        for pair in rows.chunks(2) {
+            assert_eq!(pair[0]["size"], pair[1]["size"]);
+            assert_eq!(pair[1]["backend"], "gpu");
+            let (cpu, gpu) = (
+                pair[0]["ns_per_call"].as_f64().unwrap(),
+                pair[1]["ns_per_call"].as_f64().unwrap(),
+            );
+            let ratio = pair[1]["gpu_speedup_vs_cpu"].as_f64().unwrap();
+            assert!(
+                (ratio - cpu / gpu).abs() <= 1e-6 * ratio + 1e-9,
+                "{op}: {ratio} vs {cpu}/{gpu}"
+            );
+        }
+    }
+    // The text form ends with the line that pins what was measured.
+    let out = trueno(&["bench", "--quick", "--ops", "crossover"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pin = text.lines().last().unwrap_or("");
+    assert!(
+        pin.starts_with("TRUENO_GPU_CROSSOVER=elementwise="),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_bad_gpu_crossover_is_an_error_naming_the_variable() {
+    if !cfg!(feature = "wgpu") {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_trueno"))
+        .args(["info"])
+        .env_remove("TRUENO_BACKEND")
+        .env("TRUENO_GPU_CROSSOVER", "matmul=lots")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("TRUENO_GPU_CROSSOVER") && err.contains("lots"),
+        "{err}"
+    );
+}

@@ -5,7 +5,8 @@
 //! compiled once per device. Every op has a blocking form and a future
 //! ([`Gpu::unary`] / [`Gpu::unary_async`]), and a [`Batch`] records many ops for one
 //! submission with no host round trip in between. Transcendentals use the CPU crate's
-//! algorithms, so results agree across backends to a few ulp.
+//! algorithms, so results agree across backends to a few ulp. The core crate's `gpu`
+//! feature runs its engine on these ops (`Backend::Gpu`, and routing by measured size).
 //!
 //! ```no_run
 //! use trueno_wgpu::{Gpu, UnaryOp, ReduceOp};
@@ -20,7 +21,10 @@
 //! not be fused (axpy, lerp and fma may round the product); division is only accurate for
 //! divisors in [2^-126, 2^126] (a tiny quotient may come out as zero). NaN inputs propagate
 //! on every driver: the shaders test NaN on the bits, since drivers rewrite comparisons
-//! into NaN-dropping min/max. Sums are f32 trees (the CPU adds blocks in f64), with the
+//! into NaN-dropping min/max. Shader compilers may also reassociate float math (Mesa
+//! rewrote exp's Cody-Waite pair into one product until the shader hid the common
+//! factor): transcendentals are held to twice the CPU's bounds here (measured on
+//! lavapipe: exp 1.4e-7, sigmoid 1.7e-7, silu 2.3e-7). Sums are f32 trees (the CPU adds blocks in f64), with the
 //! error bound the tests state. Device errors are per `Gpu`: threads sharing one may see
 //! each other's (trueno-wgpu's own ops validate their inputs, so none should arise).
 

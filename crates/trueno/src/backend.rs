@@ -80,7 +80,9 @@ impl Backend {
         !matches!(self, Backend::Gpu | Backend::Cuda)
     }
 
-    /// `Ok(())` if this process can run the backend's CPU kernels, else the reason it cannot.
+    /// `Ok(())` if this process can run the backend, else the reason it cannot: the CPU
+    /// lacks the instruction set, or (for `Gpu`) the build has no `gpu` feature or no
+    /// adapter opens. `Cuda` is never available here: it lives in the trueno-gpu crate.
     pub fn check_available(self) -> Result<()> {
         let missing = |reason: &str| {
             Err(TruenoError::UnsupportedBackend {
@@ -101,7 +103,11 @@ impl Backend {
                     missing("SIMD128 is a WebAssembly instruction set")
                 }
             }
-            Backend::Gpu => missing("GPU ops live in the trueno-wgpu crate, not the CPU engine"),
+            // Opens the shared device (once per process) to find out.
+            #[cfg(feature = "gpu")]
+            Backend::Gpu => crate::gpu::shared().map(drop),
+            #[cfg(not(feature = "gpu"))]
+            Backend::Gpu => missing("trueno was built without the `gpu` feature (trueno-wgpu)"),
             Backend::Cuda => missing("CUDA ops live in the trueno-gpu crate, not the CPU engine"),
         }
     }
@@ -319,8 +325,9 @@ pub fn backend_override() -> Result<Option<Backend>> {
 }
 
 /// The ISA and thread count trueno picks for `work` units of an operation of `class`
-/// (elements; multiply-adds for `MatMul`): the process-wide engine's backend for the class
-/// and the parallel thresholds measured for it.
+/// (elements; multiply-adds for `MatMul`): the process-wide engine's CPU backend for the
+/// class and the parallel thresholds measured for it, or `(Backend::Gpu, 0)` when that
+/// engine sends this much work to the GPU (feature `gpu`; see [`crate::Engine::on_gpu`]).
 ///
 /// ```
 /// use trueno::{OpClass, select_backend_for_operation};
@@ -329,8 +336,12 @@ pub fn backend_override() -> Result<Option<Backend>> {
 /// # Ok::<(), trueno::TruenoError>(())
 /// ```
 pub fn select_backend_for_operation(class: OpClass, work: usize) -> Result<(Backend, usize)> {
+    let e = crate::engine()?;
+    if e.on_gpu(class, work) {
+        return Ok((Backend::Gpu, 0));
+    }
     Ok((
-        crate::engine()?.backend(class),
+        e.k(class).backend(),
         crate::parallel::threads_for(class, work),
     ))
 }
@@ -354,6 +365,7 @@ mod tests {
     #[test]
     fn scalar_always_available_and_devices_never_in_cpu_engine() {
         assert!(Backend::Scalar.is_available());
+        #[cfg(not(feature = "gpu"))]
         assert!(!Backend::Gpu.is_available());
         assert!(!Backend::Cuda.is_available());
         assert!(available_cpu_backends().contains(&Backend::Scalar));

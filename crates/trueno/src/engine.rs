@@ -29,7 +29,36 @@ use crate::parallel;
 pub struct Engine {
     kernels: [&'static dyn Kernels; OpClass::ALL.len()],
     guard: Option<JidokaGuard>,
+    gpu: GpuUse,
 }
+
+/// Whether an engine sends work to the GPU (`Backend::Gpu`, feature `gpu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GpuUse {
+    /// CPU only.
+    Never,
+    /// Every op with a WGSL form, at any size (`Engine::new(Backend::Gpu)`).
+    Always,
+    /// Above the measured crossover (`crate::gpu::crossover`).
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+    Measured,
+    /// Above a crossover given by the caller.
+    #[cfg(feature = "gpu")]
+    Pinned(crate::gpu::Crossover),
+}
+
+/// In an engine method: when the engine sends `$work` units of `$workload` (largest buffer
+/// `$largest` floats) to the GPU, returns `$run` with the device bound to `$g`. Expands to
+/// nothing without the `gpu` feature.
+macro_rules! route_gpu {
+    ($eng:expr, $workload:expr, $work:expr, $largest:expr, |$g:ident| $run:expr) => {
+        #[cfg(feature = "gpu")]
+        if let Some($g) = $eng.gpu_for($workload, $work, $largest) {
+            return $run;
+        }
+    };
+}
+pub(crate) use route_gpu;
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -37,7 +66,9 @@ impl std::fmt::Debug for Engine {
         for class in OpClass::ALL {
             d.field(class.name(), &self.backend(class));
         }
-        d.field("guard", &self.guard).finish()
+        d.field("gpu", &self.gpu)
+            .field("guard", &self.guard)
+            .finish()
     }
 }
 
@@ -52,17 +83,62 @@ pub fn engine() -> Result<&'static Engine> {
 }
 
 impl Engine {
-    /// Every class on `backend`; an error if this CPU cannot run it.
+    /// Every class on `backend`; an error if this machine (or build) cannot run it.
+    ///
+    /// `Backend::Gpu` (feature `gpu`) runs every op with a WGSL form on the shared GPU
+    /// ([`crate::gpu::shared`]) at any size; f16/bf16 conversions, and the parts of an op
+    /// that the GPU route leaves to the host (see [`crate::gpu`]), run on the best CPU
+    /// backend. Without the feature, or without an adapter, it is an error.
     pub fn new(backend: Backend) -> Result<Engine> {
+        if backend == Backend::Gpu {
+            backend.check_available()?;
+            return Ok(Engine {
+                gpu: GpuUse::Always,
+                ..Engine::auto()
+            });
+        }
         let k = kernels_for(backend)?;
         Ok(Engine {
             kernels: [k; OpClass::ALL.len()],
             guard: None,
+            gpu: GpuUse::Never,
         })
     }
 
-    /// Each class on its preferred backend ([`OpClass::preferred_backend`]), ignoring the
-    /// environment.
+    /// [`Engine::auto`], plus the GPU for work above the measured [`crate::gpu::crossover`]
+    /// (the default engine's behaviour when built with the `gpu` feature). Small work
+    /// never touches the GPU; the first op large enough to be worth measuring opens the
+    /// device and measures the crossover (about a second, once per process) unless
+    /// `TRUENO_GPU_CROSSOVER` pins it.
+    #[cfg(feature = "gpu")]
+    pub fn auto_with_gpu() -> Engine {
+        Engine {
+            gpu: GpuUse::Measured,
+            ..Engine::auto()
+        }
+    }
+
+    /// The same engine, sending work to the GPU from the sizes `crossover` names instead of
+    /// the measured ones (nothing is measured).
+    ///
+    /// ```no_run
+    /// use trueno::{Engine, OpClass};
+    /// let c = "matmul=134217728".parse()?; // 512^3 multiply-adds and up
+    /// let e = Engine::auto().with_gpu_crossover(c);
+    /// assert!(e.on_gpu(OpClass::MatMul, 1024 * 1024 * 1024));
+    /// assert!(!e.on_gpu(OpClass::Elementwise, 1 << 30));
+    /// # Ok::<(), trueno::TruenoError>(())
+    /// ```
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu_crossover(self, crossover: crate::gpu::Crossover) -> Engine {
+        Engine {
+            gpu: GpuUse::Pinned(crossover),
+            ..self
+        }
+    }
+
+    /// Each class on its preferred CPU backend ([`OpClass::preferred_backend`]), ignoring
+    /// the environment; never the GPU.
     pub fn auto() -> Engine {
         let pick = |c: OpClass| {
             kernels_for(c.preferred_backend())
@@ -72,13 +148,19 @@ impl Engine {
         Engine {
             kernels: OpClass::ALL.map(pick),
             guard: None,
+            gpu: GpuUse::Never,
         }
     }
 
-    /// [`Engine::new`] with the backend named by `TRUENO_BACKEND`, else [`Engine::auto`].
+    /// [`Engine::new`] with the backend named by `TRUENO_BACKEND`, else [`Engine::auto`]
+    /// (with the `gpu` feature, [`Engine::auto_with_gpu`]; an unparsable
+    /// `TRUENO_GPU_CROSSOVER` is then an error here).
     pub fn from_env() -> Result<Engine> {
         match backend_override()? {
             Some(b) => Engine::new(b),
+            #[cfg(feature = "gpu")]
+            None => crate::gpu::Crossover::from_env().map(|_| Engine::auto_with_gpu()),
+            #[cfg(not(feature = "gpu"))]
             None => Ok(Engine::auto()),
         }
     }
@@ -89,9 +171,67 @@ impl Engine {
         self
     }
 
-    /// The backend that runs operations of `class`.
+    /// The backend that runs operations of `class`: `Backend::Gpu` for every class but
+    /// conversions on an engine made with `Engine::new(Backend::Gpu)`; otherwise the CPU
+    /// backend (which, on an engine that routes by size, runs the work below the
+    /// crossover: see [`Engine::on_gpu`]).
     pub fn backend(&self, class: OpClass) -> Backend {
-        self.k(class).backend()
+        if self.gpu == GpuUse::Always && class != OpClass::Conversion {
+            Backend::Gpu
+        } else {
+            self.k(class).backend()
+        }
+    }
+
+    /// Whether `work` units of `class` (elements; multiply-adds for `MatMul`) run on the
+    /// GPU on this engine. On an engine that routes by size, asking may measure the
+    /// crossover (see [`Engine::auto_with_gpu`]). Always false without the `gpu` feature.
+    pub fn on_gpu(&self, class: OpClass, work: usize) -> bool {
+        #[cfg(feature = "gpu")]
+        {
+            use crate::gpu::Workload as W;
+            let w = match class {
+                OpClass::Elementwise => W::Elementwise,
+                OpClass::Transcendental => W::Transcendental,
+                OpClass::Reduction => W::Reduction,
+                OpClass::MatMul => W::MatMul,
+                OpClass::Conversion => return false,
+            };
+            self.gpu_for(w, work, 0).is_some()
+        }
+        #[cfg(not(feature = "gpu"))]
+        {
+            let _ = (class, work);
+            false
+        }
+    }
+
+    /// The GPU, if this engine sends `work` units of `w` there (largest buffer `largest`
+    /// floats). Empty work stays on the CPU, whose answer for it is the same.
+    #[cfg(feature = "gpu")]
+    pub(crate) fn gpu_for(
+        &self,
+        w: crate::gpu::Workload,
+        work: usize,
+        largest: usize,
+    ) -> Option<&'static crate::gpu::Gpu> {
+        match self.gpu {
+            GpuUse::Never => None,
+            _ if work == 0 => None,
+            GpuUse::Always => crate::gpu::shared().ok(),
+            GpuUse::Measured => crate::gpu::measured_route(w, work, largest),
+            GpuUse::Pinned(c) => crate::gpu::route(&c, w, work, largest),
+        }
+    }
+
+    /// The workload an elementwise op of `class` belongs to.
+    #[cfg(feature = "gpu")]
+    fn elementwise_workload(class: OpClass) -> crate::gpu::Workload {
+        if class == OpClass::Transcendental {
+            crate::gpu::Workload::Transcendental
+        } else {
+            crate::gpu::Workload::Elementwise
+        }
     }
 
     pub(crate) fn k(&self, class: OpClass) -> &'static dyn Kernels {
@@ -140,6 +280,13 @@ impl Engine {
         if let Some(x) = src {
             check_len(name, "out", x.len(), dst.len())?;
         }
+        route_gpu!(
+            self,
+            Self::elementwise_workload(op.class()),
+            dst.len(),
+            dst.len(),
+            |g| crate::gpu::run::unary(g, op, dst, src).and_then(|_| self.checked(name, dst))
+        );
         let k = self.k(op.class());
         self.split(op.class(), dst, |o, d| {
             k.unary(op, d, src.map(|x| &x[o..o + d.len()]))
@@ -163,6 +310,13 @@ impl Engine {
             }
             None => check_len(name, "b", dst.len(), b.len())?,
         }
+        route_gpu!(
+            self,
+            crate::gpu::Workload::Elementwise,
+            dst.len(),
+            dst.len(),
+            |g| crate::gpu::run::binary(g, op, dst, a, b).and_then(|_| self.checked(name, dst))
+        );
         let k = self.k(OpClass::Elementwise);
         self.split(OpClass::Elementwise, dst, |o, d| {
             let r = o..o + d.len();
@@ -356,6 +510,13 @@ impl Engine {
         check_len("fma", "b", a.len(), b.len())?;
         check_len("fma", "c", a.len(), c.len())?;
         check_len("fma", "out", a.len(), out.len())?;
+        route_gpu!(
+            self,
+            crate::gpu::Workload::Elementwise,
+            out.len(),
+            out.len(),
+            |g| crate::gpu::run::fma(g, out, a, b, Some(c)).and_then(|_| self.checked("fma", out))
+        );
         let k = self.k(OpClass::Elementwise);
         self.split(OpClass::Elementwise, out, |o, d| {
             let r = o..o + d.len();
@@ -368,6 +529,13 @@ impl Engine {
     pub fn fma_inplace(&self, acc: &mut [f32], a: &[f32], b: &[f32]) -> Result<()> {
         check_len("fma", "a", acc.len(), a.len())?;
         check_len("fma", "b", acc.len(), b.len())?;
+        route_gpu!(
+            self,
+            crate::gpu::Workload::Elementwise,
+            acc.len(),
+            acc.len(),
+            |g| crate::gpu::run::fma(g, acc, a, b, None).and_then(|_| self.checked("fma", acc))
+        );
         let k = self.k(OpClass::Elementwise);
         self.split(OpClass::Elementwise, acc, |o, d| {
             let r = o..o + d.len();

@@ -56,6 +56,15 @@ pub enum TruenoError {
         /// The accepted names.
         expected: &'static str,
     },
+    /// A device backend failed while running an op (device lost, out of memory, a buffer
+    /// over the device's size limit).
+    #[error("{backend} device error: {reason}")]
+    Device {
+        /// The device backend that failed.
+        backend: Backend,
+        /// What the device reported.
+        reason: String,
+    },
     /// A `JidokaGuard` found a NaN or infinity in an output.
     #[error("{op} produced a non-finite value ({value}) at index {index}")]
     NonFinite {

@@ -12,6 +12,8 @@
 //!   and batched products ([`gemm`] holds the cache and block details).
 //! - [`activations`]: the canonical scalar definitions every backend is tested against.
 //! - [`JidokaGuard`]: opt-in NaN/Inf checks on outputs.
+//! - `gpu` (feature `gpu`): `Backend::Gpu` through trueno-wgpu, and the default engine
+//!   sending work to the GPU above the crossover measured on the machine.
 //!
 //! ```
 //! use trueno::{Backend, Engine, Vector};
@@ -32,6 +34,8 @@ mod dispatch;
 mod engine;
 mod error;
 pub mod gemm;
+#[cfg(feature = "gpu")]
+pub mod gpu;
 mod jidoka;
 mod matrix;
 mod ops;

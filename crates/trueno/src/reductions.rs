@@ -1,10 +1,17 @@
 //! Reductions, similarity measures, normalisation and softmax on [`Engine`].
 
 use crate::backend::OpClass;
-use crate::engine::Engine;
+use crate::engine::{Engine, route_gpu};
 use crate::error::{Result, check_len, check_nonempty};
+#[cfg(feature = "gpu")]
+use crate::gpu::{
+    Workload::{Reduction as ON_GPU, Transcendental as ON_GPU_EXP},
+    run::{self, Reduce2Op as G2, ReduceOp as G1},
+};
 use crate::ops::{Reduce2Op, ReduceOp, UnaryOp};
 use crate::parallel;
+#[cfg(feature = "gpu")]
+use trueno_wgpu::VectorOp;
 
 impl Engine {
     /// Sum of `x` (0 for empty input). Blocked summation with an f64 total: the error is at
@@ -15,12 +22,17 @@ impl Engine {
     /// values at a different address (or on another ISA) may round differently in the last
     /// bits, always within that bound.
     pub fn sum(&self, x: &[f32]) -> Result<f32> {
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("sum", run::reduce(g, G1::Sum, x)));
         self.checked_scalar("sum", self.reduce(ReduceOp::Sum, x) as f32)
     }
 
     /// Dot product (0 for empty input), with the error bound of [`Engine::sum`] on the
     /// products.
     pub fn dot(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        check_len("dot", "b", a.len(), b.len())?;
+        route_gpu!(self, ON_GPU, a.len(), a.len(), |g| self
+            .gpu_scalar("dot", run::reduce2(g, G2::Dot, a, b)));
         let d = self.reduce2("dot", Reduce2Op::Dot, a, b)?;
         self.checked_scalar("dot", d as f32)
     }
@@ -28,24 +40,34 @@ impl Engine {
     /// Largest element; NaN if any element is NaN. Error on empty input.
     pub fn max(&self, x: &[f32]) -> Result<f32> {
         check_nonempty("max", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("max", run::reduce(g, G1::Max, x)));
         self.checked_scalar("max", self.reduce(ReduceOp::Max, x) as f32)
     }
 
     /// Smallest element; NaN if any element is NaN. Error on empty input.
     pub fn min(&self, x: &[f32]) -> Result<f32> {
         check_nonempty("min", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("min", run::reduce(g, G1::Min, x)));
         self.checked_scalar("min", self.reduce(ReduceOp::Min, x) as f32)
     }
 
     /// Index of the first largest element (of the first NaN, if any). Error on empty input.
     pub fn argmax(&self, x: &[f32]) -> Result<usize> {
         check_nonempty("argmax", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| run::arg_extreme(
+            g, x, true
+        ));
         Ok(self.arg_extreme(x, true))
     }
 
     /// Index of the first smallest element (of the first NaN, if any). Error on empty input.
     pub fn argmin(&self, x: &[f32]) -> Result<usize> {
         check_nonempty("argmin", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| run::arg_extreme(
+            g, x, false
+        ));
         Ok(self.arg_extreme(x, false))
     }
 
@@ -75,6 +97,8 @@ impl Engine {
     /// Arithmetic mean. Error on empty input.
     pub fn mean(&self, x: &[f32]) -> Result<f32> {
         check_nonempty("mean", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("mean", run::reduce(g, G1::Mean, x)));
         self.checked_scalar(
             "mean",
             (self.reduce(ReduceOp::Sum, x) / x.len() as f64) as f32,
@@ -85,6 +109,8 @@ impl Engine {
     /// then the mean squared deviation from it. Error on empty input.
     pub fn variance(&self, x: &[f32]) -> Result<f32> {
         check_nonempty("variance", x.len())?;
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("variance", run::reduce(g, G1::Variance, x)));
         let mean = (self.reduce(ReduceOp::Sum, x) / x.len() as f64) as f32;
         let ss = self.reduce(ReduceOp::SumSqDev(mean), x);
         self.checked_scalar("variance", (ss / x.len() as f64) as f32)
@@ -98,6 +124,8 @@ impl Engine {
 
     /// `sum |x_i|` (0 for empty input).
     pub fn norm_l1(&self, x: &[f32]) -> Result<f32> {
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("norm_l1", run::reduce(g, G1::NormL1, x)));
         self.checked_scalar("norm_l1", self.reduce(ReduceOp::SumAbs, x) as f32)
     }
 
@@ -105,6 +133,8 @@ impl Engine {
     /// blocks; when that overflows or underflows, the input is rescaled by its largest
     /// magnitude and summed again, so the result is finite whenever the true norm is.
     pub fn norm_l2(&self, x: &[f32]) -> Result<f32> {
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("norm_l2", run::reduce(g, G1::NormL2, x)));
         self.checked_scalar("norm_l2", self.l2(x))
     }
 
@@ -133,6 +163,8 @@ impl Engine {
         if x.is_empty() {
             return Ok(0.0);
         }
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| self
+            .gpu_scalar("norm_linf", run::reduce(g, G1::NormLinf, x)));
         self.checked_scalar("norm_linf", self.reduce(ReduceOp::MaxAbs, x) as f32)
     }
 
@@ -141,6 +173,8 @@ impl Engine {
     pub fn cosine(&self, a: &[f32], b: &[f32]) -> Result<f32> {
         check_len("cosine", "b", a.len(), b.len())?;
         check_nonempty("cosine", a.len())?;
+        route_gpu!(self, ON_GPU, a.len(), a.len(), |g| self
+            .gpu_scalar("cosine", run::reduce2(g, G2::Cosine, a, b)));
         let [ab, aa, bb] = self.k(OpClass::Reduction).dot_norms(a, b);
         let c = if aa == 0.0 || bb == 0.0 {
             0.0
@@ -152,12 +186,18 @@ impl Engine {
 
     /// Euclidean distance `|a - b|_2` (0 for empty input).
     pub fn euclidean(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        check_len("euclidean", "b", a.len(), b.len())?;
+        route_gpu!(self, ON_GPU, a.len(), a.len(), |g| self
+            .gpu_scalar("euclidean", run::reduce2(g, G2::Euclidean, a, b)));
         let d = self.reduce2("euclidean", Reduce2Op::SqDist, a, b)?;
         self.checked_scalar("euclidean", d.sqrt() as f32)
     }
 
     /// Manhattan distance `|a - b|_1` (0 for empty input).
     pub fn manhattan(&self, a: &[f32], b: &[f32]) -> Result<f32> {
+        check_len("manhattan", "b", a.len(), b.len())?;
+        route_gpu!(self, ON_GPU, a.len(), a.len(), |g| self
+            .gpu_scalar("manhattan", run::reduce2(g, G2::Manhattan, a, b)));
         let d = self.reduce2("manhattan", Reduce2Op::AbsDist, a, b)?;
         self.checked_scalar("manhattan", d as f32)
     }
@@ -171,6 +211,13 @@ impl Engine {
 
     /// In-place form of [`Engine::normalize_into`].
     pub fn normalize_inplace(&self, x: &mut [f32]) -> Result<()> {
+        route_gpu!(self, ON_GPU, x.len(), x.len(), |g| run::vector(
+            g,
+            VectorOp::Normalize,
+            x,
+            None
+        )
+        .and_then(|_| self.checked("normalize", x)));
         let n = self.l2(x) as f64;
         if n == 0.0 {
             return Ok(());
@@ -190,6 +237,13 @@ impl Engine {
     pub fn softmax_into(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
         check_len("softmax", "out", x.len(), out.len())?;
         check_nonempty("softmax", x.len())?;
+        route_gpu!(self, ON_GPU_EXP, x.len(), x.len(), |g| run::vector(
+            g,
+            VectorOp::Softmax,
+            out,
+            Some(x)
+        )
+        .and_then(|_| self.checked("softmax", out)));
         self.softmax_impl(out, Some(x));
         self.checked("softmax", out)
     }
@@ -197,6 +251,13 @@ impl Engine {
     /// In-place form of [`Engine::softmax_into`].
     pub fn softmax_inplace(&self, x: &mut [f32]) -> Result<()> {
         check_nonempty("softmax", x.len())?;
+        route_gpu!(self, ON_GPU_EXP, x.len(), x.len(), |g| run::vector(
+            g,
+            VectorOp::Softmax,
+            x,
+            None
+        )
+        .and_then(|_| self.checked("softmax", x)));
         self.softmax_impl(x, None);
         self.checked("softmax", x)
     }
@@ -205,6 +266,13 @@ impl Engine {
     pub fn log_softmax_into(&self, x: &[f32], out: &mut [f32]) -> Result<()> {
         check_len("log_softmax", "out", x.len(), out.len())?;
         check_nonempty("log_softmax", x.len())?;
+        route_gpu!(self, ON_GPU_EXP, x.len(), x.len(), |g| run::vector(
+            g,
+            VectorOp::LogSoftmax,
+            out,
+            Some(x)
+        )
+        .and_then(|_| self.checked("log_softmax", out)));
         self.log_softmax_impl(out, Some(x));
         self.checked("log_softmax", out)
     }
@@ -212,8 +280,21 @@ impl Engine {
     /// In-place form of [`Engine::log_softmax_into`].
     pub fn log_softmax_inplace(&self, x: &mut [f32]) -> Result<()> {
         check_nonempty("log_softmax", x.len())?;
+        route_gpu!(self, ON_GPU_EXP, x.len(), x.len(), |g| run::vector(
+            g,
+            VectorOp::LogSoftmax,
+            x,
+            None
+        )
+        .and_then(|_| self.checked("log_softmax", x)));
         self.log_softmax_impl(x, None);
         self.checked("log_softmax", x)
+    }
+
+    /// A GPU scalar result, through the guard.
+    #[cfg(feature = "gpu")]
+    fn gpu_scalar(&self, op: &'static str, v: Result<f32>) -> Result<f32> {
+        v.and_then(|v| self.checked_scalar(op, v))
     }
 
     /// One fused kernel call for short inputs; from the elementwise threshold (512K) the

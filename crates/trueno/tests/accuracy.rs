@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::engines;
+use common::{engines, is_device};
 use trueno::{Engine, Result, activations as act};
 
 /// Inputs whose bit patterns are evenly spaced between `lo` and `hi` (same sign), so every
@@ -156,16 +156,22 @@ fn transcendentals_meet_their_stated_bounds_on_every_backend() {
                 .flat_map(|&(lo, hi)| bit_sweep(lo, hi, 400_000))
                 .collect();
             let (err, at) = max_rel_error(&e, s.op, s.reference, &x, s.floor);
+            // The GPU runs the same algorithms, but shader compilers may contract and
+            // reassociate float math (WGSL marks nothing exact): twice the CPU bound there.
+            let bound = if is_device(backend) {
+                2.0 * s.bound
+            } else {
+                s.bound
+            };
             println!(
                 "{:<22} {:<7} max rel error {err:.3e} at x = {at:e}",
                 s.name,
                 backend.name()
             );
             assert!(
-                err <= s.bound,
-                "{} on {backend}: {err:e} at {at:e} exceeds {:e}",
-                s.name,
-                s.bound
+                err <= bound,
+                "{} on {backend}: {err:e} at {at:e} exceeds {bound:e}",
+                s.name
             );
         }
     }

@@ -289,11 +289,14 @@ fn every_backend_agrees_with_scalar_within_the_contract() {
         for (backend, e) in &all[1..] {
             let mut out = vec![f32::NAN; x.len()];
             (case.into)(e, &x, &mut out).unwrap();
+            // Drivers need not fuse WGSL fma; composite activations (gelu's cubic) amplify
+            // that one extra rounding by their condition number, ~100 in these tails.
+            let rel = if is_device(*backend) { 1e-4 } else { 1e-5 };
             assert_all_close(
                 &format!("{} {backend} vs scalar", case.name),
                 &out,
                 &want,
-                1e-5,
+                rel,
                 1e-37,
             );
         }

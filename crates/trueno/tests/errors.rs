@@ -26,7 +26,13 @@ fn asking_for_an_unsupported_backend_is_an_error_not_a_fallback() {
     } else {
         &[Backend::Neon, Backend::WasmSimd128]
     };
-    for &b in foreign.iter().chain(&[Backend::Gpu, Backend::Cuda]) {
+    // Cuda lives in trueno-gpu; Gpu needs the `gpu` feature (and then an adapter).
+    let devices: &[Backend] = if cfg!(feature = "gpu") {
+        &[Backend::Cuda]
+    } else {
+        &[Backend::Gpu, Backend::Cuda]
+    };
+    for &b in foreign.iter().chain(devices) {
         match Engine::new(b) {
             Err(TruenoError::UnsupportedBackend { backend, reason }) => {
                 assert_eq!(backend, b);
@@ -35,7 +41,10 @@ fn asking_for_an_unsupported_backend_is_an_error_not_a_fallback() {
             other => panic!("{b}: {other:?}"),
         }
     }
-    for b in Backend::ALL.into_iter().filter(|b| b.is_cpu()) {
+    for b in Backend::ALL
+        .into_iter()
+        .filter(|&b| b.is_cpu() || b == Backend::Gpu)
+    {
         assert_eq!(Engine::new(b).is_ok(), b.is_available(), "{b}");
     }
 }

@@ -38,7 +38,7 @@ pub fn scalar() -> Engine {
 pub const SIZES: [usize; 11] = [0, 1, 2, 7, 255, 256, 257, 1023, 4099, 70_001, 300_007];
 
 /// The core crate's deterministic test data (xorshift64*), so both suites draw alike.
-#[path = "../../../trueno/tests/common/mod.rs"]
+#[path = "../../../trueno/tests/common/data.rs"]
 mod core_common;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use core_common::{Rng, SPECIALS};

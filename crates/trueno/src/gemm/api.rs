@@ -2,7 +2,7 @@
 
 use super::task::{CPtr, GemmPath, GemmTask, ProfileCounters};
 use crate::backend::OpClass;
-use crate::engine::Engine;
+use crate::engine::{Engine, route_gpu};
 use crate::error::{Result, TruenoError};
 use crate::matrix::{MatMut, MatRef, Matrix};
 
@@ -163,6 +163,21 @@ impl Engine {
         if m == 0 || n == 0 {
             return Ok(());
         }
+        // The GPU takes the plain forms, never the profiled or forced-packed ones.
+        if path != GemmPath::Packed && profile.is_none() {
+            route_gpu!(
+                self,
+                if m == 1 || n == 1 {
+                    crate::gpu::Workload::Gemv
+                } else {
+                    crate::gpu::Workload::MatMul
+                },
+                m.saturating_mul(n).saturating_mul(k),
+                (m * k).max(k * n).max(m * n),
+                |g| crate::gpu::run::gemm(g, self, alpha, a, ta, b, tb, beta, c)
+                    .and_then(|_| self.check_c(c))
+            );
+        }
         let task = GemmTask {
             m,
             n,
@@ -184,9 +199,14 @@ impl Engine {
             profile,
         };
         self.run_gemm(&task);
+        self.check_c(c)
+    }
+
+    /// The guard's check of every row of C.
+    fn check_c(&self, c: &MatMut<'_>) -> Result<()> {
         if self.has_guard() {
-            for i in 0..m {
-                self.checked("gemm", &c.data[i * c.stride..i * c.stride + n])?;
+            for i in 0..c.rows {
+                self.checked("gemm", &c.data[i * c.stride..i * c.stride + c.cols])?;
             }
         }
         Ok(())

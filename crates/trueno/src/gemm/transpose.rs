@@ -33,7 +33,7 @@ impl Engine {
                 ),
             });
         }
-        transpose_blocked(has_avx(self.backend(OpClass::MatMul)), src, dst);
+        transpose_blocked(has_avx(self.k(OpClass::MatMul).backend()), src, dst);
         Ok(())
     }
 }

@@ -4,33 +4,16 @@
 
 use trueno::{Backend, Engine, OpClass, available_cpu_backends};
 
-/// xorshift64*: deterministic, dependency-free test data.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [lo, hi).
-    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * u
-    }
-    pub fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-}
+mod data;
+#[allow(unused_imports)] // each test binary uses its own subset
+pub use data::{Rng, SPECIALS};
 
 /// One engine per CPU backend this host supports, each pinned with `Engine::new`; the test
-/// asserts the engine really reports that backend for every class.
+/// asserts the engine really reports that backend for every class. With the `gpu` feature,
+/// also `Backend::Gpu` (every op on the GPU at every size) when an adapter opens: required
+/// when `TRUENO_REQUIRE_WGPU` is set (CI, on lavapipe), else skipped with a note.
 pub fn engines() -> Vec<(Backend, Engine)> {
-    available_cpu_backends()
+    let mut v: Vec<(Backend, Engine)> = available_cpu_backends()
         .into_iter()
         .map(|b| {
             let e = Engine::new(b).unwrap();
@@ -39,7 +22,43 @@ pub fn engines() -> Vec<(Backend, Engine)> {
             }
             (b, e)
         })
-        .collect()
+        .collect();
+    v.extend(gpu_engine().map(|e| (Backend::Gpu, e)));
+    v
+}
+
+/// `Engine::new(Backend::Gpu)` if this build and machine have it (see [`engines`]).
+pub fn gpu_engine() -> Option<Engine> {
+    if !cfg!(feature = "gpu") {
+        return None;
+    }
+    match Engine::new(Backend::Gpu) {
+        Ok(e) => {
+            for c in OpClass::ALL {
+                let want = if c == OpClass::Conversion {
+                    e.backend(c)
+                } else {
+                    Backend::Gpu
+                };
+                assert_eq!(e.backend(c), want);
+            }
+            Some(e)
+        }
+        Err(err) if std::env::var_os("TRUENO_REQUIRE_WGPU").is_some() => {
+            panic!("TRUENO_REQUIRE_WGPU is set but the GPU backend failed: {err}")
+        }
+        Err(err) => {
+            static NOTE: std::sync::Once = std::sync::Once::new();
+            NOTE.call_once(|| eprintln!("Backend::Gpu skipped: {err}"));
+            None
+        }
+    }
+}
+
+/// Whether `b` is a device backend, whose results the suites hold to the looser bounds
+/// trueno-wgpu documents (f32 tree sums; drivers may flush subnormals).
+pub fn is_device(b: Backend) -> bool {
+    !b.is_cpu()
 }
 
 /// 0..=70 (every lane width ±1 up to 4 × 16), then sizes that cross unroll, block
@@ -49,24 +68,6 @@ pub fn sizes() -> Vec<usize> {
     v.extend([127, 128, 129, 255, 1000, 4095, 4096, 4097, 8193, 40_007]);
     v
 }
-
-/// Values every op must handle: NaN, infinities, zeros, subnormals, extremes.
-pub const SPECIALS: [f32; 14] = [
-    f32::NAN,
-    f32::INFINITY,
-    f32::NEG_INFINITY,
-    0.0,
-    -0.0,
-    1e-40,
-    -1e-40,
-    f32::MIN_POSITIVE,
-    f32::MAX,
-    f32::MIN,
-    1.0,
-    -1.0,
-    0.5,
-    -88.0,
-];
 
 /// |got - want| <= abs + rel * |want|, with NaN matching NaN and infinities matching exactly.
 pub fn close(got: f32, want: f32, rel: f32, abs: f32) -> bool {
