@@ -1,10 +1,14 @@
 // C = A * B, row-major, A m x k, B k x n, any sizes. Each 16 x 16 workgroup computes a
 // 128 x 128 tile of C, each thread an 8 x 8 block held in sixteen vec4 registers (written
 // out, not as an array, so no driver spills it to local memory), over k in steps of 16
-// staged in workgroup memory k-major. Loads past an edge read 0; stores past it are skipped.
+// staged in workgroup memory k-major. A thread's 8 rows are two groups of 4, 64 apart, and
+// so are its 8 columns: neighbouring threads then read neighbouring vec4 of the staged B
+// (no bank conflicts) and store neighbouring vec4 of C. Loads past an edge read 0; stores
+// past it are skipped.
 // Measured on an H100 at 4096 (BENCHMARKS.md): 64 x 64 tiles with 4 x 4 blocks 16.1
 // TFLOP/s; 128 x 128 with k-steps of 8, 20.5; of 16, 22.4; without wgpu's runtime checks
-// (kernels.rs), 25.0. Prefetching the next k-step into registers lost (18.5: fewer
+// (kernels.rs), 25.0; each thread's rows and columns in two groups 64 apart (conflict-free
+// reads of the staged tiles), 26.5. Prefetching the next k-step into registers lost (18.5: fewer
 // resident workgroups); WGSL's fma() and a * b + c ran the same.
 
 struct Dims { m: u32, n: u32, k: u32, pad: u32 }
@@ -18,13 +22,13 @@ struct Dims { m: u32, n: u32, k: u32, pad: u32 }
 var<workgroup> As: array<vec4<f32>, 512>;
 var<workgroup> Bs: array<vec4<f32>, 512>;
 
-// Row r of the tile, columns c .. c + 8, from two vec4.
+// Row r of C: columns c .. c + 4 from v0, c + 64 .. c + 68 from v1.
 fn store_row(r: u32, c: u32, v0: vec4<f32>, v1: vec4<f32>) {
     if (r >= D.m) { return; }
     let base = r * D.n;
     for (var j = 0u; j < 4u; j++) {
         if (c + j < D.n) { C[base + c + j] = v0[j]; }
-        if (c + 4u + j < D.n) { C[base + c + 4u + j] = v1[j]; }
+        if (c + 64u + j < D.n) { C[base + c + 64u + j] = v1[j]; }
     }
 }
 
@@ -75,10 +79,10 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         Bs[bk * 32u + bc / 4u + 1u] = w1;
         workgroupBarrier();
         for (var kk = 0u; kk < 16u; kk++) {
-            let a0 = As[kk * 32u + lid.y * 2u];
-            let a1 = As[kk * 32u + lid.y * 2u + 1u];
-            let b0 = Bs[kk * 32u + lid.x * 2u];
-            let b1 = Bs[kk * 32u + lid.x * 2u + 1u];
+            let a0 = As[kk * 32u + lid.y];
+            let a1 = As[kk * 32u + 16u + lid.y];
+            let b0 = Bs[kk * 32u + lid.x];
+            let b1 = Bs[kk * 32u + 16u + lid.x];
             c00 += a0.x * b0;
             c01 += a0.x * b1;
             c10 += a0.y * b0;
@@ -98,14 +102,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
         }
         workgroupBarrier();
     }
-    let r0 = row0 + lid.y * 8u;
-    let c0 = col0 + lid.x * 8u;
+    let r0 = row0 + lid.y * 4u;
+    let c0 = col0 + lid.x * 4u;
     store_row(r0 + 0u, c0, c00, c01);
     store_row(r0 + 1u, c0, c10, c11);
     store_row(r0 + 2u, c0, c20, c21);
     store_row(r0 + 3u, c0, c30, c31);
-    store_row(r0 + 4u, c0, c40, c41);
-    store_row(r0 + 5u, c0, c50, c51);
-    store_row(r0 + 6u, c0, c60, c61);
-    store_row(r0 + 7u, c0, c70, c71);
+    store_row(r0 + 64u, c0, c40, c41);
+    store_row(r0 + 65u, c0, c50, c51);
+    store_row(r0 + 66u, c0, c60, c61);
+    store_row(r0 + 67u, c0, c70, c71);
 }
