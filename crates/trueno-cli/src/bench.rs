@@ -358,7 +358,7 @@ pub fn run(opts: Options) -> Result<(), Box<dyn std::error::Error>> {
     }
     if cells
         .iter()
-        .any(|c| c.gflops.is_none() && c.gpu_speedup_vs_cpu.is_none())
+        .any(|c| c.gflops.is_none() && c.speedup_vs_scalar.is_some())
     {
         writeln!(
             out,

@@ -155,6 +155,17 @@ fn transcendentals_meet_their_stated_bounds_on_every_backend() {
                 .iter()
                 .flat_map(|&(lo, hi)| bit_sweep(lo, hi, 400_000))
                 .collect();
+            // A device may flush subnormals (WGSL allows it): its sweep skips subnormal
+            // inputs and holds results only where the reference is a normal number.
+            let x: Vec<f32> = if is_device(backend) {
+                let tiny = f32::MIN_POSITIVE as f64;
+                let normal = |v: f64| v == 0.0 || v.abs() >= tiny;
+                x.into_iter()
+                    .filter(|&v| normal(v as f64) && normal((s.reference)(v)))
+                    .collect()
+            } else {
+                x
+            };
             let (err, at) = max_rel_error(&e, s.op, s.reference, &x, s.floor);
             // The GPU runs the same algorithms, but shader compilers may contract and
             // reassociate float math (WGSL marks nothing exact): twice the CPU bound there.
@@ -203,7 +214,8 @@ fn exp_special_values() {
 #[test]
 fn exp_is_gradual_in_the_subnormal_range() {
     // e^x for x in [-103.9, -87.4] is subnormal: absolute error below one subnormal ulp.
-    for (backend, e) in engines() {
+    // Devices may flush subnormal results (WGSL allows it), so they are not held to this.
+    for (backend, e) in engines().into_iter().filter(|(b, _)| !is_device(*b)) {
         let x = bit_sweep(-103.9, -87.4, 100_000);
         let mut out = vec![0.0; x.len()];
         e.exp_into(&x, &mut out).unwrap();

@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use trueno::{Engine, Result, activations as act};
+use trueno::{Backend, Engine, Result, activations as act};
 
 type Into = fn(&Engine, &[f32], &mut [f32]) -> Result<()>;
 type InPlace = fn(&Engine, &mut [f32]) -> Result<()>;
@@ -225,7 +225,7 @@ fn condition(f: fn(f32) -> f32, x: f32) -> f32 {
     ((hi - lo) / (2.0 * h as f64 * fx)).abs().min(1e6) as f32
 }
 
-fn check(case: &Case, e: &Engine, ctx: &str, x: &[f32], tol: (f32, f32)) {
+fn check(case: &Case, backend: Backend, e: &Engine, ctx: &str, x: &[f32], tol: (f32, f32)) {
     let want: Vec<f32> = x.iter().map(|&v| (case.reference)(v)).collect();
     let mut out = vec![f32::NAN; x.len()];
     (case.into)(e, x, &mut out).unwrap();
@@ -234,8 +234,10 @@ fn check(case: &Case, e: &Engine, ctx: &str, x: &[f32], tol: (f32, f32)) {
     for (i, &v) in x.iter().enumerate() {
         let rel = tol.0 + case.cond * condition(case.reference, v) * f32::EPSILON / 2.0;
         for (form, got) in [("into", out[i]), ("in place", buf[i])] {
+            let flushed = (case.reference)(flush(v));
             assert!(
-                close(got, want[i], rel, tol.1),
+                close(got, want[i], rel, tol.1)
+                    || device_close(backend, got, want[i], flushed, rel, tol.1),
                 "{ctx} {form}: x[{i}] = {v:e}: got {got:e}, want {:e} (rel {rel:e}, abs {:e})",
                 want[i],
                 tol.1
@@ -254,7 +256,14 @@ fn every_unary_op_matches_its_definition_on_every_backend() {
                 for offset in [0, 1, 3] {
                     let buf = misaligned(&x, offset);
                     let ctx = format!("{} on {backend}, n = {n}, offset {offset}", case.name);
-                    check(&case, &e, &ctx, &buf[offset..], (case.rel, case.abs));
+                    check(
+                        &case,
+                        backend,
+                        &e,
+                        &ctx,
+                        &buf[offset..],
+                        (case.rel, case.abs),
+                    );
                 }
             }
         }
@@ -271,7 +280,14 @@ fn every_unary_op_handles_special_values_on_every_backend() {
                 x.extend(SPECIALS);
                 let ctx = format!("{} specials on {backend}, shift {shift}", case.name);
                 // Results at special inputs may sit in subnormal range: widen abs a little.
-                check(&case, &e, &ctx, &x, (case.rel, case.abs.max(1e-38)));
+                check(
+                    &case,
+                    backend,
+                    &e,
+                    &ctx,
+                    &x,
+                    (case.rel, case.abs.max(1e-38)),
+                );
             }
         }
     }

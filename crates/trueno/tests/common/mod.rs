@@ -55,10 +55,41 @@ pub fn gpu_engine() -> Option<Engine> {
     }
 }
 
-/// Whether `b` is a device backend, whose results the suites hold to the looser bounds
-/// trueno-wgpu documents (f32 tree sums; drivers may flush subnormals).
+/// Whether `b` is a device backend, whose results the suites hold to the contract
+/// trueno-wgpu documents, WGSL's: f32 tree sums, division and square root within 2.5 ulp,
+/// fma fused or not, and subnormals that may flush to zero (NVIDIA's Vulkan driver does
+/// all of these; lavapipe none). See [`device_close`].
 pub fn is_device(b: Backend) -> bool {
     !b.is_cpu()
+}
+
+/// `x` with a subnormal flushed to a zero of its sign, as a GPU may read it.
+pub fn flush(x: f32) -> f32 {
+    if x != 0.0 && x.abs() < f32::MIN_POSITIVE {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}
+
+/// The device contract's extra room for one elementwise result `got` on a device backend:
+/// within `rel` + 3 ulp of `want`, or of `want_flushed` (the reference on flushed inputs),
+/// or zero where `want` is below 2^-120 (WGSL's x / y is only accurate for divisors up to
+/// 2^126, and a flushed output is zero). Always false on the CPU backends, which keep
+/// their exact contract.
+pub fn device_close(
+    backend: Backend,
+    got: f32,
+    want: f32,
+    want_flushed: f32,
+    rel: f32,
+    abs: f32,
+) -> bool {
+    let rel = rel + 3.0 * f32::EPSILON;
+    is_device(backend)
+        && (close(got, want, rel, abs)
+            || close(got, want_flushed, rel, abs)
+            || (got == 0.0 && want.abs() < 2f32.powi(-120)))
 }
 
 /// 0..=70 (every lane width ±1 up to 4 × 16), then sizes that cross unroll, block
