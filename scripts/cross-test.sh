@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The NEON and WASM SIMD128 runs of the test suites (issue 6), as .ci/run does them:
-#  - aarch64-unknown-linux-gnu under qemu-aarch64: trueno and trueno-quant, every test, and
-#    `trueno info` (which must report NEON as the backend);
+#  - aarch64-unknown-linux-gnu under qemu-aarch64: trueno and trueno-quant, every test
+#    (backend::tests::the_target_selects_its_simd_backend asserts NEON runs every class,
+#    GEMM included; the CLI is not rebuilt for aarch64 just to print it: 4 of CI's minutes);
 #  - wasm32-wasip1 under node's WASI: the same suites' unit and integration tests, threads
 #    off (no `parallel` feature), and `trueno info` (which must report SIMD128);
 #  - wasm32-unknown-unknown: trueno-wasm's exports called from `node --test`, built with
@@ -13,9 +14,10 @@ cd "$(dirname "$0")/.."
 . scripts/setup-cross.sh
 cargo=("$CROSS_CARGO")
 dir=(--target-dir target/cross)
-# Every build below shares the test profile (opt-level 2), so std is built once per target;
-# no debuginfo: these runs are for pass/fail, and it halves link time.
-export CARGO_PROFILE_TEST_DEBUG=0
+# The suites' builds use the test profile (opt-level 2: they sweep millions of points),
+# so std is built once per target; no debuginfo: these runs are for pass/fail, and it
+# halves link time.
+export CARGO_PROFILE_TEST_DEBUG=0 CARGO_PROFILE_DEV_DEBUG=0
 
 # `trueno info --json` on stdin must name ARCH, pick BACKEND for everything and GEMM, and
 # report FEATURE on.
@@ -34,11 +36,6 @@ print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["
 echo "== aarch64 (NEON) under qemu-aarch64"
 timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
-# Without the wgpu feature: no GPU under qemu, and wgpu's build would double this step.
-timeout 1200 "${cargo[@]}" build -p trueno-cli --profile test --target aarch64-unknown-linux-gnu \
-    --no-default-features --features parallel -Zbuild-std "${dir[@]}"
-timeout 300 scripts/qemu-aarch64-run.sh target/cross/aarch64-unknown-linux-gnu/debug/trueno info --json \
-    | check_info aarch64 neon neon
 
 echo "== wasm32-wasip1 (SIMD128) under node's WASI"
 timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features \
@@ -53,14 +50,14 @@ timeout 300 node --no-warnings scripts/wasi-run.mjs target/cross/wasm32-wasip1/d
     info --json | check_info wasm32 wasm-simd128 simd128
 
 echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
-timeout 900 "${cargo[@]}" build -p trueno-wasm --profile test --target wasm32-unknown-unknown \
+# The exports' tests are small: the dev profile builds std (and all) unoptimised, faster.
+timeout 900 "${cargo[@]}" build -p trueno-wasm --target wasm32-unknown-unknown \
     -Zbuild-std=std,panic_abort "${dir[@]}"
 TRUENO_WASM=target/cross/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
     node --test crates/trueno-wasm/tests/
 
 echo "== wasm32-unknown-unknown without +simd128: the scalar build still works"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="" timeout 900 "${cargo[@]}" build -p trueno-wasm \
-    --profile test --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
-    --target-dir target/cross-scalar
+    --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort --target-dir target/cross-scalar
 TRUENO_WASM=target/cross-scalar/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
     TRUENO_WASM_BACKEND=scalar node --test crates/trueno-wasm/tests/
