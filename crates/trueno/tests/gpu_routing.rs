@@ -1,9 +1,8 @@
 //! Size-based GPU routing (feature `gpu`): work below a crossover stays on the CPU, work at
 //! or above it runs on the GPU (seen as a shader compiled on the shared device) and agrees
 //! with the scalar backend; the measured crossover is the size from which every larger
-//! measurement had the GPU ahead. Skipped, with a note, without the feature or an adapter
-//! (required when `TRUENO_REQUIRE_WGPU` is set).
-#![cfg(feature = "gpu")]
+//! measurement had the GPU ahead. Built only with the `gpu` feature (Cargo.toml); skipped,
+//! with a note, without an adapter (required when `TRUENO_REQUIRE_WGPU` is set).
 
 mod common;
 
