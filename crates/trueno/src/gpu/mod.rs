@@ -8,7 +8,7 @@
 //! - The default engine ([`crate::engine()`], [`Engine::auto_with_gpu`](crate::Engine::auto_with_gpu))
 //!   keeps work on the CPU and sends it to the GPU only from the size where the GPU was
 //!   measured faster on this machine: the [`Crossover`], measured once per process on the
-//!   first op large enough to matter (about a second), or read from `TRUENO_GPU_CROSSOVER`
+//!   first op large enough to matter (1.5-2.5 s), or read from `TRUENO_GPU_CROSSOVER`
 //!   (`trueno bench` prints the line to pin it).
 //!
 //! The engine's ops take and return host slices, so each GPU call pays both transfers; that
@@ -67,13 +67,25 @@ pub fn crossover() -> Result<&'static Crossover> {
 
 /// The GPU for `work` units of `w` under the process-wide [`crossover`], if it goes there.
 /// Work below the smallest size the measurement tries never starts the measurement (nor
-/// opens the device), and buffers of `largest` floats must fit one binding.
+/// opens the device), and buffers of `largest` floats must fit one binding. Called on
+/// every op of the default engine: until the crossover exists, small work costs one
+/// atomic load and a compare.
 pub(crate) fn measured_route(w: Workload, work: usize, largest: usize) -> Option<&'static Gpu> {
-    let unmeasured = CROSSOVER.get().is_none() && std::env::var_os(CROSSOVER_ENV).is_none();
-    if work == 0 || (unmeasured && work < w.smallest_probe()) {
+    if work == 0 {
         return None;
     }
-    route(crossover().ok()?, w, work, largest)
+    let c = match CROSSOVER.get() {
+        Some(c) => c.as_ref().ok()?,
+        None if work < w.smallest_probe() && !crossover_pinned() => return None,
+        None => crossover().ok()?,
+    };
+    route(c, w, work, largest)
+}
+
+/// Whether `TRUENO_GPU_CROSSOVER` is set (read once: the environment is not read per op).
+fn crossover_pinned() -> bool {
+    static PINNED: OnceLock<bool> = OnceLock::new();
+    *PINNED.get_or_init(|| std::env::var_os(CROSSOVER_ENV).is_some_and(|v| !v.is_empty()))
 }
 
 /// The shared GPU if `c` sends `work` units of `w` there and buffers of `largest` floats
