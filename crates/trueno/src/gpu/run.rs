@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use trueno_wgpu::{BinaryOp as G2, Gpu, UnaryOp as G1, VectorOp};
 
 use super::device_err;
+use crate::backend::OpClass;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::gemm::api::Transpose;
@@ -115,12 +116,9 @@ fn dense<'a>(e: &Engine, x: MatRef<'a>, t: Transpose) -> Result<Cow<'a, [f32]>> 
     Ok(match t {
         Transpose::No if x.stride() == c || r <= 1 => Cow::Borrowed(&x.data[..r * c]),
         Transpose::No => Cow::Owned((0..r).flat_map(|i| x.row(i)).copied().collect()),
-        Transpose::Yes if r == 1 || c == 1 => {
-            Cow::Owned((0..r).flat_map(|i| x.row(i)).copied().collect())
-        }
         Transpose::Yes => {
             let mut out = vec![0.0; r * c];
-            e.transpose(x, &mut MatMut::new(&mut out, c, r, r)?)?;
+            e.transpose(x, &mut MatMut::new(&mut out, c, r, r.max(1))?)?;
             Cow::Owned(out)
         }
     })
@@ -128,7 +126,8 @@ fn dense<'a>(e: &Engine, x: MatRef<'a>, t: Transpose) -> Result<Cow<'a, [f32]>> 
 
 /// `C = alpha * op(A) op(B) + beta * C` (`m x n`, inner `k`, all non-zero; shapes checked):
 /// the product on the GPU (matmul, or GEMV when `m` or `n` is 1), the `alpha`/`beta`
-/// update on the CPU as the rows come back. `beta == 0` never reads C.
+/// update on the CPU as the rows come back. `beta == 0` never reads C (and alpha = 1 is
+/// then an exact copy: scaling by 1 is exact).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gemm(
     g: &Gpu,
@@ -156,15 +155,16 @@ pub(crate) fn gemm(
         g.matmul(&opa, &opb, m, n, k)
     }
     .map_err(device_err)?;
+    // alpha / beta with the CPU's elementwise kernels (the engine's own methods would send
+    // these rows back to the GPU on a `Backend::Gpu` engine).
+    let k = e.k(OpClass::Elementwise);
     for (i, prow) in p.chunks_exact(n).enumerate() {
         let crow = &mut c.row_mut(i)[..n];
-        match (alpha, beta) {
-            (1.0, 0.0) => crow.copy_from_slice(prow),
-            (_, 0.0) => crow.iter_mut().zip(prow).for_each(|(y, &v)| *y = alpha * v),
-            _ => crow
-                .iter_mut()
-                .zip(prow)
-                .for_each(|(y, &v)| *y = alpha * v + beta * *y),
+        if beta == 0.0 {
+            k.unary(UnaryOp::Scale(alpha), crow, Some(prow));
+        } else {
+            k.unary(UnaryOp::Scale(beta), crow, None);
+            k.binary(BinaryOp::Axpy(alpha), crow, None, prow);
         }
     }
     Ok(())
