@@ -2,6 +2,17 @@
 
 use std::process::Command;
 
+/// `trueno ARGS`, which must succeed (its stderr is the failure message).
+fn trueno_ok(args: &[&str]) -> std::process::Output {
+    let out = trueno(args);
+    assert!(
+        out.status.success(),
+        "trueno {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn trueno(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_trueno"))
         .args(args)
@@ -12,12 +23,7 @@ fn trueno(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn info_json_lists_backends_and_a_backend_per_class() {
-    let out = trueno(&["info", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["info", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let backends: Vec<&str> = v["available_backends"]
         .as_array()
@@ -93,12 +99,7 @@ fn info_into_a_closed_pipe_exits_cleanly() {
 
 #[test]
 fn bench_json_reports_every_backend_with_scalar_as_baseline() {
-    let out = trueno(&["bench", "--quick", "--json", "--ops", "add"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["bench", "--quick", "--json", "--ops", "add"]);
     let cells: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let backends = trueno::available_cpu_backends();
     assert_eq!(cells.len(), 4 * backends.len(), "4 sizes x every backend");
@@ -128,12 +129,7 @@ fn unknown_op_and_bad_backend_fail_with_a_message() {
 
 #[test]
 fn ptx_list_names_every_kernel_and_emit_prints_assemblable_ptx_text() {
-    let out = trueno(&["ptx", "list", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["ptx", "list", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = v
         .as_array()
@@ -193,12 +189,7 @@ fn info_reports_cuda_devices_or_why_there_are_none() {
 
 #[test]
 fn bench_gemm_reports_gflops_and_a_share_of_the_fma_peak_per_backend() {
-    let out = trueno(&["bench", "--quick", "--json", "--ops", "gemm"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["bench", "--quick", "--json", "--ops", "gemm"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cells = v.as_array().unwrap();
     assert!(!cells.is_empty());
@@ -236,12 +227,7 @@ fn gguf_inspect_prints_metadata_tensors_and_totals() {
     w.write(&path).unwrap();
     let p = path.to_str().unwrap();
 
-    let out = trueno(&["gguf", "inspect", p]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["gguf", "inspect", p]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains("general.name") && text.contains("\"tiny\""),
@@ -378,12 +364,7 @@ fn ptx_analyze_with_ptxas_shows_its_registers() {
 
 #[test]
 fn bench_crossover_reports_cpu_and_gpu_rows_or_says_why_not() {
-    let out = trueno(&["bench", "--quick", "--ops", "crossover", "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = trueno_ok(&["bench", "--quick", "--ops", "crossover", "--json"]);
     let cells: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     if cells.is_empty() {
         assert!(

@@ -93,16 +93,7 @@ fn unary_ops_handle_special_values_like_the_cpu() {
     x.extend([88.0, -104.5, 1e-20, 30.0, -30.0]);
     // A GPU may flush subnormal inputs to zero (NVIDIA's Vulkan driver does; lavapipe
     // does not): there, the op of the sign-preserving zero is right too.
-    let flushed: Vec<f32> = x
-        .iter()
-        .map(|&v| {
-            if v != 0.0 && v.abs() < f32::MIN_POSITIVE {
-                0.0f32.copysign(v)
-            } else {
-                v
-            }
-        })
-        .collect();
+    let flushed: Vec<f32> = x.iter().copied().map(common::flush).collect();
     for op in UnaryOp::ALL {
         let got = gpu.unary(op, &x).unwrap();
         let (want, want_flushed) = (cpu_unary(&e, op, &x), cpu_unary(&e, op, &flushed));

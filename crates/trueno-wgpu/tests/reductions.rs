@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Rng, SIZES, assert_all_close, gpu, scalar};
+use common::{Rng, SIZES, assert_all_close, gpu, gpu_sum_bound, scalar};
 use trueno::Engine;
 use trueno_wgpu::{Reduce2Op, ReduceOp, VectorOp};
 
@@ -19,16 +19,6 @@ fn cpu_reduce(e: &Engine, op: ReduceOp, x: &[f32]) -> trueno::Result<f32> {
         ReduceOp::Variance => e.variance(x),
         ReduceOp::Stddev => e.stddev(x),
     }
-}
-
-/// Error bound of the GPU's f32 sum of n terms against the exact sum, relative to the sum
-/// of magnitudes: each thread adds its share (at most n / 65536 + 1... capped as below)
-/// in sequence, then 8 tree levels per workgroup, 4 sequential folds of the 1024
-/// partials and 8 more levels; each step rounds once.
-fn sum_bound(n: usize) -> f64 {
-    let groups = n.div_ceil(1024).clamp(1, 1024);
-    let per_thread = n.div_ceil(256 * groups);
-    (per_thread + 8 + 4 + 8) as f64 * f32::EPSILON as f64
 }
 
 #[test]
@@ -50,11 +40,11 @@ fn reductions_match_the_scalar_cpu_backend() {
             };
             let tol = match op {
                 ReduceOp::Max | ReduceOp::Min | ReduceOp::NormLinf => 0.0,
-                ReduceOp::Sum | ReduceOp::NormL1 => sum_bound(n) * mag,
-                ReduceOp::Mean => sum_bound(n) * mag / n as f64,
+                ReduceOp::Sum | ReduceOp::NormL1 => gpu_sum_bound(n) * mag,
+                ReduceOp::Mean => gpu_sum_bound(n) * mag / n as f64,
                 // Relative: sums of non-negative terms, then a sqrt or a division.
                 ReduceOp::NormL2 | ReduceOp::Variance | ReduceOp::Stddev => {
-                    (sum_bound(n) + 4.0 * f32::EPSILON as f64) * want.abs()
+                    (gpu_sum_bound(n) + 4.0 * f32::EPSILON as f64) * want.abs()
                 }
             };
             assert!(
@@ -104,9 +94,9 @@ fn two_vector_reductions_match_the_scalar_cpu_backend() {
             };
             // Products and differences of terms up to 2 in magnitude: |terms| <= 16 n.
             let tol = match op {
-                Reduce2Op::Dot | Reduce2Op::Manhattan => sum_bound(n) * 16.0 * n as f64,
-                Reduce2Op::Euclidean => sum_bound(n) * want.abs() + 1e-30,
-                Reduce2Op::Cosine => 4.0 * sum_bound(n),
+                Reduce2Op::Dot | Reduce2Op::Manhattan => gpu_sum_bound(n) * 16.0 * n as f64,
+                Reduce2Op::Euclidean => gpu_sum_bound(n) * want.abs() + 1e-30,
+                Reduce2Op::Cosine => 4.0 * gpu_sum_bound(n),
             };
             assert!(
                 (got - want).abs() <= tol,
@@ -163,7 +153,7 @@ fn softmax_log_softmax_and_normalize_match_the_scalar_cpu_backend() {
             // exp of each term (1 ulp each side) plus the sum's bound, relative for softmax
             // and normalize; for log-softmax the sum's relative error becomes an absolute
             // error of ln(sum), so near the maximum (values near 0) it is absolute.
-            let tol = 6e-6 + sum_bound(n);
+            let tol = 6e-6 + gpu_sum_bound(n);
             if op == VectorOp::LogSoftmax {
                 for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
                     let bound = tol * (1.0 + w.abs() as f64);

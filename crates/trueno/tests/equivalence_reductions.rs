@@ -8,14 +8,10 @@ use common::*;
 use trueno::{Backend, Engine, TruenoError, activations};
 
 /// Error bound of a sum of `n` terms on `backend`, as a multiple of sum |terms|: the CPU's
-/// blocked sum (see `Engine::sum`), or the GPU's f32 tree (trueno-wgpu's reductions: each
-/// thread adds its share in sequence, then 8 tree levels per workgroup, 4 sequential folds
-/// of at most 1024 partials and 8 more levels; each step rounds once).
+/// blocked sum (see `Engine::sum`), or the GPU's f32 tree.
 fn sum_bound(backend: Backend, n: usize) -> f64 {
     if is_device(backend) {
-        let groups = n.div_ceil(1024).clamp(1, 1024);
-        let per_thread = n.div_ceil(256 * groups);
-        return (per_thread + 8 + 4 + 8) as f64 * f32::EPSILON as f64;
+        return gpu_sum_bound(n);
     }
     (64 + (4 * backend.lanes()).ilog2() as usize + 1) as f64 * f32::EPSILON as f64 / 2.0
 }

@@ -41,7 +41,7 @@ pub const SIZES: [usize; 11] = [0, 1, 2, 7, 255, 256, 257, 1023, 4099, 70_001, 3
 #[path = "../../../trueno/tests/common/data.rs"]
 mod core_common;
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use core_common::{Rng, SPECIALS};
+pub use core_common::{Rng, SPECIALS, flush, gpu_sum_bound};
 
 /// Whether `got` matches `want` within `rel` relative error. NaN matches NaN, equal values
 /// (infinities too) match, and anything below the smallest normal float matches zero: a

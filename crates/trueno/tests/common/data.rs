@@ -1,5 +1,6 @@
-//! Deterministic test data shared with trueno-wgpu's suites (which include this file by
-//! path): a small PRNG and the special values every op must handle.
+//! Shared with trueno-wgpu's suites (which include this file by path): a small PRNG, the
+//! special values every op must handle, and the two facts of the GPU contract both
+//! crates' tests apply (the f32 tree sum's error bound, subnormal flushing).
 
 /// xorshift64*: deterministic, dependency-free test data.
 pub struct Rng(u64);
@@ -41,3 +42,22 @@ pub const SPECIALS: [f32; 14] = [
     0.5,
     -88.0,
 ];
+
+/// Error bound of trueno-wgpu's f32 sum of `n` terms against the exact sum, relative to
+/// the sum of magnitudes: each thread adds its share in sequence, then 8 tree levels per
+/// workgroup, 4 sequential folds of at most 1024 partials and 8 more levels; each step
+/// rounds once.
+pub fn gpu_sum_bound(n: usize) -> f64 {
+    let groups = n.div_ceil(1024).clamp(1, 1024);
+    let per_thread = n.div_ceil(256 * groups);
+    (per_thread + 8 + 4 + 8) as f64 * f32::EPSILON as f64
+}
+
+/// `x` with a subnormal flushed to a zero of its sign, as a GPU may read it.
+pub fn flush(x: f32) -> f32 {
+    if x != 0.0 && x.abs() < f32::MIN_POSITIVE {
+        0.0f32.copysign(x)
+    } else {
+        x
+    }
+}

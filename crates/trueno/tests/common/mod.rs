@@ -6,7 +6,7 @@ use trueno::{Backend, Engine, OpClass, available_cpu_backends};
 
 mod data;
 #[allow(unused_imports)] // each test binary uses its own subset
-pub use data::{Rng, SPECIALS};
+pub use data::{Rng, SPECIALS, flush, gpu_sum_bound};
 
 /// One engine per CPU backend this host supports, each pinned with `Engine::new`; the test
 /// asserts the engine really reports that backend for every class. With the `gpu` feature,
@@ -61,15 +61,6 @@ pub fn gpu_engine() -> Option<Engine> {
 /// all of these; lavapipe none). See [`device_close`].
 pub fn is_device(b: Backend) -> bool {
     !b.is_cpu()
-}
-
-/// `x` with a subnormal flushed to a zero of its sign, as a GPU may read it.
-pub fn flush(x: f32) -> f32 {
-    if x != 0.0 && x.abs() < f32::MIN_POSITIVE {
-        0.0f32.copysign(x)
-    } else {
-        x
-    }
 }
 
 /// The device contract's extra room for one elementwise result `got` on a device backend:
