@@ -108,7 +108,7 @@ impl Engine {
     /// [`Engine::auto`], plus the GPU for work above the measured [`crate::gpu::crossover`]
     /// (the default engine's behaviour when built with the `gpu` feature). Small work
     /// never touches the GPU; the first op large enough to be worth measuring opens the
-    /// device and measures the crossover (about a second, once per process) unless
+    /// device and measures the crossover (1.5-2.5 s, once per process) unless
     /// `TRUENO_GPU_CROSSOVER` pins it.
     #[cfg(feature = "gpu")]
     pub fn auto_with_gpu() -> Engine {
