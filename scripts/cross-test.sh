@@ -11,10 +11,12 @@
 # once per target with -Zbuild-std into target/cross).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's header carries the time since the start, so a slow CI run shows where.
+phase() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
 . scripts/setup-cross.sh
 cargo=("$CROSS_CARGO")
 dir=(--target-dir target/cross)
-# The suites' builds use the test profile (opt-level 2: they sweep millions of points),
+# The suites' builds use the test profile (optimised: they sweep millions of points),
 # so std is built once per target; no debuginfo: these runs are for pass/fail, and it
 # halves link time.
 export CARGO_PROFILE_TEST_DEBUG=0 CARGO_PROFILE_DEV_DEBUG=0
@@ -33,30 +35,30 @@ assert dict(i["features"])[feature], i["features"]
 print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["gemm"]["micro_kernel"])' "$@"
 }
 
-echo "== aarch64 (NEON) under qemu-aarch64"
+phase "aarch64 (NEON) under qemu-aarch64"
 timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
 
-echo "== wasm32-wasip1 (SIMD128) under node's WASI"
+phase "wasm32-wasip1 (SIMD128) under node's WASI"
 timeout 1800 "${cargo[@]}" test -p trueno -p trueno-quant --no-default-features \
     --features trueno/wasi-pthread-stubs --target wasm32-wasip1 \
     -Zbuild-std=std,panic_abort "${dir[@]}" --lib --tests
 
-echo "== trueno info on wasm32-wasip1: SIMD128 must be the backend chosen"
+phase "trueno info on wasm32-wasip1: SIMD128 must be the backend chosen"
 timeout 900 "${cargo[@]}" build -p trueno-cli --no-default-features \
     --features trueno/wasi-pthread-stubs --profile test --target wasm32-wasip1 \
     -Zbuild-std=std,panic_abort "${dir[@]}"
 timeout 300 node --no-warnings scripts/wasi-run.mjs target/cross/wasm32-wasip1/debug/trueno.wasm \
     info --json | check_info wasm32 wasm-simd128 simd128
 
-echo "== wasm32-unknown-unknown (SIMD128): exports from node --test"
+phase "wasm32-unknown-unknown (SIMD128): exports from node --test"
 # The exports' tests are small: the dev profile builds std (and all) unoptimised, faster.
 timeout 900 "${cargo[@]}" build -p trueno-wasm --target wasm32-unknown-unknown \
     -Zbuild-std=std,panic_abort "${dir[@]}"
 TRUENO_WASM=target/cross/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
     node --test crates/trueno-wasm/tests/
 
-echo "== wasm32-unknown-unknown without +simd128: the scalar build still works"
+phase "wasm32-unknown-unknown without +simd128: the scalar build still works"
 CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS="" timeout 900 "${cargo[@]}" build -p trueno-wasm \
     --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort --target-dir target/cross-scalar
 TRUENO_WASM=target/cross-scalar/wasm32-unknown-unknown/debug/trueno_wasm.wasm \
