@@ -7,23 +7,28 @@ set -uo pipefail
 OUT=${OUT:-/tmp/trueno-device-out}; mkdir -p "$OUT"
 steps="${*:-tests sanitize bench}"
 export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
-T=$(ls .device/gpu_kernels-* | head -1)
+# The GPU test binaries (the packed ones are named NAME-HASH).
+TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* | grep -v "\.d$")
 L=$(ls .device/trueno_gpu-* | head -1)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 if [[ $steps == *tests* ]]; then
   echo "== GPU tests"
-  timeout 300 "$T" --test-threads=1 2>&1 | tee "$OUT/tests.log" | grep -E "^test |test result|panicked|SKIPPED" || status=1
+  for T in $TESTS; do
+    timeout 300 "$T" --test-threads=1 2>&1 | tee -a "$OUT/tests.log" | grep -E "^test |test result|panicked|SKIPPED" || status=1
+  done
   timeout 60 "$L" 2>&1 | tail -3
 fi
 if [[ $steps == *sanitize* ]]; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer $tool (small sizes)"
     # API errors are off: the tests plant a bad module and an oversized allocation on purpose.
-    TRUENO_GPU_SMALL=1 timeout 400 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$T" --test-threads=1 \
-      > "$OUT/$tool.log" 2>&1; rc=$?
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$OUT/$tool.log" | tail -4; echo "exit $rc"
-    [[ $rc == 0 ]] || status=1
+    for T in $TESTS; do
+      TRUENO_GPU_SMALL=1 timeout 400 compute-sanitizer --tool $tool --report-api-errors no --error-exitcode 9 "$T" --test-threads=1 \
+        > "$OUT/$tool-$(basename "$T").log" 2>&1; rc=$?
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test result" "$OUT/$tool-$(basename "$T").log" | tail -4; echo "$(basename "$T") exit $rc"
+      [[ $rc == 0 ]] || status=1
+    done
   done
 fi
 if [[ $steps == *bench* ]]; then

@@ -102,6 +102,20 @@ def main():
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
 
+    # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
+    # f32, twice Q8_0's), and the bar is the copy bandwidth measured above.
+    for r in [r for r in rows_in if r["kind"] == "qgemv"]:
+        rows, cols = r["rows"], r["cols"]
+        sets = sets_for(rows * cols * 2)
+        ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
+        xv = torch.rand(cols, device="cuda").to(torch.bfloat16)
+        t = bench(lambda i: torch.mv(ws[i], xv), sets, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        bf_gbs = (rows * cols + rows + cols) * 2 / t / 1e6
+        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
+        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}; torch bf16 mv {bf_gbs:.0f} GB/s"))
+        del ws
+
     for r in [r for r in rows_in if r["kind"] == "module"]:
         table.append((f"module {r['family']}", "build + JIT load", None, None, None, f"build {r['build_ms']:.2f} ms, load {r['load_ms']:.2f} ms"))
     for r in [r for r in rows_in if r["kind"] == "launch"]:

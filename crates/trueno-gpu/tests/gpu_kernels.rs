@@ -5,77 +5,13 @@
 //! turns a missing device into a failure (the device runs set it). `TRUENO_GPU_SMALL=1`
 //! keeps sizes small (for compute-sanitizer, which runs kernels far slower).
 
+mod common;
+use common::device::{POISON, Rng, assert_close, ctx, poisoned, small};
 use trueno_gpu::GpuError;
-use trueno_gpu::driver::{Context, KernelArg, load_raw_ptx};
+use trueno_gpu::driver::{KernelArg, load_raw_ptx};
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::{self, GemmVariant};
 use trueno_gpu::kernels::{Family, LaunchConfig, norm, reduce, softmax};
-use trueno_gpu::memory::DeviceBuffer;
-
-/// A NaN bit pattern no kernel produces: poison for outputs.
-const POISON: u32 = 0x7FC0_0ABC;
-
-fn ctx() -> Option<Context> {
-    match Context::new(0) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            assert!(
-                std::env::var("TRUENO_REQUIRE_GPU").is_err(),
-                "TRUENO_REQUIRE_GPU set but no device: {e}"
-            );
-            eprintln!("SKIPPED: no CUDA device ({e})");
-            None
-        }
-    }
-}
-
-fn small() -> bool {
-    std::env::var("TRUENO_GPU_SMALL").is_ok()
-}
-
-/// splitmix64: reproducible random data without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        lo + (hi - lo) * ((self.next() >> 40) as f32 / (1u64 << 24) as f32)
-    }
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-}
-
-fn poisoned(ctx: &Context, n: usize) -> DeviceBuffer<f32> {
-    let mut b = ctx.alloc::<f32>(n).unwrap();
-    b.fill_u32(POISON).unwrap();
-    b
-}
-
-fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f64, abs: f64) {
-    assert_eq!(got.len(), want.len());
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(g.to_bits() != POISON, "{what}: element {i} never written");
-        if w.is_nan() {
-            assert!(g.is_nan(), "{what}[{i}]: got {g}, want NaN");
-            continue;
-        }
-        if w.is_infinite() {
-            assert_eq!(g, w, "{what}[{i}]");
-            continue;
-        }
-        let err = (g as f64 - w as f64).abs();
-        assert!(
-            err <= abs + rel * (w as f64).abs(),
-            "{what}[{i}]: got {g}, want {w} (err {err:e})"
-        );
-    }
-}
 
 const SIZES: [usize; 14] = [
     1,

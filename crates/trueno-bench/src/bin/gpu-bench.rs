@@ -14,6 +14,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::GemmVariant;
+use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::memory::DeviceBuffer;
 
 /// Bytes of inputs to cycle through so repeated runs miss L2 (50-60 MB on Hopper).
@@ -170,6 +171,43 @@ impl Bench {
         Ok(())
     }
 
+    /// Matrix-vector products from quantized weights at LLM projection shapes (rows x
+    /// cols = outputs x inputs), weights rotated through enough copies to miss L2.
+    fn qgemv(&mut self) -> Result<()> {
+        let shapes: &[(usize, usize)] = if self.quick {
+            &[(4096, 4096)]
+        } else {
+            &[(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096)]
+        };
+        for &(rows, cols) in shapes {
+            let x = self.ctx.upload(&random(cols, 3))?;
+            let y = self.ctx.alloc::<f32>(rows)?;
+            for f in QuantFormat::ALL {
+                let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
+                let sets = self.sets(bytes);
+                // Random quant bytes with a small positive f16 scale in every block.
+                let mut host: Vec<u8> = random(bytes / 4 + 1, bytes as u64)
+                    .iter()
+                    .flat_map(|v| v.to_bits().to_le_bytes())
+                    .take(bytes)
+                    .collect();
+                for blk in host.chunks_exact_mut(f.block_bytes()) {
+                    blk[..2].copy_from_slice(&0x2E66u16.to_le_bytes());
+                }
+                let ws = (0..sets)
+                    .map(|_| self.ctx.upload_quant(f, rows, cols, &host))
+                    .collect::<Result<Vec<_>>>()?;
+                let ms = self.time(sets, |s, i| s.qgemv(&ws[i], &x, &y))?;
+                let moved = bytes + (cols + rows) * 4;
+                self.emit(format!(
+                    r#"{{"kind":"qgemv","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{moved}}}"#,
+                    f.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn overheads(&mut self) -> Result<()> {
         // Module build (IR -> PTX, first use in this process) and JIT load per family,
         // in a fresh context so nothing is cached by the driver for it.
@@ -241,6 +279,7 @@ fn main() {
         b.elementwise()?;
         b.rows()?;
         b.gemm()?;
+        b.qgemv()?;
         Ok(())
     };
     let mut run = run;

@@ -9,6 +9,7 @@ pub mod gemm;
 mod helpers;
 mod math;
 pub mod norm;
+pub mod qgemv;
 pub mod reduce;
 pub mod softmax;
 
@@ -71,16 +72,19 @@ pub enum Family {
     Norm,
     /// FP32 GEMM
     Gemm,
+    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0)
+    Qgemv,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 5] = [
+    pub const ALL: [Family; 6] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
         Family::Norm,
         Family::Gemm,
+        Family::Qgemv,
     ];
 
     /// Module name.
@@ -91,6 +95,7 @@ impl Family {
             Family::Softmax => "softmax_f32",
             Family::Norm => "norm_f32",
             Family::Gemm => "gemm_f32",
+            Family::Qgemv => "qgemv_f32",
         }
     }
 
@@ -102,6 +107,7 @@ impl Family {
             Family::Softmax => softmax::all(),
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
+            Family::Qgemv => qgemv::all(),
         }
     }
 }

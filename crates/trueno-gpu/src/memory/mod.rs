@@ -4,10 +4,12 @@
 mod device_buffer;
 mod host_buffer;
 pub(crate) mod pool;
+mod quant_matrix;
 
 pub use device_buffer::DeviceBuffer;
 pub use host_buffer::HostBuffer;
 pub use pool::PoolStats;
+pub use quant_matrix::QuantMatrix;
 
 use crate::ptx::PtxType;
 

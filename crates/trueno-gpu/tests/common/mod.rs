@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test crate uses part of this
 
+pub mod device;
+
 use std::path::{Path, PathBuf};
 use trueno_gpu::analyze::ptxas;
 use trueno_gpu::ptx::Target;

@@ -8,7 +8,7 @@ use super::ir::{
     AddrBase, Cmp, Dim, Imm, Instr, KernelIr, MulMode, Op, Operand, Param, Rounding, SpecialReg,
 };
 use super::types::{
-    Arith, F32, F64, Float, Int, Pred, PtxType, Reg, RegType, S32, Space, U32, U64,
+    Arith, F32, F64, Float, Int, Pred, PtxType, Reg, RegType, S32, Space, U16, U32, U64,
 };
 
 /// A source operand of type `T`: a register or an immediate of the same type.
@@ -51,6 +51,11 @@ impl From<u32> for Src<U32> {
 }
 impl From<i32> for Src<S32> {
     fn from(v: i32) -> Self {
+        Src::Imm(Imm::Int(v.into()))
+    }
+}
+impl From<u16> for Src<U16> {
+    fn from(v: u16) -> Self {
         Src::Imm(Imm::Int(v.into()))
     }
 }
@@ -354,6 +359,12 @@ impl KernelBuilder {
     /// Reinterprets the bits of a 32-bit register (`mov.b32`).
     pub fn bitcast32<D: RegType, S: RegType>(&mut self, a: Reg<S>) -> Reg<D> {
         self.op1(Op::Mov, PtxType::B32, None, vec![Operand::Reg(a.vreg())])
+    }
+
+    /// Reinterprets the bits of a 16-bit register (`mov.b16`): raw half-precision bits
+    /// loaded as `u16` become an `f16` operand for `cvt`.
+    pub fn bitcast16<D: RegType, S: RegType>(&mut self, a: Reg<S>) -> Reg<D> {
+        self.op1(Op::Mov, PtxType::B16, None, vec![Operand::Reg(a.vreg())])
     }
 
     // ---- predicates --------------------------------------------------------------

@@ -1,0 +1,134 @@
+//! Quantized matrix-vector products on the GPU against trueno-quant's dequantization and
+//! an f64 dot product: quantized random rows and raw random blocks (every quant byte
+//! value, scales of both signs), at block counts below, at and past a warp's step, and
+//! the shape and aliasing errors that must come before a launch.
+//!
+//! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
+//! makes that a failure).
+
+mod common;
+use common::device::{POISON, Rng, ctx, poisoned, small};
+use trueno_gpu::kernels::qgemv::{BLOCK_ELEMS, QuantFormat};
+use trueno_quant::QuantFormat as CpuFormat;
+
+fn cpu(f: QuantFormat) -> CpuFormat {
+    match f {
+        QuantFormat::Q8_0 => CpuFormat::Q8_0,
+        QuantFormat::Q4_0 => CpuFormat::Q4_0,
+    }
+}
+
+/// f16 scales of both signs and a wide range of sizes (bit patterns: 1, 0.1, -0.5,
+/// about 1e-3, -3.5).
+const SCALES: [u16; 5] = [0x3C00, 0x2E66, 0xB800, 0x1419, 0xC300];
+
+/// Raw blocks: random quant bytes (so Q8_0's -128, which quantization never writes, is
+/// covered) with one of [`SCALES`] in each block's f16 scale.
+fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
+    let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
+        .map(|_| rng.next() as u8)
+        .collect();
+    for b in w.chunks_exact_mut(f.block_bytes()) {
+        let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
+        b[..2].copy_from_slice(&s.to_le_bytes());
+    }
+    w
+}
+
+/// `W x` through trueno-quant's dequantization, in f64, and the bound on an f32 sum of
+/// the same products: each output's error stays below
+/// `(blocks + 64) * eps * sum |w_i x_i|` (eight-term lane chains, one running sum per
+/// lane, a five-step warp tree).
+fn reference(f: QuantFormat, w: &[u8], x: &[f32], rows: usize) -> Vec<(f64, f64)> {
+    let cols = x.len();
+    let mut deq = vec![0f32; rows * cols];
+    trueno_quant::dequantize(cpu(f), w, &mut deq).unwrap();
+    let blocks = (cols / BLOCK_ELEMS) as f64;
+    deq.chunks_exact(cols)
+        .map(|r| {
+            let dot: f64 = r.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
+            let mass: f64 = r
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| (a as f64 * b as f64).abs())
+                .sum();
+            (dot, (blocks + 64.0) * f32::EPSILON as f64 * mass)
+        })
+        .collect()
+}
+
+#[test]
+fn qgemv_matches_the_dequantized_reference() {
+    let Some(ctx) = ctx() else { return };
+    // Blocks per row: 1, 3 (under a step), 8 (one step), 37 (ragged), 128 (4096 columns).
+    let mut shapes = vec![(1, 32), (7, 96), (9, 256), (33, 37 * 32), (64, 4096)];
+    if !small() {
+        shapes.extend([(1031, 4096), (300, 14336)]);
+    }
+    let mut rng = Rng(0x9e37);
+    for f in QuantFormat::ALL {
+        for &(rows, cols) in &shapes {
+            let x = rng.vec(cols, -1.0, 1.0);
+            let dense = rng.vec(rows * cols, -2.0, 2.0);
+            let quantized = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+            for (kind, w) in [
+                ("quantized", quantized),
+                ("raw", raw_blocks(&mut rng, f, rows, cols)),
+            ] {
+                let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+                let xd = ctx.upload(&x).unwrap();
+                let mut yd = poisoned(&ctx, rows);
+                let mut s = ctx.stream().unwrap().record();
+                s.qgemv(&wd, &xd, &yd).unwrap();
+                s.sync().unwrap();
+                let y = yd.to_vec().unwrap();
+                for (r, (&got, &(want, bound))) in
+                    y.iter().zip(&reference(f, &w, &x, rows)).enumerate()
+                {
+                    assert!(
+                        got.to_bits() != POISON,
+                        "{} {kind} {rows}x{cols}: row {r} never written",
+                        f.name()
+                    );
+                    let err = (got as f64 - want).abs();
+                    assert!(
+                        err <= bound,
+                        "{} {kind} {rows}x{cols} row {r}: got {got}, want {want} (err {err:e} > {bound:e})",
+                        f.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn qgemv_rejects_bad_shapes_before_launch() {
+    let Some(ctx) = ctx() else { return };
+    for f in QuantFormat::ALL {
+        let bytes = vec![0u8; f.matrix_bytes(4, 64).unwrap()];
+        assert!(
+            ctx.upload_quant(f, 4, 60, &bytes).is_err(),
+            "cols not whole blocks"
+        );
+        assert!(
+            ctx.upload_quant(f, 4, 64, &bytes[..bytes.len() - 2])
+                .is_err(),
+            "short"
+        );
+        assert!(ctx.upload_quant(f, 0, 64, &[]).is_err(), "empty");
+        let w = ctx.upload_quant(f, 4, 64, &bytes).unwrap();
+        assert_eq!((w.rows(), w.cols(), w.bytes()), (4, 64, bytes.len()));
+        let x = ctx.alloc::<f32>(64).unwrap();
+        let y = ctx.alloc::<f32>(4).unwrap();
+        let short = ctx.alloc::<f32>(63).unwrap();
+        let square = ctx
+            .upload_quant(f, 64, 64, &vec![0u8; f.matrix_bytes(64, 64).unwrap()])
+            .unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        assert!(s.qgemv(&w, &short, &y).is_err(), "x length");
+        assert!(s.qgemv(&w, &x, &short).is_err(), "y length");
+        assert!(s.qgemv(&square, &x, &x).is_err(), "y aliasing x");
+        s.sync().unwrap();
+    }
+}
