@@ -2,10 +2,12 @@
 //! in registers as it streams in, so the weights cross the memory bus once, at their
 //! quantized size. Decode (one token) is bound by exactly those bytes.
 //!
-//! One warp per weight row. Four lanes share a 32-element block (each takes a quarter of
-//! its quants and the matching activations), so a warp step covers eight consecutive
-//! blocks, and the loads of [`UNROLL`] steps are all issued before any of their math:
-//! enough bytes in flight per warp to cover DRAM latency at LLM widths. Lanes keep f32
+//! Each warp takes [`ROWS_PER_WARP`] rows, so every activation it loads serves that many
+//! rows (the activations are f32: without the reuse they would be most of the traffic).
+//! Eight lanes share a 32-element block, four elements each, so one 16-byte activation
+//! load per lane reads four whole 128-byte lines per warp; a warp step covers four
+//! consecutive blocks of each row, and the loads of [`UNROLL`] steps are issued before any
+//! of their math (enough bytes in flight per warp to cover DRAM latency). Lanes keep f32
 //! partial sums (one per block, scaled once), reduced across the warp at the end.
 //!
 //! Weights live in a `u16` buffer: every GGML block is a whole number of 16-bit words
@@ -16,17 +18,23 @@ use super::helpers::warp_reduce;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
-    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Rounding, S32, Space, U16, U32, U64,
+    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U16, U32, U64,
 };
 
-/// Threads per block: eight warps, eight rows.
+/// Threads per block: eight warps.
 pub const THREADS: u32 = 256;
-/// Rows per block (one per warp).
-const ROWS_PER_BLOCK: u32 = THREADS / 32;
-/// Quantized blocks a warp covers per step (four lanes each).
-const BLOCKS_PER_STEP: u32 = 8;
+/// Rows each warp computes (sharing its activation loads).
+pub const ROWS_PER_WARP: u32 = 2;
+/// Rows per block.
+const ROWS_PER_BLOCK: u32 = THREADS / 32 * ROWS_PER_WARP;
+/// Lanes per quantized block (four elements each).
+const LANES_PER_BLOCK: u32 = 8;
+/// Quantized blocks of a row a warp covers per step.
+const BLOCKS_PER_STEP: u32 = 32 / LANES_PER_BLOCK;
 /// Steps whose loads are issued together.
-pub const UNROLL: u32 = 4;
+pub const UNROLL: u32 = 8;
+/// 2^23: a float in [2^23, 2^24) has unit spacing, so its low mantissa byte is an integer.
+const MAGIC: f32 = 8_388_608.0;
 /// Elements per quantized block (both formats).
 pub const BLOCK_ELEMS: usize = 32;
 
@@ -66,19 +74,6 @@ impl QuantFormat {
             .checked_mul(self.block_bytes())?
             .checked_mul(rows)
     }
-
-    /// Quant bytes one lane reads per block (a quarter of the block's).
-    fn lane_bytes(self) -> u32 {
-        match self {
-            QuantFormat::Q8_0 => 8,
-            QuantFormat::Q4_0 => 4,
-        }
-    }
-
-    /// Where a lane's activations start within the block, per quarter, in elements.
-    fn lane_elems(self) -> u32 {
-        self.lane_bytes()
-    }
 }
 
 /// `y = W x` for a row-major `rows x cols` matrix `W` of [`QuantFormat`] blocks (each row
@@ -87,93 +82,94 @@ impl QuantFormat {
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvKernel(pub QuantFormat);
 
-/// One lane's loads for one block.
+/// One lane's loads for one step: the block's scale and the lane's four quant bytes,
+/// per row, and the lane's four activations.
 struct Loaded {
-    d: Reg<U16>,
-    q: Vec<Reg<U16>>,
-    x: [Reg<F32>; 8],
+    rows: Vec<(Reg<U16>, [Reg<U16>; 2])>,
+    x: [Reg<F32>; 4],
+}
+
+/// Per-row running pointers: the lane's block and its quant bytes within it.
+struct RowPtrs {
+    block: Reg<U64>,
+    quants: Reg<U64>,
 }
 
 impl QgemvKernel {
-    /// Issues one block's loads under `valid` (registers zeroed first, so a skipped block
-    /// adds exactly nothing).
+    /// Issues one step's loads under `valid` (registers zeroed first, so a step past the
+    /// row's end adds exactly nothing).
     fn load(
         &self,
         b: &mut KernelBuilder,
         valid: Reg<Pred>,
-        block: Reg<U64>,
-        quants: Reg<U64>,
+        rows: &[RowPtrs],
         xs: Reg<U64>,
         step: u32,
     ) -> Loaded {
-        let f = self.0;
-        let w_off = i64::from(step * BLOCKS_PER_STEP) * f.block_bytes() as i64;
+        let w_off = i64::from(step * BLOCKS_PER_STEP) * self.0.block_bytes() as i64;
         let x_off = i64::from(step * BLOCKS_PER_STEP) * (BLOCK_ELEMS as i64 * 4);
-        let d = b.mov::<U16>(0u16);
-        let q: Vec<Reg<U16>> = (0..f.lane_bytes() / 2)
-            .map(|_| b.mov::<U16>(0u16))
+        let regs: Vec<(Reg<U16>, [Reg<U16>; 2])> = rows
+            .iter()
+            .map(|_| {
+                let d = b.mov::<U16>(0u16);
+                (d, [b.mov::<U16>(0u16), b.mov::<U16>(0u16)])
+            })
             .collect();
-        let x: [Reg<F32>; 8] = std::array::from_fn(|_| b.mov::<F32>(0.0f32));
-        // Q8_0: elements 8q..8q+8 are adjacent; Q4_0: 4q..4q+4 and 16+4q..16+4q+4.
-        let second_half = match f {
-            QuantFormat::Q8_0 => 16,
-            QuantFormat::Q4_0 => 64,
-        };
+        let x: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov::<F32>(0.0f32));
         b.predicated(valid, |b| {
-            let dv = b.ld::<U16, U64>(Space::Global, block, w_off);
-            b.assign(d, dv);
-            for (i, &r) in q.iter().enumerate() {
-                let v = b.ld::<U16, U64>(Space::Global, quants, w_off + 2 * i as i64);
-                b.assign(r, v);
+            for (p, (d, q)) in rows.iter().zip(&regs) {
+                let dv = b.ld::<U16, U64>(Space::Global, p.block, w_off);
+                b.assign(*d, dv);
+                for (i, &r) in q.iter().enumerate() {
+                    let v = b.ld::<U16, U64>(Space::Global, p.quants, w_off + 2 * i as i64);
+                    b.assign(r, v);
+                }
             }
-            let lo = b.ld_vec::<F32, U64, 4>(Space::Global, xs, x_off);
-            let hi = b.ld_vec::<F32, U64, 4>(Space::Global, xs, x_off + second_half);
-            for (k, v) in lo.into_iter().chain(hi).enumerate() {
+            let v = b.ld_vec::<F32, U64, 4>(Space::Global, xs, x_off);
+            for (k, v) in v.into_iter().enumerate() {
                 b.assign(x[k], v);
             }
         });
-        Loaded { d, q, x }
+        Loaded { rows: regs, x }
     }
 
-    /// `d * sum(x_k * q_k)` over the lane's eight elements of one block.
-    fn block_dot(&self, b: &mut KernelBuilder, l: &Loaded) -> Reg<F32> {
-        let words: Vec<Reg<U32>> =
-            l.q.chunks(2)
-                .map(|pair| {
-                    let lo = b.cvt::<U32, U16>(pair[0], None);
-                    let hi = b.cvt::<U32, U16>(pair[1], None);
-                    let hi = b.shl(hi, 16u32);
-                    b.or(lo, hi)
-                })
-                .collect();
-        // The eight quants as f32, in the order of `l.x`.
-        let quants: Vec<Reg<F32>> = match self.0 {
-            QuantFormat::Q8_0 => (0..8)
-                .map(|k| {
-                    // Sign-extend byte k % 4 of its word: shift it to the top, then
-                    // arithmetic-shift it back down.
-                    let w = b.bitcast32::<S32, U32>(words[k / 4]);
-                    let up = b.shl(w, 24 - 8 * (k as u32 % 4));
-                    let v = b.shr(up, 24u32);
-                    b.cvt::<F32, S32>(v, Some(Rounding::Rn))
-                })
-                .collect(),
-            QuantFormat::Q4_0 => (0..8)
-                .map(|k| {
-                    // Low nibbles of bytes 0..4 first, then their high nibbles.
-                    let shift = 8 * (k as u32 % 4) + 4 * (k as u32 / 4);
-                    let s = b.shr(words[0], shift);
-                    let n = b.and(s, 0xFu32);
-                    let v = b.cvt::<F32, U32>(n, Some(Rounding::Rn));
-                    b.sub(v, 8.0f32)
-                })
-                .collect(),
+    /// `d * sum(x_k * q_k)` over the lane's four elements of one block. `nibble_shift`
+    /// (Q4_0) is 0 for the low nibbles, 4 for the high ones.
+    fn block_dot(
+        &self,
+        b: &mut KernelBuilder,
+        (d, q): (Reg<U16>, [Reg<U16>; 2]),
+        x: &[Reg<F32>; 4],
+        nibble_shift: Option<Reg<U32>>,
+    ) -> Reg<F32> {
+        let lo = b.cvt::<U32, U16>(q[0], None);
+        let hi = b.cvt::<U32, U16>(q[1], None);
+        let hi = b.shl(hi, 16u32);
+        let word = b.or(lo, hi);
+        // Each quant as an unsigned byte u with q = u - bias: Q8_0 flips the sign bits
+        // (u = q + 128), Q4_0 keeps its nibbles (u = q + 8, in the low or high halves).
+        let (bytes, bias) = match (self.0, nibble_shift) {
+            (QuantFormat::Q8_0, _) => (b.xor(word, 0x8080_8080u32), 128.0),
+            (QuantFormat::Q4_0, Some(shift)) => {
+                let w = b.shr(word, shift);
+                (b.and(w, 0x0F0F_0F0Fu32), 8.0)
+            }
+            (QuantFormat::Q4_0, None) => unreachable!("Q4_0 passes its nibble shift"),
         };
-        let mut sum = b.mul(l.x[0], quants[0]);
-        for (&x, &q) in l.x.iter().zip(&quants).skip(1) {
+        // Byte k under the exponent of 2^23 (bytes 0x4B, 0, 0, u: the float 2^23 + u),
+        // minus 2^23 + bias: exactly q, with no integer-to-float conversion.
+        let quants: Vec<Reg<F32>> = (0..4u32)
+            .map(|k| {
+                let f = b.prmt(bytes, 0x4B00_0000u32, 0x7540 | k);
+                let f = b.bitcast32::<F32, U32>(f);
+                b.sub(f, MAGIC + bias)
+            })
+            .collect();
+        let mut sum = b.mul(x[0], quants[0]);
+        for (&x, &q) in x.iter().zip(&quants).skip(1) {
             sum = b.fma(x, q, sum);
         }
-        let dh = b.bitcast16::<F16, U16>(l.d);
+        let dh = b.bitcast16::<F16, U16>(d);
         let d = b.cvt::<F32, F16>(dh, None);
         b.mul(d, sum)
     }
@@ -190,6 +186,7 @@ impl Kernel for QgemvKernel {
 
     fn build(&self) -> KernelIr {
         let f = self.0;
+        let bb = f.block_bytes() as u32;
         let mut b = KernelBuilder::new(self.name());
         b.max_threads(THREADS);
         let w = b.param_ptr("w", PtxType::U16);
@@ -202,56 +199,86 @@ impl Kernel for QgemvKernel {
         let warp = b.shr(tid, 5u32);
         let lane = b.and(tid, 31u32);
         let cta = b.ctaid_x();
-        let row = b.mad(cta, ROWS_PER_BLOCK, warp);
+        let warp_global = b.mad(cta, THREADS / 32, warp);
+        let row0 = b.mul(warp_global, ROWS_PER_WARP);
         // Whole warps leave together, so the shuffles below see full warps.
-        let past = b.setp::<U32>(Cmp::Ge, row, rows);
+        let past = b.setp::<U32>(Cmp::Ge, row0, rows);
         b.exit_if(past);
 
-        let quarter = b.and(lane, 3u32);
-        let first = b.shr(lane, 2u32);
-        // This lane's first block, its quant bytes, and its activations.
-        let row_bytes = b.mul(blocks, f.block_bytes() as u32);
-        let row_off = b.mul_wide(row, row_bytes);
-        let row_ptr = b.add(w, row_off);
-        let blk_off = b.mul_wide(first, f.block_bytes() as u32);
-        let block_ptr = b.add(row_ptr, blk_off);
-        let lane_q = b.mad(quarter, f.lane_bytes(), 2u32);
-        let lane_q = b.cvt::<U64, U32>(lane_q, None);
-        let quant_ptr = b.add(block_ptr, lane_q);
+        let j = b.and(lane, LANES_PER_BLOCK - 1);
+        let first = b.shr(lane, LANES_PER_BLOCK.trailing_zeros());
+        // The lane's quant bytes: Q8_0 bytes 4j..4j+4 (elements 4j..4j+4); Q4_0 bytes
+        // 4(j%4).. hold elements 4j..4j+4 in their low (j < 4) or high (j >= 4) nibbles.
+        let (quant_byte, nibble_shift) = match f {
+            QuantFormat::Q8_0 => (b.mad(j, 4u32, 2u32), None),
+            QuantFormat::Q4_0 => {
+                let jj = b.and(j, 3u32);
+                let half = b.shr(j, 2u32);
+                (b.mad(jj, 4u32, 2u32), Some(b.shl(half, 2u32)))
+            }
+        };
+        let quant_byte = b.cvt::<U64, U32>(quant_byte, None);
+        let row_bytes = b.mul(blocks, bb);
+        let last_row = b.sub(rows, 1u32);
+        let first_off = b.mul_wide(first, bb);
+        // Rows past the end (the warp's second row of an odd count) read the last row
+        // again and store nothing.
+        let ptrs: Vec<RowPtrs> = (0..ROWS_PER_WARP)
+            .map(|r| {
+                let row = b.add(row0, r);
+                let row = b.min(row, last_row);
+                let off = b.mul_wide(row, row_bytes);
+                let base = b.add(w, off);
+                let block = b.add(base, first_off);
+                let quants = b.add(block, quant_byte);
+                RowPtrs { block, quants }
+            })
+            .collect();
         let first_elem = b.shl(first, 5u32);
-        let lane_elem = b.mad(quarter, f.lane_elems(), first_elem);
-        let x_ptr = b.mul_wide(lane_elem, 4u32);
-        let x_ptr = b.add(x, x_ptr);
+        let lane_elem = b.mad(j, 4u32, first_elem);
+        let x_off = b.mul_wide(lane_elem, 4u32);
+        let x_ptr = b.add(x, x_off);
 
-        let acc = b.mov::<F32>(0.0f32);
+        let acc: Vec<Reg<F32>> = (0..ROWS_PER_WARP).map(|_| b.mov::<F32>(0.0f32)).collect();
         let group = BLOCKS_PER_STEP * UNROLL;
-        let w_step = u64::from(group) * f.block_bytes() as u64;
+        let w_step = u64::from(group * bb);
         let x_step = u64::from(group) * BLOCK_ELEMS as u64 * 4;
         b.for_loop(first, blocks, group, false, |b, blk| {
             let loads: Vec<Loaded> = (0..UNROLL)
                 .map(|s| {
                     let k = b.add(blk, s * BLOCKS_PER_STEP);
                     let valid = b.setp::<U32>(Cmp::Lt, k, blocks);
-                    self.load(b, valid, block_ptr, quant_ptr, x_ptr, s)
+                    self.load(b, valid, &ptrs, x_ptr, s)
                 })
                 .collect();
             for l in &loads {
-                let part = self.block_dot(b, l);
-                let next = b.add(acc, part);
-                b.assign(acc, next);
+                for (&a, &row) in acc.iter().zip(&l.rows) {
+                    let part = self.block_dot(b, row, &l.x, nibble_shift);
+                    let next = b.add(a, part);
+                    b.assign(a, next);
+                }
             }
-            for (p, step) in [(block_ptr, w_step), (quant_ptr, w_step), (x_ptr, x_step)] {
-                let n = b.add(p, step);
-                b.assign(p, n);
+            for p in &ptrs {
+                for r in [p.block, p.quants] {
+                    let n = b.add(r, w_step);
+                    b.assign(r, n);
+                }
             }
+            let n = b.add(x_ptr, x_step);
+            b.assign(x_ptr, n);
         });
-        let total = warp_reduce(&mut b, acc, super::helpers::add);
         let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-        b.predicated(lane0, |b| {
-            let at = b.mul_wide(row, 4u32);
-            let at = b.add(y, at);
-            b.st::<F32, U64>(Space::Global, at, 0, total);
-        });
+        for (r, &a) in acc.iter().enumerate() {
+            let total = warp_reduce(&mut b, a, super::helpers::add);
+            let row = b.add(row0, r as u32);
+            let inside = b.setp::<U32>(Cmp::Lt, row, rows);
+            let store = b.and_pred(lane0, inside);
+            b.predicated(store, |b| {
+                let at = b.mul_wide(row, 4u32);
+                let at = b.add(y, at);
+                b.st::<F32, U64>(Space::Global, at, 0, total);
+            });
+        }
         b.ret();
         b.finish()
     }
@@ -294,8 +321,8 @@ mod tests {
             assert!(k.launch_config(&[4, 33]).is_err());
             assert!(k.launch_config(&[0, 32]).is_err());
             assert!(k.launch_config(&[4, 0]).is_err());
-            let c = k.launch_config(&[9, 64]).unwrap();
-            assert_eq!(c.grid.0, 2, "9 rows need two 8-row blocks");
+            let c = k.launch_config(&[17, 64]).unwrap();
+            assert_eq!(c.grid.0, 2, "17 rows need two 16-row blocks");
             assert_eq!(c.block.0, THREADS);
         }
     }

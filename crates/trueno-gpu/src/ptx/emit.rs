@@ -139,6 +139,7 @@ fn mnemonic(i: &Instr) -> String {
         Op::Not => format!("not{ty}"),
         Op::Shl => format!("shl{ty}"),
         Op::Shr => format!("shr{ty}"),
+        Op::Prmt => format!("prmt{ty}"),
         Op::Cvt { from } => format!("cvt{rnd}{ty}.{from}"),
         Op::CvtaToGlobal => "cvta.to.global.u64".into(),
         Op::Setp(c) => format!(

@@ -294,6 +294,8 @@ pub enum Op {
     Shl,
     /// `shr` (arithmetic for signed types)
     Shr,
+    /// `prmt.b32` dst <- bytes of (a, b) picked by a selector (srcs: a, b, selector)
+    Prmt,
     /// `cvt.{dst}.{from}`
     Cvt {
         /// Source type.
