@@ -116,6 +116,24 @@ def main():
         table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}; torch bf16 mv {bf_gbs:.0f} GB/s"))
         del ws
 
+    # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
+    # cos/sin tables built outside the timed region, as a model shares them across layers.
+    for r in [r for r in rows_in if r["kind"] == "rope"]:
+        t_, h, d = r["tokens"], r["heads"], r["dim"]
+        sets = sets_for(t_ * h * d * 4)
+        xs = [x.view(t_, h, d) for x in rand(t_ * h * d, sets)]
+        inv = 1.0 / (10000 ** (torch.arange(0, d, 2, device="cuda", dtype=torch.float64) / d))
+        fr = torch.arange(t_, device="cuda", dtype=torch.float64)[:, None] * inv[None, :]
+        emb = torch.cat((fr, fr), dim=-1)
+        cos, sin = emb.cos().float()[:, None, :], emb.sin().float()[:, None, :]
+        def rot(x):
+            x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+            return torch.cat((-x2, x1), dim=-1)
+        t = bench(lambda i: xs[i] * cos + rot(xs[i]) * sin, sets, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
+        table.append(("rope neox", f"{t_}x{h}x{d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}"))
+
     for r in [r for r in rows_in if r["kind"] == "module"]:
         table.append((f"module {r['family']}", "build + JIT load", None, None, None, f"build {r['build_ms']:.2f} ms, load {r['load_ms']:.2f} ms"))
     for r in [r for r in rows_in if r["kind"] == "launch"]:

@@ -15,6 +15,7 @@ use crate::kernels::gemm::{GemmKernel, GemmVariant};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
+use crate::kernels::rope::{RopeKernel, RopeMode};
 use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, QuantMatrix};
@@ -321,6 +322,42 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::buf_mut(y))
             .arg(KernelArg::U32(w.rows() as u32))
             .arg(KernelArg::U32((w.cols() / 32) as u32))
+            .run()
+    }
+
+    /// Rotary position embedding of `x` (`[tokens, heads, dim]`, row-major) into `out`
+    /// (which may be `x`): pair `i` of each head (see [`RopeMode`]) rotated by
+    /// `positions[token] * inv_freq[i]`. `inv_freq` has `dim / 2` entries
+    /// ([`crate::kernels::rope::inv_freq`] gives the standard ones).
+    #[allow(clippy::too_many_arguments)]
+    pub fn rope(
+        &mut self,
+        mode: RopeMode,
+        x: &'a DeviceBuffer<f32>,
+        positions: &'a DeviceBuffer<u32>,
+        inv_freq: &'a DeviceBuffer<f32>,
+        out: &'a DeviceBuffer<f32>,
+        tokens: usize,
+        heads: usize,
+        dim: usize,
+    ) -> Result<()> {
+        let k = RopeKernel(mode);
+        let cfg = k.launch_config(&[tokens, heads, dim])?;
+        let n = tokens * heads * dim;
+        expect_len("rope input", x, n)?;
+        expect_len("rope output", out, n)?;
+        expect_len("rope positions", positions, tokens)?;
+        expect_len("rope inv_freq", inv_freq, dim / 2)?;
+        let f = self.context().function(Family::Rope, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(x))
+            .arg(KernelArg::buf(positions))
+            .arg(KernelArg::buf(inv_freq))
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::U32((n / 2) as u32))
+            .arg(KernelArg::U32(heads as u32))
+            .arg(KernelArg::U32((dim / 2) as u32))
             .run()
     }
 }

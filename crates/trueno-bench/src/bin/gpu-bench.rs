@@ -15,6 +15,7 @@ use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::qgemv::QuantFormat;
+use trueno_gpu::kernels::rope::{self, RopeMode};
 use trueno_gpu::memory::DeviceBuffer;
 
 /// Bytes of inputs to cycle through so repeated runs miss L2 (50-60 MB on Hopper).
@@ -208,6 +209,33 @@ impl Bench {
         Ok(())
     }
 
+    /// RoPE at a decode step (one token, 32 heads of 128) and a prefill batch (4096
+    /// tokens), NeoX pairing (Hugging Face's), positions from a buffer.
+    fn rope(&mut self) -> Result<()> {
+        let shapes: &[(usize, usize, usize)] = if self.quick {
+            &[(1, 32, 128), (512, 32, 128)]
+        } else {
+            &[(1, 32, 128), (4096, 32, 128)]
+        };
+        for &(tokens, heads, dim) in shapes {
+            let n = tokens * heads * dim;
+            let sets = self.sets(n * 4);
+            let xs = self.inputs(n, sets)?;
+            let positions: Vec<u32> = (0..tokens as u32).collect();
+            let pd = self.ctx.upload(&positions)?;
+            let fd = self.ctx.upload(&rope::inv_freq(10000.0, dim))?;
+            let out = self.ctx.alloc::<f32>(n)?;
+            let ms = self.time(sets, |s, i| {
+                s.rope(RopeMode::Neox, &xs[i], &pd, &fd, &out, tokens, heads, dim)
+            })?;
+            self.emit(format!(
+                r#"{{"kind":"rope","tokens":{tokens},"heads":{heads},"dim":{dim},"ms":{ms:.5},"bytes":{}}}"#,
+                2 * n * 4
+            ));
+        }
+        Ok(())
+    }
+
     fn overheads(&mut self) -> Result<()> {
         // Module build (IR -> PTX, first use in this process) and JIT load per family,
         // in a fresh context so nothing is cached by the driver for it.
@@ -280,6 +308,7 @@ fn main() {
         b.rows()?;
         b.gemm()?;
         b.qgemv()?;
+        b.rope()?;
         Ok(())
     };
     let mut run = run;

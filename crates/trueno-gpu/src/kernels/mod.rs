@@ -11,6 +11,7 @@ mod math;
 pub mod norm;
 pub mod qgemv;
 pub mod reduce;
+pub mod rope;
 pub mod softmax;
 
 use std::collections::HashMap;
@@ -74,17 +75,20 @@ pub enum Family {
     Gemm,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0)
     Qgemv,
+    /// rotary position embedding (normal and NeoX pairings)
+    Rope,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
         Family::Norm,
         Family::Gemm,
         Family::Qgemv,
+        Family::Rope,
     ];
 
     /// Module name.
@@ -96,6 +100,7 @@ impl Family {
             Family::Norm => "norm_f32",
             Family::Gemm => "gemm_f32",
             Family::Qgemv => "qgemv_f32",
+            Family::Rope => "rope_f32",
         }
     }
 
@@ -108,6 +113,7 @@ impl Family {
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
             Family::Qgemv => qgemv::all(),
+            Family::Rope => rope::all(),
         }
     }
 }

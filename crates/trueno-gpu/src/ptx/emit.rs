@@ -131,6 +131,8 @@ fn mnemonic(i: &Instr) -> String {
         Op::Rsqrt => format!("rsqrt{rnd}{ty}"),
         Op::Ex2 => format!("ex2{rnd}{ty}"),
         Op::Lg2 => format!("lg2{rnd}{ty}"),
+        Op::Sin => format!("sin{rnd}{ty}"),
+        Op::Cos => format!("cos{rnd}{ty}"),
         Op::Neg => format!("neg{ty}"),
         Op::Abs => format!("abs{ty}"),
         Op::And => format!("and{ty}"),

@@ -278,6 +278,10 @@ pub enum Op {
     Ex2,
     /// `lg2.approx` (log2 x)
     Lg2,
+    /// `sin.approx` (argument in radians, best within [-pi, pi])
+    Sin,
+    /// `cos.approx` (argument in radians, best within [-pi, pi])
+    Cos,
     /// `neg`
     Neg,
     /// `abs`

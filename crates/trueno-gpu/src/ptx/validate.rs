@@ -126,7 +126,7 @@ fn needs_rounding(i: &Instr, ty: PtxType) -> Result<(), String> {
         Op::Div if ty.is_float() => ieee || approx || r == Some(Rounding::Full),
         Op::Rcp | Op::Sqrt => ieee || approx,
         Op::Fma => ieee,
-        Op::Rsqrt | Op::Ex2 | Op::Lg2 => approx,
+        Op::Rsqrt | Op::Ex2 | Op::Lg2 | Op::Sin | Op::Cos => approx,
         _ => true,
     };
     if ok {
@@ -286,7 +286,14 @@ fn check_types(i: &Instr) -> Result<(), String> {
             if !ty.is_float()
                 && matches!(
                     i.op,
-                    Op::Fma | Op::Rcp | Op::Sqrt | Op::Rsqrt | Op::Ex2 | Op::Lg2
+                    Op::Fma
+                        | Op::Rcp
+                        | Op::Sqrt
+                        | Op::Rsqrt
+                        | Op::Ex2
+                        | Op::Lg2
+                        | Op::Sin
+                        | Op::Cos
                 )
             {
                 return Err(format!("{:?} on {ty}", i.op));

@@ -298,6 +298,15 @@ impl KernelBuilder {
     pub fn ex2(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
         self.unary(Op::Ex2, Some(Rounding::Approx), a.into())
     }
+    /// Approximate `sin(a)` (absolute error about 2^-20.9 for `a` in [-pi, pi]; reduce
+    /// larger arguments first).
+    pub fn sin(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
+        self.unary(Op::Sin, Some(Rounding::Approx), a.into())
+    }
+    /// Approximate `cos(a)` (as [`Self::sin`]).
+    pub fn cos(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
+        self.unary(Op::Cos, Some(Rounding::Approx), a.into())
+    }
     /// Approximate `log2(a)`.
     pub fn lg2(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
         self.unary(Op::Lg2, Some(Rounding::Approx), a.into())
