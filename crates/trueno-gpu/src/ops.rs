@@ -321,7 +321,7 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::buf(x))
             .arg(KernelArg::buf_mut(y))
             .arg(KernelArg::U32(w.rows() as u32))
-            .arg(KernelArg::U32((w.cols() / 32) as u32))
+            .arg(KernelArg::U32((w.cols() / w.format().block_elems()) as u32))
             .run()
     }
 

@@ -8,13 +8,14 @@
 
 mod common;
 use common::device::{POISON, Rng, ctx, poisoned, small};
-use trueno_gpu::kernels::qgemv::{BLOCK_ELEMS, QuantFormat};
+use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_quant::QuantFormat as CpuFormat;
 
 fn cpu(f: QuantFormat) -> CpuFormat {
     match f {
         QuantFormat::Q8_0 => CpuFormat::Q8_0,
         QuantFormat::Q4_0 => CpuFormat::Q4_0,
+        QuantFormat::Q4K => CpuFormat::Q4K,
     }
 }
 
@@ -23,14 +24,18 @@ fn cpu(f: QuantFormat) -> CpuFormat {
 const SCALES: [u16; 5] = [0x3C00, 0x2E66, 0xB800, 0x1419, 0xC300];
 
 /// Raw blocks: random quant bytes (so Q8_0's -128, which quantization never writes, is
-/// covered) with one of [`SCALES`] in each block's f16 scale.
+/// covered; for Q4_K every 6-bit scale and min too) with one of [`SCALES`] in each block's
+/// f16 fields (Q4_K's `d` and `dmin`).
 fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
     let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
         .map(|_| rng.next() as u8)
         .collect();
     for b in w.chunks_exact_mut(f.block_bytes()) {
-        let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
-        b[..2].copy_from_slice(&s.to_le_bytes());
+        let fields = if f == QuantFormat::Q4K { 2 } else { 1 };
+        for at in 0..fields {
+            let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
+            b[2 * at..2 * at + 2].copy_from_slice(&s.to_le_bytes());
+        }
     }
     w
 }
@@ -43,7 +48,7 @@ fn reference(f: QuantFormat, w: &[u8], x: &[f32], rows: usize) -> Vec<(f64, f64)
     let cols = x.len();
     let mut deq = vec![0f32; rows * cols];
     trueno_quant::dequantize(cpu(f), w, &mut deq).unwrap();
-    let blocks = (cols / BLOCK_ELEMS) as f64;
+    let blocks = (cols / f.block_elems()) as f64;
     deq.chunks_exact(cols)
         .map(|r| {
             let dot: f64 = r.iter().zip(x).map(|(&a, &b)| a as f64 * b as f64).sum();
@@ -60,13 +65,15 @@ fn reference(f: QuantFormat, w: &[u8], x: &[f32], rows: usize) -> Vec<(f64, f64)
 #[test]
 fn qgemv_matches_the_dequantized_reference() {
     let Some(ctx) = ctx() else { return };
-    // Blocks per row: 1, 3 (under a step), 8 (one step), 37 (ragged), 128 (4096 columns).
-    let mut shapes = vec![(1, 32), (7, 96), (9, 256), (33, 37 * 32), (64, 4096)];
-    if !small() {
-        shapes.extend([(1031, 4096), (300, 14336)]);
-    }
     let mut rng = Rng(0x9e37);
     for f in QuantFormat::ALL {
+        // Blocks per row: 1, 3 (under a step), 8 (one step), 37 (ragged), 128; then the
+        // LLM widths.
+        let e = f.block_elems();
+        let mut shapes = vec![(1, e), (7, 3 * e), (9, 8 * e), (33, 37 * e), (64, 128 * e)];
+        if !small() {
+            shapes.extend([(1031, 4096), (300, 14336)]);
+        }
         for &(rows, cols) in &shapes {
             let x = rng.vec(cols, -1.0, 1.0);
             let dense = rng.vec(rows * cols, -2.0, 2.0);
@@ -106,25 +113,20 @@ fn qgemv_matches_the_dequantized_reference() {
 fn qgemv_rejects_bad_shapes_before_launch() {
     let Some(ctx) = ctx() else { return };
     for f in QuantFormat::ALL {
-        let bytes = vec![0u8; f.matrix_bytes(4, 64).unwrap()];
-        assert!(
-            ctx.upload_quant(f, 4, 60, &bytes).is_err(),
-            "cols not whole blocks"
-        );
-        assert!(
-            ctx.upload_quant(f, 4, 64, &bytes[..bytes.len() - 2])
-                .is_err(),
-            "short"
-        );
-        assert!(ctx.upload_quant(f, 0, 64, &[]).is_err(), "empty");
-        let w = ctx.upload_quant(f, 4, 64, &bytes).unwrap();
-        assert_eq!((w.rows(), w.cols(), w.bytes()), (4, 64, bytes.len()));
-        let x = ctx.alloc::<f32>(64).unwrap();
+        // Two blocks per row; 4 columns short of that is not a whole number of blocks.
+        let c = 2 * f.block_elems();
+        let bytes = vec![0u8; f.matrix_bytes(4, c).unwrap()];
+        let short_bytes = &bytes[..bytes.len() - 2];
+        assert!(ctx.upload_quant(f, 4, c - 4, &bytes).is_err(), "cols");
+        assert!(ctx.upload_quant(f, 4, c, short_bytes).is_err(), "short");
+        assert!(ctx.upload_quant(f, 0, c, &[]).is_err(), "empty");
+        let w = ctx.upload_quant(f, 4, c, &bytes).unwrap();
+        assert_eq!((w.rows(), w.cols(), w.bytes()), (4, c, bytes.len()));
+        let x = ctx.alloc::<f32>(c).unwrap();
         let y = ctx.alloc::<f32>(4).unwrap();
-        let short = ctx.alloc::<f32>(63).unwrap();
-        let square = ctx
-            .upload_quant(f, 64, 64, &vec![0u8; f.matrix_bytes(64, 64).unwrap()])
-            .unwrap();
+        let short = ctx.alloc::<f32>(c - 1).unwrap();
+        let square_bytes = vec![0u8; f.matrix_bytes(c, c).unwrap()];
+        let square = ctx.upload_quant(f, c, c, &square_bytes).unwrap();
         let mut s = ctx.stream().unwrap().record();
         assert!(s.qgemv(&w, &short, &y).is_err(), "x length");
         assert!(s.qgemv(&w, &x, &short).is_err(), "y length");

@@ -10,6 +10,7 @@ mod helpers;
 mod math;
 pub mod norm;
 pub mod qgemv;
+mod qgemv_k;
 pub mod reduce;
 pub mod rope;
 pub mod softmax;
@@ -73,7 +74,7 @@ pub enum Family {
     Norm,
     /// FP32 GEMM
     Gemm,
-    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0)
+    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,

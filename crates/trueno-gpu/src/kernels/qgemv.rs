@@ -15,6 +15,7 @@
 //! is always aligned.
 
 use super::helpers::warp_reduce;
+use super::qgemv_k;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -35,8 +36,8 @@ const BLOCKS_PER_STEP: u32 = 32 / LANES_PER_BLOCK;
 pub const UNROLL: u32 = 8;
 /// 2^23: a float in [2^23, 2^24) has unit spacing, so its low mantissa byte is an integer.
 const MAGIC: f32 = 8_388_608.0;
-/// Elements per quantized block (both formats).
-pub const BLOCK_ELEMS: usize = 32;
+/// Elements per block of the 32-element formats (Q8_0, Q4_0).
+const BLOCK_ELEMS: usize = 32;
 
 /// The GGML block formats with a GPU matrix-vector kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,31 +47,52 @@ pub enum QuantFormat {
     /// 32 4-bit quants and an f16 scale: `w = d * (q - 8)`; byte `j` holds element `j` in
     /// its low nibble and element `j + 16` in its high one.
     Q4_0,
+    /// 256-element super-blocks: f16 `d` and `dmin`, 6-bit scale and min per 32-element
+    /// sub-block, 4-bit quants: `w = d * sc * q - dmin * m`.
+    Q4K,
 }
 
 impl QuantFormat {
     /// Every format.
-    pub const ALL: [QuantFormat; 2] = [QuantFormat::Q8_0, QuantFormat::Q4_0];
+    pub const ALL: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4K];
 
     /// GGML's name, lower case.
     pub fn name(self) -> &'static str {
         match self {
             QuantFormat::Q8_0 => "q8_0",
             QuantFormat::Q4_0 => "q4_0",
+            QuantFormat::Q4K => "q4_k",
         }
     }
 
-    /// Bytes per block of [`BLOCK_ELEMS`] weights.
+    /// Weights per block.
+    pub fn block_elems(self) -> usize {
+        match self {
+            QuantFormat::Q8_0 | QuantFormat::Q4_0 => BLOCK_ELEMS,
+            QuantFormat::Q4K => 256,
+        }
+    }
+
+    /// Bytes per block of [`Self::block_elems`] weights.
     pub fn block_bytes(self) -> usize {
         match self {
             QuantFormat::Q8_0 => 34,
             QuantFormat::Q4_0 => 18,
+            QuantFormat::Q4K => qgemv_k::BLOCK_BYTES as usize,
         }
     }
 
-    /// Bytes of a `rows x cols` matrix (`cols` a multiple of [`BLOCK_ELEMS`]).
+    /// Rows one block of threads computes.
+    fn rows_per_block(self) -> u32 {
+        match self {
+            QuantFormat::Q4K => qgemv_k::THREADS / 32,
+            _ => ROWS_PER_BLOCK,
+        }
+    }
+
+    /// Bytes of a `rows x cols` matrix (`cols` a multiple of [`Self::block_elems`]).
     pub fn matrix_bytes(self, rows: usize, cols: usize) -> Option<usize> {
-        (cols / BLOCK_ELEMS)
+        (cols / self.block_elems())
             .checked_mul(self.block_bytes())?
             .checked_mul(rows)
     }
@@ -154,7 +176,9 @@ impl QgemvKernel {
                 let w = b.shr(word, shift);
                 (b.and(w, 0x0F0F_0F0Fu32), 8.0)
             }
-            (QuantFormat::Q4_0, None) => unreachable!("Q4_0 passes its nibble shift"),
+            (QuantFormat::Q4_0 | QuantFormat::Q4K, _) => {
+                unreachable!("Q4_0 passes its nibble shift; Q4_K has its own kernel")
+            }
         };
         // Byte k under the exponent of 2^23 (bytes 0x4B, 0, 0, u: the float 2^23 + u),
         // minus 2^23 + bias: exactly q, with no integer-to-float conversion.
@@ -186,6 +210,9 @@ impl Kernel for QgemvKernel {
 
     fn build(&self) -> KernelIr {
         let f = self.0;
+        if f == QuantFormat::Q4K {
+            return qgemv_k::build_q4k(self.name());
+        }
         let bb = f.block_bytes() as u32;
         let mut b = KernelBuilder::new(self.name());
         b.max_threads(THREADS);
@@ -210,12 +237,12 @@ impl Kernel for QgemvKernel {
         // The lane's quant bytes: Q8_0 bytes 4j..4j+4 (elements 4j..4j+4); Q4_0 bytes
         // 4(j%4).. hold elements 4j..4j+4 in their low (j < 4) or high (j >= 4) nibbles.
         let (quant_byte, nibble_shift) = match f {
-            QuantFormat::Q8_0 => (b.mad(j, 4u32, 2u32), None),
             QuantFormat::Q4_0 => {
                 let jj = b.and(j, 3u32);
                 let half = b.shr(j, 2u32);
                 (b.mad(jj, 4u32, 2u32), Some(b.shl(half, 2u32)))
             }
+            _ => (b.mad(j, 4u32, 2u32), None),
         };
         let quant_byte = b.cvt::<U64, U32>(quant_byte, None);
         let row_bytes = b.mul(blocks, bb);
@@ -283,20 +310,26 @@ impl Kernel for QgemvKernel {
         b.finish()
     }
 
-    /// `dims = [rows, cols]`; `cols` must be a multiple of 32.
+    /// `dims = [rows, cols]`; `cols` must be a whole number of blocks.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
         check_dims(&name, dims, 2)?;
         let (rows, cols) = (dims[0], dims[1]);
-        if !cols.is_multiple_of(BLOCK_ELEMS) {
-            return shape_err(&name, format!("cols {cols} is not a multiple of 32"));
+        let per = self.0.block_elems();
+        if !cols.is_multiple_of(per) {
+            return shape_err(&name, format!("cols {cols} is not a multiple of {per}"));
         }
         match self.0.matrix_bytes(1, cols) {
             Some(b) if b <= u32::MAX as usize => {}
             _ => return shape_err(&name, format!("a row of {cols} is over 4 GiB")),
         }
         Ok(LaunchConfig::linear(
-            blocks_for(&name, rows, ROWS_PER_BLOCK as usize, i32::MAX as u32)?,
+            blocks_for(
+                &name,
+                rows,
+                self.0.rows_per_block() as usize,
+                i32::MAX as u32,
+            )?,
             THREADS,
         ))
     }
@@ -318,11 +351,14 @@ mod tests {
     fn shapes_that_are_not_whole_blocks_are_errors() {
         for f in QuantFormat::ALL {
             let k = QgemvKernel(f);
-            assert!(k.launch_config(&[4, 33]).is_err());
-            assert!(k.launch_config(&[0, 32]).is_err());
+            let e = f.block_elems();
+            assert!(k.launch_config(&[4, e + 1]).is_err());
+            assert!(k.launch_config(&[4, e / 2]).is_err());
+            assert!(k.launch_config(&[0, e]).is_err());
             assert!(k.launch_config(&[4, 0]).is_err());
-            let c = k.launch_config(&[17, 64]).unwrap();
-            assert_eq!(c.grid.0, 2, "17 rows need two 16-row blocks");
+            let c = k.launch_config(&[17, 2 * e]).unwrap();
+            let per = f.rows_per_block() as usize;
+            assert_eq!(c.grid.0 as usize, 17usize.div_ceil(per), "{}", f.name());
             assert_eq!(c.block.0, THREADS);
         }
     }
@@ -333,5 +369,8 @@ mod tests {
         assert_eq!(QuantFormat::Q8_0.block_bytes(), 2 + 32);
         assert_eq!(QuantFormat::Q4_0.block_bytes(), 2 + 16);
         assert_eq!(QuantFormat::Q4_0.matrix_bytes(3, 64), Some(3 * 2 * 18));
+        // f16 d and dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles.
+        assert_eq!(QuantFormat::Q4K.block_bytes(), 2 + 2 + 12 + 128);
+        assert_eq!(QuantFormat::Q4K.block_elems(), 256);
     }
 }

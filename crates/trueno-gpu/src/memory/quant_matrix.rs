@@ -4,10 +4,10 @@
 use super::DeviceBuffer;
 use crate::driver::Context;
 use crate::error::{Result, shape_err};
-use crate::kernels::qgemv::{BLOCK_ELEMS, QuantFormat};
+use crate::kernels::qgemv::QuantFormat;
 
 /// A row-major `rows x cols` matrix of [`QuantFormat`] blocks in device memory (GGML's
-/// layout: each row `cols / 32` consecutive blocks, as in a GGUF tensor).
+/// layout: each row `cols / block_elems` consecutive blocks, as in a GGUF tensor).
 #[derive(Debug)]
 pub struct QuantMatrix {
     format: QuantFormat,
@@ -68,11 +68,9 @@ impl Context {
         if rows == 0 || cols == 0 {
             return shape_err(what, format!("zero-size shape {rows}x{cols}"));
         }
-        if !cols.is_multiple_of(BLOCK_ELEMS) {
-            return shape_err(
-                what,
-                format!("cols {cols} is not a multiple of {BLOCK_ELEMS}"),
-            );
+        let per = format.block_elems();
+        if !cols.is_multiple_of(per) {
+            return shape_err(what, format!("cols {cols} is not a multiple of {per}"));
         }
         match format.matrix_bytes(rows, cols) {
             Some(n) if n == bytes.len() => {}

@@ -1,0 +1,214 @@
+//! The K-quant matrix-vector kernel (Q4_K): 256-element super-blocks of 144 bytes (f16
+//! `d` and `dmin`, twelve bytes of packed 6-bit scales and mins for eight 32-element
+//! sub-blocks, 128 bytes of 4-bit quants). The block is a whole number of 32-bit words,
+//! so every load here is one.
+//!
+//! One warp per row, [`UNROLL`] super-blocks' loads issued before their math. Lane `l`
+//! takes the four quant bytes at `32c + 4(l % 8)` of chunk `c = l / 8`, whose low
+//! nibbles are elements `64c + 4(l % 8)..` of sub-block `2c` and high nibbles the same 32
+//! further on, of sub-block `2c + 1`; it unpacks those two sub-blocks' scales and mins
+//! itself (GGML's `get_scale_min_k4`).
+//! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
+
+use super::helpers::warp_reduce;
+use crate::ptx::{
+    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Rounding, Space, U16, U32, U64,
+};
+
+/// Threads per block (eight warps, one row each).
+pub(super) const THREADS: u32 = 256;
+/// Bytes per super-block.
+pub(super) const BLOCK_BYTES: u32 = 144;
+/// Super-blocks whose loads are issued together. Measured on the H100: 4 (88 registers)
+/// ran 10-20% slower than 1 (40): with one row per warp, occupancy is what hides latency.
+const UNROLL: u32 = 1;
+
+/// The f16 in the low (`high == false`) or high half of `w`, as f32.
+fn half_of(b: &mut KernelBuilder, w: Reg<U32>, high: bool) -> Reg<F32> {
+    let w = if high { b.shr(w, 16u32) } else { w };
+    let h = b.cvt::<U16, U32>(w, None);
+    let h = b.bitcast16::<F16, U16>(h);
+    b.cvt::<F32, F16>(h, None)
+}
+
+/// The byte of `w` at bit `shift` (a register: 0, 8, 16 or 24).
+fn byte(b: &mut KernelBuilder, w: Reg<U32>, shift: Reg<U32>) -> Reg<U32> {
+    let s = b.shr(w, shift);
+    b.and(s, 0xFFu32)
+}
+
+/// Four nibble values (bytes of `nibbles`, each 0-15) dotted with `x`: `(sum x q, sum x)`.
+fn dot4(b: &mut KernelBuilder, nibbles: Reg<U32>, x: &[Reg<F32>; 4]) -> (Reg<F32>, Reg<F32>) {
+    let q: Vec<Reg<F32>> = (0..4u32)
+        .map(|k| {
+            // The byte under 2^23's exponent, minus 2^23: exact, no int-to-float cvt.
+            let f = b.prmt(nibbles, 0x4B00_0000u32, 0x7540 | k);
+            let f = b.bitcast32::<F32, U32>(f);
+            b.sub(f, 8_388_608.0f32)
+        })
+        .collect();
+    let mut s = b.mul(x[0], q[0]);
+    let mut sx = b.add(x[0], x[1]);
+    for k in 1..4 {
+        s = b.fma(x[k], q[k], s);
+    }
+    let t = b.add(x[2], x[3]);
+    sx = b.add(sx, t);
+    (s, sx)
+}
+
+/// One lane's loads for one super-block.
+struct Loaded {
+    head: Reg<U32>,
+    s: [Reg<U32>; 3],
+    q: Reg<U32>,
+    xl: [Reg<F32>; 4],
+    xh: [Reg<F32>; 4],
+}
+
+/// The lane's share of one super-block: its two sub-blocks'
+/// `d * sc * sum(x q) - dmin * m * sum(x)`.
+fn super_block_dot(
+    b: &mut KernelBuilder,
+    l: &Loaded,
+    low_pack: Reg<Pred>,
+    shift0: Reg<U32>,
+    shift1: Reg<U32>,
+) -> Reg<F32> {
+    let d = half_of(b, l.head, false);
+    let dmin = half_of(b, l.head, true);
+    // (scale, min) of sub-block 2c + i, as f32 (GGML's get_scale_min_k4).
+    let s = l.s;
+    let scale_min = |b: &mut KernelBuilder, shift: Reg<U32>| {
+        let b0 = byte(b, s[0], shift);
+        let b1 = byte(b, s[1], shift);
+        let b2 = byte(b, s[2], shift);
+        let sc_lo = b.and(b0, 63u32);
+        let m_lo = b.and(b1, 63u32);
+        let top0 = b.shr(b0, 6u32);
+        let top0 = b.shl(top0, 4u32);
+        let low2 = b.and(b2, 15u32);
+        let sc_hi = b.or(low2, top0);
+        let top1 = b.shr(b1, 6u32);
+        let top1 = b.shl(top1, 4u32);
+        let high2 = b.shr(b2, 4u32);
+        let m_hi = b.or(high2, top1);
+        let sc = b.selp(sc_lo, sc_hi, low_pack);
+        let m = b.selp(m_lo, m_hi, low_pack);
+        (
+            b.cvt::<F32, U32>(sc, Some(Rounding::Rn)),
+            b.cvt::<F32, U32>(m, Some(Rounding::Rn)),
+        )
+    };
+    let (sc0, m0) = scale_min(b, shift0);
+    let (sc1, m1) = scale_min(b, shift1);
+    let lo = b.and(l.q, 0x0F0F_0F0Fu32);
+    let hi = b.shr(l.q, 4u32);
+    let hi = b.and(hi, 0x0F0F_0F0Fu32);
+    let (s0, sx0) = dot4(b, lo, &l.xl);
+    let (s1, sx1) = dot4(b, hi, &l.xh);
+    let qs = b.mul(sc0, s0);
+    let qs = b.fma(sc1, s1, qs);
+    let ms = b.mul(m0, sx0);
+    let ms = b.fma(m1, sx1, ms);
+    let dq = b.mul(d, qs);
+    let nm = b.neg(dmin);
+    b.fma(nm, ms, dq)
+}
+
+/// The Q4_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
+pub(super) fn build_q4k(name: String) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let w = b.param_ptr("w", PtxType::U16);
+    let x = b.param_ptr("x", PtxType::F32);
+    let y = b.param_ptr("y", PtxType::F32);
+    let rows = b.param_u32("rows");
+    let blocks = b.param_u32("blocks");
+
+    let tid = b.tid_x();
+    let warp = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let cta = b.ctaid_x();
+    let row = b.mad(cta, THREADS / 32, warp);
+    let past = b.setp::<U32>(Cmp::Ge, row, rows);
+    b.exit_if(past);
+
+    let c = b.shr(lane, 3u32);
+    let p = b.and(lane, 7u32);
+    let p4 = b.shl(p, 2u32);
+    // Sub-blocks 2c and 2c + 1: their scale bytes sit at index (2c) % 4 and (2c + 1) % 4
+    // of the three scale words, in the low (c < 2) or high (c >= 2) packing.
+    let low_pack = b.setp::<U32>(Cmp::Lt, c, 2u32);
+    let j0 = b.shl(c, 1u32);
+    let jj0 = b.and(j0, 3u32);
+    let shift0 = b.shl(jj0, 3u32);
+    let shift1 = b.add(shift0, 8u32);
+
+    let row_bytes = b.mul(blocks, BLOCK_BYTES);
+    let row_off = b.mul_wide(row, row_bytes);
+    let blk = b.add(w, row_off);
+    let q_off = b.mad(c, 32u32, p4);
+    let q_off = b.add(q_off, 16u32);
+    let q_off = b.cvt::<U64, U32>(q_off, None);
+    let qp = b.add(blk, q_off);
+    let x_elem = b.mad(c, 64u32, p4);
+    let x_off = b.mul_wide(x_elem, 4u32);
+    let xp = b.add(x, x_off);
+
+    let acc = b.mov::<F32>(0.0f32);
+    b.for_loop(0u32, blocks, UNROLL, false, |b, sb| {
+        // Every super-block's loads first (zeroed, then loaded where the block exists: a
+        // missing one has d = dmin = 0 and x = 0, so it adds exactly nothing).
+        let loads: Vec<Loaded> = (0..UNROLL)
+            .map(|u| {
+                let k = b.add(sb, u);
+                let valid = b.setp::<U32>(Cmp::Lt, k, blocks);
+                let l = Loaded {
+                    head: b.mov::<U32>(0u32),
+                    s: std::array::from_fn(|_| b.mov::<U32>(0u32)),
+                    q: b.mov::<U32>(0u32),
+                    xl: std::array::from_fn(|_| b.mov::<F32>(0.0f32)),
+                    xh: std::array::from_fn(|_| b.mov::<F32>(0.0f32)),
+                };
+                let (wo, xo) = (i64::from(u * BLOCK_BYTES), i64::from(u) * 256 * 4);
+                b.predicated(valid, |b| {
+                    let v = b.ld::<U32, U64>(Space::Global, blk, wo);
+                    b.assign(l.head, v);
+                    for (k, &r) in l.s.iter().enumerate() {
+                        let v = b.ld::<U32, U64>(Space::Global, blk, wo + 4 + 4 * k as i64);
+                        b.assign(r, v);
+                    }
+                    let v = b.ld::<U32, U64>(Space::Global, qp, wo);
+                    b.assign(l.q, v);
+                    for (regs, off) in [(&l.xl, 0), (&l.xh, 32 * 4)] {
+                        let v = b.ld_vec::<F32, U64, 4>(Space::Global, xp, xo + off);
+                        for (&r, v) in regs.iter().zip(v) {
+                            b.assign(r, v);
+                        }
+                    }
+                });
+                l
+            })
+            .collect();
+        for l in &loads {
+            let part = super_block_dot(b, l, low_pack, shift0, shift1);
+            let next = b.add(acc, part);
+            b.assign(acc, next);
+        }
+        let (w_step, x_step) = (u64::from(UNROLL * BLOCK_BYTES), u64::from(UNROLL) * 256 * 4);
+        for (r, step) in [(blk, w_step), (qp, w_step), (xp, x_step)] {
+            let n = b.add(r, step);
+            b.assign(r, n);
+        }
+    });
+    let total = warp_reduce(&mut b, acc, super::helpers::add);
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    b.predicated(lane0, |b| {
+        let at = b.mul_wide(row, 4u32);
+        let at = b.add(y, at);
+        b.st::<F32, U64>(Space::Global, at, 0, total);
+    });
+    b.ret();
+    b.finish()
+}
