@@ -98,6 +98,42 @@ impl QuantFormat {
     }
 }
 
+/// The parameters every quantized matrix-vector kernel takes (`w`, `x`, `y`, `rows`,
+/// `blocks` per row), the lane and the warp's index in the grid.
+pub(super) struct Prologue {
+    pub w: Reg<U64>,
+    pub x: Reg<U64>,
+    pub y: Reg<U64>,
+    pub rows: Reg<U32>,
+    pub blocks: Reg<U32>,
+    pub lane: Reg<U32>,
+    pub warp: Reg<U32>,
+}
+
+/// Declares the parameters and indexes the warp, for blocks of `threads`.
+pub(super) fn prologue(b: &mut KernelBuilder, threads: u32) -> Prologue {
+    b.max_threads(threads);
+    let w = b.param_ptr("w", PtxType::U16);
+    let x = b.param_ptr("x", PtxType::F32);
+    let y = b.param_ptr("y", PtxType::F32);
+    let rows = b.param_u32("rows");
+    let blocks = b.param_u32("blocks");
+    let tid = b.tid_x();
+    let in_block = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let cta = b.ctaid_x();
+    let warp = b.mad(cta, threads / 32, in_block);
+    Prologue {
+        w,
+        x,
+        y,
+        rows,
+        blocks,
+        lane,
+        warp,
+    }
+}
+
 /// `y = W x` for a row-major `rows x cols` matrix `W` of [`QuantFormat`] blocks (each row
 /// `cols / 32` consecutive blocks, GGML's layout) and f32 `x`, `y`. Parameters: `w`
 /// (`u16` words of the blocks), `x`, `y`, `rows`, `blocks` (per row).
@@ -215,18 +251,15 @@ impl Kernel for QgemvKernel {
         }
         let bb = f.block_bytes() as u32;
         let mut b = KernelBuilder::new(self.name());
-        b.max_threads(THREADS);
-        let w = b.param_ptr("w", PtxType::U16);
-        let x = b.param_ptr("x", PtxType::F32);
-        let y = b.param_ptr("y", PtxType::F32);
-        let rows = b.param_u32("rows");
-        let blocks = b.param_u32("blocks");
-
-        let tid = b.tid_x();
-        let warp = b.shr(tid, 5u32);
-        let lane = b.and(tid, 31u32);
-        let cta = b.ctaid_x();
-        let warp_global = b.mad(cta, THREADS / 32, warp);
+        let Prologue {
+            w,
+            x,
+            y,
+            rows,
+            blocks,
+            lane,
+            warp: warp_global,
+        } = prologue(&mut b, THREADS);
         let row0 = b.mul(warp_global, ROWS_PER_WARP);
         // Whole warps leave together, so the shuffles below see full warps.
         let past = b.setp::<U32>(Cmp::Ge, row0, rows);

@@ -11,8 +11,9 @@
 //! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
 
 use super::helpers::warp_reduce;
+use super::qgemv::{Prologue, prologue};
 use crate::ptx::{
-    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Rounding, Space, U16, U32, U64,
+    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64,
 };
 
 /// Threads per block (eight warps, one row each).
@@ -119,18 +120,15 @@ fn super_block_dot(
 /// The Q4_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_q4k(name: String) -> KernelIr {
     let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
-    let w = b.param_ptr("w", PtxType::U16);
-    let x = b.param_ptr("x", PtxType::F32);
-    let y = b.param_ptr("y", PtxType::F32);
-    let rows = b.param_u32("rows");
-    let blocks = b.param_u32("blocks");
-
-    let tid = b.tid_x();
-    let warp = b.shr(tid, 5u32);
-    let lane = b.and(tid, 31u32);
-    let cta = b.ctaid_x();
-    let row = b.mad(cta, THREADS / 32, warp);
+    let Prologue {
+        w,
+        x,
+        y,
+        rows,
+        blocks,
+        lane,
+        warp: row,
+    } = prologue(&mut b, THREADS);
     let past = b.setp::<U32>(Cmp::Ge, row, rows);
     b.exit_if(past);
 
