@@ -10,9 +10,9 @@
 //! of their math (enough bytes in flight per warp to cover DRAM latency). Lanes keep f32
 //! partial sums (one per block, scaled once), reduced across the warp at the end.
 //!
-//! Weights live in a `u16` buffer: every GGML block is a whole number of 16-bit words
-//! (Q8_0: 34 bytes, Q4_0: 18) but not of 32-bit ones, so 16 bits is the widest access that
-//! is always aligned.
+//! Weights live in a `u16` buffer: every GGML block is a whole number of 16-bit words,
+//! and Q8_0's 34 bytes and Q4_0's 18 are not of 32-bit ones, so 16 bits is the widest
+//! access that is always aligned there (Q4_K's 144 bytes take 32-bit loads: qgemv_k.rs).
 
 use super::helpers::warp_reduce;
 use super::qgemv_k;
@@ -134,8 +134,47 @@ pub(super) fn prologue(b: &mut KernelBuilder, threads: u32) -> Prologue {
     }
 }
 
+/// The four bytes of `bytes` as floats minus `bias`: each byte placed under the exponent
+/// of 2^23 (bytes 0x4B, 0, 0, u: the float 2^23 + u), then 2^23 + `bias` subtracted,
+/// exactly, with no integer-to-float `cvt` (a quarter-rate instruction on Hopper).
+pub(super) fn byte_floats(b: &mut KernelBuilder, bytes: Reg<U32>, bias: f32) -> [Reg<F32>; 4] {
+    std::array::from_fn(|k| {
+        let f = b.prmt(bytes, 0x4B00_0000u32, 0x7540 | k as u32);
+        let f = b.bitcast32::<F32, U32>(f);
+        b.sub(f, MAGIC + bias)
+    })
+}
+
+/// Raw f16 bits as an f32.
+pub(super) fn f16_bits(b: &mut KernelBuilder, h: Reg<U16>) -> Reg<F32> {
+    let h = b.bitcast16::<F16, U16>(h);
+    b.cvt::<F32, F16>(h, None)
+}
+
+/// Reduces the warp's partial sums and has lane 0 store them to `y[row]` where `store`
+/// (and the lane is 0) holds.
+pub(super) fn store_sum(
+    b: &mut KernelBuilder,
+    (y, row): (Reg<U64>, Reg<U32>),
+    acc: Reg<F32>,
+    lane: Reg<U32>,
+    store: Option<Reg<Pred>>,
+) {
+    let total = warp_reduce(b, acc, super::helpers::add);
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    let store = match store {
+        Some(p) => b.and_pred(lane0, p),
+        None => lane0,
+    };
+    b.predicated(store, |b| {
+        let at = b.mul_wide(row, 4u32);
+        let at = b.add(y, at);
+        b.st::<F32, U64>(Space::Global, at, 0, total);
+    });
+}
+
 /// `y = W x` for a row-major `rows x cols` matrix `W` of [`QuantFormat`] blocks (each row
-/// `cols / 32` consecutive blocks, GGML's layout) and f32 `x`, `y`. Parameters: `w`
+/// `cols / block_elems` consecutive blocks, GGML's layout) and f32 `x`, `y`. Parameters: `w`
 /// (`u16` words of the blocks), `x`, `y`, `rows`, `blocks` (per row).
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvKernel(pub QuantFormat);
@@ -216,21 +255,12 @@ impl QgemvKernel {
                 unreachable!("Q4_0 passes its nibble shift; Q4_K has its own kernel")
             }
         };
-        // Byte k under the exponent of 2^23 (bytes 0x4B, 0, 0, u: the float 2^23 + u),
-        // minus 2^23 + bias: exactly q, with no integer-to-float conversion.
-        let quants: Vec<Reg<F32>> = (0..4u32)
-            .map(|k| {
-                let f = b.prmt(bytes, 0x4B00_0000u32, 0x7540 | k);
-                let f = b.bitcast32::<F32, U32>(f);
-                b.sub(f, MAGIC + bias)
-            })
-            .collect();
+        let quants = byte_floats(b, bytes, bias);
         let mut sum = b.mul(x[0], quants[0]);
         for (&x, &q) in x.iter().zip(&quants).skip(1) {
             sum = b.fma(x, q, sum);
         }
-        let dh = b.bitcast16::<F16, U16>(d);
-        let d = b.cvt::<F32, F16>(dh, None);
+        let d = f16_bits(b, d);
         b.mul(d, sum)
     }
 }
@@ -327,17 +357,10 @@ impl Kernel for QgemvKernel {
             let n = b.add(x_ptr, x_step);
             b.assign(x_ptr, n);
         });
-        let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
         for (r, &a) in acc.iter().enumerate() {
-            let total = warp_reduce(&mut b, a, super::helpers::add);
             let row = b.add(row0, r as u32);
             let inside = b.setp::<U32>(Cmp::Lt, row, rows);
-            let store = b.and_pred(lane0, inside);
-            b.predicated(store, |b| {
-                let at = b.mul_wide(row, 4u32);
-                let at = b.add(y, at);
-                b.st::<F32, U64>(Space::Global, at, 0, total);
-            });
+            store_sum(&mut b, (y, row), a, lane, Some(inside));
         }
         b.ret();
         b.finish()

@@ -3,33 +3,27 @@
 //! sub-blocks, 128 bytes of 4-bit quants). The block is a whole number of 32-bit words,
 //! so every load here is one.
 //!
-//! One warp per row, [`UNROLL`] super-blocks' loads issued before their math. Lane `l`
+//! One warp per row, one super-block per step (staging four super-blocks' loads before
+//! their math measured 10-20% slower on the H100: 88 registers against 40). Lane `l`
 //! takes the four quant bytes at `32c + 4(l % 8)` of chunk `c = l / 8`, whose low
 //! nibbles are elements `64c + 4(l % 8)..` of sub-block `2c` and high nibbles the same 32
 //! further on, of sub-block `2c + 1`; it unpacks those two sub-blocks' scales and mins
 //! itself (GGML's `get_scale_min_k4`).
 //! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
 
-use super::helpers::warp_reduce;
-use super::qgemv::{Prologue, prologue};
-use crate::ptx::{
-    Cmp, F16, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64,
-};
+use super::qgemv::{Prologue, byte_floats, f16_bits, prologue, store_sum};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64};
 
 /// Threads per block (eight warps, one row each).
 pub(super) const THREADS: u32 = 256;
 /// Bytes per super-block.
 pub(super) const BLOCK_BYTES: u32 = 144;
-/// Super-blocks whose loads are issued together. Measured on the H100: 4 (88 registers)
-/// ran 10-20% slower than 1 (40): with one row per warp, occupancy is what hides latency.
-const UNROLL: u32 = 1;
 
 /// The f16 in the low (`high == false`) or high half of `w`, as f32.
 fn half_of(b: &mut KernelBuilder, w: Reg<U32>, high: bool) -> Reg<F32> {
     let w = if high { b.shr(w, 16u32) } else { w };
     let h = b.cvt::<U16, U32>(w, None);
-    let h = b.bitcast16::<F16, U16>(h);
-    b.cvt::<F32, F16>(h, None)
+    f16_bits(b, h)
 }
 
 /// The byte of `w` at bit `shift` (a register: 0, 8, 16 or 24).
@@ -40,22 +34,14 @@ fn byte(b: &mut KernelBuilder, w: Reg<U32>, shift: Reg<U32>) -> Reg<U32> {
 
 /// Four nibble values (bytes of `nibbles`, each 0-15) dotted with `x`: `(sum x q, sum x)`.
 fn dot4(b: &mut KernelBuilder, nibbles: Reg<U32>, x: &[Reg<F32>; 4]) -> (Reg<F32>, Reg<F32>) {
-    let q: Vec<Reg<F32>> = (0..4u32)
-        .map(|k| {
-            // The byte under 2^23's exponent, minus 2^23: exact, no int-to-float cvt.
-            let f = b.prmt(nibbles, 0x4B00_0000u32, 0x7540 | k);
-            let f = b.bitcast32::<F32, U32>(f);
-            b.sub(f, 8_388_608.0f32)
-        })
-        .collect();
+    let q = byte_floats(b, nibbles, 0.0);
     let mut s = b.mul(x[0], q[0]);
-    let mut sx = b.add(x[0], x[1]);
-    for k in 1..4 {
-        s = b.fma(x[k], q[k], s);
+    for (&x, &q) in x.iter().zip(&q).skip(1) {
+        s = b.fma(x, q, s);
     }
+    let sx = b.add(x[0], x[1]);
     let t = b.add(x[2], x[3]);
-    sx = b.add(sx, t);
-    (s, sx)
+    (s, b.add(sx, t))
 }
 
 /// One lane's loads for one super-block.
@@ -155,58 +141,27 @@ pub(super) fn build_q4k(name: String) -> KernelIr {
     let xp = b.add(x, x_off);
 
     let acc = b.mov::<F32>(0.0f32);
-    b.for_loop(0u32, blocks, UNROLL, false, |b, sb| {
-        // Every super-block's loads first (zeroed, then loaded where the block exists: a
-        // missing one has d = dmin = 0 and x = 0, so it adds exactly nothing).
-        let loads: Vec<Loaded> = (0..UNROLL)
-            .map(|u| {
-                let k = b.add(sb, u);
-                let valid = b.setp::<U32>(Cmp::Lt, k, blocks);
-                let l = Loaded {
-                    head: b.mov::<U32>(0u32),
-                    s: std::array::from_fn(|_| b.mov::<U32>(0u32)),
-                    q: b.mov::<U32>(0u32),
-                    xl: std::array::from_fn(|_| b.mov::<F32>(0.0f32)),
-                    xh: std::array::from_fn(|_| b.mov::<F32>(0.0f32)),
-                };
-                let (wo, xo) = (i64::from(u * BLOCK_BYTES), i64::from(u) * 256 * 4);
-                b.predicated(valid, |b| {
-                    let v = b.ld::<U32, U64>(Space::Global, blk, wo);
-                    b.assign(l.head, v);
-                    for (k, &r) in l.s.iter().enumerate() {
-                        let v = b.ld::<U32, U64>(Space::Global, blk, wo + 4 + 4 * k as i64);
-                        b.assign(r, v);
-                    }
-                    let v = b.ld::<U32, U64>(Space::Global, qp, wo);
-                    b.assign(l.q, v);
-                    for (regs, off) in [(&l.xl, 0), (&l.xh, 32 * 4)] {
-                        let v = b.ld_vec::<F32, U64, 4>(Space::Global, xp, xo + off);
-                        for (&r, v) in regs.iter().zip(v) {
-                            b.assign(r, v);
-                        }
-                    }
-                });
-                l
-            })
-            .collect();
-        for l in &loads {
-            let part = super_block_dot(b, l, low_pack, shift0, shift1);
-            let next = b.add(acc, part);
-            b.assign(acc, next);
-        }
-        let (w_step, x_step) = (u64::from(UNROLL * BLOCK_BYTES), u64::from(UNROLL) * 256 * 4);
-        for (r, step) in [(blk, w_step), (qp, w_step), (xp, x_step)] {
+    b.for_loop(0u32, blocks, 1u32, false, |b, _| {
+        let l = Loaded {
+            head: b.ld::<U32, U64>(Space::Global, blk, 0),
+            s: std::array::from_fn(|k| b.ld::<U32, U64>(Space::Global, blk, 4 + 4 * k as i64)),
+            q: b.ld::<U32, U64>(Space::Global, qp, 0),
+            xl: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 0),
+            xh: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 32 * 4),
+        };
+        let part = super_block_dot(b, &l, low_pack, shift0, shift1);
+        let next = b.add(acc, part);
+        b.assign(acc, next);
+        for (r, step) in [
+            (blk, u64::from(BLOCK_BYTES)),
+            (qp, u64::from(BLOCK_BYTES)),
+            (xp, 256 * 4),
+        ] {
             let n = b.add(r, step);
             b.assign(r, n);
         }
     });
-    let total = warp_reduce(&mut b, acc, super::helpers::add);
-    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-    b.predicated(lane0, |b| {
-        let at = b.mul_wide(row, 4u32);
-        let at = b.add(y, at);
-        b.st::<F32, U64>(Space::Global, at, 0, total);
-    });
+    store_sum(&mut b, (y, row), acc, lane, None);
     b.ret();
     b.finish()
 }
