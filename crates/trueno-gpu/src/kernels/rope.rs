@@ -194,8 +194,11 @@ mod tests {
     fn two_pi_splits_into_its_three_parts() {
         let sum = TWO_PI_HI as f64 + TWO_PI_MID as f64 + TWO_PI_LO as f64;
         assert!((sum - std::f64::consts::TAU).abs() < 1e-15, "{sum}");
-        // The high part times any k < 2^16 is exact in f32.
-        assert_eq!((TWO_PI_HI * 256.0).fract(), 0.0);
+        // The high part has at most 8 significant bits (its low 16 mantissa bits are
+        // zero), so its product with any k < 2^16 fits f32's 24 and is exact.
+        assert_eq!(TWO_PI_HI.to_bits() & 0xFFFF, 0);
+        let k = 65_535.0f32;
+        assert_eq!((k * TWO_PI_HI) as f64, 65_535.0 * TWO_PI_HI as f64);
     }
 
     #[test]
