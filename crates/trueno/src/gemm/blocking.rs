@@ -72,8 +72,8 @@ pub struct Blocking {
     pub mr: usize,
     /// Micro-tile columns.
     pub nr: usize,
-    /// Depth of a packed panel: a KC x NR sliver of B stays in L1 while MR x KC slivers of
-    /// A stream past it.
+    /// Depth of a packed panel: a KC x NR sliver of B stays in L1 (or a fast L2, see
+    /// `Blocking::new`) while MR x KC slivers of A stream past it.
     pub kc: usize,
     /// Rows of the packed A block (MC x KC, half of L2).
     pub mc: usize,
@@ -90,8 +90,12 @@ impl Blocking {
         // kernel alone on L1-resident panels: 137 GFLOP/s at KC 128 and 256 (the FMA
         // peak), 102-107 at KC 512, where the 64 KiB panel comes from L2; and in the
         // whole product at 512^3, KC 256 against 512: 0.97x against 0.85-0.90x faer.
+        // KC is at least 256 even where the panel then outgrows L1: each micro-tile
+        // loads and stores its C tile once per KC steps, and on the Zen 4 VM (32 KiB L1,
+        // where two thirds give KC 168) KC 168 ran 6-8% slower than 256-512 at 512^3 and
+        // 1024^3 (its fast 1 MiB L2 serves the 32 KiB panel).
+        let kc = (c.l1 * 2 / 3 / (nr * 4)).clamp(256, 512) / 8 * 8;
         // The packed A block (MC x KC) takes half of L2.
-        let kc = (c.l1 * 2 / 3 / (nr * 4)).clamp(64, 512) / 8 * 8;
         let mc = ((c.l2 / 2 / (kc * 4)) / mr * mr).clamp(mr, 1024 / mr * mr);
         let nc = ((c.l3 / 4 / (kc * 4)) / nr * nr).clamp(nr, 4096 / nr * nr);
         Blocking { mr, nr, kc, mc, nc }
@@ -125,9 +129,12 @@ mod tests {
                 let b = Blocking::new(mr, nr, c);
                 assert_eq!(b.mc % mr, 0, "{b:?}");
                 assert_eq!(b.nc % nr, 0, "{b:?}");
-                assert!(b.kc >= 64 && b.kc <= 512 && b.kc.is_multiple_of(8), "{b:?}");
                 assert!(
-                    b.kc * b.nr * 4 <= (c.l1 * 2 / 3).max(64 * b.nr * 4),
+                    b.kc >= 256 && b.kc <= 512 && b.kc.is_multiple_of(8),
+                    "{b:?}"
+                );
+                assert!(
+                    b.kc * b.nr * 4 <= (c.l1 * 2 / 3).max(256 * b.nr * 4),
                     "{b:?}"
                 );
                 assert!(b.mc * b.kc * 4 <= (c.l2 / 2).max(b.mr * b.kc * 4), "{b:?}");
