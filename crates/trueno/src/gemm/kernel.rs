@@ -5,7 +5,7 @@
 //! (`small.rs`).
 
 use super::blocking::Blocking;
-use super::pack::{B_GROUP, pack_a, pack_b, return_pack_buffer, take_pack_buffer};
+use super::pack::{pack_a, pack_b, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::has_avx;
 use crate::simd::{MAX_LANES, Simd};
@@ -232,43 +232,52 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let kc = kc_max.min(t.k - pc);
             let beta = if pc == 0 { t.beta } else { 1.0 };
             let block = Block { kc, beta };
-            if t.m <= mc_max {
-                // A is one block: read in place or packed once, then B is packed a group
-                // of panels at a time right before their sweep, so the packed panels are
-                // read back from L2 (a whole KC x NC block of B would only fit in L3).
-                if a_in_place::<MR>(t) {
-                    let a_panel = |ir: usize| APanel {
-                        data: &t.a[ir * MR * t.lda + pc..],
-                        rs: t.lda,
-                        cs: 1,
-                        rows: MR.min(t.m - ir * MR),
-                    };
-                    b_groups::<S, MR, NV>(s, t, &block, a_panel, bp, pc, (jc, nc), avx);
-                } else {
-                    let t0 = t.profile.map(|_| std::time::Instant::now());
-                    pack_a(s, t, ap, 0, t.m, pc, kc, MR, avx);
-                    ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
-                    let ap = &*ap;
-                    let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
-                    b_groups::<S, MR, NV>(s, t, &block, a_panel, bp, pc, (jc, nc), avx);
-                }
+            // When A is one block, operands that suit it are read in place (see
+            // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
+            // otherwise packed whole, KC x NC, reading each of its rows once.
+            let one_block = t.m <= mc_max;
+            let b_direct = if one_block && b_in_place(t, kc) {
+                nc / nr
+            } else {
+                0
+            };
+            if b_direct < nc.div_ceil(nr) {
+                let t0 = t.profile.map(|_| std::time::Instant::now());
+                let j0 = jc + b_direct * nr;
+                pack_b::<S, NV>(s, t, bp, pc, kc, j0, nc - b_direct * nr, avx);
+                ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
+            }
+            let bp = &*bp;
+            let b_panel = |jr: usize| match jr < b_direct {
+                true => BPanel {
+                    data: &t.b[pc * t.ldb + jc + jr * nr..],
+                    stride: t.ldb,
+                },
+                false => BPanel {
+                    data: &bp[(jr - b_direct) * kc * nr..],
+                    stride: nr,
+                },
+            };
+            if one_block && a_in_place::<MR>(t) {
+                let a_panel = |ir: usize| APanel {
+                    data: &t.a[ir * MR * t.lda + pc..],
+                    rs: t.lda,
+                    cs: 1,
+                    rows: MR.min(t.m - ir * MR),
+                };
+                let t0 = t.profile.map(|_| std::time::Instant::now());
+                sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, (0, t.m), (jc, nc));
+                ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
-            let t0 = t.profile.map(|_| std::time::Instant::now());
-            pack_b::<S, NV>(s, t, bp, pc, kc, jc, nc, avx);
-            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             for ic in (0..t.m).step_by(mc_max) {
                 let mc = mc_max.min(t.m - ic);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 pack_a(s, t, ap, ic, mc, pc, kc, MR, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
+                let ap = &*ap;
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
-                let bp = &*bp;
-                let b_panel = |jr| BPanel {
-                    data: &bp[jr * kc * nr..],
-                    stride: nr,
-                };
                 sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
@@ -288,62 +297,6 @@ fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets x 64-byte lines).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     !t.ta && 2 * phases >= MR
-}
-
-/// One KC-deep pass of a one-block A against columns `jc..jc + nc` of op(B): B read in
-/// place (see `b_in_place`; a ragged last panel is still packed), or packed `B_GROUP`
-/// panels at a time, each group swept right after packing.
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn b_groups<'a, S: Simd, const MR: usize, const NV: usize>(
-    s: S,
-    t: &GemmTask,
-    block: &Block,
-    a_panel: impl Fn(usize) -> APanel<'a> + Copy,
-    bp: &mut [f32],
-    pc: usize,
-    (jc, nc): (usize, usize),
-    avx: bool,
-) {
-    let nr = NV * S::LANES;
-    let kc = block.kc;
-    if b_in_place(t, kc) {
-        let full = nc / nr;
-        if full < nc.div_ceil(nr) {
-            let t0 = t.profile.map(|_| std::time::Instant::now());
-            pack_b::<S, NV>(s, t, bp, pc, kc, jc + full * nr, nc - full * nr, avx);
-            ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
-        }
-        let bp = &*bp;
-        let b_panel = |jr: usize| match jr < full {
-            true => BPanel {
-                data: &t.b[pc * t.ldb + jc + jr * nr..],
-                stride: t.ldb,
-            },
-            false => BPanel {
-                data: bp,
-                stride: nr,
-            },
-        };
-        let t0 = t.profile.map(|_| std::time::Instant::now());
-        sweep::<S, MR, NV>(s, t, block, a_panel, b_panel, (0, t.m), (jc, nc));
-        ProfileCounters::add(t.profile, |p| &p.kernel, t0);
-        return;
-    }
-    for j0 in (jc..jc + nc).step_by(B_GROUP * nr) {
-        let w = (B_GROUP * nr).min(jc + nc - j0);
-        let t0 = t.profile.map(|_| std::time::Instant::now());
-        pack_b::<S, NV>(s, t, bp, pc, kc, j0, w, avx);
-        ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
-        let t0 = t.profile.map(|_| std::time::Instant::now());
-        let bp = &*bp;
-        let b_panel = |jr| BPanel {
-            data: &bp[jr * kc * nr..],
-            stride: nr,
-        };
-        sweep::<S, MR, NV>(s, t, block, a_panel, b_panel, (0, t.m), (j0, w));
-        ProfileCounters::add(t.profile, |p| &p.kernel, t0);
-    }
 }
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
