@@ -173,6 +173,17 @@ fn mnemonic(i: &Instr) -> String {
             }
         }
         Op::Place => String::new(),
+        Op::CpAsync => "cp.async.cg.shared.global".into(),
+        Op::CpAsyncCommit => "cp.async.commit_group".into(),
+        Op::CpAsyncWait(n) => format!("cp.async.wait_group {n}"),
+        Op::Ldmatrix { trans } => format!(
+            "ldmatrix.sync.aligned.m8n8.x4{}.shared.b16",
+            if *trans { ".trans" } else { "" }
+        ),
+        Op::Mma => {
+            let t = i.ty.map(|t| t.name()).unwrap_or("bf16");
+            format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")
+        }
         Op::Ret => "ret".into(),
     }
 }

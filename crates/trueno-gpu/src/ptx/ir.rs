@@ -331,6 +331,23 @@ pub enum Op {
     },
     /// A label definition (srcs: label).
     Place,
+    /// `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: a 16-byte global to
+    /// shared copy that completes in the background; bytes past `src_bytes` (0 or 16)
+    /// are zero-filled (srcs: shared address, global address, src_bytes).
+    CpAsync,
+    /// `cp.async.commit_group`: closes the group of copies issued since the last one.
+    CpAsyncCommit,
+    /// `cp.async.wait_group n`: waits until at most `n` committed groups are in flight.
+    CpAsyncWait(u32),
+    /// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16`: four 8x8 b16 matrices, one
+    /// row address per lane (lanes 8q..8q+7 address matrix q), into four b32 registers.
+    Ldmatrix {
+        /// Transposed (`.trans`): each lane gets a column pair instead of a row pair.
+        trans: bool,
+    },
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32` (ty: f16 or bf16): four f32
+    /// results <- (a: four b32, b: two b32, c: four f32).
+    Mma,
     /// `ret`: the thread exits.
     Ret,
 }
@@ -348,6 +365,9 @@ impl Op {
                 | Op::Ret
                 | Op::Shfl(_)
                 | Op::Vote(_)
+                | Op::CpAsync
+                | Op::CpAsyncCommit
+                | Op::CpAsyncWait(_)
         )
     }
 }

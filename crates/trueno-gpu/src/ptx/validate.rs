@@ -188,6 +188,21 @@ fn check_types(i: &Instr) -> Result<(), String> {
     let Some(ty) = i.ty else {
         return match i.op {
             Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => Ok(()),
+            Op::CpAsyncCommit | Op::CpAsyncWait(_) => Ok(()),
+            Op::CpAsync => match i.srcs.as_slice() {
+                [dst, src, Operand::Imm(_), n] if reg_ok(PtxType::U32, n) => {
+                    address_ok(Space::Shared, Some(dst))?;
+                    address_ok(Space::Global, Some(src))
+                }
+                s => Err(format!("cp.async operands {s:?}")),
+            },
+            Op::Ldmatrix { .. } => {
+                address_ok(Space::Shared, i.srcs.first())?;
+                if i.dsts.len() != 4 || i.srcs.len() != 1 {
+                    return Err("ldmatrix.x4 writes four registers from one address".into());
+                }
+                dsts_ok(i, PtxType::B32)
+            }
             _ => Err(format!("{:?} without a type", i.op)),
         };
     };
@@ -270,6 +285,31 @@ fn check_types(i: &Instr) -> Result<(), String> {
         }
         Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => {
             Err(format!("{:?} takes no type", i.op))
+        }
+        Op::CpAsync | Op::CpAsyncCommit | Op::CpAsyncWait(_) | Op::Ldmatrix { .. } => {
+            Err(format!("{:?} takes no type", i.op))
+        }
+        Op::Mma => {
+            if !matches!(ty, PtxType::F16 | PtxType::Bf16) {
+                return Err(format!("mma inputs are f16 or bf16, not {ty}"));
+            }
+            let vec_of = |o: Option<&Operand>, n: usize, class: PtxType| match o {
+                Some(Operand::Vector(v)) => {
+                    v.len() == n && v.iter().all(|r| r.ty.reg_class() == class.reg_class())
+                }
+                _ => false,
+            };
+            if i.dsts.len() != 4 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
+                return Err("mma writes four f32 registers".into());
+            }
+            if i.srcs.len() != 3
+                || !vec_of(i.srcs.first(), 4, PtxType::B32)
+                || !vec_of(i.srcs.get(1), 2, PtxType::B32)
+                || !vec_of(i.srcs.get(2), 4, PtxType::F32)
+            {
+                return Err("mma reads {a: 4 b32}, {b: 2 b32}, {c: 4 f32}".into());
+            }
+            Ok(())
         }
         _ => {
             if ty == PtxType::Pred && !matches!(i.op, Op::And | Op::Or | Op::Xor | Op::Not) {

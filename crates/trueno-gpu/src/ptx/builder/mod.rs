@@ -3,6 +3,7 @@
 
 mod control;
 mod memory;
+mod tensor;
 
 use super::ir::{
     AddrBase, Cmp, Dim, Imm, Instr, KernelIr, MulMode, Op, Operand, Param, Rounding, SpecialReg,

@@ -1,0 +1,140 @@
+//! Tensor-core instructions (sm_80+): asynchronous global-to-shared copies, `ldmatrix`
+//! and `mma.sync`.
+
+use super::KernelBuilder;
+use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand};
+use crate::ptx::types::{F32, PtxType, Reg, U32, U64};
+
+impl KernelBuilder {
+    /// Starts a 16-byte copy of `[src]` (global) into `[dst]` (shared, 16-byte aligned);
+    /// `src_bytes` is 16 to copy or 0 to zero-fill without reading `src`.
+    pub fn cp_async_16(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
+        self.push(Instr::new(
+            Op::CpAsync,
+            None,
+            Vec::new(),
+            vec![
+                Operand::Addr(AddrBase::Reg(dst.vreg()), 0),
+                Operand::Addr(AddrBase::Reg(src.vreg()), 0),
+                Operand::Imm(Imm::Int(16)),
+                Operand::Reg(src_bytes.vreg()),
+            ],
+        ));
+    }
+
+    /// Closes the group of copies issued since the last commit.
+    pub fn cp_async_commit(&mut self) {
+        self.push(Instr::new(Op::CpAsyncCommit, None, Vec::new(), Vec::new()));
+    }
+
+    /// Waits until at most `pending` committed groups of this thread are in flight (their
+    /// data is then visible to this thread; a barrier makes it visible to the block).
+    pub fn cp_async_wait(&mut self, pending: u32) {
+        self.push(Instr::new(
+            Op::CpAsyncWait(pending),
+            None,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+
+    /// `ldmatrix.x4`: four 8x8 matrices of 16-bit values from shared memory, lanes
+    /// `8q..8q+7` giving the row addresses (16 bytes each) of matrix `q`.
+    pub fn ldmatrix_x4(&mut self, addr: Reg<U32>, off: i64, trans: bool) -> [Reg<U32>; 4] {
+        let regs: [Reg<U32>; 4] = std::array::from_fn(|_| self.reg::<U32>());
+        self.push(Instr::new(
+            Op::Ldmatrix { trans },
+            None,
+            regs.iter().map(|r| r.vreg()).collect(),
+            vec![Operand::Addr(AddrBase::Reg(addr.vreg()), off)],
+        ));
+        regs
+    }
+
+    /// One `m16n8k16` tensor-core product: `a` (16x16, row) times `b` (16x8, column) of
+    /// `input` (f16 or bf16) pairs, plus `c`, in f32.
+    pub fn mma_m16n8k16(
+        &mut self,
+        input: PtxType,
+        a: [Reg<U32>; 4],
+        b: [Reg<U32>; 2],
+        c: [Reg<F32>; 4],
+    ) -> [Reg<F32>; 4] {
+        let d: [Reg<F32>; 4] = std::array::from_fn(|_| self.reg::<F32>());
+        self.push(Instr::new(
+            Op::Mma,
+            Some(input),
+            d.iter().map(|r| r.vreg()).collect(),
+            vec![
+                Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
+                Operand::Vector(b.iter().map(|r| r.vreg()).collect()),
+                Operand::Vector(c.iter().map(|r| r.vreg()).collect()),
+            ],
+        ));
+        d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ptx::ir::{Instr, Op, Operand};
+    use crate::ptx::{KernelBuilder, PtxType, Target, U32, compile, emit_module, validate};
+
+    fn tiny(bad_mma: bool) -> crate::ptx::KernelIr {
+        let mut b = KernelBuilder::new("mma_tiny");
+        let g = b.param_ptr("g", PtxType::Bf16);
+        let smem = b.shared_array("s", 512, 128);
+        let sixteen = b.mov(16u32);
+        b.cp_async_16(smem, g, sixteen);
+        b.cp_async_commit();
+        b.cp_async_wait(0);
+        b.bar_sync();
+        let a = b.ldmatrix_x4(smem, 0, false);
+        let t = b.ldmatrix_x4(smem, 256, true);
+        let c = std::array::from_fn(|_| b.mov(0.0f32));
+        let d = b.mma_m16n8k16(PtxType::Bf16, a, [t[0], t[1]], c);
+        if bad_mma {
+            // Three A registers instead of four.
+            let x = b.reg::<U32>();
+            b.push(Instr::new(
+                Op::Mma,
+                Some(PtxType::Bf16),
+                d.iter().map(|r| r.vreg()).collect(),
+                vec![
+                    Operand::Vector(vec![a[0].vreg(), a[1].vreg(), x.vreg()]),
+                    Operand::Vector(vec![t[0].vreg(), t[1].vreg()]),
+                    Operand::Vector(d.iter().map(|r| r.vreg()).collect()),
+                ],
+            ));
+        }
+        let st = b.add(smem, 0u32);
+        b.st_vec(crate::ptx::Space::Shared, st, 0, &d);
+        b.ret();
+        b.finish()
+    }
+
+    #[test]
+    fn tensor_instructions_validate_and_emit_their_ptx_spelling() {
+        let k = compile(tiny(false)).unwrap();
+        let text = emit_module(Target::Sm80, &[k]);
+        for want in [
+            "cp.async.cg.shared.global \t[%r",
+            "cp.async.commit_group;",
+            "cp.async.wait_group 0;",
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 \t{%r",
+            "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \t{%f",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn an_mma_with_the_wrong_operand_shapes_is_rejected() {
+        let faults = validate::validate(&tiny(true));
+        assert!(
+            faults.iter().any(|f| f.to_string().contains("mma reads")),
+            "{faults:?}"
+        );
+    }
+}
