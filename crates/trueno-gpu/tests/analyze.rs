@@ -483,3 +483,44 @@ fn required_block_width_makes_rows_warp_uniform() {
     assert_eq!(pattern(kernel(".maxntid 256, 1, 1")), Pattern::Irregular);
     assert_eq!(pattern(kernel(".reqntid 16, 16, 1")), Pattern::Irregular);
 }
+
+/// A `cp.async` copy lands when its thread waits for it, not when it is issued: waiting
+/// and then taking the barrier orders it before other threads' loads; a barrier before
+/// the wait does not (the data may land after it).
+#[test]
+fn cp_async_stores_land_at_the_wait_not_the_issue() {
+    let kernel = |order: &str| {
+        format!(
+            ".version 8.0\n.target sm_80\n.address_size 64\n\
+            .visible .entry k(.param .u64 g, .param .u64 o) {{\n\
+              .reg .b32 %r<5>; .reg .f32 %f<1>; .reg .b64 %rd<5>;\n\
+              .shared .align 16 .b8 s[4096];\n\
+              ld.param.u64 %rd0, [g];\n\
+              ld.param.u64 %rd3, [o];\n\
+              mov.u32 %r0, %tid.x;\n\
+              mov.u32 %r1, s;\n\
+              shl.b32 %r2, %r0, 4;\n\
+              add.s32 %r3, %r1, %r2;\n\
+              mul.wide.u32 %rd1, %r0, 16;\n\
+              add.s64 %rd2, %rd0, %rd1;\n\
+              cp.async.cg.shared.global [%r3], [%rd2], 16;\n\
+              cp.async.commit_group;\n\
+              {order}\n\
+              ld.shared.f32 %f0, [%r3+16];\n\
+              add.s64 %rd4, %rd3, %rd1;\n\
+              st.global.f32 [%rd4], %f0;\n\
+              ret;\n\
+            }}"
+        )
+    };
+    let missing = |ptx: &str| {
+        analyze(ptx, &Config::default()).unwrap().kernels[0]
+            .findings
+            .iter()
+            .any(|f| f.detector == "missing-barrier")
+    };
+    assert!(!missing(&kernel("cp.async.wait_group 0;\nbar.sync 0;")));
+    assert!(missing(&kernel("bar.sync 0;\ncp.async.wait_group 0;")));
+    assert!(missing(&kernel("cp.async.wait_all;")));
+    assert!(!missing(&kernel("cp.async.wait_all;\nbar.sync 0;")));
+}

@@ -57,20 +57,47 @@ pub(super) fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Fin
     let sync: Vec<bool> = (0..n).map(|k| is_sync(cx, k)).collect();
     let nb = flow.blocks.len();
     let ns = stores.len();
+    // A `cp.async` store lands when its thread waits for it (`cp.async.wait_group` /
+    // `wait_all`), not where it is issued: until then it sits in the second half of the
+    // set (bits ns..2ns), which a barrier does not clear and loads do not look at; the
+    // wait moves it into the first half, the completed stores a barrier must separate
+    // from other threads' loads.
+    let is_async = |k: usize| {
+        let ins = flow.instrs[k];
+        ins.base() == "cp" && ins.has("async")
+    };
+    let async_store: Vec<bool> = (0..n)
+        .map(|k| slot[k] != usize::MAX && is_async(k))
+        .collect();
+    let async_wait: Vec<bool> = (0..n)
+        .map(|k| {
+            is_async(k) && (flow.instrs[k].has("wait_group") || flow.instrs[k].has("wait_all"))
+        })
+        .collect();
     let transfer = |k: usize, pending: &mut BitSet| {
         if sync[k] {
-            *pending = BitSet::new(ns);
+            for s in 0..ns {
+                pending.remove(s);
+            }
+        } else if async_wait[k] {
+            let landed: Vec<usize> = pending.iter().filter(|&s| s >= ns).collect();
+            for s in landed {
+                pending.remove(s);
+                pending.insert(s - ns);
+            }
+        } else if async_store[k] {
+            pending.insert(ns + slot[k]);
         } else if slot[k] != usize::MAX {
             pending.insert(slot[k]);
         }
     };
-    let mut out_sets = vec![BitSet::new(ns); nb];
+    let mut out_sets = vec![BitSet::new(2 * ns); nb];
     let rpo = flow.rpo();
     let mut changed = true;
     while changed {
         changed = false;
         for &b in &rpo {
-            let mut set = BitSet::new(ns);
+            let mut set = BitSet::new(2 * ns);
             for &p in &flow.blocks[b].preds {
                 set.union_with(&out_sets[p]);
             }
@@ -84,7 +111,7 @@ pub(super) fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Fin
         }
     }
     for &b in &rpo {
-        let mut set = BitSet::new(ns);
+        let mut set = BitSet::new(2 * ns);
         for &p in &flow.blocks[b].preds {
             set.union_with(&out_sets[p]);
         }
@@ -93,9 +120,14 @@ pub(super) fn missing_barrier(cx: &Context, rd: &ReachingDefs, out: &mut Vec<Fin
             if let Some((Access::Load, lbase, loff)) = access {
                 let ins = flow.instrs[k];
                 let skip_volatile = !cx.strict && ins.has("volatile");
-                let other = set.iter().map(|s| &stores[s]).find(|(sk, sbase, soff)| {
-                    !skip_volatile && !same_address(cx, rd, (*sk, sbase, *soff), (k, lbase, *loff))
-                });
+                let other =
+                    set.iter()
+                        .filter(|&s| s < ns)
+                        .map(|s| &stores[s])
+                        .find(|(sk, sbase, soff)| {
+                            !skip_volatile
+                                && !same_address(cx, rd, (*sk, sbase, *soff), (k, lbase, *loff))
+                        });
                 if let Some((sk, _, _)) = other {
                     out.push(finding(
                         "missing-barrier",
