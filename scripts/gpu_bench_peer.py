@@ -102,6 +102,17 @@ def main():
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
 
+    # Tensor-core GEMM: cuBLAS bf16 (torch.matmul, bf16 out; trueno writes f32, twice the
+    # output bytes).
+    for r in [r for r in rows_in if r["kind"] == "gemm_mma"]:
+        s = r["size"]
+        a = (torch.rand(s, s, device="cuda") * 2 - 1).to(torch.bfloat16)
+        b = (torch.rand(s, s, device="cuda") * 2 - 1).to(torch.bfloat16)
+        c = torch.empty(s, s, device="cuda", dtype=torch.bfloat16)
+        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        tf = 2 * s**3 / (t * 1e-3) / 1e12
+        table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
+
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
     # f32, twice Q8_0's), and the bar is the copy bandwidth measured above.
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:

@@ -12,13 +12,14 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{GpuError, Result, shape_err};
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
+use crate::kernels::gemm_mma::MmaGemmKernel;
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
 use crate::kernels::rope::{RopeKernel, RopeMode};
 use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
-use crate::memory::{DeviceBuffer, QuantMatrix};
+use crate::memory::{DeviceBuffer, HalfElem, QuantMatrix};
 
 fn expect_len<T: crate::memory::DeviceCopy>(
     what: &'static str,
@@ -296,6 +297,56 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))
             .arg(KernelArg::U32(k as u32))
+            .run()
+    }
+
+    /// `c = alpha * a b + beta * c` on the tensor cores: row-major `a` (m x k) and `b`
+    /// (k x n) of f16 or bf16, f32 accumulation, f32 `c` (m x n). `n` and `k` must be
+    /// multiples of 8; `beta == 0` never reads `c` (NaN there does not leak).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (m, n, k) = (256, 128, 64);
+    /// let a = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// let b = ctx.upload(&vec![bf16::from_f32(2.0); k * n])?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_mma(&a, &b, &c, m, n, k, 1.0, 0.0)?;
+    /// s.sync()?;
+    /// assert_eq!(c.to_vec()?[0], 64.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma<T: HalfElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        let kern = MmaGemmKernel(T::TYPE);
+        let cfg = kern.launch_config(&[m, n, k])?;
+        expect_len("gemm_mma a", a, m * k)?;
+        expect_len("gemm_mma b", b, k * n)?;
+        expect_len("gemm_mma c", c, m * n)?;
+        let f = self.context().function(Family::GemmMma, &kern.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(a))
+            .arg(KernelArg::buf(b))
+            .arg(KernelArg::buf_mut(c))
+            .arg(KernelArg::U32(m as u32))
+            .arg(KernelArg::U32(n as u32))
+            .arg(KernelArg::U32(k as u32))
+            .arg(KernelArg::F32(alpha))
+            .arg(KernelArg::F32(beta))
             .run()
     }
 

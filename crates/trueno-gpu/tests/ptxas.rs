@@ -151,3 +151,62 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
         "register counts changed; if intended, rerun with TRUENO_UPDATE_SNAPSHOTS=1"
     );
 }
+
+/// The tensor-core GEMM's machine code, read back with cuobjdump (same wheel folder as
+/// ptxas): its multiplies are HMMA (tensor-core) instructions, its tiles arrive by
+/// LDGSTS (cp.async) and its fragments by LDSM (ldmatrix), on every target it claims.
+#[test]
+fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
+    let Some(ptxas) = ptxas() else {
+        assert!(
+            !common::required(),
+            "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found");
+        return;
+    };
+    let cuobjdump = ptxas.with_file_name("cuobjdump");
+    if !cuobjdump.exists() {
+        assert!(
+            !common::required(),
+            "no cuobjdump beside {}",
+            ptxas.display()
+        );
+        eprintln!("SKIPPED: no cuobjdump beside ptxas");
+        return;
+    }
+    use trueno_gpu::kernels::Kernel;
+    use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel};
+    let dir = std::env::temp_dir().join(format!("trueno-sass-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (ty, hmma) in [
+        (HalfType::Bf16, "HMMA.16816.F32.BF16"),
+        (HalfType::F16, "HMMA.16816.F32 "),
+    ] {
+        let k = MmaGemmKernel(ty);
+        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+            let stem = format!("{}_{}", k.name(), target.name());
+            let file = dir.join(format!("{stem}.ptx"));
+            std::fs::write(&file, k.emit_ptx(target).unwrap()).unwrap();
+            let cubin = file.with_extension("cubin");
+            trueno_gpu::analyze::ptxas::run_verbose(&ptxas, &file, target.name(), &cubin)
+                .unwrap_or_else(|log| panic!("{stem}: {log}"));
+            let out = std::process::Command::new(&cuobjdump)
+                .arg("-sass")
+                .arg(&cubin)
+                .output()
+                .unwrap();
+            let sass = String::from_utf8_lossy(&out.stdout);
+            let count = |op: &str| sass.matches(op).count();
+            // 4 x 4 fragments x 2 k16 steps per k-tile in the loop body.
+            assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{sass}", count(hmma));
+            assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
+            assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
+            assert!(
+                count("LDSM.16.MT88.4") >= 4,
+                "{stem}: no transposed ldmatrix"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -172,6 +172,29 @@ impl Bench {
         Ok(())
     }
 
+    /// The tensor-core GEMM (bf16 in, f32 accumulation and output), square sizes.
+    fn gemm_mma(&mut self) -> Result<()> {
+        let sizes: &[usize] = if self.quick {
+            &[1024]
+        } else {
+            &[1024, 2048, 4096, 8192]
+        };
+        for &s in sizes {
+            let to_bf16 = |v: Vec<f32>| -> Vec<half::bf16> {
+                v.into_iter().map(half::bf16::from_f32).collect()
+            };
+            let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
+            let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            let ms = self.time(1, |st, _| st.gemm_mma(&a, &b, &c, s, s, s, 1.0, 0.0))?;
+            let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+            self.emit(format!(
+                r#"{{"kind":"gemm_mma","type":"bf16","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#
+            ));
+        }
+        Ok(())
+    }
+
     /// Matrix-vector products from quantized weights at LLM projection shapes (rows x
     /// cols = outputs x inputs), weights rotated through enough copies to miss L2.
     fn qgemv(&mut self) -> Result<()> {
@@ -307,6 +330,7 @@ fn main() {
         b.elementwise()?;
         b.rows()?;
         b.gemm()?;
+        b.gemm_mma()?;
         b.qgemv()?;
         b.rope()?;
         Ok(())

@@ -6,6 +6,7 @@
 
 pub mod elementwise;
 pub mod gemm;
+pub mod gemm_mma;
 mod helpers;
 mod math;
 pub mod norm;
@@ -74,6 +75,8 @@ pub enum Family {
     Norm,
     /// FP32 GEMM
     Gemm,
+    /// tensor-core GEMM (f16 / bf16 inputs, f32 accumulation)
+    GemmMma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
@@ -82,12 +85,13 @@ pub enum Family {
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 7] = [
+    pub const ALL: [Family; 8] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
         Family::Norm,
         Family::Gemm,
+        Family::GemmMma,
         Family::Qgemv,
         Family::Rope,
     ];
@@ -100,6 +104,7 @@ impl Family {
             Family::Softmax => "softmax_f32",
             Family::Norm => "norm_f32",
             Family::Gemm => "gemm_f32",
+            Family::GemmMma => "gemm_mma",
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
         }
@@ -113,6 +118,7 @@ impl Family {
             Family::Softmax => softmax::all(),
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
+            Family::GemmMma => gemm_mma::all(),
             Family::Qgemv => qgemv::all(),
             Family::Rope => rope::all(),
         }

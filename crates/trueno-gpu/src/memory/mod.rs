@@ -43,6 +43,29 @@ unsafe impl DeviceCopy for i32 {
 unsafe impl DeviceCopy for u16 {
     const PTX: PtxType = PtxType::U16;
 }
+// SAFETY: as above (`half`'s types are `repr(transparent)` over `u16`).
+unsafe impl DeviceCopy for half::f16 {
+    const PTX: PtxType = PtxType::F16;
+}
+// SAFETY: as above.
+unsafe impl DeviceCopy for half::bf16 {
+    const PTX: PtxType = PtxType::Bf16;
+}
+
+/// The 16-bit floats the tensor-core kernels multiply.
+pub trait HalfElem: DeviceCopy {
+    /// Which one.
+    const TYPE: crate::kernels::gemm_mma::HalfType;
+}
+
+impl HalfElem for half::f16 {
+    const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::F16;
+}
+
+impl HalfElem for half::bf16 {
+    const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::Bf16;
+}
+
 // SAFETY: as above.
 unsafe impl DeviceCopy for u64 {
     const PTX: PtxType = PtxType::U64;

@@ -1,0 +1,413 @@
+//! Tensor-core GEMM for sm_80 and later: `C = alpha * A B + beta * C` with row-major
+//! f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32 `C` (m x n).
+//!
+//! A 128 x 128 block tile, 8 warps of 64 x 32, a k-step of 32. Tiles move from global
+//! to shared memory by `cp.async` (16 bytes per copy, no registers on the way) through
+//! three stages, so two tiles are in flight while one is multiplied; `ldmatrix` reads
+//! the warp's fragments out of shared memory and `mma.sync.m16n8k16` multiplies them
+//! (16 per warp per k16 step). Shared rows are XOR-swizzled in 16-byte chunks so both
+//! the copies' writes and ldmatrix's eight-row reads hit eight different bank groups.
+//!
+//! Rows are copied in 16-byte chunks, so `k` and `n` must be multiples of 8 (a row of A
+//! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
+//! the copies (`src_bytes` 0) and masked at the store.
+
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::{Result, shape_err};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U32, U64};
+
+/// Block tile rows and columns.
+pub const TILE: u32 = 128;
+/// K-step of one stage.
+pub const TILE_K: u32 = 32;
+/// Shared-memory stages (tiles in flight plus the one being multiplied).
+pub const STAGES: u32 = 3;
+/// Threads per block: 8 warps, 2 (rows) x 4 (columns).
+pub const THREADS: u32 = 256;
+/// Bytes of one A tile (128 rows of 32 halves) and one B tile (32 rows of 128).
+const A_TILE_BYTES: u32 = TILE * TILE_K * 2;
+const STAGE_BYTES: u32 = 2 * A_TILE_BYTES;
+/// Rows of C per warp (4 m16 fragments) and columns (4 n8 fragments).
+const WARP_M: u32 = 64;
+const WARP_N: u32 = 32;
+
+/// The 16-bit input type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HalfType {
+    /// IEEE binary16.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl HalfType {
+    fn ptx(self) -> PtxType {
+        match self {
+            HalfType::F16 => PtxType::F16,
+            HalfType::Bf16 => PtxType::Bf16,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            HalfType::F16 => "f16",
+            HalfType::Bf16 => "bf16",
+        }
+    }
+}
+
+/// The tensor-core GEMM for one input type: parameters `a`, `b`, `c`, `m`, `n`, `k`,
+/// `alpha`, `beta` (`beta == 0` never reads `c`).
+#[derive(Clone, Copy, Debug)]
+pub struct MmaGemmKernel(pub HalfType);
+
+/// Per-thread addressing of the copies into one stage: the shared offsets (within a
+/// stage) and global pointers of this thread's two A chunks and two B chunks.
+struct Copies {
+    a_smem: Reg<U32>,
+    b_smem: Reg<U32>,
+    a_ptr: Reg<U64>,
+    b_ptr: Reg<U64>,
+    a_rows_ok: [Reg<Pred>; 2],
+    b_col_ok: Reg<Pred>,
+    a_k: Reg<U32>,
+    b_k: Reg<U32>,
+    a_next_rows: Reg<U64>,
+    b_next_rows: Reg<U64>,
+    b_tile_step: Reg<U64>,
+}
+
+/// `p ? 16 : 0` bytes and the address to read (`base` when nothing is read).
+fn chunk(
+    b: &mut KernelBuilder,
+    p: Reg<Pred>,
+    ptr: Reg<U64>,
+    base: Reg<U64>,
+) -> (Reg<U32>, Reg<U64>) {
+    let bytes = b.selp::<U32>(16u32, 0u32, p);
+    let src = b.selp::<U64>(ptr, base, p);
+    (bytes, src)
+}
+
+fn build(name: &str, input: HalfType) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let ga = b.param_ptr("a", input.ptx());
+    let gb = b.param_ptr("b", input.ptx());
+    let gc = b.param_ptr("c", PtxType::F32);
+    let m = b.param_u32("m");
+    let n = b.param_u32("n");
+    let k = b.param_u32("k");
+    let alpha = b.param_f32("alpha");
+    let beta = b.param_f32("beta");
+    let smem = b.shared_array("stages", STAGES * STAGE_BYTES, 128);
+
+    let t = b.tid_x();
+    let lane = b.and(t, 31u32);
+    let warp = b.shr(t, 5u32);
+    let wm = b.shr(warp, 2u32);
+    let wn = b.and(warp, 3u32);
+    let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
+    let row0 = b.mul(cy, TILE);
+    let col0 = b.mul(cx, TILE);
+
+    // Copies. A: chunk (row r, 16-byte column q) for r = t/4 and t/4 + 64, q = t%4,
+    // stored at chunk q ^ ((r/2)%4) of its 64-byte row. B: k-row t/16 and t/16 + 16,
+    // chunk t%16, stored at chunk q ^ (row%8) of its 256-byte row.
+    let cp = {
+        let ar = b.shr(t, 2u32);
+        let aq = b.and(t, 3u32);
+        let sw = b.shr(ar, 1u32);
+        let sw = b.and(sw, 3u32);
+        let sq = b.xor(aq, sw);
+        let a_smem = b.shl(ar, 6u32);
+        let a_smem = b.mad(sq, 16u32, a_smem);
+        let a_row = b.add(row0, ar);
+        let a_rows_ok = [b.setp::<U32>(Cmp::Lt, a_row, m), {
+            let r = b.add(a_row, 64u32);
+            b.setp::<U32>(Cmp::Lt, r, m)
+        }];
+        let a_k = b.shl(aq, 3u32);
+        let a_idx = b.mad(a_row, k, a_k);
+        let a_off = b.mul_wide(a_idx, 2u32);
+        let a_ptr = b.add(ga, a_off);
+        let a_next_rows = b.mul_wide(k, 64 * 2);
+
+        let br = b.shr(t, 4u32);
+        let bq = b.and(t, 15u32);
+        let sw = b.and(br, 7u32);
+        let sq = b.xor(bq, sw);
+        let b_smem = b.shl(br, 8u32);
+        let b_smem = b.mad(sq, 16u32, b_smem);
+        let b_smem = b.add(b_smem, A_TILE_BYTES);
+        let b_col = b.shl(bq, 3u32);
+        let b_col = b.add(col0, b_col);
+        let b_col_ok = b.setp::<U32>(Cmp::Lt, b_col, n);
+        let b_idx = b.mad(br, n, b_col);
+        let b_off = b.mul_wide(b_idx, 2u32);
+        let b_ptr = b.add(gb, b_off);
+        let b_next_rows = b.mul_wide(n, 16 * 2);
+        let b_tile_step = b.mul_wide(n, TILE_K * 2);
+        Copies {
+            a_smem,
+            b_smem,
+            a_ptr,
+            b_ptr,
+            a_rows_ok,
+            b_col_ok,
+            a_k,
+            b_k: br,
+            a_next_rows,
+            b_next_rows,
+            b_tile_step,
+        }
+    };
+    // Issues the copies of k-tile `kt` (pointers already advanced to it) into the stage
+    // at byte offset `stage`, and commits them as one group. Past `k`, zero-fill.
+    let issue =
+        |b: &mut KernelBuilder, stage: Reg<U32>, k0: Reg<U32>, a: Reg<U64>, bp: Reg<U64>| {
+            let base = b.add(smem, stage);
+            let ak = b.add(k0, cp.a_k);
+            let ak_ok = b.setp::<U32>(Cmp::Lt, ak, k);
+            for (j, &row_ok) in cp.a_rows_ok.iter().enumerate() {
+                let p = b.and_pred(row_ok, ak_ok);
+                let ptr = if j == 0 { a } else { b.add(a, cp.a_next_rows) };
+                let (bytes, src) = chunk(b, p, ptr, ga);
+                let dst = b.add(base, cp.a_smem);
+                let dst = b.add(dst, j as u32 * 64 * 64);
+                b.cp_async_16(dst, src, bytes);
+            }
+            for j in 0..2u32 {
+                let bk = b.add(k0, cp.b_k);
+                let bk = b.add(bk, 16 * j);
+                let k_ok = b.setp::<U32>(Cmp::Lt, bk, k);
+                let p = b.and_pred(cp.b_col_ok, k_ok);
+                let ptr = if j == 0 {
+                    bp
+                } else {
+                    b.add(bp, cp.b_next_rows)
+                };
+                let (bytes, src) = chunk(b, p, ptr, gb);
+                let dst = b.add(base, cp.b_smem);
+                let dst = b.add(dst, j * 16 * 256);
+                b.cp_async_16(dst, src, bytes);
+            }
+            b.cp_async_commit();
+        };
+
+    // Fragment reads. A (ldmatrix.x4): lane l addresses row (l/8 % 2) * 8 + l % 8 of
+    // the warp's m16 fragment, chunk 2 * ks + l / 16, swizzled by (row / 2) % 4, which
+    // is (l % 8) / 2 because the other row terms are multiples of 8.
+    let q = b.shr(lane, 3u32);
+    let l8 = b.and(lane, 7u32);
+    let a_frag: [Reg<U32>; 2] = {
+        let qlo = b.and(q, 1u32);
+        let r = b.mad(qlo, 8u32, l8);
+        let wrow = b.mul(wm, WARP_M);
+        let r = b.add(r, wrow);
+        let rbytes = b.shl(r, 6u32);
+        let sw = b.shr(l8, 1u32);
+        let qhi = b.shr(q, 1u32);
+        std::array::from_fn(|ks| {
+            let c = b.add(qhi, 2 * ks as u32);
+            let c = b.xor(c, sw);
+            b.mad(c, 16u32, rbytes)
+        })
+    };
+    // B (ldmatrix.x4.trans): lane l addresses k-row (l/8 % 2) * 8 + l % 8 and column
+    // chunk 4 * wn + 2 * np + l / 16 (np: which pair of n8 fragments), swizzled by the
+    // row % 8 = l % 8; k16 step ks adds 16 rows (4096 bytes, same swizzle).
+    let b_frag: [Reg<U32>; 2] = {
+        let qlo = b.and(q, 1u32);
+        let r = b.mad(qlo, 8u32, l8);
+        let rbytes = b.shl(r, 8u32);
+        let rbytes = b.add(rbytes, A_TILE_BYTES);
+        let qhi = b.shr(q, 1u32);
+        let c0 = b.mad(wn, 4u32, qhi);
+        std::array::from_fn(|np| {
+            let c = b.add(c0, 2 * np as u32);
+            let c = b.xor(c, l8);
+            b.mad(c, 16u32, rbytes)
+        })
+    };
+
+    let acc: [[[Reg<F32>; 4]; 4]; 4] =
+        std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| b.mov(0.0f32))));
+    let k_tiles = b.add(k, TILE_K - 1);
+    let k_tiles = b.shr(k_tiles, 5u32);
+
+    // Prologue: tiles 0 and 1 in flight.
+    let a_ptr = b.mov(cp.a_ptr);
+    let b_ptr = b.mov(cp.b_ptr);
+    let zero = b.mov(0u32);
+    issue(&mut b, zero, zero, a_ptr, b_ptr);
+    let stage1 = b.mov(STAGE_BYTES);
+    let k1 = b.mov(TILE_K);
+    let a1 = b.add(a_ptr, (TILE_K * 2) as u64);
+    let b1 = b.add(b_ptr, cp.b_tile_step);
+    issue(&mut b, stage1, k1, a1, b1);
+    // The load pointers and stage run two tiles ahead of the one multiplied.
+    let a_next = b.add(a1, (TILE_K * 2) as u64);
+    let b_next = b.add(b1, cp.b_tile_step);
+    let load_stage = b.mov(2 * STAGE_BYTES);
+    let use_stage = b.mov(0u32);
+
+    b.for_loop(0u32, k_tiles, 1u32, true, |b, kt| {
+        // Tile kt has landed (at most the one issued after it is still in flight), and
+        // every warp is done with the stage the next copies overwrite.
+        b.cp_async_wait(1);
+        b.bar_sync();
+        let k_next = b.add(kt, 2u32);
+        let k_next = b.shl(k_next, 5u32);
+        issue(b, load_stage, k_next, a_next, b_next);
+        let an = b.add(a_next, (TILE_K * 2) as u64);
+        let bn = b.add(b_next, cp.b_tile_step);
+        b.assign(a_next, an);
+        b.assign(b_next, bn);
+
+        let base = b.add(smem, use_stage);
+        for (ks, &a_off) in a_frag.iter().enumerate() {
+            let mut bf: [[Reg<U32>; 2]; 4] = [[zero; 2]; 4];
+            for (np, &off) in b_frag.iter().enumerate() {
+                let addr = b.add(base, off);
+                let r = b.ldmatrix_x4(addr, (ks as i64) * 16 * 256, true);
+                bf[2 * np] = [r[0], r[1]];
+                bf[2 * np + 1] = [r[2], r[3]];
+            }
+            let a_addr = b.add(base, a_off);
+            for (mi, acc_m) in acc.iter().enumerate() {
+                let af = b.ldmatrix_x4(a_addr, (mi as i64) * 16 * 64, false);
+                for (ni, acc_mn) in acc_m.iter().enumerate() {
+                    let d = b.mma_m16n8k16(input.ptx(), af, bf[ni], *acc_mn);
+                    for (x, y) in acc_mn.iter().zip(d) {
+                        b.assign(*x, y);
+                    }
+                }
+            }
+        }
+        // Both stage offsets advance by one stage, wrapping after the third.
+        for s in [load_stage, use_stage] {
+            let next = b.add(s, STAGE_BYTES);
+            let wrap = b.setp::<U32>(Cmp::Ge, next, STAGES * STAGE_BYTES);
+            let next = b.selp::<U32>(0u32, next, wrap);
+            b.assign(s, next);
+        }
+    });
+    b.cp_async_wait(0);
+
+    // Epilogue: fragment (mi, ni) holds rows r + lane/4 and r + 8 + lane/4, columns
+    // c + 2 * (lane % 4) and the next; n is even, so a pair is in or out together.
+    let g = b.shr(lane, 2u32);
+    let tq = b.and(lane, 3u32);
+    let r_base = b.mad(wm, WARP_M, row0);
+    let r_base = b.add(r_base, g);
+    let c_base = b.mad(wn, WARP_N, col0);
+    let c_base = b.mad(tq, 2u32, c_base);
+    let read_c = b.setp::<F32>(Cmp::Ne, beta, 0.0f32);
+    for (mi, acc_m) in acc.iter().enumerate() {
+        for half in 0..2usize {
+            let r = b.add(r_base, (mi * 16 + half * 8) as u32);
+            let r_ok = b.setp::<U32>(Cmp::Lt, r, m);
+            let row_start = b.mul(r, n);
+            for (ni, acc_mn) in acc_m.iter().enumerate() {
+                let c = b.add(c_base, (ni * 8) as u32);
+                let c_ok = b.setp::<U32>(Cmp::Lt, c, n);
+                let ok = b.and_pred(r_ok, c_ok);
+                let idx = b.add(row_start, c);
+                let off = b.mul_wide(idx, 4u32);
+                let addr = b.add(gc, off);
+                let v0 = b.mul(alpha, acc_mn[2 * half]);
+                let v1 = b.mul(alpha, acc_mn[2 * half + 1]);
+                let with_c = b.and_pred(ok, read_c);
+                b.if_then(with_c, false, |b| {
+                    let old = b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0);
+                    let w0 = b.fma(beta, old[0], v0);
+                    let w1 = b.fma(beta, old[1], v1);
+                    b.assign(v0, w0);
+                    b.assign(v1, w1);
+                });
+                b.predicated(ok, |b| {
+                    b.st_vec::<F32, U64>(Space::Global, addr, 0, &[v0, v1])
+                });
+            }
+        }
+    }
+    b.ret();
+    b.finish()
+}
+
+impl Kernel for MmaGemmKernel {
+    fn name(&self) -> String {
+        format!("trueno_gemm_mma_{}_f32", self.0.name())
+    }
+    fn family(&self) -> Family {
+        Family::GemmMma
+    }
+    fn build(&self) -> KernelIr {
+        build(&self.name(), self.0)
+    }
+    /// `[m, n, k]`; `n` and `k` multiples of 8.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        let &[m, n, k] = dims else {
+            return shape_err(&name, format!("expected [m, n, k], got {dims:?}"));
+        };
+        if m == 0 || n == 0 || k == 0 {
+            return shape_err(&name, format!("zero-size GEMM {m}x{n}x{k}"));
+        }
+        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+            return shape_err(
+                &name,
+                format!(
+                    "n = {n} and k = {k} must be multiples of 8 (rows are copied in 16-byte \
+                     chunks); pad them or use the f32 GEMM"
+                ),
+            );
+        }
+        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
+        // The pointer of a copy one tile past the end must stay a valid 32-bit index.
+        if !(fits(m + TILE as usize, k) && fits(k + 2 * TILE_K as usize, n) && fits(m, n)) {
+            return shape_err(&name, format!("{m}x{n}x{k} exceeds 32-bit indexing"));
+        }
+        let gx = blocks_for(&name, n, TILE as usize, i32::MAX as u32)?;
+        let gy = blocks_for(&name, m, TILE as usize, 65535)?;
+        Ok(LaunchConfig {
+            grid: (gx, gy, 1),
+            block: (THREADS, 1, 1),
+            shared_bytes: 0,
+        })
+    }
+}
+
+/// Every tensor-core GEMM configuration.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    vec![
+        Box::new(MmaGemmKernel(HalfType::Bf16)),
+        Box::new(MmaGemmKernel(HalfType::F16)),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_config_covers_ragged_m_and_rejects_what_the_copies_cannot_do() {
+        let k = MmaGemmKernel(HalfType::Bf16);
+        let c = k.launch_config(&[129, 264, 72]).unwrap();
+        assert_eq!((c.grid, c.block.0), ((3, 2, 1), THREADS));
+        for bad in [[16, 12, 16], [16, 16, 12], [0, 8, 8], [8, 8, 0]] {
+            assert!(k.launch_config(&bad).is_err(), "{bad:?}");
+        }
+        assert!(k.launch_config(&[8, 8]).is_err());
+        assert!(k.launch_config(&[1 << 20, 1 << 13, 1 << 13]).is_err());
+    }
+
+    #[test]
+    fn the_stages_fit_static_shared_memory() {
+        let ir = MmaGemmKernel(HalfType::F16).build();
+        let bytes: u32 = ir.shared.iter().map(|s| s.bytes).sum();
+        assert_eq!(bytes, STAGES * STAGE_BYTES);
+        assert!(bytes <= 48 * 1024);
+    }
+}

@@ -1,0 +1,165 @@
+//! The tensor-core GEMM on the device against an f64 product of the same 16-bit inputs
+//! (so the only error allowed is f32 accumulation), at ragged shapes, with alpha/beta,
+//! a NaN-poisoned C under beta = 0, and the shape errors. Skipped without a GPU.
+
+mod common;
+use common::device::{POISON, Rng, ctx, poisoned, small};
+
+use half::{bf16, f16};
+use trueno_gpu::memory::HalfElem;
+
+/// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
+/// rounding error an f32 accumulation may make).
+fn reference(
+    a: &[f64],
+    b: &[f64],
+    c: Option<&[f32]>,
+    (m, n, k): (usize, usize, usize),
+    alpha: f64,
+    beta: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let mut out = vec![0.0; m * n];
+    let mut mag = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let av = a[i * k + p];
+            for j in 0..n {
+                out[i * n + j] += av * b[p * n + j];
+                mag[i * n + j] += (av * b[p * n + j]).abs();
+            }
+        }
+    }
+    for (idx, o) in out.iter_mut().enumerate() {
+        *o *= alpha;
+        if let Some(c) = c {
+            *o += beta * c[idx] as f64;
+        }
+    }
+    (out, mag)
+}
+
+trait Half: HalfElem {
+    fn from_f32(x: f32) -> Self;
+    fn to_f64(self) -> f64;
+}
+impl Half for bf16 {
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+impl Half for f16 {
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+fn check<T: Half>(
+    ctx: &trueno_gpu::driver::Context,
+    rng: &mut Rng,
+    (m, n, k): (usize, usize, usize),
+    alpha: f32,
+    beta: f32,
+) {
+    let a: Vec<T> = rng
+        .vec(m * k, -1.0, 1.0)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let b: Vec<T> = rng
+        .vec(k * n, -1.0, 1.0)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let c0 = rng.vec(m * n, -2.0, 2.0);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.to_f64()).collect(),
+        b.iter().map(|x| x.to_f64()).collect(),
+    );
+    let (want, mag) = reference(
+        &af,
+        &bf,
+        (beta != 0.0).then_some(&c0[..]),
+        (m, n, k),
+        alpha as f64,
+        beta as f64,
+    );
+    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let mut dc = if beta == 0.0 {
+        poisoned(ctx, m * n)
+    } else {
+        ctx.upload(&c0).unwrap()
+    };
+    let mut s = ctx.stream().unwrap().record();
+    s.gemm_mma(&da, &db, &dc, m, n, k, alpha, beta).unwrap();
+    s.sync().unwrap();
+    let got = dc.to_vec().unwrap();
+    let what = format!(
+        "{} {m}x{n}x{k} alpha {alpha} beta {beta}",
+        std::any::type_name::<T>()
+    );
+    for (i, (&g, (&w, &s))) in got.iter().zip(want.iter().zip(&mag)).enumerate() {
+        assert!(g.to_bits() != POISON, "{what}: element {i} never written");
+        // Products of 16-bit values are exact in f32; each of the k additions may round
+        // (2^-24 of the running sum, bounded by sum |a||b|), the beta term once more.
+        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * (alpha.abs() as f64 * s)
+            + 2f64.powi(-22) * (beta.abs() as f64 * 2.0)
+            + 1e-30;
+        assert!(
+            (g as f64 - w).abs() <= bound,
+            "{what}[{} {}]: got {g}, want {w} (bound {bound:e})",
+            i / n,
+            i % n
+        );
+    }
+}
+
+#[test]
+fn tensor_core_gemm_matches_an_f64_product_at_ragged_shapes() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(91);
+    let mut shapes = vec![
+        (1, 8, 8),
+        (7, 16, 24),
+        (17, 24, 40),
+        (128, 128, 32),
+        (128, 128, 96),
+        (129, 136, 72),
+        (255, 264, 8),
+        (300, 8, 520),
+        (64, 1000, 1000),
+    ];
+    if !small() {
+        shapes.push((520, 392, 2056));
+    }
+    for &shape in &shapes {
+        check::<bf16>(&ctx, &mut rng, shape, 1.0, 0.0);
+        check::<f16>(&ctx, &mut rng, shape, 1.0, 0.0);
+    }
+    for &(alpha, beta) in &[(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
+        check::<bf16>(&ctx, &mut rng, (129, 136, 72), alpha, beta);
+        check::<f16>(&ctx, &mut rng, (33, 40, 264), alpha, beta);
+    }
+}
+
+#[test]
+fn tensor_core_gemm_rejects_shapes_it_cannot_copy_and_wrong_lengths() {
+    let Some(ctx) = ctx() else { return };
+    let a = ctx.upload(&vec![bf16::ONE; 16 * 16]).unwrap();
+    let b = ctx.upload(&vec![bf16::ONE; 16 * 16]).unwrap();
+    let c = poisoned(&ctx, 16 * 16);
+    let mut s = ctx.stream().unwrap().record();
+    // n = 12 and k = 12 are not multiples of 8 (lengths match: 16*12 < 256 would not).
+    let e = s.gemm_mma(&a, &b, &c, 16, 12, 16, 1.0, 0.0).unwrap_err();
+    assert!(e.to_string().contains("multiples of 8"), "{e}");
+    let e = s.gemm_mma(&a, &b, &c, 0, 16, 16, 1.0, 0.0).unwrap_err();
+    assert!(e.to_string().contains("zero-size"), "{e}");
+    // A too short for 32 rows.
+    assert!(s.gemm_mma(&a, &b, &c, 32, 8, 16, 1.0, 0.0).is_err());
+    s.sync().unwrap();
+}
