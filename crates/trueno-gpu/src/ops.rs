@@ -12,7 +12,7 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{GpuError, Result, shape_err};
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
-use crate::kernels::gemm_mma::MmaGemmKernel;
+use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
@@ -331,7 +331,25 @@ impl<'a> Stream<Recording<'a>> {
         alpha: f32,
         beta: f32,
     ) -> Result<()> {
-        let kern = MmaGemmKernel(T::TYPE);
+        self.gemm_mma_tiled(MmaTileK::K64, a, b, c, m, n, k, alpha, beta)
+    }
+
+    /// [`gemm_mma`](Self::gemm_mma) with the k-step chosen by the caller (for tuning
+    /// and benchmarks; `gemm_mma` takes the measured best).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma_tiled<T: HalfElem>(
+        &mut self,
+        tile_k: MmaTileK,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        let kern = MmaGemmKernel(T::TYPE, tile_k);
         let cfg = kern.launch_config(&[m, n, k])?;
         expect_len("gemm_mma a", a, m * k)?;
         expect_len("gemm_mma b", b, k * n)?;

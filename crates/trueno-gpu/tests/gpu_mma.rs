@@ -6,6 +6,7 @@ mod common;
 use common::device::{POISON, Rng, ctx, poisoned, small};
 
 use half::{bf16, f16};
+use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::memory::HalfElem;
 
 /// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
@@ -62,6 +63,7 @@ impl Half for f16 {
 fn check<T: Half>(
     ctx: &trueno_gpu::driver::Context,
     rng: &mut Rng,
+    tile_k: MmaTileK,
     (m, n, k): (usize, usize, usize),
     alpha: f32,
     beta: f32,
@@ -96,11 +98,12 @@ fn check<T: Half>(
         ctx.upload(&c0).unwrap()
     };
     let mut s = ctx.stream().unwrap().record();
-    s.gemm_mma(&da, &db, &dc, m, n, k, alpha, beta).unwrap();
+    s.gemm_mma_tiled(tile_k, &da, &db, &dc, m, n, k, alpha, beta)
+        .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
     let what = format!(
-        "{} {m}x{n}x{k} alpha {alpha} beta {beta}",
+        "{} {tile_k:?} {m}x{n}x{k} alpha {alpha} beta {beta}",
         std::any::type_name::<T>()
     );
     for (i, (&g, (&w, &s))) in got.iter().zip(want.iter().zip(&mag)).enumerate() {
@@ -137,13 +140,15 @@ fn tensor_core_gemm_matches_an_f64_product_at_ragged_shapes() {
     if !small() {
         shapes.push((520, 392, 2056));
     }
-    for &shape in &shapes {
-        check::<bf16>(&ctx, &mut rng, shape, 1.0, 0.0);
-        check::<f16>(&ctx, &mut rng, shape, 1.0, 0.0);
-    }
-    for &(alpha, beta) in &[(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
-        check::<bf16>(&ctx, &mut rng, (129, 136, 72), alpha, beta);
-        check::<f16>(&ctx, &mut rng, (33, 40, 264), alpha, beta);
+    for tk in [MmaTileK::K32, MmaTileK::K64] {
+        for &shape in &shapes {
+            check::<bf16>(&ctx, &mut rng, tk, shape, 1.0, 0.0);
+            check::<f16>(&ctx, &mut rng, tk, shape, 1.0, 0.0);
+        }
+        for &(alpha, beta) in &[(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
+            check::<bf16>(&ctx, &mut rng, tk, (129, 136, 72), alpha, beta);
+            check::<f16>(&ctx, &mut rng, tk, (33, 40, 264), alpha, beta);
+        }
     }
 }
 

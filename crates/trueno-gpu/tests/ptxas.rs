@@ -176,14 +176,16 @@ fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
         return;
     }
     use trueno_gpu::kernels::Kernel;
-    use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel};
+    use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
     let dir = std::env::temp_dir().join(format!("trueno-sass-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (ty, hmma) in [
-        (HalfType::Bf16, "HMMA.16816.F32.BF16"),
-        (HalfType::F16, "HMMA.16816.F32 "),
+    for (ty, tk, hmma) in [
+        (HalfType::Bf16, MmaTileK::K32, "HMMA.16816.F32.BF16"),
+        (HalfType::Bf16, MmaTileK::K64, "HMMA.16816.F32.BF16"),
+        (HalfType::F16, MmaTileK::K32, "HMMA.16816.F32 "),
+        (HalfType::F16, MmaTileK::K64, "HMMA.16816.F32 "),
     ] {
-        let k = MmaGemmKernel(ty);
+        let k = MmaGemmKernel(ty, tk);
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let stem = format!("{}_{}", k.name(), target.name());
             let file = dir.join(format!("{stem}.ptx"));

@@ -14,6 +14,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::GemmVariant;
+use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::rope::{self, RopeMode};
 use trueno_gpu::memory::DeviceBuffer;
@@ -186,11 +187,16 @@ impl Bench {
             let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
             let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
             let c = self.ctx.alloc::<f32>(s * s)?;
-            let ms = self.time(1, |st, _| st.gemm_mma(&a, &b, &c, s, s, s, 1.0, 0.0))?;
-            let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
-            self.emit(format!(
-                r#"{{"kind":"gemm_mma","type":"bf16","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#
-            ));
+            for tk in [MmaTileK::K32, MmaTileK::K64] {
+                let ms = self.time(1, |st, _| {
+                    st.gemm_mma_tiled(tk, &a, &b, &c, s, s, s, 1.0, 0.0)
+                })?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_mma","type":"bf16 k{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    tk.elems()
+                ));
+            }
         }
         Ok(())
     }

@@ -45,6 +45,10 @@ pub mod attr {
     pub const MAX_SHARED_PER_BLOCK_OPTIN: i32 = 97;
 }
 
+/// `CUfunction_attribute`: the dynamic shared memory a function may be launched with
+/// (above 48 KiB it must be raised first, up to the device's opt-in limit).
+pub const FUNC_MAX_DYNAMIC_SHARED_BYTES: i32 = 8;
+
 /// JIT options (`CUjit_option`).
 pub mod jit {
     /// Info log buffer.
@@ -184,6 +188,7 @@ driver_fns! {
     cuModuleLoadDataEx(module: *mut CuHandle, image: *const c_void, n: u32, options: *mut i32, values: *mut *mut c_void);
     cuModuleUnload(module: CuHandle);
     cuModuleGetFunction(func: *mut CuHandle, module: CuHandle, name: *const c_char);
+    cuFuncSetAttribute(f: CuHandle, attrib: i32, value: i32);
     cuLaunchKernel(f: CuHandle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: CuHandle, params: *mut *mut c_void, extra: *mut *mut c_void);
     cuStreamCreate(stream: *mut CuHandle, flags: u32);
     cuStreamDestroy_v2(stream: CuHandle);

@@ -124,9 +124,10 @@ impl<'s, 'a> Launch<'s, 'a> {
         if b.0 as u64 * b.1 as u64 * b.2 as u64 > 1024 {
             return bad(format!("block {b:?} has more than 1024 threads"));
         }
-        if cfg.shared_bytes > 48 * 1024 {
+        let limit = f.ctx.info.max_shared_per_block;
+        if cfg.shared_bytes > limit.max(48 * 1024) {
             return bad(format!(
-                "{} bytes of dynamic shared memory (limit 48 KiB)",
+                "{} bytes of dynamic shared memory (this device's limit is {limit})",
                 cfg.shared_bytes
             ));
         }
@@ -192,6 +193,17 @@ impl<'s, 'a> Launch<'s, 'a> {
             .map(|v| v as *mut u64 as *mut c_void)
             .collect();
         self.stream.ctx.bind()?;
+        if cfg.shared_bytes > 48 * 1024 {
+            // SAFETY: a live function handle of the bound context; the size is within the
+            // device's opt-in limit (checked above).
+            unsafe {
+                ffi::cuFuncSetAttribute(
+                    self.f.raw,
+                    ffi::FUNC_MAX_DYNAMIC_SHARED_BYTES,
+                    cfg.shared_bytes as i32,
+                )
+            }?;
+        }
         let (g, b) = (cfg.grid, cfg.block);
         // SAFETY: arguments match the kernel's parameters in number and type (checked
         // above); `ptrs` points into `values`, alive across the call; the buffers are
