@@ -1,0 +1,163 @@
+//! Tests of the IR validator.
+
+use super::*;
+use crate::ptx::ir::{Imm, Instr, Op, Operand};
+use crate::ptx::{Cmp, F32, KernelBuilder, PtxType, U32, VReg};
+
+fn messages(k: &KernelIr) -> String {
+    validate(k)
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_well_formed_kernel_has_no_faults() {
+    let mut b = KernelBuilder::new("ok");
+    let n = b.param_u32("n");
+    let t = b.tid_x();
+    let p = b.setp::<U32>(Cmp::Lt, t, n);
+    b.if_then(p, false, |b| {
+        let _ = b.add(t, 1u32);
+    });
+    b.bar_sync();
+    b.ret();
+    assert_eq!(messages(&b.finish()), "");
+}
+
+#[test]
+fn a_type_mix_up_is_rejected() {
+    let mut b = KernelBuilder::new("mixup");
+    let f = b.mov::<F32>(1.0f32);
+    let u = b.mov::<U32>(2u32);
+    let mut k = b.finish();
+    // add.u32 reading an f32 register: the builder cannot express it; raw IR can.
+    let d = VReg {
+        id: k.next_reg,
+        ty: PtxType::U32,
+    };
+    k.next_reg += 1;
+    k.body.push(Instr::new(
+        Op::Add,
+        Some(PtxType::U32),
+        vec![d],
+        vec![Operand::Reg(f.vreg()), Operand::Reg(u.vreg())],
+    ));
+    let m = messages(&k);
+    assert!(m.contains("u32-typed instruction reads"), "{m}");
+}
+
+#[test]
+fn a_half_precision_load_typed_f16_is_rejected() {
+    let mut b = KernelBuilder::new("ld_f16");
+    let p = b.param_ptr("p", PtxType::U16);
+    let mut k = b.finish();
+    let d = VReg {
+        id: k.next_reg,
+        ty: PtxType::F16,
+    };
+    k.next_reg += 1;
+    let addr = Operand::Addr(crate::ptx::ir::AddrBase::Reg(p.vreg()), 0);
+    k.body.push(Instr::new(
+        Op::Ld(crate::ptx::Space::Global),
+        Some(PtxType::F16),
+        vec![d],
+        vec![addr],
+    ));
+    assert!(messages(&k).contains("move as .b16"), "{}", messages(&k));
+}
+
+#[test]
+fn a_missing_rounding_mode_is_rejected() {
+    let mut b = KernelBuilder::new("rounding");
+    let x = b.mov::<F32>(2.0f32);
+    let mut k = b.finish();
+    let d = VReg {
+        id: k.next_reg,
+        ty: PtxType::F32,
+    };
+    k.next_reg += 1;
+    k.body.push(Instr::new(
+        Op::Div,
+        Some(PtxType::F32),
+        vec![d],
+        vec![Operand::Reg(x.vreg()), Operand::Imm(Imm::F32(3.0))],
+    ));
+    assert!(
+        messages(&k).contains("needs a rounding"),
+        "{}",
+        messages(&k)
+    );
+}
+
+#[test]
+fn use_before_definition_is_rejected() {
+    let mut b = KernelBuilder::new("undef");
+    let never_written = b.reg::<F32>();
+    let _ = b.add(never_written, 1.0f32);
+    b.ret();
+    let m = messages(&b.finish());
+    assert!(m.contains("read before any write"), "{m}");
+}
+
+#[test]
+fn a_value_written_on_one_branch_only_is_rejected() {
+    let mut b = KernelBuilder::new("one_branch");
+    let t = b.tid_x();
+    let x = b.reg::<U32>();
+    let p = b.setp::<U32>(Cmp::Eq, t, 0u32);
+    b.if_then(p, false, |b| b.assign(x, 5u32));
+    let _ = b.add(x, 1u32);
+    b.ret();
+    assert!(messages(&b.finish()).contains("read before any write"));
+}
+
+#[test]
+fn an_early_exit_before_a_barrier_is_rejected() {
+    let mut b = KernelBuilder::new("early_exit");
+    let n = b.param_u32("n");
+    let t = b.tid_x();
+    let past = b.setp::<U32>(Cmp::Ge, t, n);
+    b.exit_if(past);
+    b.bar_sync();
+    b.ret();
+    let m = messages(&b.finish());
+    assert!(m.contains("conditional exit before a barrier"), "{m}");
+}
+
+#[test]
+fn a_barrier_inside_a_divergent_branch_is_rejected_and_a_uniform_one_accepted() {
+    for uniform in [false, true] {
+        let mut b = KernelBuilder::new("divergent");
+        let t = b.tid_x();
+        let p = b.setp::<U32>(Cmp::Lt, t, 16u32);
+        b.if_then(p, uniform, |b| b.bar_sync());
+        b.ret();
+        let m = messages(&b.finish());
+        assert_eq!(
+            m.contains("divergent branch"),
+            !uniform,
+            "uniform={uniform}: {m}"
+        );
+    }
+}
+
+#[test]
+fn a_predicated_barrier_is_rejected() {
+    let mut b = KernelBuilder::new("guarded_bar");
+    let t = b.tid_x();
+    let p = b.setp::<U32>(Cmp::Lt, t, 16u32);
+    b.predicated(p, |b| b.bar_sync());
+    b.ret();
+    assert!(messages(&b.finish()).contains("barrier under a predicate"));
+}
+
+#[test]
+fn a_branch_to_an_unplaced_label_is_rejected() {
+    let mut b = KernelBuilder::new("nolabel");
+    let l = b.new_label();
+    b.bra(l);
+    b.ret();
+    assert!(messages(&b.finish()).contains("never placed"));
+}
