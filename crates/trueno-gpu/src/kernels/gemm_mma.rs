@@ -15,6 +15,7 @@
 
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
+use crate::ptx::ir::{Dim, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U32, U64};
 
 /// Block tile rows and columns.
@@ -115,6 +116,31 @@ fn chunk(
     (bytes, src)
 }
 
+/// Block-rows per launch group of [`raster`].
+const RASTER_ROWS: u32 = 8;
+
+/// The (column, row) tile of this block. Blocks run roughly in launch order; taken
+/// row-major, the ~260 resident blocks of an 8192-wide product span two block-rows and
+/// every column, so each B panel is fetched from memory by every row in turn. Launch
+/// order here walks groups of `RASTER_ROWS` block-rows column by column: the resident
+/// blocks cover a few columns of eight rows, and their A and B panels stay in L2.
+fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+    let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
+    let gx = b.special(SpecialReg::Nctaid(Dim::X));
+    let gy = b.special(SpecialReg::Nctaid(Dim::Y));
+    let pid = b.mad(cy, gx, cx);
+    let per_group = b.mul(gx, RASTER_ROWS);
+    let group = b.div_int(pid, per_group);
+    let first = b.mul(group, RASTER_ROWS);
+    let left = b.sub(gy, first);
+    let rows = b.min(left, RASTER_ROWS);
+    let within = b.rem(pid, per_group);
+    let dy = b.rem(within, rows);
+    let y = b.add(first, dy);
+    let x = b.div_int(within, rows);
+    (x, y)
+}
+
 fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
     let bk = tile_k.elems();
     // 16-byte chunks per A row, copies per thread of each operand, bytes per A row.
@@ -138,7 +164,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
     let warp = b.shr(t, 5u32);
     let wm = b.shr(warp, 2u32);
     let wn = b.and(warp, 3u32);
-    let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
+    let (cx, cy) = raster(&mut b);
     let row0 = b.mul(cy, TILE);
     let col0 = b.mul(cx, TILE);
 
