@@ -113,6 +113,19 @@ def main():
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
 
+    # Decode attention: torch SDPA on the same f32 cache (grouped-query heads expanded by
+    # SDPA's enable_gqa), one query token.
+    for r in [r for r in rows_in if r["kind"] == "decode_attn"]:
+        cap, hq, hkv, d = r["context"], r["heads_q"], r["heads_kv"], r["dim"]
+        q = torch.rand(1, hq, 1, d, device="cuda") * 2 - 1
+        k = torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1
+        v = torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1
+        t = bench(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 1, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
+        table.append((f"decode attention", f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}"))
+        del k, v
+
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
     # f32, twice Q8_0's), and the bar is the copy bandwidth measured above.
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:

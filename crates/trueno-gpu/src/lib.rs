@@ -56,6 +56,7 @@ pub mod error;
 pub mod kernels;
 pub mod memory;
 mod ops;
+mod ops_attention;
 pub mod ptx;
 
 pub use error::{GpuError, Result};

@@ -21,7 +21,7 @@ use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, HalfElem, QuantMatrix};
 
-fn expect_len<T: crate::memory::DeviceCopy>(
+pub(crate) fn expect_len<T: crate::memory::DeviceCopy>(
     what: &'static str,
     b: &DeviceBuffer<T>,
     want: usize,

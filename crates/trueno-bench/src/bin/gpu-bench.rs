@@ -12,6 +12,7 @@ use std::time::Instant;
 use trueno_gpu::Result;
 use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
+use trueno_gpu::kernels::attention::DecodeShape;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
@@ -201,6 +202,41 @@ impl Bench {
         Ok(())
     }
 
+    /// Decode attention (one query token, 32 query heads over 8 key/value heads of 128,
+    /// f32 cache) at contexts 4K, 32K and 128K, the cache full.
+    fn decode_attention(&mut self) -> Result<()> {
+        let contexts: &[usize] = if self.quick {
+            &[4096]
+        } else {
+            &[4096, 32768, 131072]
+        };
+        let (heads_q, heads_kv, dim) = (32, 8, 128);
+        for &cap in contexts {
+            let shape = DecodeShape {
+                batch: 1,
+                heads_q,
+                heads_kv,
+                capacity: cap,
+                dim,
+            };
+            let cache = heads_kv * cap * dim;
+            let k = self.ctx.upload(&random(cache, 7))?;
+            let v = self.ctx.upload(&random(cache, 8))?;
+            let q = self.ctx.upload(&random(heads_q * dim, 9))?;
+            let lens = self.ctx.upload(&[cap as u32])?;
+            let out = self.ctx.alloc::<f32>(heads_q * dim)?;
+            let scale = 1.0 / (dim as f32).sqrt();
+            let ms = self.time(1, |s, _| {
+                s.decode_attention(&q, &k, &v, &lens, &out, shape, scale)
+            })?;
+            let bytes = 2 * cache * 4;
+            self.emit(format!(
+                r#"{{"kind":"decode_attn","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+            ));
+        }
+        Ok(())
+    }
+
     /// Matrix-vector products from quantized weights at LLM projection shapes (rows x
     /// cols = outputs x inputs), weights rotated through enough copies to miss L2.
     fn qgemv(&mut self) -> Result<()> {
@@ -339,6 +375,7 @@ fn main() {
         b.gemm_mma()?;
         b.qgemv()?;
         b.rope()?;
+        b.decode_attention()?;
         Ok(())
     };
     let mut run = run;

@@ -4,10 +4,12 @@
 //! process and target and cached. Shapes are kernel parameters, so one module serves every
 //! size.
 
+pub mod attention;
 pub mod elementwise;
 pub mod gemm;
 pub mod gemm_mma;
 mod helpers;
+pub mod kv_cache;
 mod math;
 pub mod norm;
 pub mod qgemv;
@@ -81,11 +83,13 @@ pub enum Family {
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
+    /// decode attention over a KV cache (flash-decoding) and KV-cache appends
+    Attention,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 9] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -94,6 +98,7 @@ impl Family {
         Family::GemmMma,
         Family::Qgemv,
         Family::Rope,
+        Family::Attention,
     ];
 
     /// Module name.
@@ -107,6 +112,7 @@ impl Family {
             Family::GemmMma => "gemm_mma",
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
+            Family::Attention => "attention_f32",
         }
     }
 
@@ -121,6 +127,10 @@ impl Family {
             Family::GemmMma => gemm_mma::all(),
             Family::Qgemv => qgemv::all(),
             Family::Rope => rope::all(),
+            Family::Attention => attention::all()
+                .into_iter()
+                .chain(kv_cache::all())
+                .collect(),
         }
     }
 }

@@ -1,0 +1,478 @@
+//! Decode attention: one new query token per sequence against a KV cache, and the
+//! kernel that appends the token's keys and values to the cache.
+//!
+//! Flash-decoding: the cache is cut into chunks of positions; one block per (chunk, query
+//! head, sequence) keeps an online softmax (running max, running sum, weighted value sum)
+//! over its chunk, its four warps taking every fourth position and merging at the end;
+//! a second kernel merges the chunks of each head. Long contexts so spread over the whole
+//! GPU instead of one block per head. Grouped-query attention maps query head `h` to
+//! key/value head `h / (heads_q / heads_kv)`; the blocks of one group read the same cache
+//! rows, which they mostly find in L2.
+//!
+//! Layouts (f32, row-major): `q` and `out` `[batch, heads_q, dim]`, each cache
+//! `[batch, heads_kv, capacity, dim]`, `lens` `[batch]` (positions `0..lens[b]` valid).
+//! Scores are computed in the base-2 domain (the query pre-scaled by `scale * log2 e`), so
+//! every exponential is one `ex2.approx`.
+
+use super::helpers::{max_nan, warp_reduce};
+use super::{Family, Kernel, LaunchConfig, check_dims};
+use crate::error::{Result, shape_err};
+use crate::ptx::ir::{Dim, SpecialReg};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
+
+/// Threads per chunk block: four warps.
+pub const THREADS: u32 = 128;
+const WARPS: u32 = THREADS / 32;
+const LOG2E: f32 = std::f32::consts::LOG2_E;
+
+/// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
+pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// CPU reference in f64: softmax(scale * q k^T) v per query head over positions
+/// `0..lens[b]` of its key/value head. Empty sequences give zeros.
+#[allow(clippy::too_many_arguments)]
+pub fn reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    lens: &[u32],
+    (heads_q, heads_kv, capacity, dim): (usize, usize, usize, usize),
+    scale: f32,
+) -> Vec<f32> {
+    let group = heads_q / heads_kv;
+    let mut out = vec![0.0f32; q.len()];
+    for (b, &len) in lens.iter().enumerate() {
+        for h in 0..heads_q {
+            let qrow = &q[(b * heads_q + h) * dim..][..dim];
+            let base = (b * heads_kv + h / group) * capacity;
+            let scores: Vec<f64> = (0..len as usize)
+                .map(|p| {
+                    let krow = &k[(base + p) * dim..][..dim];
+                    scale as f64
+                        * qrow
+                            .iter()
+                            .zip(krow)
+                            .map(|(&a, &c)| a as f64 * c as f64)
+                            .sum::<f64>()
+                })
+                .collect();
+            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+            let total: f64 = w.iter().sum();
+            for e in 0..dim {
+                let acc: f64 = w
+                    .iter()
+                    .enumerate()
+                    .map(|(p, &wp)| wp * v[(base + p) * dim + e] as f64)
+                    .sum();
+                out[(b * heads_q + h) * dim + e] = if total > 0.0 {
+                    (acc / total) as f32
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    out
+}
+
+/// The shape of one decode-attention call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeShape {
+    /// Sequences.
+    pub batch: usize,
+    /// Query heads.
+    pub heads_q: usize,
+    /// Key/value heads (divides `heads_q`).
+    pub heads_kv: usize,
+    /// Positions each cache holds per head.
+    pub capacity: usize,
+    /// Head dimension: 64, 128 or 256.
+    pub dim: usize,
+}
+
+impl DecodeShape {
+    /// Checks the shape; `kernel` names the error.
+    pub fn check(&self, kernel: &str) -> Result<()> {
+        let s = self;
+        if [s.batch, s.heads_q, s.heads_kv, s.capacity, s.dim].contains(&0) {
+            return shape_err(kernel, format!("zero-size shape {s:?}"));
+        }
+        if !s.heads_q.is_multiple_of(s.heads_kv) {
+            return shape_err(
+                kernel,
+                format!(
+                    "{} query heads are not a multiple of {} key/value heads",
+                    s.heads_q, s.heads_kv
+                ),
+            );
+        }
+        if !HEAD_DIMS.contains(&(s.dim as u32)) {
+            return shape_err(
+                kernel,
+                format!("head dimension {} (built for 64, 128, 256)", s.dim),
+            );
+        }
+        let cache = [s.batch, s.heads_kv, s.capacity, s.dim]
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d));
+        let too_big = cache.is_none_or(|c| c > u32::MAX as usize);
+        if too_big || s.batch > 65535 || s.heads_q > 65535 {
+            return shape_err(kernel, format!("{s:?} exceeds 32-bit indexing or the grid"));
+        }
+        Ok(())
+    }
+
+    /// Positions per chunk: about four blocks per SM over the whole cache, a power of
+    /// two in 64..=1024.
+    pub fn chunk(&self, sms: usize) -> usize {
+        let work = self.capacity * self.heads_q * self.batch;
+        work.div_ceil(4 * sms.max(1))
+            .next_power_of_two()
+            .clamp(64, 1024)
+    }
+}
+
+/// The chunk kernel for one head dimension. Parameters: `q`, `k`, `v`, `lens`,
+/// `part_acc` (`[batch, heads_q, splits, dim]`), `part_ml` (`[batch, heads_q, splits, 2]`),
+/// `heads_q`, `heads_kv`, `capacity`, `chunk`, `splits`, `scale`.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeChunkKernel(pub u32);
+
+/// The merge kernel for one head dimension: `part_acc`, `part_ml`, `out`, `splits`.
+#[derive(Clone, Copy, Debug)]
+pub struct DecodeMergeKernel(pub u32);
+
+/// `2^(x - top)`, or 0 while `top` is still -inf (nothing seen yet, where the difference
+/// would be NaN). A NaN score makes `top` NaN (see `max_nan`) and so the result.
+fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
+    let d = b.sub(x, top);
+    let e = b.ex2(d);
+    let empty = b.setp::<F32>(Cmp::Eq, top, f32::NEG_INFINITY);
+    b.selp(0.0f32, e, empty)
+}
+
+fn build_chunk(name: &str, dim: u32) -> KernelIr {
+    let per_lane = (dim / 32) as usize;
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let gq = b.param_ptr("q", PtxType::F32);
+    let gk = b.param_ptr("k", PtxType::F32);
+    let gv = b.param_ptr("v", PtxType::F32);
+    let glens = b.param_ptr("lens", PtxType::U32);
+    let gacc = b.param_ptr("part_acc", PtxType::F32);
+    let gml = b.param_ptr("part_ml", PtxType::F32);
+    let heads_q = b.param_u32("heads_q");
+    let heads_kv = b.param_u32("heads_kv");
+    let capacity = b.param_u32("capacity");
+    let chunk = b.param_u32("chunk");
+    let splits = b.param_u32("splits");
+    let scale = b.param_f32("scale");
+    let smem = b.shared_array("merge", WARPS * (dim + 2) * 4, 16);
+
+    let t = b.tid_x();
+    let lane = b.and(t, 31u32);
+    let warp = b.shr(t, 5u32);
+    let split = b.ctaid_x();
+    let h = b.ctaid_y();
+    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
+    let group = b.div_int(heads_q, heads_kv);
+    let hkv = b.div_int(h, group);
+    let lens_addr = {
+        let off = b.mul_wide(seq, 4u32);
+        b.add(glens, off)
+    };
+    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
+    let len = b.min(len, capacity);
+    let start = b.mul(split, chunk);
+    let end = b.add(start, chunk);
+    let end = b.min(end, len);
+
+    // This lane's slice of the query, pre-scaled into the base-2 domain.
+    let qrow = b.mad(seq, heads_q, h);
+    let e0 = b.mul(lane, per_lane as u32);
+    let qi = b.mad(qrow, dim, e0);
+    let qa = b.mul_wide(qi, 4u32);
+    let qa = b.add(gq, qa);
+    let s2 = b.mul(scale, LOG2E);
+    let qv: Vec<Reg<F32>> = load_slice(&mut b, qa, per_lane)
+        .into_iter()
+        .map(|x| b.mul(x, s2))
+        .collect();
+    // Row `start + warp` of this head's cache, then 4 rows a step.
+    let head_row = b.mad(seq, heads_kv, hkv);
+    let row0 = b.mad(head_row, capacity, start);
+    let row0 = b.add(row0, warp);
+    let first = b.mad(row0, dim, e0);
+    let off = b.mul_wide(first, 4u32);
+    let kp = b.add(gk, off);
+    let vp = b.add(gv, off);
+    let step = (WARPS * dim * 4) as u64;
+
+    let m = b.mov(f32::NEG_INFINITY);
+    let l = b.mov(0.0f32);
+    let acc: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+    let p0 = b.add(start, warp);
+    b.for_loop(p0, end, WARPS, false, |b, _p| {
+        let kv = load_slice(b, kp, per_lane);
+        let mut dot = b.mul(qv[0], kv[0]);
+        for i in 1..per_lane {
+            dot = b.fma(qv[i], kv[i], dot);
+        }
+        // The value row is asked for while the score is reduced across the warp.
+        let vv = load_slice(b, vp, per_lane);
+        let s = warp_reduce(b, dot, super::helpers::add);
+        let m_new = max_nan(b, m, s);
+        let c = weight(b, m, m_new);
+        let w = weight(b, s, m_new);
+        let l2 = b.fma(l, c, w);
+        b.assign(l, l2);
+        for (a, &x) in acc.iter().zip(&vv) {
+            let a2 = b.mul(*a, c);
+            let a2 = b.fma(w, x, a2);
+            b.assign(*a, a2);
+        }
+        b.assign(m, m_new);
+        let kn = b.add(kp, step);
+        let vn = b.add(vp, step);
+        b.assign(kp, kn);
+        b.assign(vp, vn);
+    });
+
+    // Merge the four warps through shared memory: each stores (m, l, acc); every warp
+    // then reads all four and warp 0 writes the chunk's partial.
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    let slot = b.mul(warp, (dim + 2) * 4);
+    let slot = b.add(smem, slot);
+    b.predicated(lane0, |b| {
+        b.st::<F32, U32>(Space::Shared, slot, 0, m);
+        b.st::<F32, U32>(Space::Shared, slot, 4, l);
+    });
+    // Element i of every lane at i * 32 + lane: consecutive lanes, distinct banks.
+    let mine = b.mad(lane, 4u32, slot);
+    for (i, &a) in acc.iter().enumerate() {
+        b.st::<F32, U32>(Space::Shared, mine, 8 + 128 * i as i64, a);
+    }
+    b.bar_sync();
+    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
+    b.if_then(first_warp, false, |b| {
+        let ms: Vec<Reg<F32>> = (0..WARPS)
+            .map(|w| b.ld::<F32, U32>(Space::Shared, smem, (w * (dim + 2) * 4) as i64))
+            .collect();
+        let mut big = ms[0];
+        for &x in &ms[1..] {
+            big = max_nan(b, big, x);
+        }
+        let total = b.mov(0.0f32);
+        let out: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+        let lane_base = b.mad(lane, 4u32, smem);
+        for (w, &mw) in ms.iter().enumerate() {
+            let base = (w as u32 * (dim + 2) * 4) as i64;
+            let f = weight(b, mw, big);
+            let lw = b.ld::<F32, U32>(Space::Shared, smem, base + 4);
+            let t2 = b.fma(lw, f, total);
+            b.assign(total, t2);
+            for (i, &o) in out.iter().enumerate() {
+                let x = b.ld::<F32, U32>(Space::Shared, lane_base, base + 8 + 128 * i as i64);
+                let o2 = b.fma(x, f, o);
+                b.assign(o, o2);
+            }
+        }
+        // part index (seq * heads_q + h) * splits + split
+        let part = b.mad(qrow, splits, split);
+        let ai = b.mad(part, dim, e0);
+        let aa = b.mul_wide(ai, 4u32);
+        let aa = b.add(gacc, aa);
+        store_slice(b, aa, &out);
+        let mi = b.mul_wide(part, 8u32);
+        let ma = b.add(gml, mi);
+        b.predicated(lane0, |b| {
+            b.st_vec::<F32, U64>(Space::Global, ma, 0, &[big, total])
+        });
+    });
+    b.ret();
+    b.finish()
+}
+
+fn build_merge(name: &str, dim: u32) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(256);
+    let gacc = b.param_ptr("part_acc", PtxType::F32);
+    let gml = b.param_ptr("part_ml", PtxType::F32);
+    let gout = b.param_ptr("out", PtxType::F32);
+    let splits = b.param_u32("splits");
+    // One block per (head, sequence) row of `out`, one thread per element.
+    let e = b.tid_x();
+    let row = b.ctaid_x();
+    let first = b.mul(row, splits);
+    let ml_off = b.mul_wide(first, 8u32);
+    let ml = b.add(gml, ml_off);
+    let big = b.mov(f32::NEG_INFINITY);
+    b.for_loop(0u32, splits, 1u32, true, |b, s| {
+        let o = b.mul_wide(s, 8u32);
+        let a = b.add(ml, o);
+        let x = b.ld::<F32, U64>(Space::Global, a, 0);
+        let y = max_nan(b, big, x);
+        b.assign(big, y);
+    });
+    let total = b.mov(0.0f32);
+    let acc = b.mov(0.0f32);
+    let ai = b.mad(first, dim, e);
+    let ao = b.mul_wide(ai, 4u32);
+    let ap = b.add(gacc, ao);
+    let mlp = b.mov(ml);
+    b.for_loop(0u32, splits, 1u32, true, |b, _s| {
+        let v = b.ld_vec::<F32, U64, 2>(Space::Global, mlp, 0);
+        let f = weight(b, v[0], big);
+        let t2 = b.fma(v[1], f, total);
+        b.assign(total, t2);
+        let x = b.ld::<F32, U64>(Space::Global, ap, 0);
+        let a2 = b.fma(x, f, acc);
+        b.assign(acc, a2);
+        let n1 = b.add(mlp, 8u64);
+        b.assign(mlp, n1);
+        let n2 = b.add(ap, (dim * 4) as u64);
+        b.assign(ap, n2);
+    });
+    // No position at all gives zeros; a NaN total (a NaN score) stays NaN.
+    let none = b.setp::<F32>(Cmp::Eq, total, 0.0f32);
+    let q = b.div(acc, total);
+    let r = b.selp(0.0f32, q, none);
+    let oi = b.mad(row, dim, e);
+    let oo = b.mul_wide(oi, 4u32);
+    let oa = b.add(gout, oo);
+    b.st::<F32, U64>(Space::Global, oa, 0, r);
+    b.ret();
+    b.finish()
+}
+
+/// `n` consecutive f32s at `addr` in 16- or 8-byte loads (n is 2, 4 or 8).
+fn load_slice(b: &mut KernelBuilder, addr: Reg<U64>, n: usize) -> Vec<Reg<F32>> {
+    if n == 2 {
+        return b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0).to_vec();
+    }
+    (0..n / 4)
+        .flat_map(|i| b.ld_vec::<F32, U64, 4>(Space::Global, addr, 16 * i as i64))
+        .collect()
+}
+
+fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
+    if v.len() == 2 {
+        return b.st_vec::<F32, U64>(Space::Global, addr, 0, v);
+    }
+    for (i, c) in v.chunks(4).enumerate() {
+        b.st_vec::<F32, U64>(Space::Global, addr, 16 * i as i64, c);
+    }
+}
+
+impl Kernel for DecodeChunkKernel {
+    fn name(&self) -> String {
+        format!("trueno_decode_attn_d{}_f32", self.0)
+    }
+    fn family(&self) -> Family {
+        Family::Attention
+    }
+    fn build(&self) -> KernelIr {
+        build_chunk(&self.name(), self.0)
+    }
+    /// `[splits, heads_q, batch]`.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        check_dims(&self.name(), dims, 3)?;
+        let (splits, heads, batch) = (dims[0], dims[1], dims[2]);
+        if splits > i32::MAX as usize || heads > 65535 || batch > 65535 {
+            return shape_err(
+                &self.name(),
+                format!("grid {dims:?} over the hardware limits"),
+            );
+        }
+        Ok(LaunchConfig {
+            grid: (splits as u32, heads as u32, batch as u32),
+            block: (THREADS, 1, 1),
+            shared_bytes: 0,
+        })
+    }
+}
+
+impl Kernel for DecodeMergeKernel {
+    fn name(&self) -> String {
+        format!("trueno_decode_merge_d{}_f32", self.0)
+    }
+    fn family(&self) -> Family {
+        Family::Attention
+    }
+    fn build(&self) -> KernelIr {
+        build_merge(&self.name(), self.0)
+    }
+    /// `[rows]` (batch * heads_q).
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        check_dims(&self.name(), dims, 1)?;
+        if dims[0] > i32::MAX as usize {
+            return shape_err(
+                &self.name(),
+                format!("{} rows over the grid limit", dims[0]),
+            );
+        }
+        Ok(LaunchConfig::linear(dims[0] as u32, self.0))
+    }
+}
+
+/// Every decode-attention configuration.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    let mut v: Vec<Box<dyn Kernel>> = Vec::new();
+    for d in HEAD_DIMS {
+        v.push(Box::new(DecodeChunkKernel(d)));
+        v.push(Box::new(DecodeMergeKernel(d)));
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_checked_and_chunks_spread_the_cache_over_the_gpu() {
+        let s = DecodeShape {
+            batch: 1,
+            heads_q: 32,
+            heads_kv: 8,
+            capacity: 4096,
+            dim: 128,
+        };
+        assert!(s.check("k").is_ok());
+        assert_eq!(s.chunk(132), 256);
+        assert_eq!(
+            DecodeShape {
+                capacity: 131072,
+                ..s
+            }
+            .chunk(132),
+            1024
+        );
+        assert_eq!(DecodeShape { capacity: 100, ..s }.chunk(132), 64);
+        for bad in [
+            DecodeShape { heads_kv: 3, ..s },
+            DecodeShape { dim: 96, ..s },
+            DecodeShape { capacity: 0, ..s },
+            DecodeShape {
+                capacity: 1 << 30,
+                ..s
+            },
+        ] {
+            assert!(bad.check("k").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_reference_is_a_weighted_mean_of_values() {
+        // Two positions with equal keys: the output is the mean of the two values.
+        let (q, k) = (vec![1.0f32; 64], vec![0.5f32; 2 * 64]);
+        let v: Vec<f32> = (0..2 * 64)
+            .map(|i| if i < 64 { 1.0 } else { 3.0 })
+            .collect();
+        let out = reference(&q, &k, &v, &[2], (1, 1, 2, 64), 0.125);
+        assert!(out.iter().all(|&x| (x - 2.0).abs() < 1e-6), "{out:?}");
+        let empty = reference(&q, &k, &v, &[0], (1, 1, 2, 64), 0.125);
+        assert!(empty.iter().all(|&x| x == 0.0));
+    }
+}

@@ -1,0 +1,138 @@
+//! The decode path's stream operations: appending a step's keys and values to the KV
+//! cache and attending one query token per sequence over it.
+
+use crate::driver::{KernelArg, Recording, Stream};
+use crate::error::{Result, shape_err};
+use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
+use crate::kernels::kv_cache::KvAppendKernel;
+use crate::kernels::{Family, Kernel};
+use crate::memory::DeviceBuffer;
+use crate::ops::expect_len;
+
+impl<'a> Stream<Recording<'a>> {
+    /// Writes one step's keys and values (`[batch, heads_kv, dim]`) into the caches
+    /// (`[batch, heads_kv, capacity, dim]`) at row `positions[b]` of sequence `b`.
+    /// Positions at or past the capacity are not written (the device cannot fail a
+    /// launch; keep `lens` for [`decode_attention`](Self::decode_attention) within it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_append(
+        &mut self,
+        k_new: &'a DeviceBuffer<f32>,
+        v_new: &'a DeviceBuffer<f32>,
+        k_cache: &'a DeviceBuffer<f32>,
+        v_cache: &'a DeviceBuffer<f32>,
+        positions: &'a DeviceBuffer<u32>,
+        shape: DecodeShape,
+    ) -> Result<()> {
+        let kern = KvAppendKernel;
+        shape.check(&kern.name())?;
+        let step = shape.batch * shape.heads_kv * shape.dim;
+        expect_len("kv_append k_new", k_new, step)?;
+        expect_len("kv_append v_new", v_new, step)?;
+        expect_len("kv_append k_cache", k_cache, step * shape.capacity)?;
+        expect_len("kv_append v_cache", v_cache, step * shape.capacity)?;
+        expect_len("kv_append positions", positions, shape.batch)?;
+        if k_cache.device_ptr() == v_cache.device_ptr() {
+            return shape_err(&kern.name(), "the key and value caches are the same buffer");
+        }
+        let cfg = kern.launch_config(&[step])?;
+        let f = self.context().function(Family::Attention, &kern.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(k_new))
+            .arg(KernelArg::buf(v_new))
+            .arg(KernelArg::buf_mut(k_cache))
+            .arg(KernelArg::buf_mut(v_cache))
+            .arg(KernelArg::buf(positions))
+            .arg(KernelArg::U32(shape.heads_kv as u32))
+            .arg(KernelArg::U32(shape.capacity as u32))
+            .arg(KernelArg::U32(shape.dim as u32))
+            .arg(KernelArg::U32(step as u32))
+            .run()
+    }
+
+    /// `out = softmax(scale * q K^T) V` for one query token per sequence: `q` and `out`
+    /// `[batch, heads_q, dim]`, the caches `[batch, heads_kv, capacity, dim]`, positions
+    /// `0..lens[b]` of sequence `b` attended (`lens` on the device, so a step needs no
+    /// host round trip; a length past the capacity counts as the capacity, an empty
+    /// sequence gives zeros). Query head `h` reads key/value head
+    /// `h / (heads_q / heads_kv)`. Split over the cache in chunks (flash-decoding), with
+    /// the chunks' partial results in a scratch buffer this call allocates.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::attention::DecodeShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = DecodeShape { batch: 1, heads_q: 2, heads_kv: 1, capacity: 8, dim: 64 };
+    /// let q = ctx.upload(&vec![0.1f32; 2 * 64])?;
+    /// let k = ctx.upload(&vec![0.2f32; 8 * 64])?;
+    /// let v = ctx.upload(&vec![3.0f32; 8 * 64])?;
+    /// let lens = ctx.upload(&[5u32])?;
+    /// let mut out = ctx.alloc::<f32>(2 * 64)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.decode_attention(&q, &k, &v, &lens, &out, shape, 0.125)?;
+    /// s.sync()?;
+    /// assert!(out.to_vec()?.iter().all(|&x| (x - 3.0).abs() < 1e-5));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode_attention(
+        &mut self,
+        q: &'a DeviceBuffer<f32>,
+        k_cache: &'a DeviceBuffer<f32>,
+        v_cache: &'a DeviceBuffer<f32>,
+        lens: &'a DeviceBuffer<u32>,
+        out: &'a DeviceBuffer<f32>,
+        shape: DecodeShape,
+        scale: f32,
+    ) -> Result<()> {
+        let dim = shape.dim as u32;
+        let (chunk_k, merge_k) = (DecodeChunkKernel(dim), DecodeMergeKernel(dim));
+        shape.check(&chunk_k.name())?;
+        let rows = shape.batch * shape.heads_q;
+        expect_len("decode_attention q", q, rows * shape.dim)?;
+        expect_len("decode_attention out", out, rows * shape.dim)?;
+        let cache = shape.batch * shape.heads_kv * shape.capacity * shape.dim;
+        expect_len("decode_attention k_cache", k_cache, cache)?;
+        expect_len("decode_attention v_cache", v_cache, cache)?;
+        expect_len("decode_attention lens", lens, shape.batch)?;
+        if out.device_ptr() == q.device_ptr() {
+            return shape_err(&chunk_k.name(), "the output may not alias the query");
+        }
+        let ctx = self.context();
+        let chunk = shape.chunk(ctx.device().multiprocessors as usize);
+        let splits = shape.capacity.div_ceil(chunk);
+        let cfg = chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?;
+        let merge_cfg = merge_k.launch_config(&[rows])?;
+        let part_acc = ctx.alloc::<f32>(rows * splits * shape.dim)?;
+        let part_ml = ctx.alloc::<f32>(rows * splits * 2)?;
+        let f = ctx.function(Family::Attention, &chunk_k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(q))
+            .arg(KernelArg::buf(k_cache))
+            .arg(KernelArg::buf(v_cache))
+            .arg(KernelArg::buf(lens))
+            .arg(KernelArg::scratch(&part_acc))
+            .arg(KernelArg::scratch(&part_ml))
+            .arg(KernelArg::U32(shape.heads_q as u32))
+            .arg(KernelArg::U32(shape.heads_kv as u32))
+            .arg(KernelArg::U32(shape.capacity as u32))
+            .arg(KernelArg::U32(chunk as u32))
+            .arg(KernelArg::U32(splits as u32))
+            .arg(KernelArg::F32(scale))
+            .run()?;
+        let f = ctx.function(Family::Attention, &merge_k.name())?;
+        self.launch(&f)
+            .config(merge_cfg)
+            .arg(KernelArg::scratch(&part_acc))
+            .arg(KernelArg::scratch(&part_ml))
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::U32(splits as u32))
+            .run()?;
+        self.keep_alive(part_acc);
+        self.keep_alive(part_ml);
+        Ok(())
+    }
+}

@@ -1,0 +1,176 @@
+//! Decode attention and the KV-cache append on the device against their f64 / CPU
+//! references: ragged sequence lengths in one batch, grouped-query and multi-query
+//! heads, every head dimension, lengths past the capacity, empty sequences, NaN
+//! propagation, and the shape errors. Skipped without a GPU.
+
+mod common;
+use common::device::{POISON, Rng, assert_close, ctx, poisoned, small};
+
+use trueno_gpu::kernels::attention::{DecodeShape, reference};
+use trueno_gpu::kernels::kv_cache;
+
+fn run(
+    ctx: &trueno_gpu::driver::Context,
+    shape: DecodeShape,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    lens: &[u32],
+) -> Vec<f32> {
+    let (dq, dk, dv, dl) = (
+        ctx.upload(q).unwrap(),
+        ctx.upload(k).unwrap(),
+        ctx.upload(v).unwrap(),
+        ctx.upload(lens).unwrap(),
+    );
+    let mut out = poisoned(ctx, q.len());
+    let scale = 1.0 / (shape.dim as f32).sqrt();
+    let mut s = ctx.stream().unwrap().record();
+    s.decode_attention(&dq, &dk, &dv, &dl, &out, shape, scale)
+        .unwrap();
+    s.sync().unwrap();
+    out.to_vec().unwrap()
+}
+
+#[test]
+fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(17);
+    let shape = |batch, heads_q, heads_kv, capacity, dim| DecodeShape {
+        batch,
+        heads_q,
+        heads_kv,
+        capacity,
+        dim,
+    };
+    let mut cases = vec![
+        (shape(1, 4, 4, 1, 64), vec![1u32]),
+        (shape(2, 8, 2, 300, 128), vec![300, 17]),
+        (shape(4, 4, 1, 1000, 256), vec![0, 999, 1000, 1005]),
+        (shape(1, 32, 8, 5000, 128), vec![4097]),
+        (shape(3, 6, 3, 129, 64), vec![64, 65, 129]),
+    ];
+    if !small() {
+        cases.push((shape(1, 32, 8, 32768, 128), vec![30001]));
+    }
+    for (sh, lens) in cases {
+        let q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);
+        let cache = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
+        let k = rng.vec(cache, -1.0, 1.0);
+        let v = rng.vec(cache, -1.0, 1.0);
+        let got = run(&ctx, sh, &q, &k, &v, &lens);
+        let clamped: Vec<u32> = lens.iter().map(|&l| l.min(sh.capacity as u32)).collect();
+        let scale = 1.0 / (sh.dim as f32).sqrt();
+        let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
+        let want = reference(&q, &k, &v, &clamped, dims, scale);
+        assert_close(&format!("{sh:?} {lens:?}"), &got, &want, 1e-3, 5e-5);
+        // An empty sequence attends to nothing: zeros, not NaN.
+        for (b, &l) in lens.iter().enumerate() {
+            if l == 0 {
+                let row = &got[b * sh.heads_q * sh.dim..][..sh.heads_q * sh.dim];
+                assert!(row.iter().all(|&x| x == 0.0), "{sh:?}: empty sequence {b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_nan_query_poisons_its_own_head_only() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(18);
+    let sh = DecodeShape {
+        batch: 1,
+        heads_q: 4,
+        heads_kv: 2,
+        capacity: 700,
+        dim: 64,
+    };
+    let mut q = rng.vec(4 * 64, -1.0, 1.0);
+    q[64 + 5] = f32::NAN; // head 1
+    let k = rng.vec(2 * 700 * 64, -1.0, 1.0);
+    let v = rng.vec(2 * 700 * 64, -1.0, 1.0);
+    let got = run(&ctx, sh, &q, &k, &v, &[650]);
+    for (h, head) in got.chunks(64).enumerate() {
+        assert_eq!(
+            head.iter().all(|x| x.is_nan()),
+            h == 1,
+            "head {h}: {head:?}"
+        );
+        assert!(h == 1 || head.iter().all(|x| x.is_finite()));
+    }
+}
+
+#[test]
+fn kv_append_writes_each_sequence_at_its_position() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(19);
+    let sh = DecodeShape {
+        batch: 3,
+        heads_q: 8,
+        heads_kv: 4,
+        capacity: 50,
+        dim: 128,
+    };
+    let cache_len = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
+    let (k0, v0) = (rng.vec(cache_len, -1.0, 1.0), rng.vec(cache_len, -1.0, 1.0));
+    let step = sh.batch * sh.heads_kv * sh.dim;
+    let (kn, vn) = (rng.vec(step, -1.0, 1.0), rng.vec(step, -1.0, 1.0));
+    // The last sequence is full: its row is left out.
+    let positions = [7u32, 49, 50];
+    let (mut kc, mut vc) = (ctx.upload(&k0).unwrap(), ctx.upload(&v0).unwrap());
+    let (dkn, dvn, dp) = (
+        ctx.upload(&kn).unwrap(),
+        ctx.upload(&vn).unwrap(),
+        ctx.upload(&positions).unwrap(),
+    );
+    let mut s = ctx.stream().unwrap().record();
+    s.kv_append(&dkn, &dvn, &kc, &vc, &dp, sh).unwrap();
+    s.sync().unwrap();
+    let dims = (sh.heads_kv, sh.capacity, sh.dim);
+    assert_eq!(
+        kc.to_vec().unwrap(),
+        kv_cache::reference(&k0, &kn, &positions, dims)
+    );
+    assert_eq!(
+        vc.to_vec().unwrap(),
+        kv_cache::reference(&v0, &vn, &positions, dims)
+    );
+}
+
+#[test]
+fn decode_shapes_and_lengths_are_checked_before_launch() {
+    let Some(ctx) = ctx() else { return };
+    let ok = DecodeShape {
+        batch: 1,
+        heads_q: 4,
+        heads_kv: 2,
+        capacity: 16,
+        dim: 64,
+    };
+    let q = ctx.upload(&vec![0.5f32; 4 * 64]).unwrap();
+    let kv = ctx.upload(&vec![0.5f32; 2 * 16 * 64]).unwrap();
+    let kv2 = ctx.upload(&vec![0.5f32; 2 * 16 * 64]).unwrap();
+    let lens = ctx.upload(&[16u32]).unwrap();
+    let out = poisoned(&ctx, 4 * 64);
+    let new = ctx.upload(&vec![1.0f32; 2 * 64]).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    for (bad, needle) in [
+        (DecodeShape { heads_kv: 3, ..ok }, "multiple"),
+        (DecodeShape { dim: 96, ..ok }, "head dimension"),
+        (DecodeShape { capacity: 0, ..ok }, "zero-size"),
+        (DecodeShape { capacity: 17, ..ok }, "expected"),
+    ] {
+        let e = s
+            .decode_attention(&q, &kv, &kv2, &lens, &out, bad, 0.125)
+            .unwrap_err();
+        assert!(e.to_string().contains(needle), "{bad:?}: {e}");
+    }
+    assert!(
+        s.decode_attention(&q, &kv, &kv2, &lens, &q, ok, 0.125)
+            .is_err()
+    );
+    let e = s.kv_append(&new, &new, &kv, &kv, &lens, ok).unwrap_err();
+    assert!(e.to_string().contains("same buffer"), "{e}");
+    s.sync().unwrap();
+    assert!(poisoned(&ctx, 1).to_vec().unwrap()[0].to_bits() == POISON);
+}
