@@ -49,6 +49,10 @@ fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
         (shape(4, 4, 1, 1000, 256), vec![0, 999, 1000, 1005]),
         (shape(1, 32, 8, 5000, 128), vec![4097]),
         (shape(3, 6, 3, 129, 64), vec![64, 65, 129]),
+        (shape(2, 8, 1, 200, 256), vec![200, 3]),
+        (shape(1, 12, 2, 257, 64), vec![256]),
+        (shape(2, 16, 2, 333, 128), vec![333, 100]),
+        (shape(1, 8, 1, 90, 64), vec![77]),
     ];
     if !small() {
         cases.push((shape(1, 32, 8, 32768, 128), vec![30001]));

@@ -173,8 +173,10 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let t = b.tid_x();
     let lane = b.and(t, 31u32);
     let warp = b.shr(t, 5u32);
-    let split = b.ctaid_x();
-    let h = b.ctaid_y();
+    // Heads fastest in launch order: the blocks reading one chunk of a key/value head
+    // (its query heads) run together and share the rows in L2.
+    let h = b.ctaid_x();
+    let split = b.ctaid_y();
     let seq = b.special(SpecialReg::Ctaid(Dim::Z));
     let group = b.div_int(heads_q, heads_kv);
     let hkv = b.div_int(h, group);
@@ -213,11 +215,22 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let l = b.mov(0.0f32);
     let acc: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
     let p0 = b.add(start, warp);
-    b.for_loop(p0, end, WARPS, false, |b, _p| {
-        let kv = load_slice(b, kp, per_lane);
-        let mut dot = b.mul(qv[0], kv[0]);
+    // The key row of the next step is loaded one step ahead, so its memory latency
+    // overlaps this step's arithmetic.
+    let kcur: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+    let any = b.setp::<U32>(Cmp::Lt, p0, end);
+    b.predicated(any, |b| load_into(b, kp, &kcur, 0));
+    b.for_loop(p0, end, WARPS, false, |b, p| {
+        let next = b.add(p, WARPS);
+        let more = b.setp::<U32>(Cmp::Lt, next, end);
+        let knext: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+        b.predicated(more, |b| load_into(b, kp, &knext, step as i64));
+        let mut dot = b.mul(qv[0], kcur[0]);
         for i in 1..per_lane {
-            dot = b.fma(qv[i], kv[i], dot);
+            dot = b.fma(qv[i], kcur[i], dot);
+        }
+        for (c, &x) in kcur.iter().zip(&knext) {
+            b.assign(*c, x);
         }
         // The value row is asked for while the score is reduced across the warp.
         let vv = load_slice(b, vp, per_lane);
@@ -356,6 +369,15 @@ fn load_slice(b: &mut KernelBuilder, addr: Reg<U64>, n: usize) -> Vec<Reg<F32>> 
         .collect()
 }
 
+/// `dst = ` the `dst.len()` f32s at `addr + off` (under the builder's current guard).
+fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<F32>], off: i64) {
+    let a = b.add(addr, off as u64);
+    let v = load_slice(b, a, dst.len());
+    for (d, x) in dst.iter().zip(v) {
+        b.assign(*d, x);
+    }
+}
+
 fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
     if v.len() == 2 {
         return b.st_vec::<F32, U64>(Space::Global, addr, 0, v);
@@ -379,14 +401,14 @@ impl Kernel for DecodeChunkKernel {
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         check_dims(&self.name(), dims, 3)?;
         let (splits, heads, batch) = (dims[0], dims[1], dims[2]);
-        if splits > i32::MAX as usize || heads > 65535 || batch > 65535 {
+        if heads > i32::MAX as usize || splits > 65535 || batch > 65535 {
             return shape_err(
                 &self.name(),
                 format!("grid {dims:?} over the hardware limits"),
             );
         }
         Ok(LaunchConfig {
-            grid: (splits as u32, heads as u32, batch as u32),
+            grid: (heads as u32, splits as u32, batch as u32),
             block: (THREADS, 1, 1),
             shared_bytes: 0,
         })
