@@ -14,6 +14,23 @@ impl<'a> Stream<Recording<'a>> {
     /// (`[batch, heads_kv, capacity, dim]`) at row `positions[b]` of sequence `b`.
     /// Positions at or past the capacity are not written (the device cannot fail a
     /// launch; keep `lens` for [`decode_attention`](Self::decode_attention) within it).
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::attention::DecodeShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = DecodeShape { batch: 1, heads_q: 1, heads_kv: 1, capacity: 4, dim: 64 };
+    /// let (k_new, v_new) = (ctx.upload(&[1.0f32; 64])?, ctx.upload(&[2.0f32; 64])?);
+    /// let mut k_cache = ctx.alloc::<f32>(4 * 64)?;
+    /// let v_cache = ctx.alloc::<f32>(4 * 64)?;
+    /// let pos = ctx.upload(&[2u32])?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.kv_append(&k_new, &v_new, &k_cache, &v_cache, &pos, shape)?;
+    /// s.sync()?;
+    /// assert_eq!(k_cache.to_vec()?[2 * 64], 1.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn kv_append(
         &mut self,
