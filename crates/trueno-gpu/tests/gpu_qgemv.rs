@@ -16,6 +16,7 @@ fn cpu(f: QuantFormat) -> CpuFormat {
         QuantFormat::Q8_0 => CpuFormat::Q8_0,
         QuantFormat::Q4_0 => CpuFormat::Q4_0,
         QuantFormat::Q4K => CpuFormat::Q4K,
+        QuantFormat::Q6K => CpuFormat::Q6K,
     }
 }
 
@@ -30,11 +31,16 @@ fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8
     let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
         .map(|_| rng.next() as u8)
         .collect();
+    // Byte offsets of the f16 fields: Q4_K's d and dmin lead, Q6_K's d is last.
+    let fields: &[usize] = match f {
+        QuantFormat::Q4K => &[0, 2],
+        QuantFormat::Q6K => &[208],
+        _ => &[0],
+    };
     for b in w.chunks_exact_mut(f.block_bytes()) {
-        let fields = if f == QuantFormat::Q4K { 2 } else { 1 };
-        for at in 0..fields {
+        for &at in fields {
             let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
-            b[2 * at..2 * at + 2].copy_from_slice(&s.to_le_bytes());
+            b[at..at + 2].copy_from_slice(&s.to_le_bytes());
         }
     }
     w

@@ -257,8 +257,10 @@ impl Bench {
                     .flat_map(|v| v.to_bits().to_le_bytes())
                     .take(bytes)
                     .collect();
+                // Q6_K keeps its scale last.
+                let at = if f == QuantFormat::Q6K { 208 } else { 0 };
                 for blk in host.chunks_exact_mut(f.block_bytes()) {
-                    blk[..2].copy_from_slice(&0x2E66u16.to_le_bytes());
+                    blk[at..at + 2].copy_from_slice(&0x2E66u16.to_le_bytes());
                 }
                 let ws = (0..sets)
                     .map(|_| self.ctx.upload_quant(f, rows, cols, &host))

@@ -14,6 +14,7 @@ mod math;
 pub mod norm;
 pub mod qgemv;
 mod qgemv_k;
+mod qgemv_q6k;
 pub mod reduce;
 pub mod rope;
 pub mod softmax;

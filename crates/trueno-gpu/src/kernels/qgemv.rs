@@ -15,8 +15,8 @@
 //! access that is always aligned there (Q4_K's 144 bytes take 32-bit loads: qgemv_k.rs).
 
 use super::helpers::warp_reduce;
-use super::qgemv_k;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use super::{qgemv_k, qgemv_q6k};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
     Cmp, F16, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U16, U32, U64,
@@ -50,11 +50,19 @@ pub enum QuantFormat {
     /// 256-element super-blocks: f16 `d` and `dmin`, 6-bit scale and min per 32-element
     /// sub-block, 4-bit quants: `w = d * sc * q - dmin * m`.
     Q4K,
+    /// 256-element super-blocks: signed 8-bit scale per 16 weights, 6-bit quants (low
+    /// nibbles and high bit pairs apart), f16 `d` last: `w = d * sc * (q - 32)`.
+    Q6K,
 }
 
 impl QuantFormat {
     /// Every format.
-    pub const ALL: [QuantFormat; 3] = [QuantFormat::Q8_0, QuantFormat::Q4_0, QuantFormat::Q4K];
+    pub const ALL: [QuantFormat; 4] = [
+        QuantFormat::Q8_0,
+        QuantFormat::Q4_0,
+        QuantFormat::Q4K,
+        QuantFormat::Q6K,
+    ];
 
     /// GGML's name, lower case.
     pub fn name(self) -> &'static str {
@@ -62,6 +70,7 @@ impl QuantFormat {
             QuantFormat::Q8_0 => "q8_0",
             QuantFormat::Q4_0 => "q4_0",
             QuantFormat::Q4K => "q4_k",
+            QuantFormat::Q6K => "q6_k",
         }
     }
 
@@ -69,7 +78,7 @@ impl QuantFormat {
     pub fn block_elems(self) -> usize {
         match self {
             QuantFormat::Q8_0 | QuantFormat::Q4_0 => BLOCK_ELEMS,
-            QuantFormat::Q4K => 256,
+            QuantFormat::Q4K | QuantFormat::Q6K => 256,
         }
     }
 
@@ -79,6 +88,7 @@ impl QuantFormat {
             QuantFormat::Q8_0 => 34,
             QuantFormat::Q4_0 => 18,
             QuantFormat::Q4K => qgemv_k::BLOCK_BYTES as usize,
+            QuantFormat::Q6K => qgemv_q6k::BLOCK_BYTES as usize,
         }
     }
 
@@ -86,6 +96,7 @@ impl QuantFormat {
     fn rows_per_block(self) -> u32 {
         match self {
             QuantFormat::Q4K => qgemv_k::THREADS / 32,
+            QuantFormat::Q6K => qgemv_q6k::THREADS / 32,
             _ => ROWS_PER_BLOCK,
         }
     }
@@ -251,8 +262,8 @@ impl QgemvKernel {
                 let w = b.shr(word, shift);
                 (b.and(w, 0x0F0F_0F0Fu32), 8.0)
             }
-            (QuantFormat::Q4_0 | QuantFormat::Q4K, _) => {
-                unreachable!("Q4_0 passes its nibble shift; Q4_K has its own kernel")
+            (QuantFormat::Q4_0 | QuantFormat::Q4K | QuantFormat::Q6K, _) => {
+                unreachable!("Q4_0 passes its nibble shift; the K-quants have their own kernels")
             }
         };
         let quants = byte_floats(b, bytes, bias);
@@ -276,8 +287,10 @@ impl Kernel for QgemvKernel {
 
     fn build(&self) -> KernelIr {
         let f = self.0;
-        if f == QuantFormat::Q4K {
-            return qgemv_k::build_q4k(self.name());
+        match f {
+            QuantFormat::Q4K => return qgemv_k::build_q4k(self.name()),
+            QuantFormat::Q6K => return qgemv_q6k::build_q6k(self.name()),
+            _ => {}
         }
         let bb = f.block_bytes() as u32;
         let mut b = KernelBuilder::new(self.name());
@@ -428,5 +441,7 @@ mod tests {
         // f16 d and dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles.
         assert_eq!(QuantFormat::Q4K.block_bytes(), 2 + 2 + 12 + 128);
         assert_eq!(QuantFormat::Q4K.block_elems(), 256);
+        assert_eq!(QuantFormat::Q6K.block_bytes(), 128 + 64 + 16 + 2);
+        assert_eq!(QuantFormat::Q6K.matrix_bytes(2, 512), Some(2 * 2 * 210));
     }
 }

@@ -1,0 +1,122 @@
+//! The Q6_K matrix-vector kernel: 256-element super-blocks of 210 bytes (128 bytes of
+//! low nibbles `ql`, 64 bytes of high bit pairs `qh`, sixteen signed 8-bit scales, the
+//! f16 `d` last): `w = d * sc * (q - 32)`. 210 is 2 mod 4, so the weight loads are
+//! 16-bit.
+//!
+//! One warp per row, one super-block per step. Lane `16h + i` takes half `h` of the
+//! block and the element pair `l = 2i, 2i + 1` of each of its four 32-element quarters
+//! `k` (elements `128h + 32k + l`): the low four bits from byte `64h + 32(k % 2) + l` of
+//! `ql` (its low nibble for `k < 2`, its high one after), bits 4-5 from byte `32h + l`
+//! of `qh` (bits `2k, 2k + 1`), the scale from `8h + 2k + l / 16`.
+
+use super::qgemv::{Prologue, f16_bits, prologue, store_sum};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
+
+/// Threads per block (eight warps, one row each).
+pub(super) const THREADS: u32 = 256;
+/// Bytes per super-block.
+pub(super) const BLOCK_BYTES: u32 = 210;
+
+/// The 16-bit word at `base + off`, widened.
+fn word(b: &mut KernelBuilder, base: Reg<U64>, off: i64) -> Reg<U32> {
+    let h = b.ld::<U16, U64>(Space::Global, base, off);
+    b.cvt::<U32, U16>(h, None)
+}
+
+/// The quant of element pair member `j` (0 or 1) of quarter `k`, minus 32, as f32.
+fn quant(b: &mut KernelBuilder, low: Reg<U32>, high: Reg<U32>, j: u32, k: u32) -> Reg<F32> {
+    let nib = b.shr(low, 8 * j + 4 * (k / 2));
+    let nib = b.and(nib, 15u32);
+    let top = b.shr(high, 8 * j + 2 * k);
+    let top = b.and(top, 3u32);
+    let top = b.shl(top, 4u32);
+    let q = b.or(nib, top);
+    let f = b.cvt::<F32, U32>(q, Some(Rounding::Rn));
+    b.sub(f, 32.0f32)
+}
+
+/// The signed byte `sel` (a register, 0 or 1) of the 16-bit word `w`, as f32.
+fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
+    let s = b.shr(w, sel8);
+    let s = b.shl(s, 24u32);
+    let s = b.bitcast32::<S32, U32>(s);
+    let s = b.shr(s, 24u32);
+    b.cvt::<F32, S32>(s, Some(Rounding::Rn))
+}
+
+/// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
+pub(super) fn build_q6k(name: String) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    let Prologue {
+        w,
+        x,
+        y,
+        rows,
+        blocks,
+        lane,
+        warp: row,
+    } = prologue(&mut b, THREADS);
+    let past = b.setp::<U32>(Cmp::Ge, row, rows);
+    b.exit_if(past);
+
+    let h = b.shr(lane, 4u32);
+    let i = b.and(lane, 15u32);
+    let l0 = b.shl(i, 1u32);
+    // Byte offsets in the block: ql pair, qh pair, the even word holding the scales.
+    let ql_off = b.mad(h, 64u32, l0);
+    let qh_off = b.mad(h, 32u32, l0);
+    let qh_off = b.add(qh_off, 128u32);
+    let sc_off = b.mad(h, 8u32, 192u32);
+    // Which byte of each scale word: l / 16, as a shift.
+    let sel = b.shr(l0, 4u32);
+    let sel8 = b.shl(sel, 3u32);
+
+    let row_bytes = b.mul(blocks, BLOCK_BYTES);
+    let row_off = b.mul_wide(row, row_bytes);
+    let blk = b.add(w, row_off);
+    let x_elem = b.mad(h, 128u32, l0);
+    let x_off = b.mul_wide(x_elem, 4u32);
+    let xp = b.add(x, x_off);
+    let offs: Vec<Reg<U64>> = [ql_off, qh_off, sc_off]
+        .into_iter()
+        .map(|o| b.cvt::<U64, U32>(o, None))
+        .collect();
+
+    let acc = b.mov::<F32>(0.0f32);
+    b.for_loop(0u32, blocks, 1u32, false, |b, _| {
+        let qlp = b.add(blk, offs[0]);
+        let qhp = b.add(blk, offs[1]);
+        let scp = b.add(blk, offs[2]);
+        let ql = [word(b, qlp, 0), word(b, qlp, 32)];
+        let qh = word(b, qhp, 0);
+        let sc: Vec<Reg<U32>> = (0..4).map(|k| word(b, scp, 2 * k)).collect();
+        let d = b.ld::<U16, U64>(Space::Global, blk, 208);
+        let xs: Vec<[Reg<F32>; 2]> = (0..4)
+            .map(|k| b.ld_vec::<F32, U64, 2>(Space::Global, xp, 32 * 4 * k))
+            .collect();
+        let mut sum: Option<Reg<F32>> = None;
+        for k in 0..4u32 {
+            let low = ql[(k % 2) as usize];
+            let q0 = quant(b, low, qh, 0, k);
+            let q1 = quant(b, low, qh, 1, k);
+            let xk = xs[k as usize];
+            let part = b.mul(q0, xk[0]);
+            let part = b.fma(q1, xk[1], part);
+            let s = scale(b, sc[k as usize], sel8);
+            sum = Some(match sum {
+                None => b.mul(s, part),
+                Some(acc) => b.fma(s, part, acc),
+            });
+        }
+        let d = f16_bits(b, d);
+        let next = b.fma(d, sum.expect("four quarters"), acc);
+        b.assign(acc, next);
+        for (r, step) in [(blk, u64::from(BLOCK_BYTES)), (xp, 256 * 4)] {
+            let n = b.add(r, step);
+            b.assign(r, n);
+        }
+    });
+    store_sum(&mut b, (y, row), acc, lane, None);
+    b.ret();
+    b.finish()
+}
