@@ -16,6 +16,7 @@ fn cpu(f: QuantFormat) -> CpuFormat {
         QuantFormat::Q8_0 => CpuFormat::Q8_0,
         QuantFormat::Q4_0 => CpuFormat::Q4_0,
         QuantFormat::Q4K => CpuFormat::Q4K,
+        QuantFormat::Q5K => CpuFormat::Q5K,
         QuantFormat::Q6K => CpuFormat::Q6K,
     }
 }
@@ -33,7 +34,7 @@ fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8
         .collect();
     // Byte offsets of the f16 fields: Q4_K's d and dmin lead, Q6_K's d is last.
     let fields: &[usize] = match f {
-        QuantFormat::Q4K => &[0, 2],
+        QuantFormat::Q4K | QuantFormat::Q5K => &[0, 2],
         QuantFormat::Q6K => &[208],
         _ => &[0],
     };

@@ -50,6 +50,8 @@ pub enum QuantFormat {
     /// 256-element super-blocks: f16 `d` and `dmin`, 6-bit scale and min per 32-element
     /// sub-block, 4-bit quants: `w = d * sc * q - dmin * m`.
     Q4K,
+    /// As Q4_K with a fifth bit per quant (`q` in 0..32).
+    Q5K,
     /// 256-element super-blocks: signed 8-bit scale per 16 weights, 6-bit quants (low
     /// nibbles and high bit pairs apart), f16 `d` last: `w = d * sc * (q - 32)`.
     Q6K,
@@ -57,10 +59,11 @@ pub enum QuantFormat {
 
 impl QuantFormat {
     /// Every format.
-    pub const ALL: [QuantFormat; 4] = [
+    pub const ALL: [QuantFormat; 5] = [
         QuantFormat::Q8_0,
         QuantFormat::Q4_0,
         QuantFormat::Q4K,
+        QuantFormat::Q5K,
         QuantFormat::Q6K,
     ];
 
@@ -70,6 +73,7 @@ impl QuantFormat {
             QuantFormat::Q8_0 => "q8_0",
             QuantFormat::Q4_0 => "q4_0",
             QuantFormat::Q4K => "q4_k",
+            QuantFormat::Q5K => "q5_k",
             QuantFormat::Q6K => "q6_k",
         }
     }
@@ -78,7 +82,7 @@ impl QuantFormat {
     pub fn block_elems(self) -> usize {
         match self {
             QuantFormat::Q8_0 | QuantFormat::Q4_0 => BLOCK_ELEMS,
-            QuantFormat::Q4K | QuantFormat::Q6K => 256,
+            QuantFormat::Q4K | QuantFormat::Q5K | QuantFormat::Q6K => 256,
         }
     }
 
@@ -88,6 +92,7 @@ impl QuantFormat {
             QuantFormat::Q8_0 => 34,
             QuantFormat::Q4_0 => 18,
             QuantFormat::Q4K => qgemv_k::BLOCK_BYTES as usize,
+            QuantFormat::Q5K => qgemv_k::BLOCK_BYTES_Q5K as usize,
             QuantFormat::Q6K => qgemv_q6k::BLOCK_BYTES as usize,
         }
     }
@@ -95,7 +100,7 @@ impl QuantFormat {
     /// Rows one block of threads computes.
     fn rows_per_block(self) -> u32 {
         match self {
-            QuantFormat::Q4K => qgemv_k::THREADS / 32,
+            QuantFormat::Q4K | QuantFormat::Q5K => qgemv_k::THREADS / 32,
             QuantFormat::Q6K => qgemv_q6k::THREADS / 32,
             _ => ROWS_PER_BLOCK,
         }
@@ -262,7 +267,7 @@ impl QgemvKernel {
                 let w = b.shr(word, shift);
                 (b.and(w, 0x0F0F_0F0Fu32), 8.0)
             }
-            (QuantFormat::Q4_0 | QuantFormat::Q4K | QuantFormat::Q6K, _) => {
+            (QuantFormat::Q4_0 | QuantFormat::Q4K | QuantFormat::Q5K | QuantFormat::Q6K, _) => {
                 unreachable!("Q4_0 passes its nibble shift; the K-quants have their own kernels")
             }
         };
@@ -288,7 +293,8 @@ impl Kernel for QgemvKernel {
     fn build(&self) -> KernelIr {
         let f = self.0;
         match f {
-            QuantFormat::Q4K => return qgemv_k::build_q4k(self.name()),
+            QuantFormat::Q4K => return qgemv_k::build_k(self.name(), false),
+            QuantFormat::Q5K => return qgemv_k::build_k(self.name(), true),
             QuantFormat::Q6K => return qgemv_q6k::build_q6k(self.name()),
             _ => {}
         }
@@ -442,6 +448,7 @@ mod tests {
         assert_eq!(QuantFormat::Q4K.block_bytes(), 2 + 2 + 12 + 128);
         assert_eq!(QuantFormat::Q4K.block_elems(), 256);
         assert_eq!(QuantFormat::Q6K.block_bytes(), 128 + 64 + 16 + 2);
+        assert_eq!(QuantFormat::Q5K.block_bytes(), 2 + 2 + 12 + 32 + 128);
         assert_eq!(QuantFormat::Q6K.matrix_bytes(2, 512), Some(2 * 2 * 210));
     }
 }

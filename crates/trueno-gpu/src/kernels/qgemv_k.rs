@@ -1,7 +1,9 @@
-//! The K-quant matrix-vector kernel (Q4_K): 256-element super-blocks of 144 bytes (f16
-//! `d` and `dmin`, twelve bytes of packed 6-bit scales and mins for eight 32-element
-//! sub-blocks, 128 bytes of 4-bit quants). The block is a whole number of 32-bit words,
-//! so every load here is one.
+//! The K-quant matrix-vector kernel for Q4_K and Q5_K: 256-element super-blocks of 144
+//! bytes (f16 `d` and `dmin`, twelve bytes of packed 6-bit scales and mins for eight
+//! 32-element sub-blocks, 128 bytes of 4-bit quants) and of 176 (the same with 32 bytes
+//! of fifth bits, `qh`, before the quants: bit `j` of `qh[l]` is bit 4 of weight `l` of
+//! sub-block `j`). Both blocks are whole numbers of 32-bit words, so every load here is
+//! one.
 //!
 //! One warp per row, one super-block per step (staging four super-blocks' loads before
 //! their math measured 10-20% slower on the H100: 88 registers against 40). Lane `l`
@@ -16,8 +18,10 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, 
 
 /// Threads per block (eight warps, one row each).
 pub(super) const THREADS: u32 = 256;
-/// Bytes per super-block.
+/// Bytes per Q4_K super-block.
 pub(super) const BLOCK_BYTES: u32 = 144;
+/// Bytes per Q5_K super-block.
+pub(super) const BLOCK_BYTES_Q5K: u32 = 176;
 
 /// The f16 in the low (`high == false`) or high half of `w`, as f32.
 fn half_of(b: &mut KernelBuilder, w: Reg<U32>, high: bool) -> Reg<F32> {
@@ -49,6 +53,8 @@ struct Loaded {
     head: Reg<U32>,
     s: [Reg<U32>; 3],
     q: Reg<U32>,
+    /// Q5_K's fifth bits for the lane's four positions (bytes `4(l % 8)..` of `qh`).
+    qh: Option<Reg<U32>>,
     xl: [Reg<F32>; 4],
     xh: [Reg<F32>; 4],
 }
@@ -61,6 +67,7 @@ fn super_block_dot(
     low_pack: Reg<Pred>,
     shift0: Reg<U32>,
     shift1: Reg<U32>,
+    sub_shift: Option<Reg<U32>>,
 ) -> Reg<F32> {
     let d = half_of(b, l.head, false);
     let dmin = half_of(b, l.head, true);
@@ -89,9 +96,19 @@ fn super_block_dot(
     };
     let (sc0, m0) = scale_min(b, shift0);
     let (sc1, m1) = scale_min(b, shift1);
-    let lo = b.and(l.q, 0x0F0F_0F0Fu32);
+    let mut lo = b.and(l.q, 0x0F0F_0F0Fu32);
     let hi = b.shr(l.q, 4u32);
-    let hi = b.and(hi, 0x0F0F_0F0Fu32);
+    let mut hi = b.and(hi, 0x0F0F_0F0Fu32);
+    if let (Some(qh), Some(sub)) = (l.qh, sub_shift) {
+        // Bit 2c (low nibbles' sub-block) and 2c + 1 of each qh byte, moved to bit 4.
+        for (half, extra) in [(&mut lo, 0u32), (&mut hi, 1)] {
+            let s = b.add(sub, extra);
+            let bits = b.shr(qh, s);
+            let bits = b.and(bits, 0x0101_0101u32);
+            let bits = b.shl(bits, 4u32);
+            *half = b.or(*half, bits);
+        }
+    }
     let (s0, sx0) = dot4(b, lo, &l.xl);
     let (s1, sx1) = dot4(b, hi, &l.xh);
     let qs = b.mul(sc0, s0);
@@ -103,8 +120,14 @@ fn super_block_dot(
     b.fma(nm, ms, dq)
 }
 
-/// The Q4_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
-pub(super) fn build_q4k(name: String) -> KernelIr {
+/// The Q4_K (`five_bit` false) or Q5_K kernel. Parameters as the other formats': `w`,
+/// `x`, `y`, `rows`, `blocks`.
+pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
+    let (block_bytes, qs_at) = if five_bit {
+        (BLOCK_BYTES_Q5K, 48u32)
+    } else {
+        (BLOCK_BYTES, 16u32)
+    };
     let mut b = KernelBuilder::new(name);
     let Prologue {
         w,
@@ -129,11 +152,16 @@ pub(super) fn build_q4k(name: String) -> KernelIr {
     let shift0 = b.shl(jj0, 3u32);
     let shift1 = b.add(shift0, 8u32);
 
-    let row_bytes = b.mul(blocks, BLOCK_BYTES);
+    let row_bytes = b.mul(blocks, block_bytes);
     let row_off = b.mul_wide(row, row_bytes);
     let blk = b.add(w, row_off);
     let q_off = b.mad(c, 32u32, p4);
-    let q_off = b.add(q_off, 16u32);
+    let q_off = b.add(q_off, qs_at);
+    // Q5_K: the lane's qh word (its positions 4(l % 8)..) and sub-block 2c's bit.
+    let qh_off = b.add(p4, 16u32);
+    let qh_off = b.cvt::<U64, U32>(qh_off, None);
+    let qhp = b.add(blk, qh_off);
+    let sub_shift = five_bit.then_some(j0);
     let q_off = b.cvt::<U64, U32>(q_off, None);
     let qp = b.add(blk, q_off);
     let x_elem = b.mad(c, 64u32, p4);
@@ -146,17 +174,19 @@ pub(super) fn build_q4k(name: String) -> KernelIr {
             head: b.ld::<U32, U64>(Space::Global, blk, 0),
             s: std::array::from_fn(|k| b.ld::<U32, U64>(Space::Global, blk, 4 + 4 * k as i64)),
             q: b.ld::<U32, U64>(Space::Global, qp, 0),
+            qh: five_bit.then(|| b.ld::<U32, U64>(Space::Global, qhp, 0)),
             xl: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 0),
             xh: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 32 * 4),
         };
-        let part = super_block_dot(b, &l, low_pack, shift0, shift1);
+        let part = super_block_dot(b, &l, low_pack, shift0, shift1, sub_shift);
         let next = b.add(acc, part);
         b.assign(acc, next);
-        for (r, step) in [
-            (blk, u64::from(BLOCK_BYTES)),
-            (qp, u64::from(BLOCK_BYTES)),
-            (xp, 256 * 4),
-        ] {
+        let mut advance = vec![(blk, u64::from(block_bytes)), (qp, u64::from(block_bytes))];
+        if five_bit {
+            advance.push((qhp, u64::from(block_bytes)));
+        }
+        advance.push((xp, 256 * 4));
+        for (r, step) in advance {
             let n = b.add(r, step);
             b.assign(r, n);
         }
