@@ -12,7 +12,9 @@
 //!
 //! Weights live in a `u16` buffer: every GGML block is a whole number of 16-bit words,
 //! and Q8_0's 34 bytes and Q4_0's 18 are not of 32-bit ones, so 16 bits is the widest
-//! access that is always aligned there (Q4_K's 144 bytes take 32-bit loads: qgemv_k.rs).
+//! access that is always aligned there. The K-quants have their own kernels, one row per
+//! warp: Q4_K's 144 bytes and Q5_K's 176 take 32-bit loads (qgemv_k.rs), Q6_K's 210 take
+//! 16-bit ones (qgemv_q6k.rs).
 
 use super::helpers::warp_reduce;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
