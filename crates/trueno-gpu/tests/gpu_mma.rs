@@ -159,7 +159,7 @@ fn tensor_core_gemm_rejects_shapes_it_cannot_copy_and_wrong_lengths() {
     let b = ctx.upload(&vec![bf16::ONE; 16 * 16]).unwrap();
     let c = poisoned(&ctx, 16 * 16);
     let mut s = ctx.stream().unwrap().record();
-    // n = 12 and k = 12 are not multiples of 8 (lengths match: 16*12 < 256 would not).
+    // n = 12 is not a multiple of 8 (the shape is checked before the lengths).
     let e = s.gemm_mma(&a, &b, &c, 16, 12, 16, 1.0, 0.0).unwrap_err();
     assert!(e.to_string().contains("multiples of 8"), "{e}");
     let e = s.gemm_mma(&a, &b, &c, 0, 16, 16, 1.0, 0.0).unwrap_err();

@@ -277,16 +277,7 @@ impl Kernel for GemmKernel {
     /// `[m, n, k]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        let &[m, n, k] = dims else {
-            return shape_err(&name, format!("expected [m, n, k], got {dims:?}"));
-        };
-        if m == 0 || n == 0 || k == 0 {
-            return shape_err(&name, format!("zero-size GEMM {m}x{n}x{k}"));
-        }
-        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
-        if !(fits(m, k) && fits(k, n) && fits(m, n)) {
-            return shape_err(&name, format!("{m}x{n}x{k} exceeds 32-bit indexing"));
-        }
+        let [m, n, _] = gemm_dims(&name, dims, 0)?;
         let tile = match self.0 {
             GemmVariant::Naive => 16,
             GemmVariant::Tiled => TILE as usize,
@@ -299,6 +290,24 @@ impl Kernel for GemmKernel {
             shared_bytes: 0,
         })
     }
+}
+
+/// `[m, n, k]` of a GEMM launch: three non-zero sizes whose index products, with `m`
+/// rounded up by `m_pad` rows (a kernel that addresses whole tiles past the end),
+/// fit in 32 bits.
+pub(super) fn gemm_dims(name: &str, dims: &[usize], m_pad: usize) -> Result<[usize; 3]> {
+    let &[m, n, k] = dims else {
+        return shape_err(name, format!("expected [m, n, k], got {dims:?}"));
+    };
+    if m == 0 || n == 0 || k == 0 {
+        return shape_err(name, format!("zero-size GEMM {m}x{n}x{k}"));
+    }
+    let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
+    let rows = m.saturating_add(m_pad);
+    if !(fits(rows, k) && fits(k, n) && fits(rows, n)) {
+        return shape_err(name, format!("{m}x{n}x{k} exceeds 32-bit indexing"));
+    }
+    Ok([m, n, k])
 }
 
 /// Every GEMM configuration.

@@ -4,15 +4,16 @@
 //! A 128 x 128 block tile, 8 warps of 64 x 32, a k-step of 32 or 64 ([`MmaTileK`]).
 //! Tiles move from global to shared memory by `cp.async` (16 bytes per copy, no
 //! registers on the way) through three stages, so two tiles are in flight while one is
-//! multiplied; `ldmatrix` reads
-//! the warp's fragments out of shared memory and `mma.sync.m16n8k16` multiplies them
-//! (16 per warp per k16 step). Shared rows are XOR-swizzled in 16-byte chunks so both
+//! multiplied; `ldmatrix` reads the warp's fragments out of shared memory and
+//! `mma.sync.m16n8k16` multiplies them (16 per warp per k16 step). Shared rows are XOR-swizzled in 16-byte chunks so both
 //! the copies' writes and ldmatrix's eight-row reads hit eight different bank groups.
 //!
 //! Rows are copied in 16-byte chunks, so `k` and `n` must be multiples of 8 (a row of A
 //! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
 //! the copies (`src_bytes` 0) and masked at the store.
 
+use super::gemm::gemm_dims;
+use super::helpers::elem_addr;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::ir::{Dim, SpecialReg};
@@ -126,7 +127,7 @@ const RASTER_ROWS: u32 = 8;
 /// blocks cover a few columns of eight rows, and their A and B panels stay in L2.
 fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
     let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
-    let gx = b.special(SpecialReg::Nctaid(Dim::X));
+    let gx = b.nctaid_x();
     let gy = b.special(SpecialReg::Nctaid(Dim::Y));
     let pid = b.mad(cy, gx, cx);
     let per_group = b.mul(gx, RASTER_ROWS);
@@ -198,8 +199,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
             .collect();
         let a_k = b.shl(aq, 3u32);
         let a_idx = b.mad(a_row, k, a_k);
-        let a_off = b.mul_wide(a_idx, 2u32);
-        let a_ptr = b.add(ga, a_off);
+        let a_ptr = elem_addr(&mut b, ga, a_idx, 2);
         let a_next_rows = b.mul_wide(k, a_row_step * 2);
 
         let br = b.shr(t, 4u32);
@@ -213,8 +213,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
         let b_col = b.add(col0, b_col);
         let b_col_ok = b.setp::<U32>(Cmp::Lt, b_col, n);
         let b_idx = b.mad(br, n, b_col);
-        let b_off = b.mul_wide(b_idx, 2u32);
-        let b_ptr = b.add(gb, b_off);
+        let b_ptr = elem_addr(&mut b, gb, b_idx, 2);
         let b_next_rows = b.mul_wide(n, 16 * 2);
         let b_tile_step = b.mul_wide(n, bk * 2);
         Copies {
@@ -238,6 +237,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
             let base = b.add(smem, stage);
             let ak = b.add(k0, cp.a_k);
             let ak_ok = b.setp::<U32>(Cmp::Lt, ak, k);
+            let a_dst = b.add(base, cp.a_smem);
             let mut ptr = a;
             for (j, &row_ok) in cp.a_rows_ok.iter().enumerate() {
                 let p = b.and_pred(row_ok, ak_ok);
@@ -245,22 +245,21 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
                     ptr = b.add(ptr, cp.a_next_rows);
                 }
                 let (bytes, src) = chunk(b, p, ptr, ga);
-                let dst = b.add(base, cp.a_smem);
-                let dst = b.add(dst, j as u32 * a_row_step * a_row_bytes);
+                let dst = b.add(a_dst, j as u32 * a_row_step * a_row_bytes);
                 b.cp_async_16(dst, src, bytes);
             }
+            let b0 = b.add(k0, cp.b_k);
+            let b_dst = b.add(base, cp.b_smem);
             let mut ptr = bp;
             for j in 0..per_thread {
-                let bk = b.add(k0, cp.b_k);
-                let bk = b.add(bk, 16 * j);
+                let bk = b.add(b0, 16 * j);
                 let k_ok = b.setp::<U32>(Cmp::Lt, bk, k);
                 let p = b.and_pred(cp.b_col_ok, k_ok);
                 if j > 0 {
                     ptr = b.add(ptr, cp.b_next_rows);
                 }
                 let (bytes, src) = chunk(b, p, ptr, gb);
-                let dst = b.add(base, cp.b_smem);
-                let dst = b.add(dst, j * 16 * 256);
+                let dst = b.add(b_dst, j * 16 * 256);
                 b.cp_async_16(dst, src, bytes);
             }
             b.cp_async_commit();
@@ -309,34 +308,40 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
     let k_tiles = b.add(k, bk - 1);
     let k_tiles = b.shr(k_tiles, bk.trailing_zeros());
 
-    // Prologue: tiles 0 and 1 in flight.
-    let a_ptr = b.mov(cp.a_ptr);
-    let b_ptr = b.mov(cp.b_ptr);
-    let zero = b.mov(0u32);
-    issue(&mut b, zero, zero, a_ptr, b_ptr);
-    let stage1 = b.mov(stage);
-    let k1 = b.mov(bk);
-    let a1 = b.add(a_ptr, (bk * 2) as u64);
-    let b1 = b.add(b_ptr, cp.b_tile_step);
-    issue(&mut b, stage1, k1, a1, b1);
-    // The load pointers and stage run two tiles ahead of the one multiplied.
-    let a_next = b.add(a1, (bk * 2) as u64);
-    let b_next = b.add(b1, cp.b_tile_step);
-    let load_stage = b.mov(2 * stage);
+    // The copies run two tiles ahead of the multiplies: their pointers, k offset and
+    // stage, each advanced by `next_tile` after a tile's copies are issued.
+    let a_next = b.mov(cp.a_ptr);
+    let b_next = b.mov(cp.b_ptr);
+    let k_next = b.mov(0u32);
+    let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
+    let zero = b.mov(0u32);
+    let next_stage = |b: &mut KernelBuilder, s: Reg<U32>| {
+        let next = b.add(s, stage);
+        let wrap = b.setp::<U32>(Cmp::Ge, next, STAGES * stage);
+        let next = b.selp::<U32>(0u32, next, wrap);
+        b.assign(s, next);
+    };
+    let issue_next = |b: &mut KernelBuilder| {
+        issue(b, load_stage, k_next, a_next, b_next);
+        let an = b.add(a_next, (bk * 2) as u64);
+        let bn = b.add(b_next, cp.b_tile_step);
+        let kn = b.add(k_next, bk);
+        b.assign(a_next, an);
+        b.assign(b_next, bn);
+        b.assign(k_next, kn);
+        next_stage(b, load_stage);
+    };
+    // Prologue: tiles 0 and 1 in flight.
+    issue_next(&mut b);
+    issue_next(&mut b);
 
-    b.for_loop(0u32, k_tiles, 1u32, true, |b, kt| {
+    b.for_loop(0u32, k_tiles, 1u32, true, |b, _| {
         // Tile kt has landed (at most the one issued after it is still in flight), and
         // every warp is done with the stage the next copies overwrite.
         b.cp_async_wait(1);
         b.bar_sync();
-        let k_next = b.add(kt, 2u32);
-        let k_next = b.shl(k_next, bk.trailing_zeros());
-        issue(b, load_stage, k_next, a_next, b_next);
-        let an = b.add(a_next, (bk * 2) as u64);
-        let bn = b.add(b_next, cp.b_tile_step);
-        b.assign(a_next, an);
-        b.assign(b_next, bn);
+        issue_next(b);
 
         let base = b.add(smem, use_stage);
         for (ks, &a_off) in a_frag.iter().enumerate() {
@@ -358,13 +363,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
                 }
             }
         }
-        // Both stage offsets advance by one stage, wrapping after the third.
-        for s in [load_stage, use_stage] {
-            let next = b.add(s, stage);
-            let wrap = b.setp::<U32>(Cmp::Ge, next, STAGES * stage);
-            let next = b.selp::<U32>(0u32, next, wrap);
-            b.assign(s, next);
-        }
+        next_stage(b, use_stage);
     });
     b.cp_async_wait(0);
 
@@ -387,8 +386,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
                 let c_ok = b.setp::<U32>(Cmp::Lt, c, n);
                 let ok = b.and_pred(r_ok, c_ok);
                 let idx = b.add(row_start, c);
-                let off = b.mul_wide(idx, 4u32);
-                let addr = b.add(gc, off);
+                let addr = elem_addr(&mut b, gc, idx, 4);
                 let v0 = b.mul(alpha, acc_mn[2 * half]);
                 let v1 = b.mul(alpha, acc_mn[2 * half + 1]);
                 let with_c = b.and_pred(ok, read_c);
@@ -422,12 +420,9 @@ impl Kernel for MmaGemmKernel {
     /// `[m, n, k]`; `n` and `k` multiples of 8.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        let &[m, n, k] = dims else {
-            return shape_err(&name, format!("expected [m, n, k], got {dims:?}"));
-        };
-        if m == 0 || n == 0 || k == 0 {
-            return shape_err(&name, format!("zero-size GEMM {m}x{n}x{k}"));
-        }
+        // Row indices reach the end of the last block tile (A's copies and C's stores
+        // compute them before their bounds predicates).
+        let [m, n, k] = gemm_dims(&name, dims, TILE as usize)?;
         if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
             return shape_err(
                 &name,
@@ -436,12 +431,6 @@ impl Kernel for MmaGemmKernel {
                      chunks); pad them or use the f32 GEMM"
                 ),
             );
-        }
-        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|p| p <= u32::MAX as usize);
-        // The pointer of a copy one tile past the end must stay a valid 32-bit index.
-        let bk = self.1.elems() as usize;
-        if !(fits(m + TILE as usize, k) && fits(k + 2 * bk, n) && fits(m, n)) {
-            return shape_err(&name, format!("{m}x{n}x{k} exceeds 32-bit indexing"));
         }
         let gx = blocks_for(&name, n, TILE as usize, i32::MAX as u32)?;
         let gy = blocks_for(&name, m, TILE as usize, 65535)?;
