@@ -14,7 +14,8 @@
 //! Scores are computed in the base-2 domain (the query pre-scaled by `scale * log2 e`), so
 //! every exponential is one `ex2.approx`.
 
-use super::helpers::{max_nan, warp_reduce};
+use super::helpers::{elem_addr, max_nan, warp_reduce};
+use super::math::LOG2E;
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::ir::{Dim, SpecialReg};
@@ -23,14 +24,12 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U6
 /// Threads per chunk block: four warps.
 pub const THREADS: u32 = 128;
 const WARPS: u32 = THREADS / 32;
-const LOG2E: f32 = std::f32::consts::LOG2_E;
 
 /// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
 pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
 /// CPU reference in f64: softmax(scale * q k^T) v per query head over positions
 /// `0..lens[b]` of its key/value head. Empty sequences give zeros.
-#[allow(clippy::too_many_arguments)]
 pub fn reference(
     q: &[f32],
     k: &[f32],
@@ -126,7 +125,10 @@ impl DecodeShape {
     /// Positions per chunk: about four blocks per SM over the whole cache, a power of
     /// two in 64..=1024.
     pub fn chunk(&self, sms: usize) -> usize {
-        let work = self.capacity * self.heads_q * self.batch;
+        let work = self
+            .capacity
+            .saturating_mul(self.heads_q)
+            .saturating_mul(self.batch);
         work.div_ceil(4 * sms.max(1))
             .next_power_of_two()
             .clamp(64, 1024)
@@ -180,10 +182,7 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let seq = b.special(SpecialReg::Ctaid(Dim::Z));
     let group = b.div_int(heads_q, heads_kv);
     let hkv = b.div_int(h, group);
-    let lens_addr = {
-        let off = b.mul_wide(seq, 4u32);
-        b.add(glens, off)
-    };
+    let lens_addr = elem_addr(&mut b, glens, seq, 4);
     let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
     let len = b.min(len, capacity);
     let start = b.mul(split, chunk);
@@ -194,8 +193,7 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let qrow = b.mad(seq, heads_q, h);
     let e0 = b.mul(lane, per_lane as u32);
     let qi = b.mad(qrow, dim, e0);
-    let qa = b.mul_wide(qi, 4u32);
-    let qa = b.add(gq, qa);
+    let qa = elem_addr(&mut b, gq, qi, 4);
     let s2 = b.mul(scale, LOG2E);
     let qv: Vec<Reg<F32>> = load_slice(&mut b, qa, per_lane)
         .into_iter()
@@ -206,9 +204,8 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let row0 = b.mad(head_row, capacity, start);
     let row0 = b.add(row0, warp);
     let first = b.mad(row0, dim, e0);
-    let off = b.mul_wide(first, 4u32);
-    let kp = b.add(gk, off);
-    let vp = b.add(gv, off);
+    let kp = elem_addr(&mut b, gk, first, 4);
+    let vp = elem_addr(&mut b, gv, first, 4);
     let step = (WARPS * dim * 4) as u64;
 
     let m = b.mov(f32::NEG_INFINITY);
@@ -294,11 +291,9 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
         // part index (seq * heads_q + h) * splits + split
         let part = b.mad(qrow, splits, split);
         let ai = b.mad(part, dim, e0);
-        let aa = b.mul_wide(ai, 4u32);
-        let aa = b.add(gacc, aa);
+        let aa = elem_addr(b, gacc, ai, 4);
         store_slice(b, aa, &out);
-        let mi = b.mul_wide(part, 8u32);
-        let ma = b.add(gml, mi);
+        let ma = elem_addr(b, gml, part, 8);
         b.predicated(lane0, |b| {
             b.st_vec::<F32, U64>(Space::Global, ma, 0, &[big, total])
         });
@@ -318,12 +313,10 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     let e = b.tid_x();
     let row = b.ctaid_x();
     let first = b.mul(row, splits);
-    let ml_off = b.mul_wide(first, 8u32);
-    let ml = b.add(gml, ml_off);
+    let ml = elem_addr(&mut b, gml, first, 8);
     let big = b.mov(f32::NEG_INFINITY);
     b.for_loop(0u32, splits, 1u32, true, |b, s| {
-        let o = b.mul_wide(s, 8u32);
-        let a = b.add(ml, o);
+        let a = elem_addr(b, ml, s, 8);
         let x = b.ld::<F32, U64>(Space::Global, a, 0);
         let y = max_nan(b, big, x);
         b.assign(big, y);
@@ -331,8 +324,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     let total = b.mov(0.0f32);
     let acc = b.mov(0.0f32);
     let ai = b.mad(first, dim, e);
-    let ao = b.mul_wide(ai, 4u32);
-    let ap = b.add(gacc, ao);
+    let ap = elem_addr(&mut b, gacc, ai, 4);
     let mlp = b.mov(ml);
     b.for_loop(0u32, splits, 1u32, true, |b, _s| {
         let v = b.ld_vec::<F32, U64, 2>(Space::Global, mlp, 0);
@@ -352,8 +344,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     let q = b.div(acc, total);
     let r = b.selp(0.0f32, q, none);
     let oi = b.mad(row, dim, e);
-    let oo = b.mul_wide(oi, 4u32);
-    let oa = b.add(gout, oo);
+    let oa = elem_addr(&mut b, gout, oi, 4);
     b.st::<F32, U64>(Space::Global, oa, 0, r);
     b.ret();
     b.finish()

@@ -2,7 +2,7 @@
 //! (`[batch, heads_kv, capacity, dim]`, f32), at a position per sequence read from a
 //! buffer, so a batch of sequences at different lengths appends in one launch.
 
-use super::helpers::{global_index, grid_threads};
+use super::helpers::{elem_addr, global_index, grid_threads};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Space, U32, U64};
@@ -55,8 +55,7 @@ fn build(name: &str) -> KernelIr {
     b.for_loop(gid, total, stride, false, |b, i| {
         let seq = b.div_int(i, per_seq);
         let head_elem = b.rem(i, per_seq);
-        let pa = b.mul_wide(seq, 4u32);
-        let pa = b.add(positions, pa);
+        let pa = elem_addr(b, positions, seq, 4);
         let p = b.ld::<U32, U64>(Space::Global, pa, 0);
         let inside = b.setp::<U32>(Cmp::Lt, p, capacity);
         b.if_then(inside, false, |b| {
@@ -66,12 +65,10 @@ fn build(name: &str) -> KernelIr {
             let hrow = b.mad(seq, heads_kv, head);
             let row = b.mad(hrow, capacity, p);
             let dst = b.mad(row, dim, e);
-            let src = b.mul_wide(i, 4u32);
-            let dst = b.mul_wide(dst, 4u32);
             for (new, cache) in [(k_new, k_cache), (v_new, v_cache)] {
-                let sa = b.add(new, src);
+                let sa = elem_addr(b, new, i, 4);
                 let x = b.ld::<F32, U64>(Space::Global, sa, 0);
-                let da = b.add(cache, dst);
+                let da = elem_addr(b, cache, dst, 4);
                 b.st::<F32, U64>(Space::Global, da, 0, x);
             }
         });

@@ -3,7 +3,8 @@
 
 use crate::ptx::{Cmp, F32, KernelBuilder, Reg};
 
-const LOG2E: f32 = std::f32::consts::LOG2_E;
+/// log2(e): e^x is 2^(x * LOG2E).
+pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
 
 /// e^x through `ex2.approx`: relative error about 2^-21 for |x| < 88, exact 0 and inf at
 /// the ends, NaN propagated.

@@ -102,8 +102,7 @@ impl QuantFormat {
     /// Rows one block of threads computes.
     fn rows_per_block(self) -> u32 {
         match self {
-            QuantFormat::Q4K | QuantFormat::Q5K => qgemv_k::THREADS / 32,
-            QuantFormat::Q6K => qgemv_q6k::THREADS / 32,
+            QuantFormat::Q4K | QuantFormat::Q5K | QuantFormat::Q6K => qgemv_k::THREADS / 32,
             _ => ROWS_PER_BLOCK,
         }
     }

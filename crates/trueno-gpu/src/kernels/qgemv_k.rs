@@ -13,6 +13,7 @@
 //! itself (GGML's `get_scale_min_k4`).
 //! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
 
+use super::helpers::elem_addr;
 use super::qgemv::{Prologue, byte_floats, f16_bits, prologue, store_sum};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64};
 
@@ -120,6 +121,76 @@ fn super_block_dot(
     b.fma(nm, ms, dq)
 }
 
+/// The frame of the one-row-per-warp K-quant kernels: the parameters, the warp's row
+/// (warps past the last one leave whole) and the address of its first super-block.
+pub(super) struct RowWarp {
+    pub x: Reg<U64>,
+    pub lane: Reg<U32>,
+    /// The current super-block of the row (advanced by [`row_blocks`]).
+    pub blk: Reg<U64>,
+    y: Reg<U64>,
+    row: Reg<U32>,
+    blocks: Reg<U32>,
+    block_bytes: u32,
+}
+
+/// Starts a K-quant kernel over super-blocks of `block_bytes`.
+pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32) -> RowWarp {
+    let Prologue {
+        w,
+        x,
+        y,
+        rows,
+        blocks,
+        lane,
+        warp: row,
+    } = prologue(b, THREADS);
+    let past = b.setp::<U32>(Cmp::Ge, row, rows);
+    b.exit_if(past);
+    let row_bytes = b.mul(blocks, block_bytes);
+    let row_off = b.mul_wide(row, row_bytes);
+    let blk = b.add(w, row_off);
+    RowWarp {
+        x,
+        lane,
+        blk,
+        y,
+        row,
+        blocks,
+        block_bytes,
+    }
+}
+
+/// Loops over the row's super-blocks: `block(b)` returns the lane's share of one; after
+/// it `blk` and the pointers in `per_block` step to the next super-block and `xp` (the
+/// lane's activations) 256 floats on. Then the warp's sum goes to `y[row]` and the
+/// kernel ends.
+pub(super) fn row_blocks(
+    mut b: KernelBuilder,
+    rw: &RowWarp,
+    xp: Reg<U64>,
+    per_block: &[Reg<U64>],
+    block: impl FnOnce(&mut KernelBuilder) -> Reg<F32>,
+) -> KernelIr {
+    let acc = b.mov::<F32>(0.0f32);
+    b.for_loop(0u32, rw.blocks, 1u32, false, |b, _| {
+        let part = block(b);
+        let next = b.add(acc, part);
+        b.assign(acc, next);
+        let step = u64::from(rw.block_bytes);
+        let advance = std::iter::once((rw.blk, step))
+            .chain(per_block.iter().map(|&r| (r, step)))
+            .chain([(xp, 256 * 4)]);
+        for (r, step) in advance {
+            let n = b.add(r, step);
+            b.assign(r, n);
+        }
+    });
+    store_sum(&mut b, (rw.y, rw.row), acc, rw.lane, None);
+    b.ret();
+    b.finish()
+}
+
 /// The Q4_K (`five_bit` false) or Q5_K kernel. Parameters as the other formats': `w`,
 /// `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
@@ -129,18 +200,8 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
         (BLOCK_BYTES, 16u32)
     };
     let mut b = KernelBuilder::new(name);
-    let Prologue {
-        w,
-        x,
-        y,
-        rows,
-        blocks,
-        lane,
-        warp: row,
-    } = prologue(&mut b, THREADS);
-    let past = b.setp::<U32>(Cmp::Ge, row, rows);
-    b.exit_if(past);
-
+    let rw = row_warp(&mut b, block_bytes);
+    let (lane, blk) = (rw.lane, rw.blk);
     let c = b.shr(lane, 3u32);
     let p = b.and(lane, 7u32);
     let p4 = b.shl(p, 2u32);
@@ -152,9 +213,6 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
     let shift0 = b.shl(jj0, 3u32);
     let shift1 = b.add(shift0, 8u32);
 
-    let row_bytes = b.mul(blocks, block_bytes);
-    let row_off = b.mul_wide(row, row_bytes);
-    let blk = b.add(w, row_off);
     let q_off = b.mad(c, 32u32, p4);
     let q_off = b.add(q_off, qs_at);
     // Q5_K: the lane's qh word (its positions 4(l % 8)..) and sub-block 2c's bit.
@@ -165,11 +223,10 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
     let q_off = b.cvt::<U64, U32>(q_off, None);
     let qp = b.add(blk, q_off);
     let x_elem = b.mad(c, 64u32, p4);
-    let x_off = b.mul_wide(x_elem, 4u32);
-    let xp = b.add(x, x_off);
+    let xp = elem_addr(&mut b, rw.x, x_elem, 4);
 
-    let acc = b.mov::<F32>(0.0f32);
-    b.for_loop(0u32, blocks, 1u32, false, |b, _| {
+    let per_block: &[Reg<U64>] = if five_bit { &[qp, qhp] } else { &[qp] };
+    row_blocks(b, &rw, xp, per_block, |b| {
         let l = Loaded {
             head: b.ld::<U32, U64>(Space::Global, blk, 0),
             s: std::array::from_fn(|k| b.ld::<U32, U64>(Space::Global, blk, 4 + 4 * k as i64)),
@@ -178,20 +235,6 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
             xl: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 0),
             xh: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 32 * 4),
         };
-        let part = super_block_dot(b, &l, low_pack, shift0, shift1, sub_shift);
-        let next = b.add(acc, part);
-        b.assign(acc, next);
-        let mut advance = vec![(blk, u64::from(block_bytes)), (qp, u64::from(block_bytes))];
-        if five_bit {
-            advance.push((qhp, u64::from(block_bytes)));
-        }
-        advance.push((xp, 256 * 4));
-        for (r, step) in advance {
-            let n = b.add(r, step);
-            b.assign(r, n);
-        }
-    });
-    store_sum(&mut b, (y, row), acc, lane, None);
-    b.ret();
-    b.finish()
+        super_block_dot(b, &l, low_pack, shift0, shift1, sub_shift)
+    })
 }

@@ -3,17 +3,17 @@
 //! f16 `d` last): `w = d * sc * (q - 32)`. 210 is 2 mod 4, so the weight loads are
 //! 16-bit.
 //!
-//! One warp per row, one super-block per step. Lane `16h + i` takes half `h` of the
+//! One warp per row, one super-block per step (the frame is qgemv_k.rs's `row_warp`). Lane `16h + i` takes half `h` of the
 //! block and the element pair `l = 2i, 2i + 1` of each of its four 32-element quarters
 //! `k` (elements `128h + 32k + l`): the low four bits from byte `64h + 32(k % 2) + l` of
 //! `ql` (its low nibble for `k < 2`, its high one after), bits 4-5 from byte `32h + l`
 //! of `qh` (bits `2k, 2k + 1`), the scale from `8h + 2k + l / 16`.
 
-use super::qgemv::{Prologue, f16_bits, prologue, store_sum};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
+use super::helpers::elem_addr;
+use super::qgemv::f16_bits;
+use super::qgemv_k::{row_blocks, row_warp};
+use crate::ptx::{F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
 
-/// Threads per block (eight warps, one row each).
-pub(super) const THREADS: u32 = 256;
 /// Bytes per super-block.
 pub(super) const BLOCK_BYTES: u32 = 210;
 
@@ -47,18 +47,8 @@ fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_q6k(name: String) -> KernelIr {
     let mut b = KernelBuilder::new(name);
-    let Prologue {
-        w,
-        x,
-        y,
-        rows,
-        blocks,
-        lane,
-        warp: row,
-    } = prologue(&mut b, THREADS);
-    let past = b.setp::<U32>(Cmp::Ge, row, rows);
-    b.exit_if(past);
-
+    let rw = row_warp(&mut b, BLOCK_BYTES);
+    let (lane, blk) = (rw.lane, rw.blk);
     let h = b.shr(lane, 4u32);
     let i = b.and(lane, 15u32);
     let l0 = b.shl(i, 1u32);
@@ -71,19 +61,14 @@ pub(super) fn build_q6k(name: String) -> KernelIr {
     let sel = b.shr(l0, 4u32);
     let sel8 = b.shl(sel, 3u32);
 
-    let row_bytes = b.mul(blocks, BLOCK_BYTES);
-    let row_off = b.mul_wide(row, row_bytes);
-    let blk = b.add(w, row_off);
     let x_elem = b.mad(h, 128u32, l0);
-    let x_off = b.mul_wide(x_elem, 4u32);
-    let xp = b.add(x, x_off);
+    let xp = elem_addr(&mut b, rw.x, x_elem, 4);
     let offs: Vec<Reg<U64>> = [ql_off, qh_off, sc_off]
         .into_iter()
         .map(|o| b.cvt::<U64, U32>(o, None))
         .collect();
 
-    let acc = b.mov::<F32>(0.0f32);
-    b.for_loop(0u32, blocks, 1u32, false, |b, _| {
+    row_blocks(b, &rw, xp, &[], |b| {
         let qlp = b.add(blk, offs[0]);
         let qhp = b.add(blk, offs[1]);
         let scp = b.add(blk, offs[2]);
@@ -109,14 +94,6 @@ pub(super) fn build_q6k(name: String) -> KernelIr {
             });
         }
         let d = f16_bits(b, d);
-        let next = b.fma(d, sum.expect("four quarters"), acc);
-        b.assign(acc, next);
-        for (r, step) in [(blk, u64::from(BLOCK_BYTES)), (xp, 256 * 4)] {
-            let n = b.add(r, step);
-            b.assign(r, n);
-        }
-    });
-    store_sum(&mut b, (y, row), acc, lane, None);
-    b.ret();
-    b.finish()
+        b.mul(d, sum.expect("four quarters"))
+    })
 }
