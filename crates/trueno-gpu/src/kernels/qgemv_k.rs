@@ -124,7 +124,9 @@ fn super_block_dot(
 /// The frame of the one-row-per-warp K-quant kernels: the parameters, the warp's row
 /// (warps past the last one leave whole) and the address of its first super-block.
 pub(super) struct RowWarp {
+    /// The activations.
     pub x: Reg<U64>,
+    /// The lane in the warp.
     pub lane: Reg<U32>,
     /// The current super-block of the row (advanced by [`row_blocks`]).
     pub blk: Reg<U64>,

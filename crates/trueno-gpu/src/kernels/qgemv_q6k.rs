@@ -3,11 +3,12 @@
 //! f16 `d` last): `w = d * sc * (q - 32)`. 210 is 2 mod 4, so the weight loads are
 //! 16-bit.
 //!
-//! One warp per row, one super-block per step (the frame is qgemv_k.rs's `row_warp`). Lane `16h + i` takes half `h` of the
-//! block and the element pair `l = 2i, 2i + 1` of each of its four 32-element quarters
-//! `k` (elements `128h + 32k + l`): the low four bits from byte `64h + 32(k % 2) + l` of
-//! `ql` (its low nibble for `k < 2`, its high one after), bits 4-5 from byte `32h + l`
-//! of `qh` (bits `2k, 2k + 1`), the scale from `8h + 2k + l / 16`.
+//! One warp per row, one super-block per step (the frame is qgemv_k.rs's `row_warp`).
+//! Lane `16h + i` takes half `h` of the block and the element pair `l = 2i, 2i + 1` of
+//! each of its four 32-element quarters `k` (elements `128h + 32k + l`): the low four
+//! bits from byte `64h + 32(k % 2) + l` of `ql` (its low nibble for `k < 2`, its high one
+//! after), bits 4-5 from byte `32h + l` of `qh` (bits `2k, 2k + 1`), the scale from
+//! `8h + 2k + l / 16`.
 
 use super::helpers::elem_addr;
 use super::qgemv::f16_bits;
