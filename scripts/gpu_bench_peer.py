@@ -49,6 +49,11 @@ def main():
 
     ew = [r for r in rows_in if r["kind"] in ("elementwise", "reduce")]
     copy_gbs = None
+
+    def share(gbs):
+        # " = N% of copy" once the copy ceiling is measured.
+        return f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
+
     if ew:
         n = ew[0]["n"]
         sets = min(2, sets_for(n * 4))
@@ -91,7 +96,7 @@ def main():
         }[r["op"]]
         t = bench(fn, sets, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        extra = f"{gbs:.0f} GB/s" + (f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else "")
+        extra = f"{gbs:.0f} GB/s" + share(gbs)
         table.append((r["op"], f"{rows}x{cols}", r["ms"], t, t / r["ms"], extra))
 
     for r in [r for r in rows_in if r["kind"] == "gemm"]:
@@ -122,8 +127,7 @@ def main():
         v = torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1
         t = bench(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 1, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
-        table.append((f"decode attention", f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}"))
+        table.append((f"decode attention", f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
         del k, v
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
@@ -136,8 +140,7 @@ def main():
         t = bench(lambda i: torch.mv(ws[i], xv), sets, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
         bf_gbs = (rows * cols + rows + cols) * 2 / t / 1e6
-        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
-        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}; torch bf16 mv {bf_gbs:.0f} GB/s"))
+        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s"))
         del ws
 
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
@@ -155,8 +158,7 @@ def main():
             return torch.cat((-x2, x1), dim=-1)
         t = bench(lambda i: xs[i] * cos + rot(xs[i]) * sin, sets, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        share = f" = {100*gbs/copy_gbs:.0f}% of copy" if copy_gbs else ""
-        table.append(("rope neox", f"{t_}x{h}x{d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share}"))
+        table.append(("rope neox", f"{t_}x{h}x{d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
 
     for r in [r for r in rows_in if r["kind"] == "module"]:
         table.append((f"module {r['family']}", "build + JIT load", None, None, None, f"build {r['build_ms']:.2f} ms, load {r['load_ms']:.2f} ms"))
