@@ -3,12 +3,13 @@
 # memcheck and racecheck over them, and the benchmark with PyTorch as the peer.
 # Pack first on a build machine: scripts/device-pack.sh -p trueno-gpu && cp target/release/gpu-bench .device/
 # Usage: scripts/device-run.sh [tests] [sanitize] [bench] [quick]   (default: all three)
+# BENCH_ONLY=flash_attention,... limits the benchmark to those gpu-bench sections.
 set -uo pipefail
 OUT=${OUT:-/tmp/trueno-device-out}; mkdir -p "$OUT"
 steps="${*:-tests sanitize bench}"
 export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 # The GPU test binaries (the packed ones are named NAME-HASH).
-TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* .device/gpu_rope-* .device/gpu_mma-* .device/gpu_attention-* | grep -v "\.d$")
+TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* .device/gpu_rope-* .device/gpu_mma-* .device/gpu_attention-* .device/gpu_flash_attention-* | grep -v "\.d$")
 L=$(ls .device/trueno_gpu-* | head -1)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -35,7 +36,7 @@ if [[ $steps == *bench* ]]; then
   echo "== bench"
   q=""; [[ $steps == *quick* ]] && q="--quick"
   # JIT cache off so module load times are real compiles.
-  CUDA_CACHE_DISABLE=1 timeout 400 .device/gpu-bench $q --out "$OUT/trueno.jsonl" > "$OUT/bench.log" 2>&1 || { status=1; tail -5 "$OUT/bench.log"; }
+  CUDA_CACHE_DISABLE=1 timeout 400 .device/gpu-bench $q ${BENCH_ONLY:+--only $BENCH_ONLY} --out "$OUT/trueno.jsonl" > "$OUT/bench.log" 2>&1 || { status=1; tail -5 "$OUT/bench.log"; }
   timeout 300 python3 scripts/gpu_bench_peer.py "$OUT/trueno.jsonl" --md "$OUT/table.md" || status=1
 fi
 exit $status

@@ -1,12 +1,13 @@
-//! The decode path's stream operations: appending a step's keys and values to the KV
-//! cache and attending one query token per sequence over it.
+//! Attention's stream operations: FlashAttention forward over packed variable-length
+//! sequences (prefill), and the decode path's KV-cache append and one-token attention.
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
+use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::DeviceBuffer;
+use crate::memory::{DeviceBuffer, HalfElem};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
@@ -151,5 +152,85 @@ impl<'a> Stream<Recording<'a>> {
         self.keep_alive(part_acc);
         self.keep_alive(part_ml);
         Ok(())
+    }
+
+    /// FlashAttention forward: `out = softmax(scale * q k^T) v` per query head over its
+    /// sequence's keys, f16 or bf16 in and out, f32 softmax and accumulation, the score
+    /// matrix never in memory. Sequences are packed back to back (`q`, `out`
+    /// `[total_q, heads_q, dim]`; `k`, `v` `[total_k, heads_kv, dim]`) and delimited by
+    /// `cu_q` / `cu_k` (`[batch + 1]` token offsets on the device, flash-attn's varlen
+    /// convention; offsets past the totals are clamped). Query head `h` reads key/value
+    /// head `h / (heads_q / heads_kv)`. Causal masks align bottom-right: query `i` of `lq`
+    /// sees keys `0..=i + lk - lq`; a row that sees no key is zeros. Query rows past
+    /// `shape.max_seqlen_q` in a sequence are not written.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::flash_attention::FlashShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = FlashShape {
+    ///     batch: 1, heads_q: 2, heads_kv: 1, dim: 64,
+    ///     total_q: 3, total_k: 3, max_seqlen_q: 3, causal: true,
+    /// };
+    /// let q = ctx.upload(&vec![bf16::from_f32(0.5); 3 * 2 * 64])?;
+    /// let k = ctx.upload(&vec![bf16::from_f32(0.25); 3 * 64])?;
+    /// let v = ctx.upload(&vec![bf16::from_f32(2.0); 3 * 64])?;
+    /// let cu = ctx.upload(&[0u32, 3])?;
+    /// let mut out = ctx.alloc::<bf16>(3 * 2 * 64)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.flash_attention(&q, &k, &v, &out, &cu, &cu, shape, 0.125)?;
+    /// s.sync()?;
+    /// assert!(out.to_vec()?.iter().all(|x| x.to_f32() == 2.0));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn flash_attention<T: HalfElem>(
+        &mut self,
+        q: &'a DeviceBuffer<T>,
+        k: &'a DeviceBuffer<T>,
+        v: &'a DeviceBuffer<T>,
+        out: &'a DeviceBuffer<T>,
+        cu_q: &'a DeviceBuffer<u32>,
+        cu_k: &'a DeviceBuffer<u32>,
+        shape: FlashShape,
+        scale: f32,
+    ) -> Result<()> {
+        let kern = FlashAttentionKernel(T::TYPE, shape.dim as u32);
+        shape.check(&kern.name())?;
+        if !(scale.is_finite() && scale > 0.0) {
+            return shape_err(&kern.name(), format!("scale {scale} is not a positive number"));
+        }
+        let q_len = shape.total_q * shape.heads_q * shape.dim;
+        let kv_len = shape.total_k * shape.heads_kv * shape.dim;
+        expect_len("flash_attention q", q, q_len)?;
+        expect_len("flash_attention out", out, q_len)?;
+        expect_len("flash_attention k", k, kv_len)?;
+        expect_len("flash_attention v", v, kv_len)?;
+        expect_len("flash_attention cu_q", cu_q, shape.batch + 1)?;
+        expect_len("flash_attention cu_k", cu_k, shape.batch + 1)?;
+        let o = out.device_ptr();
+        if [q.device_ptr(), k.device_ptr(), v.device_ptr()].contains(&o) {
+            return shape_err(&kern.name(), "the output may not alias an input");
+        }
+        let cfg = kern.launch_config(&[shape.max_seqlen_q, shape.heads_q, shape.batch])?;
+        let f = self.context().function(Family::FlashAttention, &kern.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(q))
+            .arg(KernelArg::buf(k))
+            .arg(KernelArg::buf(v))
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::buf(cu_q))
+            .arg(KernelArg::buf(cu_k))
+            .arg(KernelArg::U32(shape.total_q as u32))
+            .arg(KernelArg::U32(shape.total_k as u32))
+            .arg(KernelArg::U32(shape.heads_q as u32))
+            .arg(KernelArg::U32(shape.heads_kv as u32))
+            .arg(KernelArg::U32((shape.heads_q / shape.heads_kv) as u32))
+            .arg(KernelArg::F32(flash_attention::scale_log2(scale)))
+            .arg(KernelArg::U32(shape.causal as u32))
+            .run()
     }
 }

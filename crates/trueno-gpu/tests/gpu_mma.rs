@@ -3,11 +3,10 @@
 //! a NaN-poisoned C under beta = 0, and the shape errors. Skipped without a GPU.
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, small};
+use common::device::{Half, POISON, Rng, ctx, poisoned, small};
 
 use half::{bf16, f16};
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
-use trueno_gpu::memory::HalfElem;
 
 /// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
 /// rounding error an f32 accumulation may make).
@@ -37,27 +36,6 @@ fn reference(
         }
     }
     (out, mag)
-}
-
-trait Half: HalfElem {
-    fn from_f32(x: f32) -> Self;
-    fn to_f64(self) -> f64;
-}
-impl Half for bf16 {
-    fn from_f32(x: f32) -> Self {
-        bf16::from_f32(x)
-    }
-    fn to_f64(self) -> f64 {
-        self.to_f64()
-    }
-}
-impl Half for f16 {
-    fn from_f32(x: f32) -> Self {
-        f16::from_f32(x)
-    }
-    fn to_f64(self) -> f64 {
-        self.to_f64()
-    }
 }
 
 fn check<T: Half>(

@@ -152,11 +152,13 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
     );
 }
 
-/// The tensor-core GEMM's machine code, read back with cuobjdump (same wheel folder as
-/// ptxas): its multiplies are HMMA (tensor-core) instructions, its tiles arrive by
-/// LDGSTS (cp.async) and its fragments by LDSM (ldmatrix), on every target it claims.
+/// The tensor-core kernels' machine code, read back with cuobjdump (same wheel folder as
+/// ptxas): their multiplies are HMMA (tensor-core) instructions, their tiles arrive by
+/// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for the operand
+/// stored k-major), on every target they claim; FlashAttention's probabilities become
+/// 16-bit operands by F2FP packs, in registers.
 #[test]
-fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
+fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     let Some(ptxas) = ptxas() else {
         assert!(
             !common::required(),
@@ -176,16 +178,25 @@ fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
         return;
     }
     use trueno_gpu::kernels::Kernel;
+    use trueno_gpu::kernels::flash_attention::{FlashAttentionKernel, HEAD_DIMS};
     use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
     let dir = std::env::temp_dir().join(format!("trueno-sass-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (ty, tk, hmma) in [
-        (HalfType::Bf16, MmaTileK::K32, "HMMA.16816.F32.BF16"),
-        (HalfType::Bf16, MmaTileK::K64, "HMMA.16816.F32.BF16"),
-        (HalfType::F16, MmaTileK::K32, "HMMA.16816.F32 "),
-        (HalfType::F16, MmaTileK::K64, "HMMA.16816.F32 "),
-    ] {
-        let k = MmaGemmKernel(ty, tk);
+    let hmma = |ty| match ty {
+        HalfType::Bf16 => "HMMA.16816.F32.BF16",
+        HalfType::F16 => "HMMA.16816.F32 ",
+    };
+    // (kernel, its HMMA spelling, packs expected)
+    let mut kernels: Vec<(Box<dyn Kernel>, &str, bool)> = Vec::new();
+    for ty in [HalfType::Bf16, HalfType::F16] {
+        for tk in [MmaTileK::K32, MmaTileK::K64] {
+            kernels.push((Box::new(MmaGemmKernel(ty, tk)), hmma(ty), false));
+        }
+        for d in HEAD_DIMS {
+            kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), true));
+        }
+    }
+    for (k, hmma, packs) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let stem = format!("{}_{}", k.name(), target.name());
             let file = dir.join(format!("{stem}.ptx"));
@@ -200,7 +211,8 @@ fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
                 .unwrap();
             let sass = String::from_utf8_lossy(&out.stdout);
             let count = |op: &str| sass.matches(op).count();
-            // 4 x 4 fragments x 2 k16 steps per k-tile in the loop body.
+            // The GEMM's loop body: 4 x 4 fragments x 2 k16 steps per k-tile; attention's
+            // at least 64 (Q K^T and P V of one key tile).
             assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{sass}", count(hmma));
             assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
             assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
@@ -208,6 +220,9 @@ fn the_tensor_core_gemm_runs_on_tensor_cores_in_the_machine_code() {
                 count("LDSM.16.MT88.4") >= 4,
                 "{stem}: no transposed ldmatrix"
             );
+            if *packs {
+                assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)");
+            }
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,7 +4,8 @@
 //! object per line; `scripts/gpu_bench_peer.py` times PyTorch on the same shapes in the
 //! same command and prints the comparison table.
 //!
-//! Usage: `gpu-bench [--quick] [--out FILE]`
+//! Usage: `gpu-bench [--quick] [--out FILE] [--only SECTION,...]` (sections: overheads,
+//! elementwise, rows, gemm, gemm_mma, flash_attention, qgemv, rope, decode_attention)
 
 use std::io::Write;
 use std::time::Instant;
@@ -14,6 +15,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::attention::DecodeShape;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
+use trueno_gpu::kernels::flash_attention::FlashShape;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::kernels::qgemv::QuantFormat;
@@ -237,6 +239,56 @@ impl Bench {
         Ok(())
     }
 
+    /// FlashAttention forward, bf16, 16K tokens a batch (sequences of 1K, 4K or 16K),
+    /// hidden size 2048 (32 heads of 64 or 16 of 128), causal and not: the
+    /// FlashAttention-2 paper's benchmark grid.
+    fn flash_attention(&mut self) -> Result<()> {
+        let seqs: &[usize] = if self.quick {
+            &[4096]
+        } else {
+            &[1024, 4096, 16384]
+        };
+        for dim in [64usize, 128] {
+            let heads = 2048 / dim;
+            for &seq in seqs {
+                let batch = 16384 / seq;
+                let n = batch * seq * heads * dim;
+                let to_bf16 = |v: Vec<f32>| -> Vec<half::bf16> {
+                    v.into_iter().map(half::bf16::from_f32).collect()
+                };
+                let q = self.ctx.upload(&to_bf16(random(n, 11)))?;
+                let k = self.ctx.upload(&to_bf16(random(n, 12)))?;
+                let v = self.ctx.upload(&to_bf16(random(n, 13)))?;
+                let out = self.ctx.alloc::<half::bf16>(n)?;
+                let cu: Vec<u32> = (0..=batch).map(|b| (b * seq) as u32).collect();
+                let cu = self.ctx.upload(&cu)?;
+                for causal in [false, true] {
+                    let shape = FlashShape {
+                        batch,
+                        heads_q: heads,
+                        heads_kv: heads,
+                        dim,
+                        total_q: batch * seq,
+                        total_k: batch * seq,
+                        max_seqlen_q: seq,
+                        causal,
+                    };
+                    let scale = 1.0 / (dim as f32).sqrt();
+                    let ms = self.time(1, |s, _| {
+                        s.flash_attention(&q, &k, &v, &out, &cu, &cu, shape, scale)
+                    })?;
+                    let flops = 4.0 * (batch * seq * seq * heads * dim) as f64
+                        / if causal { 2.0 } else { 1.0 };
+                    let tflops = flops / (ms * 1e-3) / 1e12;
+                    self.emit(format!(
+                        r#"{{"kind":"flash_attn","batch":{batch},"seq":{seq},"heads":{heads},"dim":{dim},"causal":{causal},"ms":{ms:.5},"tflops":{tflops:.2}}}"#
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Matrix-vector products from quantized weights at LLM projection shapes (rows x
     /// cols = outputs x inputs), weights rotated through enough copies to miss L2.
     fn qgemv(&mut self) -> Result<()> {
@@ -369,15 +421,31 @@ fn main() {
         d.multiprocessors,
         d.total_memory as f64 / (1u64 << 30) as f64
     ));
+    // `--only a,b` runs just those sections (the names below).
+    let only: Option<Vec<String>> = args
+        .iter()
+        .position(|a| a == "--only")
+        .and_then(|i| args.get(i + 1))
+        .map(|s| s.split(',').map(str::to_string).collect());
+    let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let run = || -> Result<()> {
-        b.overheads()?;
-        b.elementwise()?;
-        b.rows()?;
-        b.gemm()?;
-        b.gemm_mma()?;
-        b.qgemv()?;
-        b.rope()?;
-        b.decode_attention()?;
+        type Section = fn(&mut Bench) -> Result<()>;
+        let sections: [(&str, Section); 9] = [
+            ("overheads", Bench::overheads),
+            ("elementwise", Bench::elementwise),
+            ("rows", Bench::rows),
+            ("gemm", Bench::gemm),
+            ("gemm_mma", Bench::gemm_mma),
+            ("flash_attention", Bench::flash_attention),
+            ("qgemv", Bench::qgemv),
+            ("rope", Bench::rope),
+            ("decode_attention", Bench::decode_attention),
+        ];
+        for (name, f) in sections {
+            if wants(name) {
+                f(&mut b)?;
+            }
+        }
         Ok(())
     };
     let mut run = run;

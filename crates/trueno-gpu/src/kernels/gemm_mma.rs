@@ -39,14 +39,14 @@ pub enum HalfType {
 }
 
 impl HalfType {
-    fn ptx(self) -> PtxType {
+    pub(crate) fn ptx(self) -> PtxType {
         match self {
             HalfType::F16 => PtxType::F16,
             HalfType::Bf16 => PtxType::Bf16,
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             HalfType::F16 => "f16",
             HalfType::Bf16 => "bf16",
@@ -106,7 +106,7 @@ struct Copies {
 }
 
 /// `p ? 16 : 0` bytes and the address to read (`base` when nothing is read).
-fn chunk(
+pub(super) fn cp_chunk(
     b: &mut KernelBuilder,
     p: Reg<Pred>,
     ptr: Reg<U64>,
@@ -244,7 +244,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
                 if j > 0 {
                     ptr = b.add(ptr, cp.a_next_rows);
                 }
-                let (bytes, src) = chunk(b, p, ptr, ga);
+                let (bytes, src) = cp_chunk(b, p, ptr, ga);
                 let dst = b.add(a_dst, j as u32 * a_row_step * a_row_bytes);
                 b.cp_async_16(dst, src, bytes);
             }
@@ -258,7 +258,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
                 if j > 0 {
                     ptr = b.add(ptr, cp.b_next_rows);
                 }
-                let (bytes, src) = chunk(b, p, ptr, gb);
+                let (bytes, src) = cp_chunk(b, p, ptr, gb);
                 let dst = b.add(b_dst, j * 16 * 256);
                 b.cp_async_16(dst, src, bytes);
             }

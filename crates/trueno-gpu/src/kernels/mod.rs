@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod flash_attention;
 pub mod gemm;
 pub mod gemm_mma;
 mod helpers;
@@ -86,11 +87,13 @@ pub enum Family {
     Rope,
     /// decode attention over a KV cache (flash-decoding) and KV-cache appends
     Attention,
+    /// FlashAttention forward (f16 / bf16, tensor cores)
+    FlashAttention,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 9] = [
+    pub const ALL: [Family; 10] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -100,6 +103,7 @@ impl Family {
         Family::Qgemv,
         Family::Rope,
         Family::Attention,
+        Family::FlashAttention,
     ];
 
     /// Module name.
@@ -114,6 +118,7 @@ impl Family {
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
             Family::Attention => "attention_f32",
+            Family::FlashAttention => "flash_attention",
         }
     }
 
@@ -132,6 +137,7 @@ impl Family {
                 .into_iter()
                 .chain(kv_cache::all())
                 .collect(),
+            Family::FlashAttention => flash_attention::all(),
         }
     }
 }

@@ -143,6 +143,7 @@ fn mnemonic(i: &Instr) -> String {
         Op::Shr => format!("shr{ty}"),
         Op::Prmt => format!("prmt{ty}"),
         Op::Cvt { from } => format!("cvt{rnd}{ty}.{from}"),
+        Op::CvtPack => format!("cvt{rnd}{ty}x2.f32"),
         Op::CvtaToGlobal => "cvta.to.global.u64".into(),
         Op::Setp(c) => format!(
             "setp.{}{ty}",

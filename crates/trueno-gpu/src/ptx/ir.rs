@@ -305,6 +305,9 @@ pub enum Op {
         /// Source type.
         from: PtxType,
     },
+    /// `cvt.rn.{ty}x2.f32` dst <- two f32 rounded into one b32 of two 16-bit floats
+    /// (ty: f16 or bf16; srcs: the upper half's value, then the lower's).
+    CvtPack,
     /// `cvta.to.global.u64` dst <- generic address
     CvtaToGlobal,
     /// `setp.cmp.ty` pred <- a cmp b

@@ -241,6 +241,16 @@ fn check_types(i: &Instr) -> Result<(), String> {
             srcs_ok(i, PtxType::Pred, &i.srcs[2..])
         }
         Op::Cvt { from } => cvt_ok(i, ty, *from),
+        Op::CvtPack => {
+            if !matches!(ty, PtxType::F16 | PtxType::Bf16) || i.rnd != Some(Rounding::Rn) {
+                return Err(format!("cvt.{:?}.{ty}x2.f32: pairs are f16 or bf16, rounded .rn", i.rnd));
+            }
+            dsts_ok(i, PtxType::B32)?;
+            if i.srcs.len() != 2 {
+                return Err("cvt to a pair reads two f32 values".into());
+            }
+            srcs_ok(i, PtxType::F32, &i.srcs)
+        }
         Op::CvtaToGlobal => {
             dsts_ok(i, PtxType::U64)?;
             srcs_ok(i, PtxType::U64, &i.srcs)

@@ -2,7 +2,8 @@
 //! reproducible random data, poisoned outputs and the closeness check.
 
 use trueno_gpu::driver::Context;
-use trueno_gpu::memory::DeviceBuffer;
+use half::{bf16, f16};
+use trueno_gpu::memory::{DeviceBuffer, HalfElem};
 
 /// A NaN bit pattern no kernel produces: poison for outputs.
 pub const POISON: u32 = 0x7FC0_0ABC;
@@ -66,5 +67,38 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], rel: f64, abs: f64) {
             err <= abs + rel * (w as f64).abs(),
             "{what}[{i}]: got {g}, want {w} (err {err:e})"
         );
+    }
+}
+
+/// The 16-bit input types of the tensor-core kernels, as the suites build and read them.
+pub trait Half: HalfElem {
+    /// Unit roundoff (half the distance from 1 to the next value).
+    const UNIT: f64;
+    fn from_f32(x: f32) -> Self;
+    fn to_f64(self) -> f64;
+    fn to_bits(self) -> u16;
+}
+impl Half for bf16 {
+    const UNIT: f64 = 1.0 / 256.0;
+    fn from_f32(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn to_bits(self) -> u16 {
+        self.to_bits()
+    }
+}
+impl Half for f16 {
+    const UNIT: f64 = 1.0 / 2048.0;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn to_bits(self) -> u16 {
+        self.to_bits()
     }
 }

@@ -2,7 +2,7 @@
 //! and `mma.sync`.
 
 use super::KernelBuilder;
-use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand};
+use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand, Rounding};
 use crate::ptx::types::{F32, PtxType, Reg, U32, U64};
 
 impl KernelBuilder {
@@ -49,6 +49,22 @@ impl KernelBuilder {
             vec![Operand::Addr(AddrBase::Reg(addr.vreg()), off)],
         ));
         regs
+    }
+
+    /// `lo` and `hi` rounded (to nearest) into one register of two `ty` values (f16 or
+    /// bf16), `lo` in the low half: an f32 accumulator fragment becomes the next
+    /// product's 16-bit operand without a trip through shared memory.
+    pub fn cvt_pack(&mut self, ty: PtxType, lo: Reg<F32>, hi: Reg<F32>) -> Reg<U32> {
+        let d = self.reg::<U32>();
+        let mut i = Instr::new(
+            Op::CvtPack,
+            Some(ty),
+            vec![d.vreg()],
+            vec![Operand::Reg(hi.vreg()), Operand::Reg(lo.vreg())],
+        );
+        i.rnd = Some(Rounding::Rn);
+        self.push(i);
+        d
     }
 
     /// One `m16n8k16` tensor-core product: `a` (16x16, row) times `b` (16x8, column) of
@@ -109,6 +125,8 @@ mod tests {
         }
         let st = b.add(smem, 0u32);
         b.st_vec(crate::ptx::Space::Shared, st, 0, &d);
+        let pair = b.cvt_pack(PtxType::F16, d[0], d[1]);
+        b.st(crate::ptx::Space::Shared, st, 16, pair);
         b.ret();
         b.finish()
     }
@@ -124,6 +142,7 @@ mod tests {
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16 \t{%r",
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \t{%f",
+            "cvt.rn.f16x2.f32 \t%r",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
         }

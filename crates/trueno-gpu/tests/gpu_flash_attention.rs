@@ -1,0 +1,205 @@
+//! FlashAttention forward on the device against an f64 softmax of the same 16-bit
+//! inputs: packed variable-length batches (empty, 1-token and tile-ragged sequences),
+//! causal and not, queries fewer and more than keys, GQA and MQA, every head dimension,
+//! flat and peaked softmaxes, and the shape errors. Skipped without a GPU.
+
+mod common;
+use common::device::{Half, Rng, ctx, small};
+
+use half::{bf16, f16};
+use trueno_gpu::driver::Context;
+use trueno_gpu::kernels::flash_attention::{FlashShape, HEAD_DIMS, reference};
+
+/// One case: per-sequence query and key lengths, heads, dim, causal, scale.
+struct Case<'a> {
+    lens: &'a [(usize, usize)],
+    heads: (usize, usize),
+    dim: usize,
+    causal: bool,
+    scale: f32,
+}
+
+fn offsets(lens: impl Iterator<Item = usize>) -> Vec<u32> {
+    let mut cu = vec![0u32];
+    for l in lens {
+        cu.push(cu.last().unwrap() + l as u32);
+    }
+    cu
+}
+
+fn halves<T: Half>(rng: &mut Rng, n: usize) -> Vec<T> {
+    rng.vec(n, -1.0, 1.0).into_iter().map(T::from_f32).collect()
+}
+
+fn check<T: Half>(ctx: &Context, rng: &mut Rng, c: &Case) {
+    let (hq, hkv) = c.heads;
+    let cu_q = offsets(c.lens.iter().map(|l| l.0));
+    let cu_k = offsets(c.lens.iter().map(|l| l.1));
+    let shape = FlashShape {
+        batch: c.lens.len(),
+        heads_q: hq,
+        heads_kv: hkv,
+        dim: c.dim,
+        total_q: *cu_q.last().unwrap() as usize,
+        total_k: *cu_k.last().unwrap() as usize,
+        max_seqlen_q: c.lens.iter().map(|l| l.0).max().unwrap(),
+        causal: c.causal,
+    };
+    let q: Vec<T> = halves(rng, shape.total_q * hq * c.dim);
+    let k: Vec<T> = halves(rng, shape.total_k * hkv * c.dim);
+    let v: Vec<T> = halves(rng, shape.total_k * hkv * c.dim);
+    let f = |x: &[T]| -> Vec<f32> { x.iter().map(|&h| h.to_f64() as f32).collect() };
+    let want = reference(&f(&q), &f(&k), &f(&v), &cu_q, &cu_k, shape, c.scale);
+
+    let (dq, dk, dv) = (
+        ctx.upload(&q).unwrap(),
+        ctx.upload(&k).unwrap(),
+        ctx.upload(&v).unwrap(),
+    );
+    let mut out = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
+    let (dcq, dck) = (ctx.upload(&cu_q).unwrap(), ctx.upload(&cu_k).unwrap());
+    let mut s = ctx.stream().unwrap().record();
+    s.flash_attention(&dq, &dk, &dv, &out, &dcq, &dck, shape, c.scale)
+        .unwrap();
+    s.sync().unwrap();
+    let got = out.to_vec().unwrap();
+    let what = format!(
+        "{} d{} heads {hq}/{hkv} causal {} scale {} lens {:?}",
+        std::any::type_name::<T>(),
+        c.dim,
+        c.causal,
+        c.scale,
+        c.lens
+    );
+    // The probabilities are rounded to T before P V (at most UNIT of each weight, so
+    // UNIT of max |v| in the output) and the output once more (UNIT of it); the f32
+    // scores and exponentials add far less. Twice that, for the approximate ex2.
+    let bound = |w: f64| 2.0 * T::UNIT * (1.0 + w.abs()) + 1e-6;
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let g = g.to_f64();
+        let (tok, h, e) = (i / (hq * c.dim), i / c.dim % hq, i % c.dim);
+        assert!(
+            (g - w as f64).abs() <= bound(w as f64),
+            "{what}: token {tok} head {h} elem {e}: got {g}, want {w}"
+        );
+    }
+}
+
+fn check_both(ctx: &Context, rng: &mut Rng, c: &Case) {
+    check::<bf16>(ctx, rng, c);
+    check::<f16>(ctx, rng, c);
+}
+
+#[test]
+fn flash_attention_matches_an_f64_softmax_on_ragged_batches() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(17);
+    // Self-attention lengths: one token, tile-ragged, an empty sequence, several tiles.
+    let long: &[(usize, usize)] = if small() {
+        &[(1, 1), (37, 37), (0, 0), (130, 130)]
+    } else {
+        &[(1, 1), (37, 37), (0, 0), (130, 130), (64, 64), (300, 300)]
+    };
+    for dim in HEAD_DIMS.map(|d| d as usize) {
+        for causal in [false, true] {
+            check_both(
+                &ctx,
+                &mut rng,
+                &Case {
+                    lens: long,
+                    heads: (4, 2),
+                    dim,
+                    causal,
+                    scale: 1.0 / (dim as f32).sqrt(),
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn causal_masks_align_bottom_right_when_query_and_key_lengths_differ() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(29);
+    // A suffix of 5 queries over 300 keys (chunked prefill), 70 queries over 3 keys (most
+    // rows see nothing and must be zeros), 33 over 97.
+    for dim in [64, 128] {
+        for causal in [true, false] {
+            check_both(
+                &ctx,
+                &mut rng,
+                &Case {
+                    lens: &[(5, 300), (70, 3), (33, 97)],
+                    heads: (6, 1),
+                    dim,
+                    causal,
+                    scale: 0.2,
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn grouped_heads_and_peaked_softmaxes() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(41);
+    for (heads, scale) in [((8, 8), 0.125f32), ((8, 1), 1.0), ((12, 3), 4.0)] {
+        check_both(
+            &ctx,
+            &mut rng,
+            &Case {
+                lens: &[(129, 129), (65, 200)],
+                heads,
+                dim: 64,
+                causal: true,
+                scale,
+            },
+        );
+    }
+}
+
+#[test]
+fn flash_attention_rejects_what_it_cannot_serve() {
+    let Some(ctx) = ctx() else { return };
+    let shape = FlashShape {
+        batch: 1,
+        heads_q: 2,
+        heads_kv: 1,
+        dim: 64,
+        total_q: 4,
+        total_k: 4,
+        max_seqlen_q: 4,
+        causal: false,
+    };
+    let q = ctx.upload(&vec![bf16::ONE; 4 * 2 * 64]).unwrap();
+    let kv = ctx.upload(&vec![bf16::ONE; 4 * 64]).unwrap();
+    let out = ctx.alloc::<bf16>(4 * 2 * 64).unwrap();
+    let small_out = ctx.alloc::<bf16>(8).unwrap();
+    let q16 = ctx.upload(&vec![f16::ONE; 8]).unwrap();
+    let cu = ctx.upload(&[0u32, 4]).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    let mut err = |shape: FlashShape, out, scale| {
+        s.flash_attention(&q, &kv, &kv, out, &cu, &cu, shape, scale)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = err(FlashShape { dim: 80, ..shape }, &out, 1.0);
+    assert!(e.contains("head dim"), "{e}");
+    let e = err(FlashShape { heads_kv: 3, ..shape }, &out, 1.0);
+    assert!(e.contains("multiple"), "{e}");
+    let e = err(shape, &out, -1.0);
+    assert!(e.contains("scale"), "{e}");
+    let e = err(shape, &q, 1.0);
+    assert!(e.contains("alias"), "{e}");
+    let e = err(FlashShape { total_q: 5, ..shape }, &out, 1.0);
+    assert!(e.contains("flash_attention q"), "{e}");
+    let e = err(shape, &small_out, 1.0);
+    assert!(e.contains("flash_attention out"), "{e}");
+    // f16 goes through the same checks.
+    assert!(
+        s.flash_attention(&q16, &q16, &q16, &q16, &cu, &cu, shape, 1.0)
+            .is_err()
+    );
+    s.sync().unwrap();
+}
