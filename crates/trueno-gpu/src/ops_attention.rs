@@ -200,7 +200,10 @@ impl<'a> Stream<Recording<'a>> {
         let kern = FlashAttentionKernel(T::TYPE, shape.dim as u32);
         shape.check(&kern.name())?;
         if !(scale.is_finite() && scale > 0.0) {
-            return shape_err(&kern.name(), format!("scale {scale} is not a positive number"));
+            return shape_err(
+                &kern.name(),
+                format!("scale {scale} is not a positive number"),
+            );
         }
         let q_len = shape.total_q * shape.heads_q * shape.dim;
         let kv_len = shape.total_k * shape.heads_kv * shape.dim;
@@ -215,7 +218,9 @@ impl<'a> Stream<Recording<'a>> {
             return shape_err(&kern.name(), "the output may not alias an input");
         }
         let cfg = kern.launch_config(&[shape.max_seqlen_q, shape.heads_q, shape.batch])?;
-        let f = self.context().function(Family::FlashAttention, &kern.name())?;
+        let f = self
+            .context()
+            .function(Family::FlashAttention, &kern.name())?;
         self.launch(&f)
             .config(cfg)
             .arg(KernelArg::buf(q))

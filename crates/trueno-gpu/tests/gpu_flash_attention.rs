@@ -176,7 +176,7 @@ fn flash_attention_rejects_what_it_cannot_serve() {
     let kv = ctx.upload(&vec![bf16::ONE; 4 * 64]).unwrap();
     let out = ctx.alloc::<bf16>(4 * 2 * 64).unwrap();
     let small_out = ctx.alloc::<bf16>(8).unwrap();
-    let q16 = ctx.upload(&vec![f16::ONE; 8]).unwrap();
+    let q16 = ctx.upload(&[f16::ONE; 8]).unwrap();
     let cu = ctx.upload(&[0u32, 4]).unwrap();
     let mut s = ctx.stream().unwrap().record();
     let mut err = |shape: FlashShape, out, scale| {
@@ -186,13 +186,27 @@ fn flash_attention_rejects_what_it_cannot_serve() {
     };
     let e = err(FlashShape { dim: 80, ..shape }, &out, 1.0);
     assert!(e.contains("head dim"), "{e}");
-    let e = err(FlashShape { heads_kv: 3, ..shape }, &out, 1.0);
+    let e = err(
+        FlashShape {
+            heads_kv: 3,
+            ..shape
+        },
+        &out,
+        1.0,
+    );
     assert!(e.contains("multiple"), "{e}");
     let e = err(shape, &out, -1.0);
     assert!(e.contains("scale"), "{e}");
     let e = err(shape, &q, 1.0);
     assert!(e.contains("alias"), "{e}");
-    let e = err(FlashShape { total_q: 5, ..shape }, &out, 1.0);
+    let e = err(
+        FlashShape {
+            total_q: 5,
+            ..shape
+        },
+        &out,
+        1.0,
+    );
     assert!(e.contains("flash_attention q"), "{e}");
     let e = err(shape, &small_out, 1.0);
     assert!(e.contains("flash_attention out"), "{e}");

@@ -38,7 +38,10 @@ pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
 /// The tile shape for a head dimension: m16 row fragments per warp and keys per tile.
 /// Two fragments per warp halve the shared-memory reads per product (each K and V
 /// fragment feeds two `mma`); at 256 the output accumulator alone is 128 registers a
-/// fragment, so one.
+/// fragment, so one. At 128, tiles of 64 keys measured 7-10% faster on the H100 but
+/// ptxas spills (60-100 bytes) with scores of 64 keys beside 32 rows of output, so 32;
+/// scoring a 64-key stage in two passes of 32 gained nothing (the gain is in the larger
+/// softmax step, not in fewer barriers).
 fn tiles(dim: u32) -> (u32, u32) {
     match dim {
         256 => (1, 32),
@@ -265,7 +268,11 @@ impl TileCopy {
             let r = b.add(self.row, j * self.pass_rows);
             let ok = b.setp::<U32>(Cmp::Lt, r, valid);
             let (bytes, from) = cp_chunk(b, ok, ptr, base);
-            let parity = if self.pass_rows == 4 { j as usize & 1 } else { 0 };
+            let parity = if self.pass_rows == 4 {
+                j as usize & 1
+            } else {
+                0
+            };
             let d = b.add(dst, self.smem[parity]);
             let d = b.add(d, j * self.pass_rows * dim * 2);
             b.cp_async_16(d, from, bytes);
@@ -274,19 +281,18 @@ impl TileCopy {
 }
 
 /// The per-lane `ldmatrix` offsets within a tile for the four 16-byte column pairs a
-/// 128-byte swizzle period holds (`i` in 0..4: chunks `2i`, `2i + 1`), for the four
-/// matrices taken rows first (`rows_first`: lanes 8..15 address rows 8..15, lanes 16..31
-/// the second chunk; Q as the A operand, V through `.trans`) or chunks first (lanes 8..15
-/// the second chunk, 16..31 rows 8..15; K as the B operand of `Q K^T`). Chunk `c` of row `r` sits at
-/// `(c ^ (r % 8)) * 16`, and the rows a lane addresses are `l % 8` plus multiples of 8.
-fn frag_offsets(b: &mut KernelBuilder, lane: Reg<U32>, dim: u32, rows_first: bool) -> [Reg<U32>; 4] {
+/// 128-byte swizzle period holds (`i` in 0..4: chunks `2i`, `2i + 1`): lanes 0..7
+/// address rows 0..7, lanes 8..15 rows 8..15, lanes 16..31 the same rows' second chunk.
+/// One addressing serves all three operands: Q (the A operand: registers in A's order),
+/// V through `.trans` (two B fragments: n8 tiles of columns), and K without it (B
+/// fragments of two n8 tiles of keys, in registers 0 and 2, 1 and 3). Chunk `c` of row
+/// `r` sits at `(c ^ (r % 8)) * 16`, and the rows a lane addresses are `l % 8` plus
+/// multiples of 8.
+fn frag_offsets(b: &mut KernelBuilder, lane: Reg<U32>, dim: u32) -> [Reg<U32>; 4] {
     let q = b.shr(lane, 3u32);
     let l8 = b.and(lane, 7u32);
-    let (row_sel, chunk_sel) = if rows_first {
-        (b.and(q, 1u32), b.shr(q, 1u32))
-    } else {
-        (b.shr(q, 1u32), b.and(q, 1u32))
-    };
+    let row_sel = b.and(q, 1u32);
+    let chunk_sel = b.shr(q, 1u32);
     let r = b.mad(row_sel, 8u32, l8);
     let rbytes = b.mul(r, dim * 2);
     std::array::from_fn(|i| {
@@ -328,7 +334,12 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let t = b.tid_x();
     let lane = b.and(t, 31u32);
     let warp = b.shr(t, 5u32);
+    // The last query tiles first: under a causal mask they see the most keys, and
+    // starting them early keeps them from running alone at the end.
+    let tiles_x = b.nctaid_x();
     let tile = b.ctaid_x();
+    let tile = b.sub(tiles_x, tile);
+    let tile = b.sub(tile, 1u32);
     let h = b.ctaid_y();
     let seq = b.special(SpecialReg::Ctaid(Dim::Z));
     let (q_start, len_q) = seq_range(&mut b, cu_q, seq, total_q);
@@ -406,9 +417,8 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     b.if_then(has_tiles, true, |b| issue_kv(b, zero, stage0));
     b.cp_async_commit();
 
-    // Fragment addressing (see `frag_offsets`): Q and V rows-first, K chunks-first.
-    let a_off = frag_offsets(&mut b, lane, dim, true);
-    let k_off = frag_offsets(&mut b, lane, dim, false);
+    // Fragment addressing (see `frag_offsets`), the same for Q, K and V tiles.
+    let a_off = frag_offsets(&mut b, lane, dim);
     let warp_rows = b.mul(warp, 16 * mf * row_bytes);
     let q_tile = b.add(smem, warp_rows);
     let q_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(a_off[i], q_tile));
@@ -451,7 +461,8 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         });
 
         // S = Q K^T: per k16 step one Q fragment per m16 and one K ldmatrix per 16 keys.
-        let k_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(this, k_off[i]));
+        let k_shift = b.sub(this, q_tile);
+        let k_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(q_frag[i], k_shift));
         let mut s: Vec<Vec<[Reg<F32>; 4]>> = (0..mf)
             .map(|_| {
                 (0..bn / 8)
@@ -466,7 +477,7 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             for np in 0..bn / 16 {
                 let kb = b.ldmatrix_x4(k_frag[ks as usize % 4], frag_imm(ks, np * 16, dim), false);
                 for (mi, a) in qa.iter().enumerate() {
-                    for (half, pair) in [[kb[0], kb[1]], [kb[2], kb[3]]].into_iter().enumerate() {
+                    for (half, pair) in [[kb[0], kb[2]], [kb[1], kb[3]]].into_iter().enumerate() {
                         let c = &mut s[mi][(2 * np) as usize + half];
                         *c = b.mma_m16n8k16(pt, *a, pair, *c);
                     }
@@ -498,7 +509,11 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             }
         });
 
-        // Online softmax per row, then P V.
+        // Online softmax per row, then P V. The output is rescaled only when some row
+        // of the warp found a new max (a vote): past the first tiles most do not, and
+        // the rescale is dim / 4 multiplies a row per tile.
+        let mut corrs = Vec::new();
+        let mut all_same: Option<Reg<Pred>> = None;
         for (mi, s_m) in s.iter().enumerate() {
             for half in 0..2usize {
                 let idx = mi * 2 + half;
@@ -518,6 +533,13 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
                 let base = b.selp::<F32>(0.0f32, m_new, none);
                 let gap = b.sub(m_run[idx], base);
                 let corr = b.ex2(gap);
+                let same = b.setp::<F32>(Cmp::Eq, m_new, m_run[idx]);
+                let corr = b.selp::<F32>(1.0f32, corr, same);
+                all_same = Some(match all_same {
+                    Some(p) => b.and_pred(p, same),
+                    None => same,
+                });
+                corrs.push(corr);
                 let neg_base = b.neg(base);
                 let mut sum = b.mov(0.0f32);
                 for frag in s_m {
@@ -532,15 +554,24 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
                 let l = b.fma(l_run[idx], corr, sum);
                 b.assign(l_run[idx], l);
                 b.assign(m_run[idx], m_new);
-                for frag in &acc[mi] {
-                    for e in 0..2 {
-                        let o = frag[2 * half + e];
-                        let w = b.mul(o, corr);
-                        b.assign(o, w);
+            }
+        }
+        let warp_same = b.vote_all(all_same.expect("at least one row"));
+        let rescale = b.not_pred(warp_same);
+        b.if_then(rescale, false, |b| {
+            for (mi, acc_m) in acc.iter().enumerate() {
+                for half in 0..2usize {
+                    let corr = corrs[mi * 2 + half];
+                    for frag in acc_m {
+                        for e in 0..2 {
+                            let o = frag[2 * half + e];
+                            let w = b.mul(o, corr);
+                            b.assign(o, w);
+                        }
                     }
                 }
             }
-        }
+        });
         let v_tile = b.add(this, kv_tile);
         let v_shift = b.sub(v_tile, q_tile);
         let v_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(q_frag[i], v_shift));
@@ -691,8 +722,14 @@ mod tests {
             FlashShape { dim: 96, ..ok },
             FlashShape { heads_kv: 3, ..ok },
             FlashShape { batch: 0, ..ok },
-            FlashShape { max_seqlen_q: 0, ..ok },
-            FlashShape { total_k: 1 << 30, ..ok },
+            FlashShape {
+                max_seqlen_q: 0,
+                ..ok
+            },
+            FlashShape {
+                total_k: 1 << 30,
+                ..ok
+            },
         ] {
             assert!(bad.check("t").is_err(), "{bad:?}");
         }

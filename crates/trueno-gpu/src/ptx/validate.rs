@@ -243,7 +243,10 @@ fn check_types(i: &Instr) -> Result<(), String> {
         Op::Cvt { from } => cvt_ok(i, ty, *from),
         Op::CvtPack => {
             if !matches!(ty, PtxType::F16 | PtxType::Bf16) || i.rnd != Some(Rounding::Rn) {
-                return Err(format!("cvt.{:?}.{ty}x2.f32: pairs are f16 or bf16, rounded .rn", i.rnd));
+                return Err(format!(
+                    "cvt.{:?}.{ty}x2.f32: pairs are f16 or bf16, rounded .rn",
+                    i.rnd
+                ));
             }
             dsts_ok(i, PtxType::B32)?;
             if i.srcs.len() != 2 {

@@ -1,8 +1,8 @@
 //! The device side of the GPU suites: opening the device (or skipping without one),
 //! reproducible random data, poisoned outputs and the closeness check.
 
-use trueno_gpu::driver::Context;
 use half::{bf16, f16};
+use trueno_gpu::driver::Context;
 use trueno_gpu::memory::{DeviceBuffer, HalfElem};
 
 /// A NaN bit pattern no kernel produces: poison for outputs.
