@@ -1,0 +1,300 @@
+//! FlashAttention forward for sm_80 and later: `out = softmax(scale * Q K^T) V` over
+//! sequences of f16 or bf16 tokens, f32 softmax and accumulation, without the score
+//! matrix ever leaving registers.
+//!
+//! One block of four warps takes a tile of query rows of one head of one sequence and
+//! walks the key/value tiles of its sequence: each warp holds 16 (or 32) rows' scores
+//! `S = Q K^T` as `mma.sync.m16n8k16` accumulators, keeps a running row max and sum
+//! (online softmax, base 2: the scale arrives multiplied by log2 e), turns the scores into
+//! 16-bit probabilities in place (the accumulator layout of two n8 tiles is the operand
+//! layout of one k16 step) and accumulates `P V` by a second `mma.sync`. K and V tiles
+//! move by `cp.async` into two stages of shared memory, the next tile's copies in flight
+//! while this one is multiplied; rows are XOR-swizzled in 16-byte chunks so `ldmatrix`
+//! reads eight rows from eight bank groups.
+//!
+//! Layouts (row-major, variable-length sequences packed back to back, as flash-attn's
+//! `varlen` interface): `q` and `out` `[total_q, heads_q, dim]`, `k` and `v`
+//! `[total_k, heads_kv, dim]`, `cu_q` / `cu_k` `[batch + 1]` (sequence `b`'s tokens are
+//! `cu[b]..cu[b + 1]`). Query head `h` reads key/value head `h / (heads_q / heads_kv)`.
+//! Causal masks align to the bottom right: with `lq` queries and `lk` keys, query `i`
+//! sees keys `0..=i + lk - lq`, so a decode-style suffix of queries attends its whole
+//! prefix. A row that sees no key gets zeros.
+
+mod build;
+
+use super::gemm_mma::HalfType;
+use super::math::LOG2E;
+use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use crate::error::{Result, shape_err};
+use crate::ptx::KernelIr;
+
+/// Threads per block: four warps, each with its own query rows.
+pub const THREADS: u32 = 128;
+const WARPS: u32 = THREADS / 32;
+
+/// The head dimensions the kernels are built for.
+pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// The tile shape for a head dimension: m16 row fragments per warp and keys per tile.
+/// Two fragments per warp halve the shared-memory reads per product (each K and V
+/// fragment feeds two `mma`); at 256 the output accumulator alone is 128 registers a
+/// fragment, so one. At 128, tiles of 64 keys measured 7-10% faster on the H100 but
+/// ptxas spills (60-100 bytes) with scores of 64 keys beside 32 rows of output, so 32;
+/// scoring a 64-key stage in two passes of 32 gained nothing (the gain is in the larger
+/// softmax step, not in fewer barriers).
+fn tiles(dim: u32) -> (u32, u32) {
+    match dim {
+        256 => (1, 32),
+        128 => (2, 32),
+        _ => (2, 64),
+    }
+}
+
+/// Query rows per block for a head dimension.
+pub fn block_rows(dim: u32) -> u32 {
+    WARPS * 16 * tiles(dim).0
+}
+
+/// Dynamic shared memory: the query tile and two stages of key and value tiles.
+pub fn shared_bytes(dim: u32) -> u32 {
+    let (_, bn) = tiles(dim);
+    (block_rows(dim) + 4 * bn) * dim * 2
+}
+
+/// The shape of one call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashShape {
+    /// Sequences.
+    pub batch: usize,
+    /// Query (and output) heads.
+    pub heads_q: usize,
+    /// Key/value heads (divides `heads_q`).
+    pub heads_kv: usize,
+    /// Head dimension (64, 128 or 256).
+    pub dim: usize,
+    /// Query tokens of all sequences together (`cu_q[batch]`).
+    pub total_q: usize,
+    /// Key tokens of all sequences together (`cu_k[batch]`).
+    pub total_k: usize,
+    /// The longest query sequence (sets the grid; rows past it are not computed).
+    pub max_seqlen_q: usize,
+    /// Bottom-right causal mask.
+    pub causal: bool,
+}
+
+impl FlashShape {
+    /// Checks what the kernels rely on.
+    pub fn check(&self, kernel: &str) -> Result<()> {
+        check_dims(
+            kernel,
+            &[self.batch, self.heads_q, self.heads_kv, self.max_seqlen_q],
+            4,
+        )?;
+        if !HEAD_DIMS.contains(&(self.dim as u32)) {
+            return shape_err(
+                kernel,
+                format!("head dim {} is not one of {HEAD_DIMS:?}", self.dim),
+            );
+        }
+        if !self.heads_q.is_multiple_of(self.heads_kv) {
+            return shape_err(
+                kernel,
+                format!(
+                    "heads_q {} is not a multiple of heads_kv {}",
+                    self.heads_q, self.heads_kv
+                ),
+            );
+        }
+        for (what, tokens, heads) in [
+            ("query", self.total_q, self.heads_q),
+            ("key/value", self.total_k, self.heads_kv),
+        ] {
+            let elems = tokens.checked_mul(heads * self.dim);
+            if !matches!(elems, Some(e) if e <= u32::MAX as usize) {
+                return shape_err(
+                    kernel,
+                    format!("{what} tokens x heads x dim exceed 32-bit indexing"),
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// CPU reference in f64 on the same layouts (inputs as f32): varlen sequences, GQA,
+/// bottom-right causal mask; rows that see no key give zeros.
+pub fn reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    cu_q: &[u32],
+    cu_k: &[u32],
+    shape: FlashShape,
+    scale: f32,
+) -> Vec<f32> {
+    let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.dim);
+    let group = hq / hkv;
+    let mut out = vec![0.0f32; q.len()];
+    for b in 0..shape.batch {
+        let (q0, q1) = (cu_q[b] as usize, cu_q[b + 1] as usize);
+        let (k0, k1) = (cu_k[b] as usize, cu_k[b + 1] as usize);
+        let (lq, lk) = (q1 - q0, k1 - k0);
+        for i in 0..lq {
+            let seen = if shape.causal {
+                (i + 1 + lk).saturating_sub(lq).min(lk)
+            } else {
+                lk
+            };
+            for h in 0..hq {
+                let qrow = &q[((q0 + i) * hq + h) * d..][..d];
+                let kv = |t: usize| ((k0 + t) * hkv + h / group) * d;
+                let s: Vec<f64> = (0..seen)
+                    .map(|t| {
+                        let krow = &k[kv(t)..][..d];
+                        scale as f64
+                            * qrow
+                                .iter()
+                                .zip(krow)
+                                .map(|(&a, &c)| a as f64 * c as f64)
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+                let total: f64 = w.iter().sum();
+                for e in 0..d {
+                    let acc: f64 = w
+                        .iter()
+                        .enumerate()
+                        .map(|(t, &wt)| wt * v[kv(t) + e] as f64)
+                        .sum();
+                    out[((q0 + i) * hq + h) * d + e] = if total > 0.0 {
+                        (acc / total) as f32
+                    } else {
+                        0.0
+                    };
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The forward kernel for one input type and head dimension: parameters `q`, `k`, `v`,
+/// `out`, `cu_q`, `cu_k`, `total_q`, `total_k`, `heads_q`, `heads_kv`, `group`
+/// (`heads_q / heads_kv`), `scale_log2` (`scale * log2 e`), `causal` (0 or 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashAttentionKernel(pub HalfType, pub u32);
+
+impl Kernel for FlashAttentionKernel {
+    fn name(&self) -> String {
+        format!("trueno_flash_attn_fwd_{}_d{}", self.0.name(), self.1)
+    }
+    fn family(&self) -> Family {
+        Family::FlashAttention
+    }
+    fn build(&self) -> KernelIr {
+        build::build(&self.name(), self.0, self.1)
+    }
+    /// `[max_seqlen_q, heads_q, batch]`.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        check_dims(&name, dims, 3)?;
+        let gx = blocks_for(&name, dims[0], block_rows(self.1) as usize, i32::MAX as u32)?;
+        let gy = blocks_for(&name, dims[1], 1, 65535)?;
+        let gz = blocks_for(&name, dims[2], 1, 65535)?;
+        Ok(LaunchConfig {
+            grid: (gx, gy, gz),
+            block: (THREADS, 1, 1),
+            shared_bytes: shared_bytes(self.1),
+        })
+    }
+}
+
+/// `scale * log2 e`: the kernels' scores are exponentiated in base 2.
+pub fn scale_log2(scale: f32) -> f32 {
+    scale * LOG2E
+}
+
+/// Every FlashAttention configuration.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    let mut v: Vec<Box<dyn Kernel>> = Vec::new();
+    for t in [HalfType::Bf16, HalfType::F16] {
+        for d in HEAD_DIMS {
+            v.push(Box::new(FlashAttentionKernel(t, d)));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_fits_an_sm80_block_and_tiles_cover_the_rows() {
+        for d in HEAD_DIMS {
+            assert!(shared_bytes(d) <= 163 * 1024, "{d}: {}", shared_bytes(d));
+            let c = FlashAttentionKernel(HalfType::Bf16, d)
+                .launch_config(&[1000, 12, 3])
+                .unwrap();
+            assert_eq!(c.grid, (1000u32.div_ceil(block_rows(d)), 12, 3));
+        }
+        let (_, bn) = tiles(128);
+        assert_eq!(shared_bytes(128), (128 + 4 * bn) * 256);
+    }
+
+    #[test]
+    fn shapes_the_kernel_cannot_serve_are_errors() {
+        let ok = FlashShape {
+            batch: 2,
+            heads_q: 8,
+            heads_kv: 2,
+            dim: 128,
+            total_q: 100,
+            total_k: 100,
+            max_seqlen_q: 60,
+            causal: true,
+        };
+        assert!(ok.check("t").is_ok());
+        for bad in [
+            FlashShape { dim: 96, ..ok },
+            FlashShape { heads_kv: 3, ..ok },
+            FlashShape { batch: 0, ..ok },
+            FlashShape {
+                max_seqlen_q: 0,
+                ..ok
+            },
+            FlashShape {
+                total_k: 1 << 30,
+                ..ok
+            },
+        ] {
+            assert!(bad.check("t").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_reference_masks_bottom_right_and_zeroes_rows_that_see_nothing() {
+        // One head of dim 64, 3 queries against 2 keys, causal: query 0 sees no key
+        // (0 + 1 + 2 - 3 = 0), query 1 sees key 0, query 2 sees both.
+        let shape = FlashShape {
+            batch: 1,
+            heads_q: 1,
+            heads_kv: 1,
+            dim: 64,
+            total_q: 3,
+            total_k: 2,
+            max_seqlen_q: 3,
+            causal: true,
+        };
+        let q = vec![0.0f32; 3 * 64];
+        let k = vec![0.0f32; 2 * 64];
+        let mut v = vec![1.0f32; 2 * 64];
+        v[64..].fill(3.0);
+        let o = reference(&q, &k, &v, &[0, 3], &[0, 2], shape, 0.1);
+        assert!(o[..64].iter().all(|&x| x == 0.0));
+        assert!(o[64..128].iter().all(|&x| x == 1.0));
+        assert!(o[128..].iter().all(|&x| (x - 2.0).abs() < 1e-6));
+    }
+}
