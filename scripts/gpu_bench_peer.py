@@ -139,16 +139,18 @@ def main():
         table.append(("flash attention bf16", shape, r["ms"], first, first / r["ms"] if first else None, f"{r['tflops']:.0f} TFLOP/s; " + "; ".join(notes)))
         del qkv
 
-    # Decode attention: torch SDPA on the same f32 cache (grouped-query heads expanded by
-    # SDPA's enable_gqa), one query token.
+    # Decode attention: torch SDPA on the same cache (grouped-query heads expanded by
+    # SDPA's enable_gqa), one query token; f32 caches get an f32 query, bf16 caches a
+    # bf16 one (SDPA needs one dtype; trueno's query and output stay f32).
     for r in [r for r in rows_in if r["kind"] == "decode_attn"]:
         cap, hq, hkv, d = r["context"], r["heads_q"], r["heads_kv"], r["dim"]
-        q = torch.rand(1, hq, 1, d, device="cuda") * 2 - 1
-        k = torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1
-        v = torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1
+        dt = torch.bfloat16 if r.get("cache") == "bf16" else torch.float32
+        q = (torch.rand(1, hq, 1, d, device="cuda") * 2 - 1).to(dt)
+        k = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
+        v = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
         t = bench(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 1, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        table.append((f"decode attention", f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
+        table.append((f"decode attention {r.get('cache', 'f32')} cache", f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
         del k, v
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of

@@ -7,12 +7,13 @@ use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShap
 use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, HalfElem};
+use crate::memory::{DeviceBuffer, HalfElem, KvElem};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
-    /// Writes one step's keys and values (`[batch, heads_kv, dim]`) into the caches
-    /// (`[batch, heads_kv, capacity, dim]`) at row `positions[b]` of sequence `b`.
+    /// Writes one step's keys and values (f32, `[batch, heads_kv, dim]`) into the caches
+    /// (`[batch, heads_kv, capacity, dim]` of f32, bf16 or f16: 16-bit caches get each
+    /// value rounded to nearest) at row `positions[b]` of sequence `b`.
     /// Positions at or past the capacity are not written (the device cannot fail a
     /// launch; keep `lens` for [`decode_attention`](Self::decode_attention) within it).
     ///
@@ -33,16 +34,16 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn kv_append(
+    pub fn kv_append<C: KvElem>(
         &mut self,
         k_new: &'a DeviceBuffer<f32>,
         v_new: &'a DeviceBuffer<f32>,
-        k_cache: &'a DeviceBuffer<f32>,
-        v_cache: &'a DeviceBuffer<f32>,
+        k_cache: &'a DeviceBuffer<C>,
+        v_cache: &'a DeviceBuffer<C>,
         positions: &'a DeviceBuffer<u32>,
         shape: DecodeShape,
     ) -> Result<()> {
-        let kern = KvAppendKernel;
+        let kern = KvAppendKernel(C::KV);
         shape.check(&kern.name())?;
         let step = shape.batch * shape.heads_kv * shape.dim;
         expect_len("kv_append k_new", k_new, step)?;
@@ -70,7 +71,8 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// `out = softmax(scale * q K^T) V` for one query token per sequence: `q` and `out`
-    /// `[batch, heads_q, dim]`, the caches `[batch, heads_kv, capacity, dim]`, positions
+    /// `[batch, heads_q, dim]` (f32), the caches `[batch, heads_kv, capacity, dim]` (f32,
+    /// or bf16/f16 for half the bytes; scores and sums stay f32), positions
     /// `0..lens[b]` of sequence `b` attended (`lens` on the device, so a step needs no
     /// host round trip; a length past the capacity counts as the capacity, an empty
     /// sequence gives zeros). Query head `h` reads key/value head
@@ -95,18 +97,18 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn decode_attention(
+    pub fn decode_attention<C: KvElem>(
         &mut self,
         q: &'a DeviceBuffer<f32>,
-        k_cache: &'a DeviceBuffer<f32>,
-        v_cache: &'a DeviceBuffer<f32>,
+        k_cache: &'a DeviceBuffer<C>,
+        v_cache: &'a DeviceBuffer<C>,
         lens: &'a DeviceBuffer<u32>,
         out: &'a DeviceBuffer<f32>,
         shape: DecodeShape,
         scale: f32,
     ) -> Result<()> {
         let dim = shape.dim as u32;
-        let (chunk_k, merge_k) = (DecodeChunkKernel(dim), DecodeMergeKernel(dim));
+        let (chunk_k, merge_k) = (DecodeChunkKernel(dim, C::KV), DecodeMergeKernel(dim));
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention q", q, rows * shape.dim)?;

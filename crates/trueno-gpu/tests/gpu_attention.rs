@@ -1,20 +1,23 @@
 //! Decode attention and the KV-cache append on the device against their f64 / CPU
 //! references: ragged sequence lengths in one batch, grouped-query and multi-query
 //! heads, every head dimension, lengths past the capacity, empty sequences, NaN
-//! propagation, and the shape errors. Skipped without a GPU.
+//! propagation, bf16 and f16 caches, and the shape errors. Skipped without a GPU.
 
 mod common;
-use common::device::{POISON, Rng, assert_close, ctx, poisoned, small};
+use common::device::{Half, POISON, Rng, assert_close, ctx, poisoned, small};
+
+use half::{bf16, f16};
+use trueno_gpu::memory::KvElem;
 
 use trueno_gpu::kernels::attention::{DecodeShape, reference};
 use trueno_gpu::kernels::kv_cache;
 
-fn run(
+fn run<C: KvElem>(
     ctx: &trueno_gpu::driver::Context,
     shape: DecodeShape,
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    k: &[C],
+    v: &[C],
     lens: &[u32],
 ) -> Vec<f32> {
     let (dq, dk, dv, dl) = (
@@ -76,6 +79,125 @@ fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
             }
         }
     }
+}
+
+/// A 16-bit cache gives what an f32 cache holding the same (rounded) values gives: the
+/// kernel widens each element exactly, so the f32 path's tolerance holds.
+fn check_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
+    let shapes = [
+        (
+            DecodeShape {
+                batch: 2,
+                heads_q: 8,
+                heads_kv: 2,
+                capacity: 300,
+                dim: 128,
+            },
+            vec![300u32, 17],
+        ),
+        (
+            DecodeShape {
+                batch: 3,
+                heads_q: 6,
+                heads_kv: 3,
+                capacity: 129,
+                dim: 64,
+            },
+            vec![64, 0, 129],
+        ),
+        (
+            DecodeShape {
+                batch: 1,
+                heads_q: 8,
+                heads_kv: 1,
+                capacity: 1000,
+                dim: 256,
+            },
+            vec![999],
+        ),
+    ];
+    for (sh, lens) in shapes {
+        let q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);
+        let cache = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
+        let k: Vec<T> = rng
+            .vec(cache, -1.0, 1.0)
+            .into_iter()
+            .map(T::from_f32)
+            .collect();
+        let v: Vec<T> = rng
+            .vec(cache, -1.0, 1.0)
+            .into_iter()
+            .map(T::from_f32)
+            .collect();
+        let got = run(ctx, sh, &q, &k, &v, &lens);
+        let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
+        let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
+        let scale = 1.0 / (sh.dim as f32).sqrt();
+        let want = reference(&q, &wide(&k), &wide(&v), &lens, dims, scale);
+        let what = format!("{} cache {sh:?} {lens:?}", std::any::type_name::<T>());
+        assert_close(&what, &got, &want, 1e-3, 5e-5);
+    }
+}
+
+#[test]
+fn sixteen_bit_caches_attend_like_f32_caches_of_the_same_values() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(23);
+    check_16bit::<bf16>(&ctx, &mut rng);
+    check_16bit::<f16>(&ctx, &mut rng);
+}
+
+/// Appending into a 16-bit cache rounds each value to nearest (even), bit for bit what
+/// `half`'s conversion gives, and leaves every other row as it was.
+fn check_append_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
+    let sh = DecodeShape {
+        batch: 2,
+        heads_q: 4,
+        heads_kv: 2,
+        capacity: 9,
+        dim: 64,
+    };
+    let cache_len = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
+    let k0: Vec<T> = rng
+        .vec(cache_len, -1.0, 1.0)
+        .into_iter()
+        .map(T::from_f32)
+        .collect();
+    let step = sh.batch * sh.heads_kv * sh.dim;
+    // Values spanning magnitudes, so rounding (and f16's subnormals) is exercised.
+    let kn: Vec<f32> = rng
+        .vec(step, -1.0, 1.0)
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| x * 10f32.powi((i % 9) as i32 - 6))
+        .collect();
+    let positions = [3u32, 8];
+    let mut kc = ctx.upload(&k0).unwrap();
+    let vc = ctx.upload(&k0).unwrap();
+    let (dkn, dp) = (ctx.upload(&kn).unwrap(), ctx.upload(&positions).unwrap());
+    let mut s = ctx.stream().unwrap().record();
+    s.kv_append(&dkn, &dkn, &kc, &vc, &dp, sh).unwrap();
+    s.sync().unwrap();
+    let mut want: Vec<u16> = k0.iter().map(|h| h.to_bits()).collect();
+    for (b, &p) in positions.iter().enumerate() {
+        for h in 0..sh.heads_kv {
+            for e in 0..sh.dim {
+                let src = (b * sh.heads_kv + h) * sh.dim + e;
+                let dst = ((b * sh.heads_kv + h) * sh.capacity + p as usize) * sh.dim + e;
+                want[dst] = T::from_f32(kn[src]).to_bits();
+            }
+        }
+    }
+    let got: Vec<u16> = kc.to_vec().unwrap().iter().map(|h| h.to_bits()).collect();
+    assert_eq!(got, want, "{}", std::any::type_name::<T>());
+}
+
+#[test]
+fn kv_append_rounds_into_sixteen_bit_caches() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(29);
+    check_append_16bit::<bf16>(&ctx, &mut rng);
+    check_append_16bit::<f16>(&ctx, &mut rng);
 }
 
 #[test]

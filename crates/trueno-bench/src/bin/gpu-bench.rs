@@ -204,38 +204,50 @@ impl Bench {
         Ok(())
     }
 
-    /// Decode attention (one query token, 32 query heads over 8 key/value heads of 128,
-    /// f32 cache) at contexts 4K, 32K and 128K, the cache full.
+    /// Decode attention (one query token, 32 query heads over 8 key/value heads of 128)
+    /// at contexts 4K, 32K and 128K, the cache full, with f32 and bf16 caches.
     fn decode_attention(&mut self) -> Result<()> {
         let contexts: &[usize] = if self.quick {
             &[4096]
         } else {
             &[4096, 32768, 131072]
         };
-        let (heads_q, heads_kv, dim) = (32, 8, 128);
         for &cap in contexts {
-            let shape = DecodeShape {
-                batch: 1,
-                heads_q,
-                heads_kv,
-                capacity: cap,
-                dim,
-            };
-            let cache = heads_kv * cap * dim;
-            let k = self.ctx.upload(&random(cache, 7))?;
-            let v = self.ctx.upload(&random(cache, 8))?;
-            let q = self.ctx.upload(&random(heads_q * dim, 9))?;
-            let lens = self.ctx.upload(&[cap as u32])?;
-            let out = self.ctx.alloc::<f32>(heads_q * dim)?;
-            let scale = 1.0 / (dim as f32).sqrt();
-            let ms = self.time(1, |s, _| {
-                s.decode_attention(&q, &k, &v, &lens, &out, shape, scale)
-            })?;
-            let bytes = 2 * cache * 4;
-            self.emit(format!(
-                r#"{{"kind":"decode_attn","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
-            ));
+            self.decode_attention_at(cap, "f32", |x| x)?;
+            self.decode_attention_at(cap, "bf16", half::bf16::from_f32)?;
         }
+        Ok(())
+    }
+
+    fn decode_attention_at<C: trueno_gpu::memory::KvElem>(
+        &mut self,
+        cap: usize,
+        name: &str,
+        from_f32: fn(f32) -> C,
+    ) -> Result<()> {
+        let (heads_q, heads_kv, dim) = (32, 8, 128);
+        let shape = DecodeShape {
+            batch: 1,
+            heads_q,
+            heads_kv,
+            capacity: cap,
+            dim,
+        };
+        let cache = heads_kv * cap * dim;
+        let conv = |v: Vec<f32>| -> Vec<C> { v.into_iter().map(from_f32).collect() };
+        let k = self.ctx.upload(&conv(random(cache, 7)))?;
+        let v = self.ctx.upload(&conv(random(cache, 8)))?;
+        let q = self.ctx.upload(&random(heads_q * dim, 9))?;
+        let lens = self.ctx.upload(&[cap as u32])?;
+        let out = self.ctx.alloc::<f32>(heads_q * dim)?;
+        let scale = 1.0 / (dim as f32).sqrt();
+        let ms = self.time(1, |s, _| {
+            s.decode_attention(&q, &k, &v, &lens, &out, shape, scale)
+        })?;
+        let bytes = 2 * cache * size_of::<C>();
+        self.emit(format!(
+            r#"{{"kind":"decode_attn","cache":"{name}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+        ));
         Ok(())
     }
 

@@ -15,6 +15,7 @@
 //! every exponential is one `ex2.approx`.
 
 use super::helpers::{elem_addr, max_nan, warp_reduce};
+use super::kv_cache::{KvType, load_row, load_words, widen};
 use super::math::LOG2E;
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::{Result, shape_err};
@@ -135,11 +136,11 @@ impl DecodeShape {
     }
 }
 
-/// The chunk kernel for one head dimension. Parameters: `q`, `k`, `v`, `lens`,
+/// The chunk kernel for one head dimension and cache type. Parameters: `q`, `k`, `v`, `lens`,
 /// `part_acc` (`[batch, heads_q, splits, dim]`), `part_ml` (`[batch, heads_q, splits, 2]`),
 /// `heads_q`, `heads_kv`, `capacity`, `chunk`, `splits`, `scale`.
 #[derive(Clone, Copy, Debug)]
-pub struct DecodeChunkKernel(pub u32);
+pub struct DecodeChunkKernel(pub u32, pub KvType);
 
 /// The merge kernel for one head dimension: `part_acc`, `part_ml`, `out`, `splits`.
 #[derive(Clone, Copy, Debug)]
@@ -154,13 +155,13 @@ fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
     b.selp(0.0f32, e, empty)
 }
 
-fn build_chunk(name: &str, dim: u32) -> KernelIr {
+fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
     let per_lane = (dim / 32) as usize;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     let gq = b.param_ptr("q", PtxType::F32);
-    let gk = b.param_ptr("k", PtxType::F32);
-    let gv = b.param_ptr("v", PtxType::F32);
+    let gk = b.param_ptr("k", ty.ptx());
+    let gv = b.param_ptr("v", ty.ptx());
     let glens = b.param_ptr("lens", PtxType::U32);
     let gacc = b.param_ptr("part_acc", PtxType::F32);
     let gml = b.param_ptr("part_ml", PtxType::F32);
@@ -195,7 +196,7 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let qi = b.mad(qrow, dim, e0);
     let qa = elem_addr(&mut b, gq, qi, 4);
     let s2 = b.mul(scale, LOG2E);
-    let qv: Vec<Reg<F32>> = load_slice(&mut b, qa, per_lane)
+    let qv: Vec<Reg<F32>> = load_row(&mut b, qa, per_lane, KvType::F32)
         .into_iter()
         .map(|x| b.mul(x, s2))
         .collect();
@@ -204,33 +205,37 @@ fn build_chunk(name: &str, dim: u32) -> KernelIr {
     let row0 = b.mad(head_row, capacity, start);
     let row0 = b.add(row0, warp);
     let first = b.mad(row0, dim, e0);
-    let kp = elem_addr(&mut b, gk, first, 4);
-    let vp = elem_addr(&mut b, gv, first, 4);
-    let step = (WARPS * dim * 4) as u64;
+    let kp = elem_addr(&mut b, gk, first, ty.bytes());
+    let vp = elem_addr(&mut b, gv, first, ty.bytes());
+    let step = (WARPS * dim * ty.bytes()) as u64;
 
     let m = b.mov(f32::NEG_INFINITY);
     let l = b.mov(0.0f32);
     let acc: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
     let p0 = b.add(start, warp);
-    // The key row of the next step is loaded one step ahead, so its memory latency
-    // overlaps this step's arithmetic.
-    let kcur: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+    // The key row of the next step is loaded one step ahead (as raw words, widened at
+    // use), so its memory latency overlaps this step's arithmetic. (Two to four rows
+    // ahead, values too, measured no faster on the H100: a step is bound by its
+    // dependent chain of shuffles and exponentials, not by loads in flight.)
+    let words = per_lane * ty.bytes() as usize / 4;
+    let kcur: Vec<Reg<U32>> = (0..words).map(|_| b.mov(0u32)).collect();
     let any = b.setp::<U32>(Cmp::Lt, p0, end);
-    b.predicated(any, |b| load_into(b, kp, &kcur, 0));
+    b.predicated(any, |b| load_into(b, kp, &kcur, 0, ty));
     b.for_loop(p0, end, WARPS, false, |b, p| {
         let next = b.add(p, WARPS);
         let more = b.setp::<U32>(Cmp::Lt, next, end);
-        let knext: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
-        b.predicated(more, |b| load_into(b, kp, &knext, step as i64));
-        let mut dot = b.mul(qv[0], kcur[0]);
+        let knext: Vec<Reg<U32>> = (0..words).map(|_| b.mov(0u32)).collect();
+        b.predicated(more, |b| load_into(b, kp, &knext, step as i64, ty));
+        let kv = widen(b, &kcur, ty);
+        let mut dot = b.mul(qv[0], kv[0]);
         for i in 1..per_lane {
-            dot = b.fma(qv[i], kcur[i], dot);
+            dot = b.fma(qv[i], kv[i], dot);
         }
         for (c, &x) in kcur.iter().zip(&knext) {
             b.assign(*c, x);
         }
         // The value row is asked for while the score is reduced across the warp.
-        let vv = load_slice(b, vp, per_lane);
+        let vv = load_row(b, vp, per_lane, ty);
         let s = warp_reduce(b, dot, super::helpers::add);
         let m_new = max_nan(b, m, s);
         let c = weight(b, m, m_new);
@@ -350,20 +355,12 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     b.finish()
 }
 
-/// `n` consecutive f32s at `addr` in 16- or 8-byte loads (n is 2, 4 or 8).
-fn load_slice(b: &mut KernelBuilder, addr: Reg<U64>, n: usize) -> Vec<Reg<F32>> {
-    if n == 2 {
-        return b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0).to_vec();
-    }
-    (0..n / 4)
-        .flat_map(|i| b.ld_vec::<F32, U64, 4>(Space::Global, addr, 16 * i as i64))
-        .collect()
-}
-
-/// `dst = ` the `dst.len()` f32s at `addr + off` (under the builder's current guard).
-fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<F32>], off: i64) {
+/// `dst = ` the raw words of `n` cache elements at `addr + off` (under the builder's
+/// current guard; `dst` holds `n * bytes / 4` words).
+fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<U32>], off: i64, ty: KvType) {
     let a = b.add(addr, off as u64);
-    let v = load_slice(b, a, dst.len());
+    let n = dst.len() * 4 / ty.bytes() as usize;
+    let v = load_words(b, a, n, ty);
     for (d, x) in dst.iter().zip(v) {
         b.assign(*d, x);
     }
@@ -380,13 +377,13 @@ fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
 
 impl Kernel for DecodeChunkKernel {
     fn name(&self) -> String {
-        format!("trueno_decode_attn_d{}_f32", self.0)
+        format!("trueno_decode_attn_d{}_{}", self.0, self.1.name())
     }
     fn family(&self) -> Family {
         Family::Attention
     }
     fn build(&self) -> KernelIr {
-        build_chunk(&self.name(), self.0)
+        build_chunk(&self.name(), self.0, self.1)
     }
     /// `[splits, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
@@ -433,7 +430,9 @@ impl Kernel for DecodeMergeKernel {
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for d in HEAD_DIMS {
-        v.push(Box::new(DecodeChunkKernel(d)));
+        for t in KvType::ALL {
+            v.push(Box::new(DecodeChunkKernel(d, t)));
+        }
         v.push(Box::new(DecodeMergeKernel(d)));
     }
     v

@@ -1,17 +1,136 @@
 //! Appending one decode step's keys and values to a contiguous KV cache
-//! (`[batch, heads_kv, capacity, dim]`, f32), at a position per sequence read from a
-//! buffer, so a batch of sequences at different lengths appends in one launch.
+//! (`[batch, heads_kv, capacity, dim]`, f32, bf16 or f16), at a position per sequence
+//! read from a buffer, so a batch of sequences at different lengths appends in one
+//! launch; and the cache element types, with the loads that widen them to f32.
 
 use super::helpers::{elem_addr, global_index, grid_threads};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Space, U32, U64};
+use crate::ptx::{
+    Bf16, Cmp, F16, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, Space, U16, U32, U64,
+};
+
+/// What a KV cache holds: f32, or a 16-bit float (half the bytes each decode step
+/// reads; attention still scores and accumulates in f32).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvType {
+    /// IEEE single.
+    F32,
+    /// bfloat16.
+    Bf16,
+    /// IEEE half.
+    F16,
+}
+
+impl KvType {
+    /// Every cache type.
+    pub const ALL: [KvType; 3] = [KvType::F32, KvType::Bf16, KvType::F16];
+
+    /// Bytes per element.
+    pub fn bytes(self) -> u32 {
+        match self {
+            KvType::F32 => 4,
+            _ => 2,
+        }
+    }
+
+    /// The kernel-name suffix.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F32 => "f32",
+            KvType::Bf16 => "bf16",
+            KvType::F16 => "f16",
+        }
+    }
+
+    pub(crate) fn ptx(self) -> PtxType {
+        match self {
+            KvType::F32 => PtxType::F32,
+            KvType::Bf16 => PtxType::Bf16,
+            KvType::F16 => PtxType::F16,
+        }
+    }
+}
+
+/// The two 16-bit floats of a loaded word as f32 (low half first). bf16 widens by
+/// moving its bits to the top of the word (exact); f16 through `cvt` (exact too).
+fn widen_pair(b: &mut KernelBuilder, w: Reg<U32>, ty: KvType) -> [Reg<F32>; 2] {
+    match ty {
+        KvType::Bf16 => {
+            let lo = b.shl(w, 16u32);
+            let hi = b.and(w, 0xFFFF_0000u32);
+            [b.bitcast32(lo), b.bitcast32(hi)]
+        }
+        _ => {
+            let hi_bits = b.shr(w, 16u32);
+            [w, hi_bits].map(|x| {
+                let h = b.cvt::<U16, U32>(x, None);
+                let h = b.bitcast16::<F16, U16>(h);
+                b.cvt::<F32, F16>(h, None)
+            })
+        }
+    }
+}
+
+/// The raw 32-bit words of `n` consecutive cache elements at `addr` (n is 2, 4 or 8; the
+/// address aligned to their size), in 4-, 8- or 16-byte loads. Kept as words until used,
+/// a 16-bit row held ahead takes half the registers of its widened values.
+pub(crate) fn load_words(
+    b: &mut KernelBuilder,
+    addr: Reg<U64>,
+    n: usize,
+    ty: KvType,
+) -> Vec<Reg<U32>> {
+    let words = n * ty.bytes() as usize / 4;
+    match words {
+        1 => vec![b.ld::<U32, U64>(Space::Global, addr, 0)],
+        2 => b.ld_vec::<U32, U64, 2>(Space::Global, addr, 0).to_vec(),
+        _ => (0..words / 4)
+            .flat_map(|i| b.ld_vec::<U32, U64, 4>(Space::Global, addr, 16 * i as i64))
+            .collect(),
+    }
+}
+
+/// The f32 values of words from [`load_words`].
+pub(crate) fn widen(b: &mut KernelBuilder, words: &[Reg<U32>], ty: KvType) -> Vec<Reg<F32>> {
+    match ty {
+        KvType::F32 => words.iter().map(|&w| b.bitcast32(w)).collect(),
+        _ => words.iter().flat_map(|&w| widen_pair(b, w, ty)).collect(),
+    }
+}
+
+/// `n` consecutive cache elements at `addr` as f32 (see [`load_words`]).
+pub(crate) fn load_row(
+    b: &mut KernelBuilder,
+    addr: Reg<U64>,
+    n: usize,
+    ty: KvType,
+) -> Vec<Reg<F32>> {
+    let w = load_words(b, addr, n, ty);
+    widen(b, &w, ty)
+}
+
+/// Stores f32 `x` at `addr` as the cache type (16-bit types rounded to nearest).
+fn store_elem(b: &mut KernelBuilder, addr: Reg<U64>, x: Reg<F32>, ty: KvType) {
+    match ty {
+        KvType::F32 => b.st::<F32, U64>(Space::Global, addr, 0, x),
+        KvType::Bf16 => {
+            let h = b.cvt::<Bf16, F32>(x, Some(Rounding::Rn));
+            b.st::<Bf16, U64>(Space::Global, addr, 0, h)
+        }
+        KvType::F16 => {
+            let h = b.cvt::<F16, F32>(x, Some(Rounding::Rn));
+            b.st::<F16, U64>(Space::Global, addr, 0, h)
+        }
+    }
+}
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
 
-/// CPU reference: `cache` with row `positions[b]` of every head of sequence `b` replaced
-/// by `new[b, h, :]` (positions at or past `capacity` are left out).
+/// CPU reference (f32 caches; a 16-bit cache holds each value rounded to nearest):
+/// `cache` with row `positions[b]` of every head of sequence `b` replaced by
+/// `new[b, h, :]` (positions at or past `capacity` are left out).
 pub fn reference(
     cache: &[f32],
     new: &[f32],
@@ -31,19 +150,19 @@ pub fn reference(
     out
 }
 
-/// The append kernel. Parameters: `k_new`, `v_new` (`[batch, heads_kv, dim]`),
-/// `k_cache`, `v_cache`, `positions` (u32 per sequence), `heads_kv`, `capacity`, `dim`,
-/// `total` (batch * heads_kv * dim).
+/// The append kernel for one cache type. Parameters: `k_new`, `v_new` (f32,
+/// `[batch, heads_kv, dim]`), `k_cache`, `v_cache`, `positions` (u32 per sequence),
+/// `heads_kv`, `capacity`, `dim`, `total` (batch * heads_kv * dim).
 #[derive(Clone, Copy, Debug)]
-pub struct KvAppendKernel;
+pub struct KvAppendKernel(pub KvType);
 
-fn build(name: &str) -> KernelIr {
+fn build(name: &str, ty: KvType) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     let k_new = b.param_ptr("k_new", PtxType::F32);
     let v_new = b.param_ptr("v_new", PtxType::F32);
-    let k_cache = b.param_ptr("k_cache", PtxType::F32);
-    let v_cache = b.param_ptr("v_cache", PtxType::F32);
+    let k_cache = b.param_ptr("k_cache", ty.ptx());
+    let v_cache = b.param_ptr("v_cache", ty.ptx());
     let positions = b.param_ptr("positions", PtxType::U32);
     let heads_kv = b.param_u32("heads_kv");
     let capacity = b.param_u32("capacity");
@@ -68,8 +187,8 @@ fn build(name: &str) -> KernelIr {
             for (new, cache) in [(k_new, k_cache), (v_new, v_cache)] {
                 let sa = elem_addr(b, new, i, 4);
                 let x = b.ld::<F32, U64>(Space::Global, sa, 0);
-                let da = elem_addr(b, cache, dst, 4);
-                b.st::<F32, U64>(Space::Global, da, 0, x);
+                let da = elem_addr(b, cache, dst, ty.bytes());
+                store_elem(b, da, x, ty);
             }
         });
     });
@@ -79,13 +198,13 @@ fn build(name: &str) -> KernelIr {
 
 impl Kernel for KvAppendKernel {
     fn name(&self) -> String {
-        "trueno_kv_append_f32".into()
+        format!("trueno_kv_append_{}", self.0.name())
     }
     fn family(&self) -> Family {
         Family::Attention
     }
     fn build(&self) -> KernelIr {
-        build(&self.name())
+        build(&self.name(), self.0)
     }
     /// `[batch * heads_kv * dim]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
@@ -97,7 +216,10 @@ impl Kernel for KvAppendKernel {
 
 /// The KV-cache kernels.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    vec![Box::new(KvAppendKernel)]
+    KvType::ALL
+        .into_iter()
+        .map(|t| Box::new(KvAppendKernel(t)) as Box<dyn Kernel>)
+        .collect()
 }
 
 #[cfg(test)]

@@ -66,6 +66,24 @@ impl HalfElem for half::bf16 {
     const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::Bf16;
 }
 
+/// The element types a KV cache can hold (f32, or 16-bit for half the bytes a step).
+pub trait KvElem: DeviceCopy {
+    /// Which one.
+    const KV: crate::kernels::kv_cache::KvType;
+}
+
+impl KvElem for f32 {
+    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::F32;
+}
+
+impl KvElem for half::bf16 {
+    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::Bf16;
+}
+
+impl KvElem for half::f16 {
+    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::F16;
+}
+
 // SAFETY: as above.
 unsafe impl DeviceCopy for u64 {
     const PTX: PtxType = PtxType::U64;
