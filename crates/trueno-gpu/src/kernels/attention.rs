@@ -29,6 +29,45 @@ const WARPS: u32 = THREADS / 32;
 /// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
 pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
+/// One query row's attention in f64, the reference both attention kernels are tested
+/// against: `out = sum_t softmax(scale * q . k_t) v_t` over `n` keys, key and value `t`
+/// starting at element `row(t)` of `k` and `v`; zeros when `n` is 0.
+pub(crate) fn attend_f64(
+    q: &[f32],
+    (k, v): (&[f32], &[f32]),
+    n: usize,
+    row: impl Fn(usize) -> usize,
+    scale: f32,
+    out: &mut [f32],
+) {
+    let d = q.len();
+    let scores: Vec<f64> = (0..n)
+        .map(|t| {
+            let dot: f64 = q
+                .iter()
+                .zip(&k[row(t)..][..d])
+                .map(|(&a, &c)| a as f64 * c as f64)
+                .sum();
+            scale as f64 * dot
+        })
+        .collect();
+    let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
+    let total: f64 = w.iter().sum();
+    for (e, o) in out.iter_mut().enumerate() {
+        let acc: f64 = w
+            .iter()
+            .enumerate()
+            .map(|(t, &wt)| wt * v[row(t) + e] as f64)
+            .sum();
+        *o = if total > 0.0 {
+            (acc / total) as f32
+        } else {
+            0.0
+        };
+    }
+}
+
 /// CPU reference in f64: softmax(scale * q k^T) v per query head over positions
 /// `0..lens[b]` of its key/value head. Empty sequences give zeros.
 pub fn reference(
@@ -43,34 +82,16 @@ pub fn reference(
     let mut out = vec![0.0f32; q.len()];
     for (b, &len) in lens.iter().enumerate() {
         for h in 0..heads_q {
-            let qrow = &q[(b * heads_q + h) * dim..][..dim];
+            let at = (b * heads_q + h) * dim;
             let base = (b * heads_kv + h / group) * capacity;
-            let scores: Vec<f64> = (0..len as usize)
-                .map(|p| {
-                    let krow = &k[(base + p) * dim..][..dim];
-                    scale as f64
-                        * qrow
-                            .iter()
-                            .zip(krow)
-                            .map(|(&a, &c)| a as f64 * c as f64)
-                            .sum::<f64>()
-                })
-                .collect();
-            let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-            let w: Vec<f64> = scores.iter().map(|s| (s - m).exp()).collect();
-            let total: f64 = w.iter().sum();
-            for e in 0..dim {
-                let acc: f64 = w
-                    .iter()
-                    .enumerate()
-                    .map(|(p, &wp)| wp * v[(base + p) * dim + e] as f64)
-                    .sum();
-                out[(b * heads_q + h) * dim + e] = if total > 0.0 {
-                    (acc / total) as f32
-                } else {
-                    0.0
-                };
-            }
+            attend_f64(
+                &q[at..][..dim],
+                (k, v),
+                len as usize,
+                |p| (base + p) * dim,
+                scale,
+                &mut out[at..][..dim],
+            );
         }
     }
     out

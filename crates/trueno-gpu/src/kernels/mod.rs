@@ -81,11 +81,12 @@ pub enum Family {
     Gemm,
     /// tensor-core GEMM (f16 / bf16 inputs, f32 accumulation)
     GemmMma,
-    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K)
+    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
-    /// decode attention over a KV cache (flash-decoding) and KV-cache appends
+    /// decode attention over a KV cache (flash-decoding) and KV-cache appends (f32, bf16
+    /// and f16 caches; the module keeps its `attention_f32` name: f32 math throughout)
     Attention,
     /// FlashAttention forward (f16 / bf16, tensor cores)
     FlashAttention,

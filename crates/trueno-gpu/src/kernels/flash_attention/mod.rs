@@ -22,6 +22,7 @@
 
 mod build;
 
+use super::attention::attend_f64;
 use super::gemm_mma::HalfType;
 use super::math::LOG2E;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -146,34 +147,15 @@ pub fn reference(
                 lk
             };
             for h in 0..hq {
-                let qrow = &q[((q0 + i) * hq + h) * d..][..d];
-                let kv = |t: usize| ((k0 + t) * hkv + h / group) * d;
-                let s: Vec<f64> = (0..seen)
-                    .map(|t| {
-                        let krow = &k[kv(t)..][..d];
-                        scale as f64
-                            * qrow
-                                .iter()
-                                .zip(krow)
-                                .map(|(&a, &c)| a as f64 * c as f64)
-                                .sum::<f64>()
-                    })
-                    .collect();
-                let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let w: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
-                let total: f64 = w.iter().sum();
-                for e in 0..d {
-                    let acc: f64 = w
-                        .iter()
-                        .enumerate()
-                        .map(|(t, &wt)| wt * v[kv(t) + e] as f64)
-                        .sum();
-                    out[((q0 + i) * hq + h) * d + e] = if total > 0.0 {
-                        (acc / total) as f32
-                    } else {
-                        0.0
-                    };
-                }
+                let at = ((q0 + i) * hq + h) * d;
+                attend_f64(
+                    &q[at..][..d],
+                    (k, v),
+                    seen,
+                    |t| ((k0 + t) * hkv + h / group) * d,
+                    scale,
+                    &mut out[at..][..d],
+                );
             }
         }
     }
@@ -240,8 +222,12 @@ mod tests {
                 .unwrap();
             assert_eq!(c.grid, (1000u32.div_ceil(block_rows(d)), 12, 3));
         }
-        let (_, bn) = tiles(128);
-        assert_eq!(shared_bytes(128), (128 + 4 * bn) * 256);
+        // The query tile (rows x dim halves) and two stages of K and V (keys x dim each),
+        // written out: 128 rows + 4 x 64 keys at 64, 128 + 4 x 32 at 128, 64 + 4 x 32 at 256.
+        let want = [(64, 384 * 128), (128, 256 * 256), (256, 192 * 512)];
+        for (d, bytes) in want {
+            assert_eq!(shared_bytes(d), bytes, "dim {d}");
+        }
     }
 
     #[test]
