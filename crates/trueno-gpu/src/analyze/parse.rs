@@ -491,7 +491,10 @@ impl<'a> Parser<'a, '_> {
                     }
                     _ => self.skip_statement()?,
                 }
-            } else if t.kind == Kind::Word && self.peek_at(1).is_some_and(|c| c.is(':')) {
+            } else if t.kind == Kind::Word
+                && self.peek_at(1).is_some_and(|c| c.is(':'))
+                && !self.peek_at(2).is_some_and(|c| c.is(':'))
+            {
                 self.i += 2;
                 f.body.push(Stmt::Label(t.text.to_string(), pos(&t)));
             } else {

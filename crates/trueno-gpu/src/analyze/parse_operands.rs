@@ -17,7 +17,13 @@ impl<'a> Parser<'a, '_> {
         } else {
             None
         };
-        let opcode = self.word()?.to_string();
+        let mut opcode = self.word()?.to_string();
+        // Qualifiers joined by `::` (`.shared::cta`, `.mbarrier::complete_tx::bytes`).
+        while self.peek().is_some_and(|p| p.is(':')) && self.peek_at(1).is_some_and(|p| p.is(':')) {
+            self.i += 2;
+            opcode.push_str("::");
+            opcode.push_str(self.word()?);
+        }
         let mut operands = Vec::new();
         if !self.eat(';') {
             loop {

@@ -34,11 +34,20 @@ fn kernel(s: &mut String, k: &KernelIr, a: &Allocation) {
     let params: Vec<String> = k
         .params
         .iter()
-        .map(|p| format!("\t.param .{} {}", p.ty, p.name))
+        .map(|p| {
+            if p.tensor_map {
+                format!("\t.param .align 64 .b8 {}[128]", p.name)
+            } else {
+                format!("\t.param .{} {}", p.ty, p.name)
+            }
+        })
         .collect();
     let _ = writeln!(s, "{}\n)", params.join(",\n"));
     if let Some(n) = k.max_threads {
         let _ = writeln!(s, ".maxntid {n}, 1, 1");
+    }
+    if let Some(n) = k.min_blocks {
+        let _ = writeln!(s, ".minnctapersm {n}");
     }
     let _ = writeln!(s, "{{");
     for c in RegClass::ALL {
@@ -185,7 +194,58 @@ fn mnemonic(i: &Instr) -> String {
             let t = i.ty.map(|t| t.name()).unwrap_or("bf16");
             format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")
         }
+        Op::MbarInit => "mbarrier.init.shared::cta.b64".into(),
+        Op::MbarArriveExpectTx => "mbarrier.arrive.expect_tx.shared::cta.b64".into(),
+        Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),
+        Op::MbarTryWait => "mbarrier.try_wait.parity.shared::cta.b64".into(),
+        Op::FenceMbarInit => "fence.mbarrier_init.release.cluster".into(),
+        Op::TmaLoad2d => "cp.async.bulk.tensor.2d.shared::cluster.global.tile\
+                          .mbarrier::complete_tx::bytes"
+            .into(),
+        Op::CvtaParam => "cvta.param.u64".into(),
+        Op::WgmmaFence => "wgmma.fence.sync.aligned".into(),
+        Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
+        Op::WgmmaWait(n) => format!("wgmma.wait_group.sync.aligned {n}"),
+        Op::Wgmma { n, .. } => {
+            let t = i.ty.map(|t| t.name()).unwrap_or("bf16");
+            format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}")
+        }
+        Op::SetMaxNreg { inc, regs } => format!(
+            "setmaxnreg.{}.sync.aligned.u32 {regs}",
+            if *inc { "inc" } else { "dec" }
+        ),
         Op::Ret => "ret".into(),
+    }
+}
+
+/// Operand lists whose PTX form is not "destinations, then sources".
+fn special_operands(i: &Instr, a: &Allocation) -> Option<Vec<String>> {
+    let o = |k: usize| operand(&i.srcs[k], a);
+    match &i.op {
+        // The barrier's state result is discarded (`_`).
+        Op::MbarArriveExpectTx | Op::MbarArrive => Some(
+            std::iter::once("_".to_string())
+                .chain(i.srcs.iter().map(|s| operand(s, a)))
+                .collect(),
+        ),
+        Op::TmaLoad2d => Some(vec![
+            o(0),
+            format!("[{}, {{{}, {}}}]", o(1), o(2), o(3)),
+            o(4),
+        ]),
+        // The accumulators are read and written: listed once; then the descriptors, the
+        // scale-d predicate, A and B unscaled, A k-major, B as stored.
+        Op::Wgmma { trans_b, .. } => Some(vec![
+            operand(&Operand::Vector(i.dsts.clone()), a),
+            o(1),
+            o(2),
+            o(3),
+            "1".into(),
+            "1".into(),
+            "0".into(),
+            u8::from(*trans_b).to_string(),
+        ]),
+        _ => None,
     }
 }
 
@@ -198,13 +258,16 @@ fn instr(s: &mut String, i: &Instr, a: &Allocation) {
         Some((p, neg)) => format!("@{}{} ", if neg { "!" } else { "" }, reg(&p, a)),
         None => String::new(),
     };
-    let mut ops: Vec<String> = Vec::new();
-    match i.dsts.len() {
-        0 => {}
-        1 => ops.push(reg(&i.dsts[0], a)),
-        _ => ops.push(operand(&Operand::Vector(i.dsts.clone()), a)),
-    }
-    ops.extend(i.srcs.iter().map(|o| operand(o, a)));
+    let ops = special_operands(i, a).unwrap_or_else(|| {
+        let mut ops: Vec<String> = Vec::new();
+        match i.dsts.len() {
+            0 => {}
+            1 => ops.push(reg(&i.dsts[0], a)),
+            _ => ops.push(operand(&Operand::Vector(i.dsts.clone()), a)),
+        }
+        ops.extend(i.srcs.iter().map(|o| operand(o, a)));
+        ops
+    });
     let m = mnemonic(i);
     if ops.is_empty() {
         let _ = writeln!(s, "\t{guard}{m};");

@@ -351,6 +351,52 @@ pub enum Op {
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32` (ty: f16 or bf16): four f32
     /// results <- (a: four b32, b: two b32, c: four f32).
     Mma,
+    /// `mbarrier.init.shared::cta.b64 [bar], count` (srcs: barrier address, arrival
+    /// count immediate).
+    MbarInit,
+    /// `mbarrier.arrive.expect_tx.shared::cta.b64 _, [bar], bytes`: one arrival that also
+    /// tells the barrier to wait for `bytes` of copies (srcs: address, bytes immediate).
+    MbarArriveExpectTx,
+    /// `mbarrier.arrive.shared::cta.b64 _, [bar]` (srcs: address).
+    MbarArrive,
+    /// `mbarrier.try_wait.parity.shared::cta.b64 p, [bar], parity`: `p` is true once the
+    /// phase of that parity has completed (dst: pred; srcs: address, parity u32).
+    MbarTryWait,
+    /// `fence.mbarrier_init.release.cluster`: barrier initialisations visible to the
+    /// copy engine before anyone uses them.
+    FenceMbarInit,
+    /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+    /// [dst], [map, {x, y}], [bar]`: one box of a tensor map copied by the copy engine,
+    /// its bytes counted on the barrier (srcs: shared dst, map address (u64 generic),
+    /// x (innermost coordinate), y, barrier address).
+    TmaLoad2d,
+    /// `cvta.param.u64 dst, sym`: the generic address of a kernel parameter (a tensor map
+    /// passed by value).
+    CvtaParam,
+    /// `wgmma.fence.sync.aligned`: orders register accesses before warpgroup products.
+    WgmmaFence,
+    /// `wgmma.commit_group.sync.aligned`: closes a group of warpgroup products.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned n`: waits until at most `n` groups are in flight.
+    WgmmaWait(u32),
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {d}, a_desc, b_desc, p, 1,
+    /// 1, 0, trans_b`: a warpgroup's 64 x n product from two shared-memory descriptors,
+    /// added to `d` when `p` (dsts: the n / 2 accumulators; srcs: the same accumulators,
+    /// A's descriptor, B's, the scale-d predicate).
+    Wgmma {
+        /// The product's width (8 to 256, a multiple of 8).
+        n: u32,
+        /// B stored n-major (row-major `k x n`) rather than k-major.
+        trans_b: bool,
+    },
+    /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: a warpgroup takes or gives back
+    /// registers (producer warps need few, the product warps many).
+    SetMaxNreg {
+        /// Raise (true) or lower the limit.
+        inc: bool,
+        /// The new per-thread limit (24 to 256, a multiple of 8).
+        regs: u32,
+    },
     /// `ret`: the thread exits.
     Ret,
 }
@@ -371,6 +417,16 @@ impl Op {
                 | Op::CpAsync
                 | Op::CpAsyncCommit
                 | Op::CpAsyncWait(_)
+                | Op::MbarInit
+                | Op::MbarArriveExpectTx
+                | Op::MbarArrive
+                | Op::FenceMbarInit
+                | Op::TmaLoad2d
+                | Op::WgmmaFence
+                | Op::WgmmaCommit
+                | Op::WgmmaWait(_)
+                | Op::Wgmma { .. }
+                | Op::SetMaxNreg { .. }
         )
     }
 }
@@ -432,6 +488,9 @@ pub struct Param {
     pub ty: PtxType,
     /// Pointer to device memory of this element type (for launch argument checks).
     pub pointee: Option<PtxType>,
+    /// A 128-byte tensor map passed by value (`.param .align 64 .b8 name[128]`); `ty`
+    /// is then unused.
+    pub tensor_map: bool,
 }
 
 /// A statically sized shared-memory array.
@@ -460,6 +519,9 @@ pub struct KernelIr {
     pub body: Vec<Instr>,
     /// `.maxntid` hint: the largest block this kernel is launched with.
     pub max_threads: Option<u32>,
+    /// `.minnctapersm`: blocks that must fit on one multiprocessor (with `max_threads`,
+    /// the register cap `setmaxnreg` needs at entry).
+    pub min_blocks: Option<u32>,
     /// Next free register id.
     pub next_reg: u32,
 }

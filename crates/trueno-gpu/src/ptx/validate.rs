@@ -5,7 +5,7 @@
 use std::fmt;
 
 use super::cfg::{self, BitSet};
-use super::ir::{AddrBase, Instr, KernelIr, Op, Operand, Rounding};
+use super::ir::{AddrBase, Imm, Instr, KernelIr, Op, Operand, Rounding};
 use super::types::{PtxType, Space, VReg};
 
 /// One problem found in a kernel.
@@ -203,6 +203,41 @@ fn check_types(i: &Instr) -> Result<(), String> {
                 }
                 dsts_ok(i, PtxType::B32)
             }
+            Op::FenceMbarInit | Op::WgmmaFence | Op::WgmmaCommit | Op::WgmmaWait(_) => Ok(()),
+            Op::SetMaxNreg { regs, .. } if (24..=256).contains(&regs) && regs % 8 == 0 => Ok(()),
+            Op::SetMaxNreg { regs, .. } => Err(format!(
+                "setmaxnreg to {regs}: 24 to 256 registers, a multiple of 8"
+            )),
+            Op::MbarInit | Op::MbarArriveExpectTx | Op::MbarArrive => {
+                address_ok(Space::Shared, i.srcs.first())?;
+                let want = if i.op == Op::MbarArrive { 1 } else { 2 };
+                match i.srcs.get(1) {
+                    _ if i.srcs.len() != want || !i.dsts.is_empty() => {
+                        Err(format!("{:?} operands {:?}", i.op, i.srcs))
+                    }
+                    None | Some(Operand::Imm(Imm::Int(1..))) => Ok(()),
+                    Some(o) => Err(format!("{:?} count {o:?}", i.op)),
+                }
+            }
+            Op::MbarTryWait => {
+                address_ok(Space::Shared, i.srcs.first())?;
+                dsts_ok(i, PtxType::Pred)?;
+                if i.dsts.len() != 1 || i.srcs.len() != 2 {
+                    return Err("mbarrier.try_wait writes one predicate".into());
+                }
+                srcs_ok(i, PtxType::U32, &i.srcs[1..])
+            }
+            Op::TmaLoad2d => match i.srcs.as_slice() {
+                [dst, map, x, y, bar]
+                    if reg_ok(PtxType::U64, map)
+                        && reg_ok(PtxType::U32, x)
+                        && reg_ok(PtxType::U32, y) =>
+                {
+                    address_ok(Space::Shared, Some(dst))?;
+                    address_ok(Space::Shared, Some(bar))
+                }
+                s => Err(format!("tensor copy operands {s:?}")),
+            },
             _ => Err(format!("{:?} without a type", i.op)),
         };
     };
@@ -254,6 +289,34 @@ fn check_types(i: &Instr) -> Result<(), String> {
             }
             srcs_ok(i, PtxType::F32, &i.srcs)
         }
+        Op::CvtaParam => {
+            dsts_ok(i, PtxType::U64)?;
+            srcs_ok(i, PtxType::U64, &i.srcs)
+        }
+        Op::Wgmma { n, .. } => {
+            if !matches!(ty, PtxType::F16 | PtxType::Bf16) {
+                return Err(format!("wgmma inputs are f16 or bf16, not {ty}"));
+            }
+            if !(8..=256).contains(n) || n % 8 != 0 {
+                return Err(format!("wgmma m64n{n}k16: n is 8 to 256, a multiple of 8"));
+            }
+            if i.dsts.len() != *n as usize / 2 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
+                return Err(format!("wgmma m64n{n}k16 writes {} f32 registers", n / 2));
+            }
+            match i.srcs.as_slice() {
+                [Operand::Vector(acc), a, b, p]
+                    if *acc == i.dsts
+                        && reg_ok(PtxType::U64, a)
+                        && reg_ok(PtxType::U64, b)
+                        && matches!(p, Operand::Reg(r) if r.ty == PtxType::Pred) =>
+                {
+                    Ok(())
+                }
+                s => Err(format!(
+                    "wgmma reads its accumulators, two descriptors and a predicate, not {s:?}"
+                )),
+            }
+        }
         Op::CvtaToGlobal => {
             dsts_ok(i, PtxType::U64)?;
             srcs_ok(i, PtxType::U64, &i.srcs)
@@ -302,6 +365,16 @@ fn check_types(i: &Instr) -> Result<(), String> {
         Op::CpAsync | Op::CpAsyncCommit | Op::CpAsyncWait(_) | Op::Ldmatrix { .. } => {
             Err(format!("{:?} takes no type", i.op))
         }
+        Op::MbarInit
+        | Op::MbarArriveExpectTx
+        | Op::MbarArrive
+        | Op::MbarTryWait
+        | Op::FenceMbarInit
+        | Op::TmaLoad2d
+        | Op::WgmmaFence
+        | Op::WgmmaCommit
+        | Op::WgmmaWait(_)
+        | Op::SetMaxNreg { .. } => Err(format!("{:?} takes no type", i.op)),
         Op::Mma => {
             if !matches!(ty, PtxType::F16 | PtxType::Bf16) {
                 return Err(format!("mma inputs are f16 or bf16, not {ty}"));

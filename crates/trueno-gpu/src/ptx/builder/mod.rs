@@ -2,6 +2,7 @@
 //! Rust types of the registers make a type mix-up a compile error.
 
 mod control;
+mod hopper;
 mod memory;
 mod tensor;
 
@@ -86,6 +87,7 @@ impl KernelBuilder {
                 dynamic_shared: false,
                 body: Vec::new(),
                 max_threads: None,
+                min_blocks: None,
                 next_reg: 0,
             },
             next_label: 0,
@@ -102,6 +104,12 @@ impl KernelBuilder {
     /// (`.maxntid`), which lets ptxas budget registers.
     pub fn max_threads(&mut self, n: u32) {
         self.ir.max_threads = Some(n);
+    }
+
+    /// Promises at least `n` blocks of `max_threads` fit on one multiprocessor
+    /// (`.minnctapersm`), which caps registers at entry.
+    pub fn min_blocks(&mut self, n: u32) {
+        self.ir.min_blocks = Some(n);
     }
 
     /// A fresh register.
@@ -140,6 +148,7 @@ impl KernelBuilder {
             name: name.into(),
             ty,
             pointee,
+            tensor_map: false,
         });
         Operand::Addr(AddrBase::Sym(name.into()), 0)
     }

@@ -1,0 +1,235 @@
+//! Hopper instructions (sm_90, and sm_90a for `wgmma` and `setmaxnreg`): transaction
+//! barriers, the bulk tensor copy engine and warpgroup matrix products.
+
+use super::KernelBuilder;
+use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand, Param};
+use crate::ptx::types::{F32, Pred, PtxType, Reg, U32, U64};
+
+impl KernelBuilder {
+    /// A 128-byte tensor map passed by value (`.param .align 64 .b8 name[128]`, what
+    /// `__grid_constant__ CUtensorMap` compiles to); returns its generic address, the
+    /// form the copy instructions take.
+    pub fn param_tensor_map(&mut self, name: &str) -> Reg<U64> {
+        self.ir.params.push(Param {
+            name: name.into(),
+            ty: PtxType::U64,
+            pointee: None,
+            tensor_map: true,
+        });
+        let sym = self.reg::<U64>();
+        self.push(Instr::new(
+            Op::Mov,
+            Some(PtxType::U64),
+            vec![sym.vreg()],
+            vec![Operand::Sym(name.into())],
+        ));
+        let generic = self.reg::<U64>();
+        self.push(Instr::new(
+            Op::CvtaParam,
+            Some(PtxType::U64),
+            vec![generic.vreg()],
+            vec![Operand::Reg(sym.vreg())],
+        ));
+        generic
+    }
+
+    fn bar_op(&mut self, op: Op, bar: Reg<U32>, off: i64, extra: Option<u32>) {
+        let mut srcs = vec![Operand::Addr(AddrBase::Reg(bar.vreg()), off)];
+        srcs.extend(extra.map(|v| Operand::Imm(Imm::Int(v.into()))));
+        self.push(Instr::new(op, None, Vec::new(), srcs));
+    }
+
+    /// Initialises the 8-byte barrier at `[bar + off]` (shared) to expect `count`
+    /// arrivals per phase.
+    pub fn mbar_init(&mut self, bar: Reg<U32>, off: i64, count: u32) {
+        self.bar_op(Op::MbarInit, bar, off, Some(count));
+    }
+
+    /// Makes barrier initialisations visible to the copy engine (before a block barrier).
+    pub fn fence_mbar_init(&mut self) {
+        self.push(Instr::new(Op::FenceMbarInit, None, Vec::new(), Vec::new()));
+    }
+
+    /// Arrives on `[bar + off]` and adds `bytes` to the copies its phase waits for.
+    pub fn mbar_arrive_expect_tx(&mut self, bar: Reg<U32>, off: i64, bytes: u32) {
+        self.bar_op(Op::MbarArriveExpectTx, bar, off, Some(bytes));
+    }
+
+    /// Arrives on `[bar + off]`.
+    pub fn mbar_arrive(&mut self, bar: Reg<U32>, off: i64) {
+        self.bar_op(Op::MbarArrive, bar, off, None);
+    }
+
+    /// Spins until the phase of parity `parity` (0 or 1) of barrier `bar` has completed.
+    pub fn mbar_wait(&mut self, bar: Reg<U32>, parity: Reg<U32>) {
+        let again = self.new_label();
+        self.place(again);
+        let done = self.reg::<Pred>();
+        self.push(Instr::new(
+            Op::MbarTryWait,
+            None,
+            vec![done.vreg()],
+            vec![
+                Operand::Addr(AddrBase::Reg(bar.vreg()), 0),
+                Operand::Reg(parity.vreg()),
+            ],
+        ));
+        self.bra_if(done, true, again, false);
+    }
+
+    /// Copies the box at `(x, y)` (x the innermost coordinate, in elements) of the tensor
+    /// map at `map` into shared memory at `dst`; its bytes complete on barrier `bar`.
+    /// Parts of the box outside the tensor arrive as zeros.
+    pub fn tma_load_2d(
+        &mut self,
+        dst: Reg<U32>,
+        map: Reg<U64>,
+        x: Reg<U32>,
+        y: Reg<U32>,
+        bar: Reg<U32>,
+    ) {
+        self.push(Instr::new(
+            Op::TmaLoad2d,
+            None,
+            Vec::new(),
+            vec![
+                Operand::Addr(AddrBase::Reg(dst.vreg()), 0),
+                Operand::Reg(map.vreg()),
+                Operand::Reg(x.vreg()),
+                Operand::Reg(y.vreg()),
+                Operand::Addr(AddrBase::Reg(bar.vreg()), 0),
+            ],
+        ));
+    }
+
+    /// `wgmma.fence`: needed before the first product that reads accumulators written by
+    /// other instructions.
+    pub fn wgmma_fence(&mut self) {
+        self.push(Instr::new(Op::WgmmaFence, None, Vec::new(), Vec::new()));
+    }
+
+    /// Closes the group of products issued since the last commit.
+    pub fn wgmma_commit(&mut self) {
+        self.push(Instr::new(Op::WgmmaCommit, None, Vec::new(), Vec::new()));
+    }
+
+    /// Waits until at most `pending` committed groups are in flight.
+    pub fn wgmma_wait(&mut self, pending: u32) {
+        self.push(Instr::new(
+            Op::WgmmaWait(pending),
+            None,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+
+    /// One warpgroup product `acc += A B` (`acc = A B` where `accumulate` is false) of
+    /// shape 64 x `acc.len() * 2` x 16, both operands in shared memory described by
+    /// `a_desc` (k-major) and `b_desc` (n-major when `trans_b`). The accumulators are
+    /// written in the background until [`wgmma_wait`](Self::wgmma_wait).
+    pub fn wgmma(
+        &mut self,
+        input: PtxType,
+        trans_b: bool,
+        acc: &[Reg<F32>],
+        a_desc: Reg<U64>,
+        b_desc: Reg<U64>,
+        accumulate: Reg<Pred>,
+    ) {
+        let d: Vec<_> = acc.iter().map(|r| r.vreg()).collect();
+        self.push(Instr::new(
+            Op::Wgmma {
+                n: 2 * acc.len() as u32,
+                trans_b,
+            },
+            Some(input),
+            d.clone(),
+            vec![
+                Operand::Vector(d),
+                Operand::Reg(a_desc.vreg()),
+                Operand::Reg(b_desc.vreg()),
+                Operand::Reg(accumulate.vreg()),
+            ],
+        ));
+    }
+
+    /// Raises (`inc`) or lowers this warpgroup's per-thread register limit to `regs`.
+    pub fn setmaxnreg(&mut self, inc: bool, regs: u32) {
+        self.push(Instr::new(
+            Op::SetMaxNreg { inc, regs },
+            None,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ptx::{KernelBuilder, PtxType, Target, compile, emit_module, validate};
+
+    fn tiny(acc_regs: usize) -> crate::ptx::KernelIr {
+        let mut b = KernelBuilder::new("hopper_tiny");
+        b.max_threads(256);
+        b.min_blocks(1);
+        let map = b.param_tensor_map("map");
+        let smem = b.dynamic_shared();
+        let zero = b.mov(0u32);
+        b.mbar_init(smem, 1024, 1);
+        b.fence_mbar_init();
+        b.bar_sync();
+        b.setmaxnreg(true, 232);
+        b.mbar_arrive_expect_tx(smem, 1024, 8192);
+        let bar = b.add(smem, 1024u32);
+        b.tma_load_2d(smem, map, zero, zero, bar);
+        b.mbar_wait(bar, zero);
+        let acc: Vec<_> = (0..acc_regs).map(|_| b.mov(0.0f32)).collect();
+        let desc = b.mov(0u64);
+        let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
+        b.wgmma_fence();
+        b.wgmma(PtxType::Bf16, true, &acc, desc, desc, yes);
+        b.wgmma_commit();
+        b.wgmma_wait(0);
+        b.mbar_arrive(smem, 1024);
+        b.st_vec(crate::ptx::Space::Shared, smem, 0, &acc[..2]);
+        b.ret();
+        b.finish()
+    }
+
+    #[test]
+    fn hopper_instructions_validate_and_emit_their_ptx_spelling() {
+        let k = compile(tiny(64)).unwrap();
+        let text = emit_module(Target::Sm90a, &[k]);
+        for want in [
+            ".param .align 64 .b8 map[128]",
+            ".minnctapersm 1",
+            "cvta.param.u64 \t%rd",
+            "mbarrier.init.shared::cta.b64 \t[%r",
+            "fence.mbarrier_init.release.cluster;",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
+            "mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r",
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \t[%r",
+            "mbarrier.try_wait.parity.shared::cta.b64 \t%p",
+            "wgmma.fence.sync.aligned;",
+            "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 \t{%f",
+            ", 1, 1, 0, 1;",
+            "wgmma.commit_group.sync.aligned;",
+            "wgmma.wait_group.sync.aligned 0;",
+            "mbarrier.arrive.shared::cta.b64 \t_, [%r",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+        // The copy's tensor operand: the map's address and the two coordinates.
+        assert!(text.contains("[%rd") && text.contains(", {%r"), "{text}");
+    }
+
+    #[test]
+    fn a_wgmma_of_an_unsupported_width_is_rejected() {
+        // 300 accumulators would be a 64 x 600 product; the widest is 256.
+        let faults = validate::validate(&tiny(300));
+        assert!(
+            faults.iter().any(|f| f.to_string().contains("wgmma")),
+            "{faults:?}"
+        );
+    }
+}
