@@ -18,6 +18,9 @@ pub(crate) struct ContextInner {
     dev: ffi::CuDevice,
     pub(crate) info: DeviceInfo,
     pub(crate) target: Target,
+    /// sm_90a where the device is exactly sm_90 (its architecture-specific instructions
+    /// run nowhere else).
+    arch_specific: Option<Target>,
     modules: Mutex<HashMap<Family, Arc<LoadedModule>>>,
     pub(crate) pool: Mutex<Pool>,
 }
@@ -144,6 +147,7 @@ impl Context {
             dev,
             info,
             target,
+            arch_specific: ((major, minor) == (9, 0)).then_some(Target::Sm90a),
             modules: Mutex::new(HashMap::new()),
             pool: Mutex::new(Pool::default()),
         };
@@ -161,6 +165,11 @@ impl Context {
     /// The PTX target this context's modules are written for.
     pub fn target(&self) -> Target {
         self.inner.target
+    }
+
+    /// Whether the device runs sm_90a code (Hopper's `wgmma`; exactly compute 9.0).
+    pub fn has_sm90a(&self) -> bool {
+        self.inner.arch_specific == Some(Target::Sm90a)
     }
 
     /// Waits for all work on the device.
@@ -208,8 +217,24 @@ impl Context {
         if let Some(m) = cache.get(&family) {
             return Ok(m.clone());
         }
+        let target = match family.required_target() {
+            None => self.inner.target,
+            Some(t) if self.inner.arch_specific == Some(t) => t,
+            Some(t) => {
+                return Err(GpuError::Shape {
+                    kernel: family.name().into(),
+                    reason: format!(
+                        "these kernels are written for {} and {} is sm_{}{}",
+                        t.name(),
+                        self.inner.info.name,
+                        self.inner.info.compute_capability.0,
+                        self.inner.info.compute_capability.1
+                    ),
+                });
+            }
+        };
         let t0 = Instant::now();
-        let fm = family_module(family, self.inner.target)?;
+        let fm = family_module(family, target)?;
         let build_time = t0.elapsed();
         let t1 = Instant::now();
         let raw = load_ptx(&self.inner, family.name(), &fm.ptx)?;

@@ -208,4 +208,18 @@ driver_fns! {
     cuMemcpyHtoDAsync_v2(dst: CuDevicePtr, src: *const c_void, bytes: usize, stream: CuHandle);
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CuDevicePtr, bytes: usize, stream: CuHandle);
     cuMemsetD32_v2(dst: CuDevicePtr, value: u32, n: usize);
+    cuTensorMapEncodeTiled(map: *mut c_void, dtype: i32, rank: u32, addr: *mut c_void, dims: *const u64, strides: *const u64, box_dim: *const u32, elem_strides: *const u32, interleave: i32, swizzle: i32, l2_promotion: i32, oob_fill: i32);
+}
+
+/// `cuTensorMapEncodeTiled`'s enumerations (`CUtensorMapDataType`, `CUtensorMapSwizzle`,
+/// `CUtensorMapL2promotion`).
+pub mod tensor_map {
+    /// `CU_TENSOR_MAP_DATA_TYPE_FLOAT16`
+    pub const DATA_F16: i32 = 6;
+    /// `CU_TENSOR_MAP_DATA_TYPE_BFLOAT16`
+    pub const DATA_BF16: i32 = 9;
+    /// `CU_TENSOR_MAP_SWIZZLE_128B`
+    pub const SWIZZLE_128B: i32 = 3;
+    /// `CU_TENSOR_MAP_L2_PROMOTION_L2_256B`
+    pub const L2_256B: i32 = 3;
 }

@@ -32,6 +32,15 @@ pub enum KernelArg<'a> {
     U32(u32),
     /// An `f32` scalar.
     F32(f32),
+    /// A tensor map passed by value, describing a buffer of the recording.
+    TensorMap {
+        /// The map.
+        map: super::TensorMap,
+        /// The context of the buffer it describes (must be the stream's).
+        ctx: usize,
+        /// Ties that buffer's borrow to the recording.
+        _borrow: std::marker::PhantomData<&'a ()>,
+    },
 }
 
 /// The buffer argument without a borrow; the public constructors add theirs.
@@ -63,11 +72,29 @@ impl<'a> KernelArg<'a> {
         buffer_arg(b)
     }
 
+    /// A tensor map of `of` (the buffer stays borrowed by the recording, as with
+    /// [`buf`](Self::buf)).
+    pub fn tensor_map<T: DeviceCopy>(map: super::TensorMap, of: &'a DeviceBuffer<T>) -> Self {
+        KernelArg::TensorMap {
+            map,
+            ctx: of.context_id(),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             KernelArg::Buffer { elem, len, .. } => format!("buffer of {len} {elem}"),
             KernelArg::U32(_) => "u32".into(),
             KernelArg::F32(_) => "f32".into(),
+            KernelArg::TensorMap { .. } => "tensor map".into(),
+        }
+    }
+
+    fn context(&self) -> Option<usize> {
+        match self {
+            KernelArg::Buffer { ctx, .. } | KernelArg::TensorMap { ctx, .. } => Some(*ctx),
+            _ => None,
         }
     }
 }
@@ -142,7 +169,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if self
             .args
             .iter()
-            .any(|a| matches!(a, KernelArg::Buffer { ctx: c, .. } if *c != ctx))
+            .any(|a| a.context().is_some_and(|c| c != ctx))
         {
             return bad("a buffer belongs to another context".into());
         }
@@ -151,9 +178,11 @@ impl<'s, 'a> Launch<'s, 'a> {
                 KernelArg::Buffer { elem, .. } => p.ty == PtxType::U64 && p.pointee == Some(*elem),
                 KernelArg::U32(_) => p.ty == PtxType::U32,
                 KernelArg::F32(_) => p.ty == PtxType::F32,
-            };
+                KernelArg::TensorMap { .. } => p.tensor_map,
+            } && (p.tensor_map == matches!(a, KernelArg::TensorMap { .. }));
             if !ok {
                 let expected = match p.pointee {
+                    _ if p.tensor_map => format!("tensor map ({})", p.name),
                     Some(e) => format!("buffer of {e} ({})", p.name),
                     None => format!("{} ({})", p.ty, p.name),
                 };
@@ -184,13 +213,19 @@ impl<'s, 'a> Launch<'s, 'a> {
                 KernelArg::Buffer { ptr, .. } => ptr,
                 KernelArg::U32(v) => v as u64,
                 KernelArg::F32(v) => v.to_bits() as u64,
+                KernelArg::TensorMap { .. } => 0,
             })
             .collect();
         // The driver reads each parameter's size from the kernel; little-endian storage
-        // puts a u32/f32 in the low bytes of its u64 slot.
+        // puts a u32/f32 in the low bytes of its u64 slot, and a tensor map is read (128
+        // bytes) from the argument list itself, alive across the call.
         let mut ptrs: Vec<*mut c_void> = values
             .iter_mut()
-            .map(|v| v as *mut u64 as *mut c_void)
+            .zip(&self.args)
+            .map(|(v, a)| match a {
+                KernelArg::TensorMap { map, .. } => map.words.as_ptr() as *mut c_void,
+                _ => v as *mut u64 as *mut c_void,
+            })
             .collect();
         self.stream.ctx.bind()?;
         if cfg.shared_bytes > 48 * 1024 {

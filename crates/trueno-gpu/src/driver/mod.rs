@@ -6,10 +6,12 @@ pub(crate) mod context;
 pub mod ffi;
 mod launch;
 mod stream;
+mod tensor_map;
 
 pub use context::{Context, Function, load_raw_ptx};
 pub use launch::{KernelArg, Launch};
 pub use stream::{Event, Idle, Recording, Stream};
+pub use tensor_map::TensorMap;
 
 use std::ffi::c_char;
 use std::sync::OnceLock;
