@@ -14,6 +14,7 @@ pub fn list(json: bool) -> Result<(), Box<dyn std::error::Error>> {
             c.ir.params
                 .iter()
                 .map(|p| match p.pointee {
+                    _ if p.tensor_map => format!("{}: tensor map", p.name),
                     Some(e) => format!("{}: *{e}", p.name),
                     None => format!("{}: {}", p.name, p.ty),
                 })

@@ -15,7 +15,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "kernel", "regs", "occ", "coalesced", "roofline", "findings"
     );
     for k in all_kernels() {
-        let ptx = k.emit_ptx(Target::Sm90)?;
+        // Hopper's own target for the kernels written only for it (wgmma), else sm_90.
+        let target = match k.targets() {
+            [only] => *only,
+            _ => Target::Sm90,
+        };
+        let ptx = k.emit_ptx(target)?;
         let analysis = analyze(&ptx, &Config::default())?;
         for r in &analysis.kernels {
             let global: Vec<_> = r.memory.iter().filter(|m| m.is_global()).collect();

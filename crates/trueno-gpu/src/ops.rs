@@ -8,11 +8,12 @@
 //! kernel's output feed the next kernel in the same recording. Elementwise, softmax and
 //! the norms may run in place; GEMM rejects an output that aliases an input.
 
-use crate::driver::{KernelArg, Recording, Stream};
+use crate::driver::{KernelArg, Recording, Stream, TensorMap};
 use crate::error::{GpuError, Result, shape_err};
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
+use crate::kernels::gemm_wgmma::{TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
@@ -359,6 +360,81 @@ impl<'a> Stream<Recording<'a>> {
             .config(cfg)
             .arg(KernelArg::buf(a))
             .arg(KernelArg::buf(b))
+            .arg(KernelArg::buf_mut(c))
+            .arg(KernelArg::U32(m as u32))
+            .arg(KernelArg::U32(n as u32))
+            .arg(KernelArg::U32(k as u32))
+            .arg(KernelArg::F32(alpha))
+            .arg(KernelArg::F32(beta))
+            .run()
+    }
+
+    /// [`gemm_mma`](Self::gemm_mma) on Hopper's own path (sm_90a: H100, H200): warpgroup
+    /// products fed by the copy engine, a producer warpgroup and two consumers per
+    /// 128 x 256 tile. The same contract (row-major f16/bf16 `a` (m x k) and `b` (k x n),
+    /// f32 `c`, `beta == 0` never reads `c`, `n` and `k` multiples of 8); an error on
+    /// other devices ([`Context::has_sm90a`](crate::Context::has_sm90a) says which).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// if !ctx.has_sm90a() {
+    ///     return Ok(()); // not a Hopper: gemm_mma is the path
+    /// }
+    /// let (m, n, k) = (256, 128, 64);
+    /// let a = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// let b = ctx.upload(&vec![bf16::from_f32(2.0); k * n])?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_wgmma(&a, &b, &c, m, n, k, 1.0, 0.0)?;
+    /// s.sync()?;
+    /// assert_eq!(c.to_vec()?[0], 64.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_wgmma<T: HalfElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        self.gemm_wgmma_tiled(WgmmaTileN::N256, a, b, c, m, n, k, alpha, beta)
+    }
+
+    /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
+    /// tuning and benchmarks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_wgmma_tiled<T: HalfElem>(
+        &mut self,
+        tile_n: WgmmaTileN,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        let kern = WgmmaGemmKernel(T::TYPE, tile_n);
+        let cfg = kern.launch_config(&[m, n, k])?;
+        expect_len("gemm_wgmma a", a, m * k)?;
+        expect_len("gemm_wgmma b", b, k * n)?;
+        expect_len("gemm_wgmma c", c, m * n)?;
+        let f = self.context().function(Family::GemmWgmma, &kern.name())?;
+        let map_a = TensorMap::half_2d(a, m, k, TILE_M, TILE_K)?;
+        let map_b = TensorMap::half_2d(b, k, n, TILE_K, 64)?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::tensor_map(map_a, a))
+            .arg(KernelArg::tensor_map(map_b, b))
             .arg(KernelArg::buf_mut(c))
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))

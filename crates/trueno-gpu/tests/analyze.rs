@@ -47,7 +47,7 @@ const INTENDED: &[(&str, &str)] = &[
 #[test]
 fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
     for k in all_kernels() {
-        for target in [Target::Sm80, Target::Sm90] {
+        for target in common::checked_targets(&*k) {
             let ptx = k.emit_ptx(target).unwrap();
             let a = analyze(&ptx, &config(target.name())).unwrap();
             assert_eq!(a.kernels.len(), 1);
@@ -91,12 +91,29 @@ fn register_estimates_are_within_the_stated_margin_of_ptxas() {
     let mut report = Vec::new();
     let mut worst = 0i64;
     for k in all_kernels() {
-        for target in [Target::Sm80, Target::Sm90] {
+        for target in common::checked_targets(&*k) {
             let ptx = k.emit_ptx(target).unwrap();
             let log = common::assemble(&ptxas, &ptx, target, &k.name()).unwrap();
             let theirs = parse_verbose(&log)[0].registers as i64;
             let a = analyze(&ptx, &config(target.name())).unwrap();
             let ours = a.kernels[0].registers.estimated as i64;
+            // Warpgroups that trade registers (`setmaxnreg`): ptxas reports the cap at
+            // entry, not a need; what must hold is that the most values live at once fit
+            // the largest limit a warpgroup raises itself to.
+            if let Some(raised) = ptx
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("setmaxnreg.inc.sync.aligned.u32 "))
+                .filter_map(|v| v.trim_end_matches(';').parse::<i64>().ok())
+                .max()
+            {
+                report.push(format!(
+                    "{:<30} {} ours {ours:>3} setmaxnreg.inc {raised}",
+                    k.name(),
+                    target.name()
+                ));
+                assert!(ours + 12 <= raised, "{}", report.join("\n"));
+                continue;
+            }
             let gap = (ours - theirs).abs();
             let margin = 12.max(theirs / 4);
             report.push(format!(

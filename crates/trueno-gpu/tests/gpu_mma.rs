@@ -1,12 +1,21 @@
-//! The tensor-core GEMM on the device against an f64 product of the same 16-bit inputs
-//! (so the only error allowed is f32 accumulation), at ragged shapes, with alpha/beta,
-//! a NaN-poisoned C under beta = 0, and the shape errors. Skipped without a GPU.
+//! The tensor-core GEMMs (the sm_80 mma.sync path and Hopper's wgmma path) on the device
+//! against an f64 product of the same 16-bit inputs (so the only error allowed is f32
+//! accumulation), at ragged shapes, with alpha/beta, a NaN-poisoned C under beta = 0, and
+//! the shape errors. Skipped without a GPU (the wgmma tests also without an sm_90 one).
 
 mod common;
 use common::device::{Half, POISON, Rng, ctx, poisoned, small};
 
 use half::{bf16, f16};
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
+use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
+
+/// Which kernel and configuration.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Mma(MmaTileK),
+    Wgmma(WgmmaTileN),
+}
 
 /// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
 /// rounding error an f32 accumulation may make).
@@ -41,7 +50,7 @@ fn reference(
 fn check<T: Half>(
     ctx: &trueno_gpu::driver::Context,
     rng: &mut Rng,
-    tile_k: MmaTileK,
+    path: Path,
     (m, n, k): (usize, usize, usize),
     alpha: f32,
     beta: f32,
@@ -76,12 +85,15 @@ fn check<T: Half>(
         ctx.upload(&c0).unwrap()
     };
     let mut s = ctx.stream().unwrap().record();
-    s.gemm_mma_tiled(tile_k, &da, &db, &dc, m, n, k, alpha, beta)
-        .unwrap();
+    match path {
+        Path::Mma(tk) => s.gemm_mma_tiled(tk, &da, &db, &dc, m, n, k, alpha, beta),
+        Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, &da, &db, &dc, m, n, k, alpha, beta),
+    }
+    .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
     let what = format!(
-        "{} {tile_k:?} {m}x{n}x{k} alpha {alpha} beta {beta}",
+        "{} {path:?} {m}x{n}x{k} alpha {alpha} beta {beta}",
         std::any::type_name::<T>()
     );
     for (i, (&g, (&w, &s))) in got.iter().zip(want.iter().zip(&mag)).enumerate() {
@@ -100,10 +112,7 @@ fn check<T: Half>(
     }
 }
 
-#[test]
-fn tensor_core_gemm_matches_an_f64_product_at_ragged_shapes() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(91);
+fn ragged_shapes() -> Vec<(usize, usize, usize)> {
     let mut shapes = vec![
         (1, 8, 8),
         (7, 16, 24),
@@ -118,15 +127,44 @@ fn tensor_core_gemm_matches_an_f64_product_at_ragged_shapes() {
     if !small() {
         shapes.push((520, 392, 2056));
     }
+    shapes
+}
+
+fn check_all(ctx: &trueno_gpu::driver::Context, rng: &mut Rng, path: Path) {
+    for &shape in &ragged_shapes() {
+        check::<bf16>(ctx, rng, path, shape, 1.0, 0.0);
+        check::<f16>(ctx, rng, path, shape, 1.0, 0.0);
+    }
+    for &(alpha, beta) in &[(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
+        check::<bf16>(ctx, rng, path, (129, 136, 72), alpha, beta);
+        check::<f16>(ctx, rng, path, (33, 40, 264), alpha, beta);
+    }
+}
+
+#[test]
+fn tensor_core_gemm_matches_an_f64_product_at_ragged_shapes() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(91);
     for tk in [MmaTileK::K32, MmaTileK::K64] {
-        for &shape in &shapes {
-            check::<bf16>(&ctx, &mut rng, tk, shape, 1.0, 0.0);
-            check::<f16>(&ctx, &mut rng, tk, shape, 1.0, 0.0);
-        }
-        for &(alpha, beta) in &[(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
-            check::<bf16>(&ctx, &mut rng, tk, (129, 136, 72), alpha, beta);
-            check::<f16>(&ctx, &mut rng, tk, (33, 40, 264), alpha, beta);
-        }
+        check_all(&ctx, &mut rng, Path::Mma(tk));
+    }
+}
+
+/// More k-tiles than stages (the ring wraps and phases flip), tiles ragged in every
+/// dimension, k below one k-tile.
+#[test]
+fn hopper_gemm_matches_an_f64_product_at_ragged_shapes() {
+    let Some(ctx) = ctx() else { return };
+    if !ctx.has_sm90a() {
+        eprintln!(
+            "SKIPPED: {} is not sm_90 (wgmma needs sm_90a)",
+            ctx.device().name
+        );
+        return;
+    }
+    let mut rng = Rng(92);
+    for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+        check_all(&ctx, &mut rng, Path::Wgmma(tn));
     }
 }
 
@@ -144,5 +182,14 @@ fn tensor_core_gemm_rejects_shapes_it_cannot_copy_and_wrong_lengths() {
     assert!(e.to_string().contains("zero-size"), "{e}");
     // A too short for 32 rows.
     assert!(s.gemm_mma(&a, &b, &c, 32, 8, 16, 1.0, 0.0).is_err());
+    if ctx.has_sm90a() {
+        let e = s.gemm_wgmma(&a, &b, &c, 16, 12, 16, 1.0, 0.0).unwrap_err();
+        assert!(e.to_string().contains("multiples of 8"), "{e}");
+        assert!(s.gemm_wgmma(&a, &b, &c, 32, 8, 16, 1.0, 0.0).is_err());
+    } else {
+        // Not a Hopper: a clear error, not a failed module load.
+        let e = s.gemm_wgmma(&a, &b, &c, 16, 16, 16, 1.0, 0.0).unwrap_err();
+        assert!(e.to_string().contains("sm_90a"), "{e}");
+    }
     s.sync().unwrap();
 }

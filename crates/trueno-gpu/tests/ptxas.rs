@@ -109,7 +109,7 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
     let mut lines = Vec::new();
     let mut failures = Vec::new();
     for k in all_kernels() {
-        for target in [Target::Sm80, Target::Sm90] {
+        for target in common::checked_targets(&*k) {
             let ptx = k
                 .emit_ptx(target)
                 .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
@@ -223,6 +223,80 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             if *packs {
                 assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)");
             }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
+/// products (HGMMA of the tile's width), its tiles arrive by the copy engine (UTMALDG,
+/// one box of A and `BN / 64` of B per k-tile) on transaction barriers (SYNCS), the
+/// warpgroups trade registers (USETMAXREG), and no mma.sync path (HMMA) is left.
+#[test]
+fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
+    let Some(ptxas) = ptxas() else {
+        assert!(
+            !common::required(),
+            "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
+        );
+        eprintln!("SKIPPED: ptxas not found");
+        return;
+    };
+    let cuobjdump = ptxas.with_file_name("cuobjdump");
+    if !cuobjdump.exists() {
+        assert!(
+            !common::required(),
+            "no cuobjdump beside {}",
+            ptxas.display()
+        );
+        eprintln!("SKIPPED: no cuobjdump beside ptxas");
+        return;
+    }
+    use trueno_gpu::kernels::Kernel;
+    use trueno_gpu::kernels::gemm_mma::HalfType;
+    use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
+    let dir = std::env::temp_dir().join(format!("trueno-sass-wgmma-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for ty in [HalfType::Bf16, HalfType::F16] {
+        for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+            let k = WgmmaGemmKernel(ty, tn);
+            let stem = k.name();
+            let file = dir.join(format!("{stem}.ptx"));
+            std::fs::write(&file, k.emit_ptx(Target::Sm90a).unwrap()).unwrap();
+            let cubin = file.with_extension("cubin");
+            trueno_gpu::analyze::ptxas::run_verbose(&ptxas, &file, "sm_90a", &cubin)
+                .unwrap_or_else(|log| panic!("{stem}: {log}"));
+            let out = std::process::Command::new(&cuobjdump)
+                .arg("-sass")
+                .arg(&cubin)
+                .output()
+                .unwrap();
+            let sass = String::from_utf8_lossy(&out.stdout);
+            let count = |op: &str| sass.matches(op).count();
+            let hgmma = format!(
+                "HGMMA.64x{}x16.F32{}",
+                tn.elems(),
+                if ty == HalfType::Bf16 { ".BF16" } else { " " }
+            );
+            // Four k16 products per 64-wide k-tile.
+            assert!(
+                count(&hgmma) >= 4,
+                "{stem}: {} {hgmma}\n{sass}",
+                count(&hgmma)
+            );
+            let boxes = 1 + tn.elems() as usize / 64;
+            assert!(
+                count("UTMALDG.2D") >= boxes,
+                "{stem}: {} copy-engine loads",
+                count("UTMALDG")
+            );
+            assert!(count("SYNCS.PHASECHK") >= 2, "{stem}: no barrier waits");
+            assert!(count("USETMAXREG") >= 2, "{stem}: no register split");
+            assert_eq!(
+                count("HMMA"),
+                0,
+                "{stem}: an mma.sync product on the wgmma path"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

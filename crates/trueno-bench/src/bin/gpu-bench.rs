@@ -18,6 +18,7 @@ use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::flash_attention::FlashShape;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
+use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::rope::{self, RopeMode};
 use trueno_gpu::memory::DeviceBuffer;
@@ -176,7 +177,8 @@ impl Bench {
         Ok(())
     }
 
-    /// The tensor-core GEMM (bf16 in, f32 accumulation and output), square sizes.
+    /// The tensor-core GEMMs (bf16 in, f32 accumulation and output), square sizes: the
+    /// mma.sync path, and on sm_90 the wgmma path.
     fn gemm_mma(&mut self) -> Result<()> {
         let sizes: &[usize] = if self.quick {
             &[1024]
@@ -198,6 +200,19 @@ impl Bench {
                 self.emit(format!(
                     r#"{{"kind":"gemm_mma","type":"bf16 k{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
                     tk.elems()
+                ));
+            }
+            if !self.ctx.has_sm90a() {
+                continue;
+            }
+            for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+                let ms = self.time(1, |st, _| {
+                    st.gemm_wgmma_tiled(tn, &a, &b, &c, s, s, s, 1.0, 0.0)
+                })?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_mma","type":"bf16 wgmma n{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    tn.elems()
                 ));
             }
         }
@@ -372,6 +387,9 @@ impl Bench {
         // in a fresh context so nothing is cached by the driver for it.
         let fresh = Context::new(0)?;
         for f in Family::ALL {
+            if f.required_target().is_some() && !fresh.has_sm90a() {
+                continue;
+            }
             let (build, load) = fresh.module_times(f)?;
             self.emit(format!(
                 r#"{{"kind":"module","family":"{}","build_ms":{:.3},"load_ms":{:.3}}}"#,

@@ -117,6 +117,74 @@ pub(super) fn cp_chunk(
     (bytes, src)
 }
 
+/// The C side of a tensor-core epilogue: `C = alpha * acc + beta * C` (C not read when
+/// `beta == 0`), f32 and row-major, stored from accumulators in the mma layout (each
+/// lane holds pairs of adjacent columns of a row).
+pub(super) struct CStore {
+    gc: Reg<U64>,
+    m: Reg<U32>,
+    n: Reg<U32>,
+    alpha: Reg<F32>,
+    beta: Reg<F32>,
+    read_c: Reg<Pred>,
+}
+
+impl CStore {
+    pub(super) fn new(
+        b: &mut KernelBuilder,
+        gc: Reg<U64>,
+        m: Reg<U32>,
+        n: Reg<U32>,
+        alpha: Reg<F32>,
+        beta: Reg<F32>,
+    ) -> CStore {
+        let read_c = b.setp::<F32>(Cmp::Ne, beta, 0.0f32);
+        CStore {
+            gc,
+            m,
+            n,
+            alpha,
+            beta,
+            read_c,
+        }
+    }
+
+    /// Stores row `r` at columns `c_base + off` and the next for each `(off, pair)`;
+    /// `n` is even, so a pair is in or out together. Rows and columns past the edges
+    /// are skipped.
+    pub(super) fn row(
+        &self,
+        b: &mut KernelBuilder,
+        r: Reg<U32>,
+        c_base: Reg<U32>,
+        pairs: impl Iterator<Item = (u32, [Reg<F32>; 2])>,
+    ) {
+        let r_ok = b.setp::<U32>(Cmp::Lt, r, self.m);
+        let row_start = b.mul(r, self.n);
+        for (off, [x0, x1]) in pairs {
+            let c = b.add(c_base, off);
+            let c_ok = b.setp::<U32>(Cmp::Lt, c, self.n);
+            let ok = b.and_pred(r_ok, c_ok);
+            let idx = b.add(row_start, c);
+            let addr = elem_addr(b, self.gc, idx, 4);
+            let v0 = b.mul(self.alpha, x0);
+            let v1 = b.mul(self.alpha, x1);
+            let with_c = b.and_pred(ok, self.read_c);
+            let beta = self.beta;
+            b.if_then(with_c, false, |b| {
+                let old = b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0);
+                let w0 = b.fma(beta, old[0], v0);
+                let w1 = b.fma(beta, old[1], v1);
+                b.assign(v0, w0);
+                b.assign(v1, w1);
+            });
+            b.predicated(ok, |b| {
+                b.st_vec::<F32, U64>(Space::Global, addr, 0, &[v0, v1])
+            });
+        }
+    }
+}
+
 /// Block-rows per launch group of [`raster`].
 const RASTER_ROWS: u32 = 8;
 
@@ -125,7 +193,7 @@ const RASTER_ROWS: u32 = 8;
 /// every column, so each B panel is fetched from memory by every row in turn. Launch
 /// order here walks groups of `RASTER_ROWS` block-rows column by column: the resident
 /// blocks cover a few columns of eight rows, and their A and B panels stay in L2.
-fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
+pub(super) fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
     let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
     let gx = b.nctaid_x();
     let gy = b.special(SpecialReg::Nctaid(Dim::Y));
@@ -375,32 +443,15 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
     let r_base = b.add(r_base, g);
     let c_base = b.mad(wn, WARP_N, col0);
     let c_base = b.mad(tq, 2u32, c_base);
-    let read_c = b.setp::<F32>(Cmp::Ne, beta, 0.0f32);
+    let store = CStore::new(&mut b, gc, m, n, alpha, beta);
     for (mi, acc_m) in acc.iter().enumerate() {
         for half in 0..2usize {
             let r = b.add(r_base, (mi * 16 + half * 8) as u32);
-            let r_ok = b.setp::<U32>(Cmp::Lt, r, m);
-            let row_start = b.mul(r, n);
-            for (ni, acc_mn) in acc_m.iter().enumerate() {
-                let c = b.add(c_base, (ni * 8) as u32);
-                let c_ok = b.setp::<U32>(Cmp::Lt, c, n);
-                let ok = b.and_pred(r_ok, c_ok);
-                let idx = b.add(row_start, c);
-                let addr = elem_addr(&mut b, gc, idx, 4);
-                let v0 = b.mul(alpha, acc_mn[2 * half]);
-                let v1 = b.mul(alpha, acc_mn[2 * half + 1]);
-                let with_c = b.and_pred(ok, read_c);
-                b.if_then(with_c, false, |b| {
-                    let old = b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0);
-                    let w0 = b.fma(beta, old[0], v0);
-                    let w1 = b.fma(beta, old[1], v1);
-                    b.assign(v0, w0);
-                    b.assign(v1, w1);
-                });
-                b.predicated(ok, |b| {
-                    b.st_vec::<F32, U64>(Space::Global, addr, 0, &[v0, v1])
-                });
-            }
+            let pairs = acc_m.iter().enumerate().map(|(ni, acc_mn)| {
+                let pair = [acc_mn[2 * half], acc_mn[2 * half + 1]];
+                ((ni * 8) as u32, pair)
+            });
+            store.row(&mut b, r, c_base, pairs);
         }
     }
     b.ret();

@@ -9,6 +9,7 @@ pub mod elementwise;
 pub mod flash_attention;
 pub mod gemm;
 pub mod gemm_mma;
+pub mod gemm_wgmma;
 mod helpers;
 pub mod kv_cache;
 mod math;
@@ -58,7 +59,26 @@ pub trait Kernel: Send + Sync {
     fn build(&self) -> KernelIr;
     /// PTX of a module holding only this kernel.
     fn emit_ptx(&self, target: Target) -> Result<String> {
+        if !self.targets().contains(&target) {
+            return crate::error::shape_err(
+                &self.name(),
+                format!(
+                    "written for {}, not {}",
+                    self.targets()
+                        .iter()
+                        .map(|t| t.name())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    target.name()
+                ),
+            );
+        }
         Ok(ptx::emit_module(target, &[ptx::compile(self.build())?]))
+    }
+    /// The targets this kernel can be written for: every one from sm_80 unless it uses
+    /// architecture-specific instructions (`wgmma`: sm_90a only).
+    fn targets(&self) -> &'static [Target] {
+        &[Target::Sm80, Target::Sm90, Target::Sm90a]
     }
     /// Launch configuration for `dims` (the meaning of each dim is the kernel's: `[n]` for
     /// elementwise and reductions, `[rows, cols]` for row ops, `[m, n, k]` for GEMM).
@@ -81,6 +101,8 @@ pub enum Family {
     Gemm,
     /// tensor-core GEMM (f16 / bf16 inputs, f32 accumulation)
     GemmMma,
+    /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
+    GemmWgmma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
@@ -94,13 +116,14 @@ pub enum Family {
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
         Family::Norm,
         Family::Gemm,
         Family::GemmMma,
+        Family::GemmWgmma,
         Family::Qgemv,
         Family::Rope,
         Family::Attention,
@@ -116,10 +139,20 @@ impl Family {
             Family::Norm => "norm_f32",
             Family::Gemm => "gemm_f32",
             Family::GemmMma => "gemm_mma",
+            Family::GemmWgmma => "gemm_wgmma",
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
             Family::Attention => "attention_f32",
             Family::FlashAttention => "flash_attention",
+        }
+    }
+
+    /// The one target this family's module must be written for, where its kernels use
+    /// architecture-specific instructions (`None`: the device's own target).
+    pub fn required_target(self) -> Option<Target> {
+        match self {
+            Family::GemmWgmma => Some(Target::Sm90a),
+            _ => None,
         }
     }
 
@@ -132,6 +165,7 @@ impl Family {
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
             Family::GemmMma => gemm_mma::all(),
+            Family::GemmWgmma => gemm_wgmma::all(),
             Family::Qgemv => qgemv::all(),
             Family::Rope => rope::all(),
             Family::Attention => attention::all()

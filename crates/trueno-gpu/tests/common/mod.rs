@@ -29,3 +29,13 @@ pub fn assemble(ptxas: &Path, ptx: &str, target: Target, stem: &str) -> Result<S
 pub fn required() -> bool {
     std::env::var("TRUENO_REQUIRE_PTXAS").is_ok_and(|v| v == "1")
 }
+
+/// The targets the static checks cover for `k`: sm_80 and sm_90 for portable kernels
+/// (sm_90a compiles them as sm_90 does), the kernel's own for architecture-specific ones.
+pub fn checked_targets(k: &dyn trueno_gpu::kernels::Kernel) -> Vec<Target> {
+    if k.targets().contains(&Target::Sm80) {
+        vec![Target::Sm80, Target::Sm90]
+    } else {
+        k.targets().to_vec()
+    }
+}

@@ -1,0 +1,340 @@
+//! Tensor-core GEMM for Hopper (sm_90a): `C = alpha * A B + beta * C` with row-major
+//! f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32 `C`, by
+//! warpgroup products (`wgmma`) fed by the bulk tensor copy engine (TMA).
+//!
+//! One block computes a 128 x `BN` tile with three warpgroups. The first is the
+//! producer: one of its threads asks the copy engine for the next k-tile of A (128 x 64)
+//! and B (64 x `BN`, in 64-column boxes) into a ring of shared-memory stages, each stage
+//! guarded by two transaction barriers (full: the bytes have landed; empty: both consumers
+//! are done with it). The other two are consumers, each multiplying 64 rows of the tile
+//! with `wgmma.m64n{BN}k16` straight from shared memory, accumulators in registers. The
+//! producer gives registers back (`setmaxnreg`) so the consumers can hold theirs.
+//!
+//! The copy engine writes the tiles in the 128-byte swizzled layout the products read:
+//! A k-major (rows of 64 halves, 8-row groups 1024 bytes apart), B n-major (k-rows of
+//! 64 halves per box, boxes 8 KiB apart). Parts of a box outside the matrices arrive as
+//! zeros, so ragged m, n and k need no masks until the store. Rows are read through
+//! tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are multiples
+//! of 8.
+
+use super::gemm::gemm_dims;
+use super::gemm_mma::{CStore, HalfType, raster};
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::{Result, shape_err};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
+
+/// Block tile rows (two consumer warpgroups of 64).
+pub const TILE_M: u32 = 128;
+/// The k-step of one stage: 64 halves, one 128-byte swizzle row.
+pub const TILE_K: u32 = 64;
+/// Threads per block: a producer warpgroup and two consumers.
+pub const THREADS: u32 = 384;
+/// Columns per copy-engine box of B (one 128-byte swizzle row).
+const BOX_N: u32 = 64;
+/// Register limits after the split: the producer keeps few, the consumers take the rest
+/// (128 x 40 + 256 x 232 <= 64 K).
+const PRODUCER_REGS: u32 = 40;
+const CONSUMER_REGS: u32 = 232;
+/// Consumer warps arriving on an empty barrier.
+const CONSUMER_WARPS: u32 = 8;
+/// Bytes of shared memory kept to round the dynamic base up to 1024 (the swizzle
+/// pattern repeats every 1024 bytes and the descriptors assume tiles start on it).
+const ALIGN_SLACK: u32 = 1024;
+
+/// The tile width (columns of C per block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgmmaTileN {
+    /// 128 columns: 64 accumulators a thread, six stages.
+    N128,
+    /// 256 columns: 128 accumulators a thread, four stages.
+    N256,
+}
+
+impl WgmmaTileN {
+    /// Columns per block.
+    pub fn elems(self) -> u32 {
+        match self {
+            WgmmaTileN::N128 => 128,
+            WgmmaTileN::N256 => 256,
+        }
+    }
+
+    /// Shared-memory stages in the ring.
+    pub fn stages(self) -> u32 {
+        match self {
+            WgmmaTileN::N128 => 6,
+            WgmmaTileN::N256 => 4,
+        }
+    }
+
+    fn a_bytes() -> u32 {
+        TILE_M * TILE_K * 2
+    }
+
+    fn stage_bytes(self) -> u32 {
+        Self::a_bytes() + self.elems() * TILE_K * 2
+    }
+
+    /// Dynamic shared memory: the stages, two barriers per stage, alignment slack.
+    pub fn shared_bytes(self) -> u32 {
+        ALIGN_SLACK + self.stages() * (self.stage_bytes() + 16)
+    }
+}
+
+/// The Hopper GEMM for one input type and tile width: parameters `map_a`, `map_b`
+/// (tensor maps of A and B, see [`crate::driver::TensorMap`]), `c`, `m`, `n`, `k`,
+/// `alpha`, `beta` (`beta == 0` never reads `c`).
+#[derive(Clone, Copy, Debug)]
+pub struct WgmmaGemmKernel(pub HalfType, pub WgmmaTileN);
+
+/// The fixed upper half of a 128-byte-swizzle descriptor: swizzle mode 1 (bits 62-63)
+/// and a stride of 1024 bytes between 8-row groups (bits 32-45, in 16-byte units).
+const DESC_HI: u64 = (1 << 62) | ((1024 >> 4) << 32);
+
+/// A shared-memory matrix descriptor for the tile at `addr` (1024-byte aligned):
+/// `leading` is the byte offset between the operand's repeats along its leading
+/// dimension (unused for k-major A, the 8 KiB between B's 64-column boxes).
+fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
+    let lo = b.shr(addr, 4u32);
+    let lo = b.and(lo, 0x3FFFu32);
+    let lo = b.or(lo, (leading >> 4) << 16);
+    let lo = b.cvt::<U64, U32>(lo, None);
+    b.or(lo, DESC_HI)
+}
+
+fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
+    let bn = tile_n.elems();
+    let stages = tile_n.stages();
+    let stage_bytes = tile_n.stage_bytes();
+    let a_bytes = WgmmaTileN::a_bytes();
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    b.min_blocks(1);
+    let map_a = b.param_tensor_map("map_a");
+    let map_b = b.param_tensor_map("map_b");
+    let gc = b.param_ptr("c", PtxType::F32);
+    let m = b.param_u32("m");
+    let n = b.param_u32("n");
+    let k = b.param_u32("k");
+    let alpha = b.param_f32("alpha");
+    let beta = b.param_f32("beta");
+    let raw = b.dynamic_shared();
+    let base = b.add(raw, ALIGN_SLACK - 1);
+    let base = b.and(base, !(ALIGN_SLACK - 1));
+    // full[s] at bars + 8 s, empty[s] at bars + 8 (stages + s).
+    let bars = b.add(base, stages * stage_bytes);
+
+    let t = b.tid_x();
+    let first = b.setp::<U32>(Cmp::Eq, t, 0u32);
+    b.if_then(first, false, |b| {
+        for s in 0..stages {
+            b.mbar_init(bars, 8 * s as i64, 1);
+            b.mbar_init(bars, 8 * (stages + s) as i64, CONSUMER_WARPS);
+        }
+        b.fence_mbar_init();
+    });
+    b.bar_sync();
+
+    let (cx, cy) = raster(&mut b);
+    let row0 = b.mul(cy, TILE_M);
+    let col0 = b.mul(cx, bn);
+    let k_tiles = b.add(k, TILE_K - 1);
+    let k_tiles = b.shr(k_tiles, TILE_K.trailing_zeros());
+    let warpgroup = b.shr(t, 7u32);
+    // The ring position: slot, its byte offset and the parity of its current phase,
+    // advanced after each k-tile by both roles alike.
+    let slot = b.mov(0u32);
+    let stage = b.mov(0u32);
+    let phase = b.mov(0u32);
+    let advance = |b: &mut KernelBuilder| {
+        let next = b.add(slot, 1u32);
+        let wrap = b.setp::<U32>(Cmp::Ge, next, stages);
+        let next = b.selp::<U32>(0u32, next, wrap);
+        let flipped = b.xor(phase, 1u32);
+        let ph = b.selp::<U32>(flipped, phase, wrap);
+        let off = b.mul(next, stage_bytes);
+        b.assign(slot, next);
+        b.assign(stage, off);
+        b.assign(phase, ph);
+    };
+    // The barrier of the current slot in group `group` (0 full, 1 empty).
+    let barrier = |b: &mut KernelBuilder, group: u32| {
+        let at = b.mad(slot, 8u32, bars);
+        b.add(at, 8 * stages * group)
+    };
+
+    let consumer = b.new_label();
+    let producer_role = b.setp::<U32>(Cmp::Eq, warpgroup, 0u32);
+    b.bra_if(producer_role, true, consumer, false);
+
+    // ---- producer: one thread drives the copy engine --------------------------------
+    b.setmaxnreg(false, PRODUCER_REGS);
+    let idle = b.setp::<U32>(Cmp::Ne, t, 0u32);
+    b.exit_if(idle);
+    b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
+        let empty = barrier(b, 1);
+        let free = b.xor(phase, 1u32);
+        b.mbar_wait(empty, free);
+        let full = barrier(b, 0);
+        b.mbar_arrive_expect_tx(full, 0, stage_bytes);
+        let dst = b.add(base, stage);
+        let kx = b.mul(kt, TILE_K);
+        b.tma_load_2d(dst, map_a, kx, row0, full);
+        for j in 0..bn / BOX_N {
+            let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K * 2);
+            let x = b.add(col0, j * BOX_N);
+            b.tma_load_2d(dst, map_b, x, kx, full);
+        }
+        advance(b);
+    });
+    b.ret();
+
+    // ---- consumers: 64 rows each --------------------------------------------------
+    b.place(consumer);
+    b.setmaxnreg(true, CONSUMER_REGS);
+    let rows = b.sub(warpgroup, 1u32);
+    let acc: Vec<Reg<F32>> = (0..bn / 2).map(|_| b.mov(0.0f32)).collect();
+    let accumulate = b.setp::<U32>(Cmp::Eq, t, t);
+    let a_tile = b.mad(rows, TILE_M / 2 * TILE_K * 2, base);
+    let a_desc0 = descriptor(&mut b, a_tile, 16);
+    let b_tile = b.add(base, a_bytes);
+    let b_desc0 = descriptor(&mut b, b_tile, BOX_N * TILE_K * 2);
+    let lane = b.and(t, 31u32);
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    // The empty barrier of the k-tile before this one: released once its products are
+    // done, while this tile's run (one group in flight at a time).
+    let prev_empty = b.mov(0u32);
+    b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
+        let full = barrier(b, 0);
+        b.mbar_wait(full, phase);
+        let offset = b.shr(stage, 4u32);
+        let offset = b.cvt::<U64, U32>(offset, None);
+        let a_desc = b.add(a_desc0, offset);
+        let b_desc = b.add(b_desc0, offset);
+        b.wgmma_fence();
+        for ks in 0..TILE_K / 16 {
+            // k16 step ks: 32 bytes along A's swizzled rows, 16 k-rows (two 8-row
+            // groups, 2048 bytes) down B's boxes; in 16-byte descriptor units.
+            let ad = b.add(a_desc, (ks * 32 / 16) as u64);
+            let bd = b.add(b_desc, (ks * 2048 / 16) as u64);
+            b.wgmma(input.ptx(), true, &acc, ad, bd, accumulate);
+        }
+        b.wgmma_commit();
+        b.wgmma_wait(1);
+        let not_first = b.setp::<U32>(Cmp::Ne, kt, 0u32);
+        let release = b.and_pred(lane0, not_first);
+        b.predicated(release, |b| b.mbar_arrive(prev_empty, 0));
+        let empty = barrier(b, 1);
+        b.assign(prev_empty, empty);
+        advance(b);
+    });
+    b.wgmma_wait(0);
+
+    // Epilogue: warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8); accumulators
+    // 4 i .. 4 i + 3 are columns 8 i + 2 (lane % 4) (+ 1) of those two rows.
+    let warp = b.shr(t, 5u32);
+    let warp = b.and(warp, 3u32);
+    let r_base = b.mad(rows, TILE_M / 2, row0);
+    let r_base = b.mad(warp, 16u32, r_base);
+    let g = b.shr(lane, 2u32);
+    let r_base = b.add(r_base, g);
+    let tq = b.and(lane, 3u32);
+    let c_base = b.mad(tq, 2u32, col0);
+    let store = CStore::new(&mut b, gc, m, n, alpha, beta);
+    for half in 0..2usize {
+        let r = b.add(r_base, 8 * half as u32);
+        let pairs = acc.chunks(4).enumerate().map(|(i, f)| {
+            let pair = [f[2 * half], f[2 * half + 1]];
+            ((i * 8) as u32, pair)
+        });
+        store.row(&mut b, r, c_base, pairs);
+    }
+    b.ret();
+    b.finish()
+}
+
+impl Kernel for WgmmaGemmKernel {
+    fn name(&self) -> String {
+        format!(
+            "trueno_gemm_wgmma_{}_f32_n{}",
+            self.0.name(),
+            self.1.elems()
+        )
+    }
+    fn family(&self) -> Family {
+        Family::GemmWgmma
+    }
+    fn build(&self) -> KernelIr {
+        build(&self.name(), self.0, self.1)
+    }
+    fn targets(&self) -> &'static [Target] {
+        &[Target::Sm90a]
+    }
+    /// `[m, n, k]`; `n` and `k` multiples of 8, each below 2^31 (copy coordinates are
+    /// signed 32-bit).
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        let [m, n, k] = gemm_dims(&name, dims, TILE_M as usize)?;
+        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+            return shape_err(
+                &name,
+                format!(
+                    "n = {n} and k = {k} must be multiples of 8 (the copy engine reads rows \
+                     whose strides are multiples of 16 bytes); pad them or use the f32 GEMM"
+                ),
+            );
+        }
+        if dims.iter().any(|&d| d > i32::MAX as usize) {
+            return shape_err(
+                &name,
+                format!("{dims:?}: each dimension must be below 2^31"),
+            );
+        }
+        let gx = blocks_for(&name, n, self.1.elems() as usize, i32::MAX as u32)?;
+        let gy = blocks_for(&name, m, TILE_M as usize, 65535)?;
+        Ok(LaunchConfig {
+            grid: (gx, gy, 1),
+            block: (THREADS, 1, 1),
+            shared_bytes: self.1.shared_bytes(),
+        })
+    }
+}
+
+/// Every Hopper GEMM configuration.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    let mut v: Vec<Box<dyn Kernel>> = Vec::new();
+    for t in [HalfType::Bf16, HalfType::F16] {
+        for n in [WgmmaTileN::N128, WgmmaTileN::N256] {
+            v.push(Box::new(WgmmaGemmKernel(t, n)));
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_config_covers_ragged_shapes_and_rejects_what_the_copies_cannot_read() {
+        let k = WgmmaGemmKernel(HalfType::Bf16, WgmmaTileN::N256);
+        let c = k.launch_config(&[129, 264, 72]).unwrap();
+        assert_eq!((c.grid, c.block.0), ((2, 2, 1), 384));
+        // 4 stages of 16 KiB (A) + 32 KiB (B), 8 barrier bytes twice per stage, 1 KiB slack.
+        assert_eq!(c.shared_bytes, 4 * (48 * 1024 + 16) + 1024);
+        assert_eq!(WgmmaTileN::N128.shared_bytes(), 6 * (32 * 1024 + 16) + 1024);
+        for bad in [[16, 12, 16], [16, 16, 12], [0, 8, 8], [8, 8, 0]] {
+            assert!(k.launch_config(&bad).is_err(), "{bad:?}");
+        }
+        assert!(k.launch_config(&[8, 8]).is_err());
+    }
+
+    #[test]
+    fn the_kernel_is_written_for_sm_90a_only_and_splits_registers() {
+        let k = WgmmaGemmKernel(HalfType::F16, WgmmaTileN::N128);
+        assert_eq!(k.targets(), &[Target::Sm90a]);
+        let ir = k.build();
+        assert_eq!((ir.max_threads, ir.min_blocks), (Some(THREADS), Some(1)));
+        assert!(ir.params.iter().filter(|p| p.tensor_map).count() == 2);
+    }
+}
