@@ -303,7 +303,9 @@ impl<'a> Stream<Recording<'a>> {
 
     /// `c = alpha * a b + beta * c` on the tensor cores: row-major `a` (m x k) and `b`
     /// (k x n) of f16 or bf16, f32 accumulation, f32 `c` (m x n). `n` and `k` must be
-    /// multiples of 8; `beta == 0` never reads `c` (NaN there does not leak).
+    /// multiples of 8; `beta == 0` never reads `c` (NaN there does not leak). Runs the
+    /// fastest path the device has: [`gemm_wgmma`](Self::gemm_wgmma) on sm_90 (1.3-1.8x
+    /// the mma.sync path there), [`gemm_mma_tiled`](Self::gemm_mma_tiled) elsewhere.
     ///
     /// ```
     /// use half::bf16;
@@ -332,11 +334,15 @@ impl<'a> Stream<Recording<'a>> {
         alpha: f32,
         beta: f32,
     ) -> Result<()> {
+        if self.context().has_sm90a() {
+            return self.gemm_wgmma(a, b, c, m, n, k, alpha, beta);
+        }
         self.gemm_mma_tiled(MmaTileK::K64, a, b, c, m, n, k, alpha, beta)
     }
 
-    /// [`gemm_mma`](Self::gemm_mma) with the k-step chosen by the caller (for tuning
-    /// and benchmarks; `gemm_mma` takes the measured best).
+    /// The sm_80 path (`mma.sync`, any device from sm_80) with the k-step chosen by the
+    /// caller (for tuning and benchmarks; [`gemm_mma`](Self::gemm_mma) takes the
+    /// measured best, or Hopper's own path where there is one).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_mma_tiled<T: HalfElem>(
         &mut self,
