@@ -10,6 +10,7 @@ mod info;
 mod progress;
 mod ptx;
 mod ptx_analyze;
+mod ptx_map;
 
 #[derive(Parser)]
 #[command(
@@ -88,6 +89,10 @@ enum PtxCommand {
     /// instruction mix, memory coalescing and bank conflicts, roofline class, and bugs.
     /// Exits with status 2 when a finding is critical.
     Analyze(ptx_analyze::Options),
+    /// For a llama/qwen2-style GGUF model: the kernels trueno-gpu launches per layer for a
+    /// decode step (or a prefill), their launch configurations, bytes, FLOPs and the
+    /// roofline time on a named device, and the launches per token.
+    Map(ptx_map::Options),
 }
 
 fn main() -> std::process::ExitCode {
@@ -108,6 +113,9 @@ fn main() -> std::process::ExitCode {
             Ok(false) => Ok(()),
             Err(e) => Err(e),
         },
+        Command::Ptx {
+            command: PtxCommand::Map(options),
+        } => ptx_map::run(&options),
         Command::Gguf {
             command: GgufCommand::Inspect { file, json },
         } => gguf::inspect(&file, json),

@@ -57,6 +57,7 @@ pub mod kernels;
 pub mod memory;
 mod ops;
 mod ops_attention;
+pub mod plan;
 pub mod ptx;
 
 pub use error::{GpuError, Result};

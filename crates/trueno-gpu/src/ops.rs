@@ -8,12 +8,12 @@
 //! kernel's output feed the next kernel in the same recording. Elementwise, softmax and
 //! the norms may run in place; GEMM rejects an output that aliases an input.
 
-use crate::driver::{KernelArg, Recording, Stream, TensorMap};
+use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{GpuError, Result, shape_err};
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
-use crate::kernels::gemm_wgmma::{TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
+use crate::kernels::gemm_wgmma::{BOX_N, TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
@@ -435,12 +435,12 @@ impl<'a> Stream<Recording<'a>> {
         expect_len("gemm_wgmma b", b, k * n)?;
         expect_len("gemm_wgmma c", c, m * n)?;
         let f = self.context().function(Family::GemmWgmma, &kern.name())?;
-        let map_a = TensorMap::half_2d(a, m, k, TILE_M, TILE_K)?;
-        let map_b = TensorMap::half_2d(b, k, n, TILE_K, 64)?;
+        let map_a = KernelArg::half_tensor_map(a, m, k, TILE_M, TILE_K)?;
+        let map_b = KernelArg::half_tensor_map(b, k, n, TILE_K, BOX_N)?;
         self.launch(&f)
             .config(cfg)
-            .arg(KernelArg::tensor_map(map_a, a))
-            .arg(KernelArg::tensor_map(map_b, b))
+            .arg(map_a)
+            .arg(map_b)
             .arg(KernelArg::buf_mut(c))
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))

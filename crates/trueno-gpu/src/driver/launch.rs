@@ -72,14 +72,22 @@ impl<'a> KernelArg<'a> {
         buffer_arg(b)
     }
 
-    /// A tensor map of `of` (the buffer stays borrowed by the recording, as with
-    /// [`buf`](Self::buf)).
-    pub fn tensor_map<T: DeviceCopy>(map: super::TensorMap, of: &'a DeviceBuffer<T>) -> Self {
-        KernelArg::TensorMap {
-            map,
+    /// A tensor map of `of`, the row-major `rows x cols` matrix of 16-bit floats read in
+    /// boxes of `box_rows x box_cols` (see [`TensorMap::half_2d`](super::TensorMap::half_2d));
+    /// the buffer stays borrowed by the recording, as with [`buf`](Self::buf), and the
+    /// map describes no other.
+    pub fn half_tensor_map<T: crate::memory::HalfElem>(
+        of: &'a DeviceBuffer<T>,
+        rows: usize,
+        cols: usize,
+        box_rows: u32,
+        box_cols: u32,
+    ) -> crate::error::Result<Self> {
+        Ok(KernelArg::TensorMap {
+            map: super::TensorMap::half_2d(of, rows, cols, box_rows, box_cols)?,
             ctx: of.context_id(),
             _borrow: std::marker::PhantomData,
-        }
+        })
     }
 
     fn describe(&self) -> String {

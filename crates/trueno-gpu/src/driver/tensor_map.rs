@@ -8,7 +8,8 @@ use crate::error::{GpuError, Result};
 use crate::kernels::gemm_mma::HalfType;
 use crate::memory::{DeviceBuffer, HalfElem};
 
-/// A `CUtensorMap`: opaque to the host, 64-byte aligned as the driver requires.
+/// A `CUtensorMap`: opaque to the host, 64-byte aligned as the driver requires. Made only
+/// with the buffer it describes ([`KernelArg::half_tensor_map`](super::KernelArg::half_tensor_map)).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
 pub struct TensorMap {
@@ -26,7 +27,7 @@ impl TensorMap {
     /// boxes of `box_rows x box_cols` elements, written to shared memory in the 128-byte
     /// swizzled layout (so `box_cols` is at most 64); parts of a box outside the matrix
     /// arrive as zeros. Rows must start on 16-byte boundaries (`cols` a multiple of 8).
-    pub fn half_2d<T: HalfElem>(
+    pub(crate) fn half_2d<T: HalfElem>(
         buf: &DeviceBuffer<T>,
         rows: usize,
         cols: usize,

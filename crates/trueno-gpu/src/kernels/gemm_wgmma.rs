@@ -30,7 +30,7 @@ pub const TILE_K: u32 = 64;
 /// Threads per block: a producer warpgroup and two consumers.
 pub const THREADS: u32 = 384;
 /// Columns per copy-engine box of B (one 128-byte swizzle row).
-const BOX_N: u32 = 64;
+pub const BOX_N: u32 = 64;
 /// Register limits after the split: the producer keeps few, the consumers take the rest
 /// (128 x 40 + 256 x 232 <= 64 K).
 const PRODUCER_REGS: u32 = 40;
@@ -82,7 +82,8 @@ impl WgmmaTileN {
 }
 
 /// The Hopper GEMM for one input type and tile width: parameters `map_a`, `map_b`
-/// (tensor maps of A and B, see [`crate::driver::TensorMap`]), `c`, `m`, `n`, `k`,
+/// (tensor maps of A in 128 x 64 boxes and of B in 64 x 64, see
+/// [`KernelArg::half_tensor_map`](crate::driver::KernelArg::half_tensor_map)), `c`, `m`, `n`, `k`,
 /// `alpha`, `beta` (`beta == 0` never reads `c`).
 #[derive(Clone, Copy, Debug)]
 pub struct WgmmaGemmKernel(pub HalfType, pub WgmmaTileN);
@@ -194,6 +195,7 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
     b.setmaxnreg(true, CONSUMER_REGS);
     let rows = b.sub(warpgroup, 1u32);
     let acc: Vec<Reg<F32>> = (0..bn / 2).map(|_| b.mov(0.0f32)).collect();
+    // scale-d: always accumulate (the accumulators start at zero above).
     let accumulate = b.setp::<U32>(Cmp::Eq, t, t);
     let a_tile = b.mad(rows, TILE_M / 2 * TILE_K * 2, base);
     let a_desc0 = descriptor(&mut b, a_tile, 16);
@@ -202,7 +204,7 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
     let lane = b.and(t, 31u32);
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
     // The empty barrier of the k-tile before this one: released once its products are
-    // done, while this tile's run (one group in flight at a time).
+    // done (`wait_group 1`), while this tile's products run.
     let prev_empty = b.mov(0u32);
     b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
         let full = barrier(b, 0);

@@ -1,0 +1,223 @@
+use super::*;
+
+fn wt(name: &str, block_elems: u64, block_bytes: u64) -> WeightType {
+    WeightType {
+        name: name.into(),
+        block_elems,
+        block_bytes,
+    }
+}
+
+/// Llama 3 8B as a Q4_K_M file quantizes it: Q4_K, with Q6_K for the value and down
+/// projections and the output.
+fn llama3_8b() -> ModelShape {
+    let (q4k, q6k) = (wt("Q4_K", 256, 144), wt("Q6_K", 256, 210));
+    let layer = LayerWeights {
+        q: q4k.clone(),
+        k: q4k.clone(),
+        v: q6k.clone(),
+        o: q4k.clone(),
+        gate: q4k.clone(),
+        up: q4k.clone(),
+        down: q6k.clone(),
+    };
+    ModelShape {
+        arch: "llama".into(),
+        layers: 32,
+        hidden: 4096,
+        ffn: 14336,
+        heads_q: 32,
+        heads_kv: 8,
+        head_dim: 128,
+        vocab: 128256,
+        rope: RopeMode::Normal,
+        qkv_bias: false,
+        layer_weights: vec![layer; 32],
+        embedding: q4k,
+        output: q6k,
+    }
+}
+
+/// The weight bytes of one layer and of the output, from the block sizes written out.
+fn llama3_8b_weight_bytes() -> u64 {
+    let q4k = |r: u64, c: u64| r * c / 256 * 144;
+    let q6k = |r: u64, c: u64| r * c / 256 * 210;
+    let layer = q4k(4096, 4096)
+        + q4k(1024, 4096)
+        + q6k(1024, 4096)
+        + q4k(4096, 4096)
+        + 2 * q4k(14336, 4096)
+        + q6k(4096, 14336);
+    32 * layer + q6k(128256, 4096)
+}
+
+#[test]
+fn a_decode_step_is_fifteen_launches_a_layer_and_moves_the_weights_once() {
+    let m = llama3_8b();
+    let h100 = DEVICES[0];
+    let p = plan(&m, Phase::Decode { context: 4096 }, KvType::F16, h100.sms).unwrap();
+    assert_eq!(p.layers.len(), 32);
+    assert!(p.layers.iter().all(|l| l.len() == 15));
+    // 32 x 15 in the layers, the output norm, logits and argmax after them.
+    assert_eq!(p.launches(), 32 * 15 + 3);
+    // Only the embedding row has no kernel.
+    assert_eq!(p.missing(), 1);
+    let names: Vec<_> = p.layers[0]
+        .iter()
+        .filter_map(|s| s.kernel.clone())
+        .collect();
+    for k in [
+        "trueno_add_rmsnorm_v4_f32",
+        "trueno_qgemv_q4_k_f32",
+        "trueno_qgemv_q6_k_f32",
+        "trueno_rope_normal_f32",
+        "trueno_kv_append_f16",
+        "trueno_decode_attn_d128_f16",
+        "trueno_decode_merge_d128_f32",
+        "trueno_swiglu_f32",
+    ] {
+        assert!(names.iter().any(|n| n == k), "{k} not in {names:?}");
+    }
+    let weights = llama3_8b_weight_bytes();
+    let (bytes, flops, us) = p.totals(&h100);
+    // Weights once, plus activations and the cache (2 x 4096 x 8 x 128 f16 a layer).
+    let cache = 32 * 2 * 4096 * 8 * 128 * 2;
+    assert!(
+        bytes > weights + cache && bytes < (weights + cache) * 101 / 100,
+        "{bytes}"
+    );
+    // 2 FLOPs a weight (the embedding table's rows aside) and 4 per cached position,
+    // query head and dimension (scores and the weighted sum).
+    let params = 32 * (2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096) + 128256 * 4096;
+    let attention = 32 * 4 * 4096 * 32 * 128;
+    let want = 2 * params + attention;
+    assert!(
+        flops >= want && flops < want * 101 / 100,
+        "{flops} vs {want}"
+    );
+    // Memory-bound: the floor is the bytes at 3352 GB/s (about 1.5 ms).
+    let floor_us = bytes as f64 / 3352e3;
+    assert!(
+        us >= floor_us * (1.0 - 1e-12) && us < floor_us * 1.05,
+        "{us} vs {floor_us}"
+    );
+}
+
+#[test]
+fn launch_configs_are_the_kernels_own() {
+    let m = llama3_8b();
+    let p = plan(&m, Phase::Decode { context: 32768 }, KvType::Bf16, 132).unwrap();
+    let step = |name: &str| {
+        p.layers[0]
+            .iter()
+            .find(|s| s.kernel.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
+    let q = step("trueno_qgemv_q4_k_f32");
+    assert_eq!(
+        q.config,
+        Some(
+            QgemvKernel(QuantFormat::Q4K)
+                .launch_config(&[4096, 4096])
+                .unwrap()
+        )
+    );
+    // 32K positions x 32 heads over 4 x 132 blocks: chunks of 1024 positions, 32 splits.
+    let chunks = step("trueno_decode_attn_d128_bf16");
+    assert_eq!(chunks.config.unwrap().grid, (32, 32, 1));
+}
+
+#[test]
+fn a_prefill_shows_the_quantized_gemm_and_cache_write_as_gaps() {
+    let m = llama3_8b();
+    let p = plan(&m, Phase::Prefill { tokens: 512 }, KvType::F16, 132).unwrap();
+    let l = &p.layers[0];
+    let gaps: Vec<_> = l
+        .iter()
+        .filter(|s| s.kernel.is_none())
+        .map(|s| &s.what)
+        .collect();
+    // The seven projections and the cache write.
+    assert_eq!(gaps.len(), 8, "{gaps:?}");
+    let fa = l
+        .iter()
+        .find(|s| s.kernel.as_deref() == Some("trueno_flash_attn_fwd_bf16_d128"))
+        .unwrap();
+    assert_eq!(fa.math, Math::Tensor);
+    // 2 x 512^2 x 32 heads x 128 (causal: half of 4 n^2 h d).
+    assert_eq!(fa.flops, 2 * 512 * 512 * 32 * 128);
+    let proj = l.iter().find(|s| s.what == "q projection").unwrap();
+    assert!(proj.missing.as_deref().unwrap().contains("quantized GEMM"));
+    assert_eq!(proj.flops, 2 * 512 * 4096 * 4096);
+    // Logits only for the last position.
+    assert_eq!(
+        p.epilogue[1].config,
+        Some(
+            QgemvKernel(QuantFormat::Q6K)
+                .launch_config(&[128256, 4096])
+                .unwrap()
+        )
+    );
+}
+
+#[test]
+fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
+    let mut m = llama3_8b();
+    m.arch = "qwen2".into();
+    m.qkv_bias = true;
+    m.rope = RopeMode::Neox;
+    m.layer_weights[3].gate = wt("IQ2_XS", 256, 74);
+    let p = plan(&m, Phase::Decode { context: 100 }, KvType::F32, 132).unwrap();
+    assert!(
+        p.layers[0]
+            .iter()
+            .filter(|s| s.what.ends_with("bias"))
+            .count()
+            == 3
+    );
+    assert!(
+        p.layers[0]
+            .iter()
+            .any(|s| s.kernel.as_deref() == Some("trueno_rope_neox_f32"))
+    );
+    let gate = p.layers[3]
+        .iter()
+        .find(|s| s.what == "gate projection")
+        .unwrap();
+    assert_eq!(gate.kernel, None);
+    assert!(gate.missing.as_deref().unwrap().contains("IQ2_XS"));
+    // Its bytes still count: 14336 x 4096 / 256 blocks of 74 bytes.
+    assert!(gate.bytes > 14336 * 4096 / 256 * 74);
+    assert_eq!(p.missing(), 2);
+}
+
+#[test]
+fn head_dims_without_attention_kernels_are_gaps_not_errors() {
+    let mut m = llama3_8b();
+    m.heads_q = 40;
+    m.heads_kv = 8;
+    m.head_dim = 96;
+    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    let att = p.layers[0]
+        .iter()
+        .find(|s| s.what == "decode attention")
+        .unwrap();
+    assert!(att.missing.as_deref().unwrap().contains("96"));
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let m = llama3_8b();
+    let mut odd_groups = m.clone();
+    odd_groups.heads_kv = 5;
+    let mut no_layers = m.clone();
+    no_layers.layers = 0;
+    let mut short = m.clone();
+    short.layer_weights.pop();
+    for bad in [odd_groups, no_layers, short] {
+        assert!(plan(&bad, Phase::Decode { context: 8 }, KvType::F16, 132).is_err());
+    }
+    assert!(plan(&m, Phase::Decode { context: 0 }, KvType::F16, 132).is_err());
+    assert!(plan(&m, Phase::Prefill { tokens: 0 }, KvType::F16, 132).is_err());
+}
