@@ -31,6 +31,11 @@ pub struct Options {
     /// Device the roofline is priced on: h100, h200 or a100 (datasheet rates).
     #[arg(long, default_value = "h100")]
     device: String,
+    /// Host time to enqueue one launch, µs (3.5 measured for trueno on an H100 host,
+    /// BENCHMARKS.md): with a launch per step, the step cannot be faster than this times
+    /// the launches, whatever the roofline says.
+    #[arg(long, default_value_t = 3.5)]
+    launch_us: f64,
     /// Print JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -232,6 +237,10 @@ pub fn run(o: &Options) -> Result<(), Error> {
         Phase::Decode { .. } => 1.0,
         Phase::Prefill { tokens } => tokens as f64,
     };
+    if !(o.launch_us >= 0.0 && o.launch_us.is_finite()) {
+        return Err(format!("--launch-us {} is not a time", o.launch_us).into());
+    }
+    let launch_floor_us = p.launches() as f64 * o.launch_us;
     let mut out = std::io::stdout().lock();
     if o.json {
         let doc = serde_json::json!({
@@ -260,6 +269,7 @@ pub fn run(o: &Options) -> Result<(), Error> {
                 "launches": p.launches(), "steps_without_kernel": p.missing(),
                 "bytes": bytes, "flops": flops, "roofline_us": us,
                 "tokens_per_s": tokens / (us * 1e-6),
+                "launch_us": o.launch_us, "launch_floor_us": launch_floor_us,
             },
         });
         writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
@@ -323,6 +333,19 @@ pub fn run(o: &Options) -> Result<(), Error> {
         flops as f64 / 1e9,
         us,
         tokens / (us * 1e-6)
+    )?;
+    writeln!(
+        out,
+        "launch floor: {} launches x {} µs = {:.1} µs ({}; CUDA graphs or fused kernels \
+         lower it)",
+        p.launches(),
+        o.launch_us,
+        launch_floor_us,
+        if launch_floor_us > us {
+            "above the roofline: launch-bound"
+        } else {
+            "below the roofline"
+        }
     )?;
     let mut gaps: Vec<(&str, &str)> = p
         .steps()

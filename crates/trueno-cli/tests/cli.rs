@@ -504,6 +504,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "trueno_argmax_f32",
         "33 launches per token (1 without a kernel yet)",
         "no kernel: token embedding rows",
+        "launch floor: 33 launches x 3.5 µs = 115.5 µs (above the roofline: launch-bound",
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");
     }
@@ -515,6 +516,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     assert_eq!(v["totals"]["launches"], 33);
     assert_eq!(v["totals"]["steps_without_kernel"], 1);
     assert_eq!(v["kv_cache"], "bf16");
+    assert_eq!(v["totals"]["launch_floor_us"], 33.0 * 3.5);
     let steps = v["layers"][0]["steps"].as_array().unwrap();
     assert_eq!(
         (
@@ -592,6 +594,7 @@ fn ptx_map_explains_what_it_cannot_map() {
         (vec!["--device", "v100"], "unknown device v100"),
         (vec!["--kv", "q8"], "unknown KV cache type q8"),
         (vec!["--context", "0"], "context of at least 1"),
+        (vec!["--launch-us", "NaN"], "not a time"),
     ] {
         let mut all = vec!["ptx", "map", llama.as_str()];
         all.extend(args);
