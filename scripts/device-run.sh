@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/trueno-device-out}; mkdir -p "$OUT"
 steps="${*:-tests sanitize bench}"
 export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 # The GPU test binaries (the packed ones are named NAME-HASH).
-TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* .device/gpu_rope-* .device/gpu_mma-* .device/gpu_attention-* .device/gpu_flash_attention-* | grep -v "\.d$")
+TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* .device/gpu_rope-* .device/gpu_mma-* .device/gpu_attention-*  .device/gpu_flash_attention-* .device/gpu_paged-* | grep -v "\.d$")
 L=$(ls .device/trueno_gpu-* | head -1)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"

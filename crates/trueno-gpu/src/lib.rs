@@ -57,6 +57,7 @@ pub mod kernels;
 pub mod memory;
 mod ops;
 mod ops_attention;
+mod ops_paged;
 pub mod plan;
 pub mod ptx;
 

@@ -6,7 +6,7 @@ use crate::error::{Result, shape_err};
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
 use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
-use crate::kernels::{Family, Kernel};
+use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, HalfElem, KvElem};
 use crate::ops::expect_len;
 
@@ -143,7 +143,23 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(splits as u32))
             .arg(KernelArg::F32(scale))
             .run()?;
-        let f = ctx.function(Family::Attention, &merge_k.name())?;
+        self.merge_chunks(merge_k, merge_cfg, part_acc, part_ml, out, splits)
+    }
+
+    /// The second launch of a decode step: each query head's chunk partials merged into
+    /// `out`; the scratch then lives until the stream is synchronised.
+    pub(crate) fn merge_chunks(
+        &mut self,
+        merge_k: DecodeMergeKernel,
+        merge_cfg: LaunchConfig,
+        part_acc: DeviceBuffer<f32>,
+        part_ml: DeviceBuffer<f32>,
+        out: &'a DeviceBuffer<f32>,
+        splits: usize,
+    ) -> Result<()> {
+        let f = self
+            .context()
+            .function(Family::Attention, &merge_k.name())?;
         self.launch(&f)
             .config(merge_cfg)
             .arg(KernelArg::scratch(&part_acc))

@@ -17,6 +17,7 @@
 use super::helpers::{elem_addr, max_nan, warp_reduce};
 use super::kv_cache::{KvType, load_row, load_words, widen};
 use super::math::LOG2E;
+use super::paged::Pages;
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::ir::{Dim, SpecialReg};
@@ -176,7 +177,7 @@ fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
     b.selp(0.0f32, e, empty)
 }
 
-fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
+pub(super) fn build_chunk(name: &str, dim: u32, ty: KvType, paged: bool) -> KernelIr {
     let per_lane = (dim / 32) as usize;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
@@ -184,11 +185,19 @@ fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
     let gk = b.param_ptr("k", ty.ptx());
     let gv = b.param_ptr("v", ty.ptx());
     let glens = b.param_ptr("lens", PtxType::U32);
+    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
     let gacc = b.param_ptr("part_acc", PtxType::F32);
     let gml = b.param_ptr("part_ml", PtxType::F32);
     let heads_q = b.param_u32("heads_q");
     let heads_kv = b.param_u32("heads_kv");
-    let capacity = b.param_u32("capacity");
+    // Contiguous: positions per head. Paged: table entries per sequence, the pool's
+    // pages, log2 of the rows per page.
+    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
+    let paging = table.map(|table| {
+        let pool = b.param_u32("pool_pages");
+        let shift = b.param_u32("page_shift");
+        (table, pool, shift)
+    });
     let chunk = b.param_u32("chunk");
     let splits = b.param_u32("splits");
     let scale = b.param_f32("scale");
@@ -206,7 +215,20 @@ fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
     let hkv = b.div_int(h, group);
     let lens_addr = elem_addr(&mut b, glens, seq, 4);
     let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
-    let len = b.min(len, capacity);
+    let limit = match paging {
+        Some((_, _, shift)) => b.shl(capacity, shift),
+        None => capacity,
+    };
+    let len = b.min(len, limit);
+    let pages = paging.map(|(table, pool, shift)| {
+        Pages::new(
+            &mut b,
+            table,
+            (seq, capacity),
+            (pool, shift),
+            (hkv, heads_kv),
+        )
+    });
     let start = b.mul(split, chunk);
     let end = b.add(start, chunk);
     let end = b.min(end, len);
@@ -221,14 +243,30 @@ fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
         .into_iter()
         .map(|x| b.mul(x, s2))
         .collect();
-    // Row `start + warp` of this head's cache, then 4 rows a step.
-    let head_row = b.mad(seq, heads_kv, hkv);
-    let row0 = b.mad(head_row, capacity, start);
-    let row0 = b.add(row0, warp);
-    let first = b.mad(row0, dim, e0);
+    // Row `start + warp` of this head's cache, then 4 rows a step (contiguous: the
+    // pointers advance; paged: each row's page is looked up).
+    let first = match &pages {
+        None => {
+            let head_row = b.mad(seq, heads_kv, hkv);
+            let row0 = b.mad(head_row, capacity, start);
+            let row0 = b.add(row0, warp);
+            b.mad(row0, dim, e0)
+        }
+        Some(pg) => {
+            let p0 = b.add(start, warp);
+            let row = pg.row(&mut b, p0);
+            b.mad(row, dim, e0)
+        }
+    };
     let kp = elem_addr(&mut b, gk, first, ty.bytes());
     let vp = elem_addr(&mut b, gv, first, ty.bytes());
     let step = (WARPS * dim * ty.bytes()) as u64;
+    // Paged: the pools' addresses of this lane's first element; a row adds row * dim.
+    let lane_bases = pages.as_ref().map(|_| {
+        let k = elem_addr(&mut b, gk, e0, ty.bytes());
+        let v = elem_addr(&mut b, gv, e0, ty.bytes());
+        (k, v)
+    });
 
     let m = b.mov(f32::NEG_INFINITY);
     let l = b.mov(0.0f32);
@@ -246,7 +284,17 @@ fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
         let next = b.add(p, WARPS);
         let more = b.setp::<U32>(Cmp::Lt, next, end);
         let knext: Vec<Reg<U32>> = (0..words).map(|_| b.mov(0u32)).collect();
-        b.predicated(more, |b| load_into(b, kp, &knext, step as i64, ty));
+        // Paged: the next row's own address (its page may differ); `kp` becomes it.
+        // (The lane's element offset is folded into the pool bases, `lane_k`/`lane_v`.)
+        let next_off = pages.as_ref().map(|pg| {
+            let row = pg.row(b, next);
+            b.mul_wide(row, dim * ty.bytes())
+        });
+        let (k_ahead, ahead) = match (next_off, lane_bases) {
+            (Some(off), Some((lane_k, _))) => (b.add(lane_k, off), 0),
+            _ => (kp, step as i64),
+        };
+        b.predicated(more, |b| load_into(b, k_ahead, &knext, ahead, ty));
         let kv = widen(b, &kcur, ty);
         let mut dot = b.mul(qv[0], kv[0]);
         for i in 1..per_lane {
@@ -269,10 +317,19 @@ fn build_chunk(name: &str, dim: u32, ty: KvType) -> KernelIr {
             b.assign(*a, a2);
         }
         b.assign(m, m_new);
-        let kn = b.add(kp, step);
-        let vn = b.add(vp, step);
-        b.assign(kp, kn);
-        b.assign(vp, vn);
+        match (next_off, lane_bases) {
+            // The value row of `next` sits where its key row does.
+            (Some(off), Some((_, lane_v))) => {
+                let vn = b.add(lane_v, off);
+                b.assign(vp, vn);
+            }
+            _ => {
+                let kn = b.add(kp, step);
+                let vn = b.add(vp, step);
+                b.assign(kp, kn);
+                b.assign(vp, vn);
+            }
+        }
     });
 
     // Merge the four warps through shared memory: each stores (m, l, acc); every warp
@@ -404,7 +461,7 @@ impl Kernel for DecodeChunkKernel {
         Family::Attention
     }
     fn build(&self) -> KernelIr {
-        build_chunk(&self.name(), self.0, self.1)
+        build_chunk(&self.name(), self.0, self.1, false)
     }
     /// `[splits, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {

@@ -156,7 +156,9 @@ pub fn reference(
 #[derive(Clone, Copy, Debug)]
 pub struct KvAppendKernel(pub KvType);
 
-fn build(name: &str, ty: KvType) -> KernelIr {
+/// The append kernel, contiguous or paged (`table` `[batch, max_pages]` of page ids into
+/// a pool `[pool_pages, heads_kv, 2^page_shift, dim]`; see [`super::paged`]).
+pub(super) fn build(name: &str, ty: KvType, paged: bool) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     let k_new = b.param_ptr("k_new", PtxType::F32);
@@ -164,8 +166,19 @@ fn build(name: &str, ty: KvType) -> KernelIr {
     let k_cache = b.param_ptr("k_cache", ty.ptx());
     let v_cache = b.param_ptr("v_cache", ty.ptx());
     let positions = b.param_ptr("positions", PtxType::U32);
+    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
     let heads_kv = b.param_u32("heads_kv");
-    let capacity = b.param_u32("capacity");
+    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
+    // Paged: the pool's last page and the rows per page as a shift and mask.
+    let pages = table.map(|table| {
+        let pool = b.param_u32("pool_pages");
+        let shift = b.param_u32("page_shift");
+        let last = b.sub(pool, 1u32);
+        let one = b.mov(1u32);
+        let size = b.shl(one, shift);
+        let mask = b.sub(size, 1u32);
+        (table, last, shift, mask)
+    });
     let dim = b.param_u32("dim");
     let total = b.param_u32("total");
     let gid = global_index(&mut b);
@@ -176,13 +189,33 @@ fn build(name: &str, ty: KvType) -> KernelIr {
         let head_elem = b.rem(i, per_seq);
         let pa = elem_addr(b, positions, seq, 4);
         let p = b.ld::<U32, U64>(Space::Global, pa, 0);
-        let inside = b.setp::<U32>(Cmp::Lt, p, capacity);
+        let limit = match pages {
+            Some((_, _, shift, _)) => b.shl(capacity, shift),
+            None => capacity,
+        };
+        let inside = b.setp::<U32>(Cmp::Lt, p, limit);
         b.if_then(inside, false, |b| {
-            // Row (seq * heads_kv + head) * capacity + p, element e.
+            // Row (seq * heads_kv + head) * capacity + p, element e; paged: row p & mask
+            // of the head's part of page table[seq][p >> shift].
             let head = b.div_int(head_elem, dim);
             let e = b.rem(head_elem, dim);
-            let hrow = b.mad(seq, heads_kv, head);
-            let row = b.mad(hrow, capacity, p);
+            let row = match pages {
+                None => {
+                    let hrow = b.mad(seq, heads_kv, head);
+                    b.mad(hrow, capacity, p)
+                }
+                Some((table, last, shift, mask)) => {
+                    let slot = b.shr(p, shift);
+                    let at = b.mad(seq, capacity, slot);
+                    let ta = elem_addr(b, table, at, 4);
+                    let page = b.ld::<U32, U64>(Space::Global, ta, 0);
+                    let page = b.min(page, last);
+                    let hrow = b.mad(page, heads_kv, head);
+                    let base = b.shl(hrow, shift);
+                    let within = b.and(p, mask);
+                    b.add(base, within)
+                }
+            };
             let dst = b.mad(row, dim, e);
             for (new, cache) in [(k_new, k_cache), (v_new, v_cache)] {
                 let sa = elem_addr(b, new, i, 4);
@@ -204,7 +237,7 @@ impl Kernel for KvAppendKernel {
         Family::Attention
     }
     fn build(&self) -> KernelIr {
-        build(&self.name(), self.0)
+        build(&self.name(), self.0, false)
     }
     /// `[batch * heads_kv * dim]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {

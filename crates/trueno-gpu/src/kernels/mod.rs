@@ -14,6 +14,7 @@ mod helpers;
 pub mod kv_cache;
 mod math;
 pub mod norm;
+pub mod paged;
 pub mod qgemv;
 mod qgemv_k;
 mod qgemv_q6k;
@@ -108,7 +109,8 @@ pub enum Family {
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
     /// decode attention over a KV cache (flash-decoding) and KV-cache appends (f32, bf16
-    /// and f16 caches; the module keeps its `attention_f32` name: f32 math throughout)
+    /// and f16 caches, contiguous or paged; the module keeps its `attention_f32` name:
+    /// f32 math throughout)
     Attention,
     /// FlashAttention forward (f16 / bf16, tensor cores)
     FlashAttention,
@@ -171,6 +173,7 @@ impl Family {
             Family::Attention => attention::all()
                 .into_iter()
                 .chain(kv_cache::all())
+                .chain(paged::all())
                 .collect(),
             Family::FlashAttention => flash_attention::all(),
         }
