@@ -1,5 +1,6 @@
 //! Appending one decode step's keys and values to a contiguous KV cache
-//! (`[batch, heads_kv, capacity, dim]`, f32, bf16 or f16), at a position per sequence
+//! (`[batch, heads_kv, capacity, dim]`, f32, bf16 or f16; the paged layout's append is
+//! the same kernel with a block-table lookup, see `paged.rs`), at a position per sequence
 //! read from a buffer, so a batch of sequences at different lengths appends in one
 //! launch; and the cache element types, with the loads that widen them to f32.
 
