@@ -144,7 +144,8 @@ def main():
     # bf16 one (SDPA needs one dtype; trueno's query and output stay f32).
     for r in [r for r in rows_in if r["kind"] == "decode_attn"]:
         cap, hq, hkv, d = r["context"], r["heads_q"], r["heads_kv"], r["dim"]
-        dt = torch.bfloat16 if r.get("cache") == "bf16" else torch.float32
+        # (a paged row, "bf16 paged16", is priced against the same contiguous SDPA call)
+        dt = torch.bfloat16 if r.get("cache", "").startswith("bf16") else torch.float32
         q = (torch.rand(1, hq, 1, d, device="cuda") * 2 - 1).to(dt)
         k = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
         v = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)

@@ -19,6 +19,7 @@ use trueno_gpu::kernels::flash_attention::FlashShape;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
+use trueno_gpu::kernels::paged::PagedShape;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::rope::{self, RopeMode};
 use trueno_gpu::memory::DeviceBuffer;
@@ -262,6 +263,25 @@ impl Bench {
         let bytes = 2 * cache * size_of::<C>();
         self.emit(format!(
             r#"{{"kind":"decode_attn","cache":"{name}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+        ));
+        // The same cache as 16-position pages in reversed order (every page lookup
+        // leaves its neighbour), through a block table.
+        let paged = PagedShape {
+            batch: 1,
+            heads_q,
+            heads_kv,
+            dim,
+            page_size: 16,
+            max_pages: cap / 16,
+            pool_pages: cap / 16,
+        };
+        let table: Vec<u32> = (0..paged.max_pages as u32).rev().collect();
+        let table = self.ctx.upload(&table)?;
+        let ms = self.time(1, |s, _| {
+            s.decode_attention_paged(&q, &k, &v, &table, &lens, &out, paged, scale)
+        })?;
+        self.emit(format!(
+            r#"{{"kind":"decode_attn","cache":"{name} paged16","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
         ));
         Ok(())
     }
