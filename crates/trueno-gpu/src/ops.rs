@@ -304,8 +304,9 @@ impl<'a> Stream<Recording<'a>> {
     /// `c = alpha * a b + beta * c` on the tensor cores: row-major `a` (m x k) and `b`
     /// (k x n) of f16 or bf16, f32 accumulation, f32 `c` (m x n). `n` and `k` must be
     /// multiples of 8; `beta == 0` never reads `c` (NaN there does not leak). Runs the
-    /// fastest path the device has: [`gemm_wgmma`](Self::gemm_wgmma) on sm_90 (1.3-1.8x
-    /// the mma.sync path there), [`gemm_mma_tiled`](Self::gemm_mma_tiled) elsewhere.
+    /// fastest path the device has: [`gemm_wgmma`](Self::gemm_wgmma) on sm_90 (1.2-1.8x
+    /// the mma.sync path at 1024-8192 on an H100),
+    /// [`gemm_mma_tiled`](Self::gemm_mma_tiled) elsewhere.
     ///
     /// ```
     /// use half::bf16;
@@ -357,29 +358,25 @@ impl<'a> Stream<Recording<'a>> {
         beta: f32,
     ) -> Result<()> {
         let kern = MmaGemmKernel(T::TYPE, tile_k);
-        let cfg = kern.launch_config(&[m, n, k])?;
-        expect_len("gemm_mma a", a, m * k)?;
-        expect_len("gemm_mma b", b, k * n)?;
-        expect_len("gemm_mma c", c, m * n)?;
-        let f = self.context().function(Family::GemmMma, &kern.name())?;
-        self.launch(&f)
-            .config(cfg)
-            .arg(KernelArg::buf(a))
-            .arg(KernelArg::buf(b))
-            .arg(KernelArg::buf_mut(c))
-            .arg(KernelArg::U32(m as u32))
-            .arg(KernelArg::U32(n as u32))
-            .arg(KernelArg::U32(k as u32))
-            .arg(KernelArg::F32(alpha))
-            .arg(KernelArg::F32(beta))
-            .run()
+        let names = ["gemm_mma a", "gemm_mma b", "gemm_mma c"];
+        let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
+        self.tensor_core_gemm(
+            Family::GemmMma,
+            &kern,
+            names,
+            (a, b, c),
+            (m, n, k),
+            (alpha, beta),
+            operands,
+        )
     }
 
     /// [`gemm_mma`](Self::gemm_mma) on Hopper's own path (sm_90a: H100, H200): warpgroup
     /// products fed by the copy engine, a producer warpgroup and two consumers per
-    /// 128 x 256 tile. The same contract (row-major f16/bf16 `a` (m x k) and `b` (k x n),
-    /// f32 `c`, `beta == 0` never reads `c`, `n` and `k` multiples of 8); an error on
-    /// other devices ([`Context::has_sm90a`](crate::Context::has_sm90a) says which).
+    /// 128 x 256 tile (128 x 128 where 256-wide tiles would leave most of the GPU idle).
+    /// The same contract (row-major f16/bf16 `a` (m x k) and `b` (k x n), f32 `c`,
+    /// `beta == 0` never reads `c`, `n` and `k` multiples of 8); an error on
+    /// other devices ([`Context::has_sm90a`](crate::driver::Context::has_sm90a) says which).
     ///
     /// ```
     /// use half::bf16;
@@ -411,7 +408,17 @@ impl<'a> Stream<Recording<'a>> {
         alpha: f32,
         beta: f32,
     ) -> Result<()> {
-        self.gemm_wgmma_tiled(WgmmaTileN::N256, a, b, c, m, n, k, alpha, beta)
+        // 256-wide tiles unless they would leave more than half the multiprocessors idle:
+        // on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256)
+        // against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+        let sms = self.context().device().multiprocessors as usize;
+        let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
+        let tile_n = if 2 * tiles_256 < sms {
+            WgmmaTileN::N128
+        } else {
+            WgmmaTileN::N256
+        };
+        self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, alpha, beta)
     }
 
     /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
@@ -430,17 +437,51 @@ impl<'a> Stream<Recording<'a>> {
         beta: f32,
     ) -> Result<()> {
         let kern = WgmmaGemmKernel(T::TYPE, tile_n);
+        let names = ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"];
+        let operands = |a, b| {
+            Ok([
+                KernelArg::half_tensor_map(a, m, k, TILE_M, TILE_K)?,
+                KernelArg::half_tensor_map(b, k, n, TILE_K, BOX_N)?,
+            ])
+        };
+        self.tensor_core_gemm(
+            Family::GemmWgmma,
+            &kern,
+            names,
+            (a, b, c),
+            (m, n, k),
+            (alpha, beta),
+            operands,
+        )
+    }
+
+    /// The tensor-core GEMMs' launch: the shape and lengths checked, then A and B as
+    /// `operands` passes them (buffers, or tensor maps of them), C, m, n, k, alpha, beta.
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_core_gemm<T: HalfElem>(
+        &mut self,
+        family: Family,
+        kern: &dyn Kernel,
+        names: [&'static str; 3],
+        (a, b, c): (
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<f32>,
+        ),
+        (m, n, k): (usize, usize, usize),
+        (alpha, beta): (f32, f32),
+        operands: impl FnOnce(&'a DeviceBuffer<T>, &'a DeviceBuffer<T>) -> Result<[KernelArg<'a>; 2]>,
+    ) -> Result<()> {
         let cfg = kern.launch_config(&[m, n, k])?;
-        expect_len("gemm_wgmma a", a, m * k)?;
-        expect_len("gemm_wgmma b", b, k * n)?;
-        expect_len("gemm_wgmma c", c, m * n)?;
-        let f = self.context().function(Family::GemmWgmma, &kern.name())?;
-        let map_a = KernelArg::half_tensor_map(a, m, k, TILE_M, TILE_K)?;
-        let map_b = KernelArg::half_tensor_map(b, k, n, TILE_K, BOX_N)?;
+        expect_len(names[0], a, m * k)?;
+        expect_len(names[1], b, k * n)?;
+        expect_len(names[2], c, m * n)?;
+        let f = self.context().function(family, &kern.name())?;
+        let [a, b] = operands(a, b)?;
         self.launch(&f)
             .config(cfg)
-            .arg(map_a)
-            .arg(map_b)
+            .arg(a)
+            .arg(b)
             .arg(KernelArg::buf_mut(c))
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))

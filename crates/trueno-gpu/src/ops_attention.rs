@@ -10,6 +10,17 @@ use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, HalfElem, KvElem};
 use crate::ops::expect_len;
 
+/// How a decode step splits its cache (see [`Stream::decode_split`]): positions per
+/// chunk, chunks, the chunk kernel's launch, and the partials' scratch (accumulators;
+/// max and sum).
+pub(crate) struct DecodeSplit {
+    pub(crate) chunk: usize,
+    pub(crate) splits: usize,
+    pub(crate) cfg: LaunchConfig,
+    pub(crate) part_acc: DeviceBuffer<f32>,
+    pub(crate) part_ml: DeviceBuffer<f32>,
+}
+
 impl<'a> Stream<Recording<'a>> {
     /// Writes one step's keys and values (f32, `[batch, heads_kv, dim]`) into the caches
     /// (`[batch, heads_kv, capacity, dim]` of f32, bf16 or f16: 16-bit caches get each
@@ -107,8 +118,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: DecodeShape,
         scale: f32,
     ) -> Result<()> {
-        let dim = shape.dim as u32;
-        let (chunk_k, merge_k) = (DecodeChunkKernel(dim, C::KV), DecodeMergeKernel(dim));
+        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::KV);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention q", q, rows * shape.dim)?;
@@ -120,55 +130,70 @@ impl<'a> Stream<Recording<'a>> {
         if out.device_ptr() == q.device_ptr() {
             return shape_err(&chunk_k.name(), "the output may not alias the query");
         }
-        let ctx = self.context();
-        let chunk = shape.chunk(ctx.device().multiprocessors as usize);
-        let splits = shape.capacity.div_ceil(chunk);
-        let cfg = chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?;
-        let merge_cfg = merge_k.launch_config(&[rows])?;
-        let part_acc = ctx.alloc::<f32>(rows * splits * shape.dim)?;
-        let part_ml = ctx.alloc::<f32>(rows * splits * 2)?;
-        let f = ctx.function(Family::Attention, &chunk_k.name())?;
+        let split = self.decode_split(&shape, &chunk_k)?;
+        let f = self
+            .context()
+            .function(Family::Attention, &chunk_k.name())?;
         self.launch(&f)
-            .config(cfg)
+            .config(split.cfg)
             .arg(KernelArg::buf(q))
             .arg(KernelArg::buf(k_cache))
             .arg(KernelArg::buf(v_cache))
             .arg(KernelArg::buf(lens))
-            .arg(KernelArg::scratch(&part_acc))
-            .arg(KernelArg::scratch(&part_ml))
+            .arg(KernelArg::scratch(&split.part_acc))
+            .arg(KernelArg::scratch(&split.part_ml))
             .arg(KernelArg::U32(shape.heads_q as u32))
             .arg(KernelArg::U32(shape.heads_kv as u32))
             .arg(KernelArg::U32(shape.capacity as u32))
-            .arg(KernelArg::U32(chunk as u32))
-            .arg(KernelArg::U32(splits as u32))
+            .arg(KernelArg::U32(split.chunk as u32))
+            .arg(KernelArg::U32(split.splits as u32))
             .arg(KernelArg::F32(scale))
             .run()?;
-        self.merge_chunks(merge_k, merge_cfg, part_acc, part_ml, out, splits)
+        self.merge_chunks(&shape, split, out)
+    }
+
+    /// A decode step's split of the cache (`shape.capacity` positions, the longest
+    /// sequence) into chunks, the chunk kernel's launch and the partials' scratch.
+    pub(crate) fn decode_split(
+        &self,
+        shape: &DecodeShape,
+        chunk_k: &dyn Kernel,
+    ) -> Result<DecodeSplit> {
+        let ctx = self.context();
+        let rows = shape.batch * shape.heads_q;
+        let chunk = shape.chunk(ctx.device().multiprocessors as usize);
+        let splits = shape.capacity.div_ceil(chunk);
+        Ok(DecodeSplit {
+            chunk,
+            splits,
+            cfg: chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?,
+            part_acc: ctx.alloc::<f32>(rows * splits * shape.dim)?,
+            part_ml: ctx.alloc::<f32>(rows * splits * 2)?,
+        })
     }
 
     /// The second launch of a decode step: each query head's chunk partials merged into
     /// `out`; the scratch then lives until the stream is synchronised.
     pub(crate) fn merge_chunks(
         &mut self,
-        merge_k: DecodeMergeKernel,
-        merge_cfg: LaunchConfig,
-        part_acc: DeviceBuffer<f32>,
-        part_ml: DeviceBuffer<f32>,
+        shape: &DecodeShape,
+        split: DecodeSplit,
         out: &'a DeviceBuffer<f32>,
-        splits: usize,
     ) -> Result<()> {
+        let merge_k = DecodeMergeKernel(shape.dim as u32);
+        let cfg = merge_k.launch_config(&[shape.batch * shape.heads_q])?;
         let f = self
             .context()
             .function(Family::Attention, &merge_k.name())?;
         self.launch(&f)
-            .config(merge_cfg)
-            .arg(KernelArg::scratch(&part_acc))
-            .arg(KernelArg::scratch(&part_ml))
+            .config(cfg)
+            .arg(KernelArg::scratch(&split.part_acc))
+            .arg(KernelArg::scratch(&split.part_ml))
             .arg(KernelArg::buf_mut(out))
-            .arg(KernelArg::U32(splits as u32))
+            .arg(KernelArg::U32(split.splits as u32))
             .run()?;
-        self.keep_alive(part_acc);
-        self.keep_alive(part_ml);
+        self.keep_alive(split.part_acc);
+        self.keep_alive(split.part_ml);
         Ok(())
     }
 

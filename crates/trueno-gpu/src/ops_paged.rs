@@ -3,7 +3,6 @@
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
-use crate::kernels::attention::DecodeMergeKernel;
 use crate::kernels::paged::{PagedDecodeChunkKernel, PagedKvAppendKernel, PagedShape};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, KvElem};
@@ -119,9 +118,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: PagedShape,
         scale: f32,
     ) -> Result<()> {
-        let dim = shape.dim as u32;
-        let chunk_k = PagedDecodeChunkKernel(dim, C::KV);
-        let merge_k = DecodeMergeKernel(dim);
+        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::KV);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention_paged q", q, rows * shape.dim)?;
@@ -137,33 +134,29 @@ impl<'a> Stream<Recording<'a>> {
         if out.device_ptr() == q.device_ptr() {
             return shape_err(&chunk_k.name(), "the output may not alias the query");
         }
-        let ctx = self.context();
         let longest = shape.as_decode();
-        let chunk = longest.chunk(ctx.device().multiprocessors as usize);
-        let splits = longest.capacity.div_ceil(chunk);
-        let cfg = chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?;
-        let merge_cfg = merge_k.launch_config(&[rows])?;
-        let part_acc = ctx.alloc::<f32>(rows * splits * shape.dim)?;
-        let part_ml = ctx.alloc::<f32>(rows * splits * 2)?;
-        let f = ctx.function(Family::Attention, &chunk_k.name())?;
+        let split = self.decode_split(&longest, &chunk_k)?;
+        let f = self
+            .context()
+            .function(Family::Attention, &chunk_k.name())?;
         self.launch(&f)
-            .config(cfg)
+            .config(split.cfg)
             .arg(KernelArg::buf(q))
             .arg(KernelArg::buf(k_pages))
             .arg(KernelArg::buf(v_pages))
             .arg(KernelArg::buf(lens))
             .arg(KernelArg::buf(table))
-            .arg(KernelArg::scratch(&part_acc))
-            .arg(KernelArg::scratch(&part_ml))
+            .arg(KernelArg::scratch(&split.part_acc))
+            .arg(KernelArg::scratch(&split.part_ml))
             .arg(KernelArg::U32(shape.heads_q as u32))
             .arg(KernelArg::U32(shape.heads_kv as u32))
             .arg(KernelArg::U32(shape.max_pages as u32))
             .arg(KernelArg::U32(shape.pool_pages as u32))
             .arg(KernelArg::U32(shape.page_size.trailing_zeros()))
-            .arg(KernelArg::U32(chunk as u32))
-            .arg(KernelArg::U32(splits as u32))
+            .arg(KernelArg::U32(split.chunk as u32))
+            .arg(KernelArg::U32(split.splits as u32))
             .arg(KernelArg::F32(scale))
             .run()?;
-        self.merge_chunks(merge_k, merge_cfg, part_acc, part_ml, out, splits)
+        self.merge_chunks(&longest, split, out)
     }
 }

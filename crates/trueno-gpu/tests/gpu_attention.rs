@@ -4,7 +4,7 @@
 //! propagation, bf16 and f16 caches, and the shape errors. Skipped without a GPU.
 
 mod common;
-use common::device::{Half, POISON, Rng, assert_close, ctx, poisoned, small};
+use common::device::{Half, POISON, Rng, assert_close, ctx, halves, poisoned, small};
 
 use half::{bf16, f16};
 use trueno_gpu::memory::KvElem;
@@ -119,16 +119,8 @@ fn check_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rn
     for (sh, lens) in shapes {
         let q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);
         let cache = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
-        let k: Vec<T> = rng
-            .vec(cache, -1.0, 1.0)
-            .into_iter()
-            .map(T::from_f32)
-            .collect();
-        let v: Vec<T> = rng
-            .vec(cache, -1.0, 1.0)
-            .into_iter()
-            .map(T::from_f32)
-            .collect();
+        let k: Vec<T> = halves(rng, cache);
+        let v: Vec<T> = halves(rng, cache);
         let got = run(ctx, sh, &q, &k, &v, &lens);
         let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
         let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
@@ -158,11 +150,7 @@ fn check_append_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: 
         dim: 64,
     };
     let cache_len = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
-    let k0: Vec<T> = rng
-        .vec(cache_len, -1.0, 1.0)
-        .into_iter()
-        .map(T::from_f32)
-        .collect();
+    let k0: Vec<T> = halves(rng, cache_len);
     let step = sh.batch * sh.heads_kv * sh.dim;
     // Values spanning magnitudes, so rounding (and f16's subnormals) is exercised.
     let kn: Vec<f32> = rng

@@ -4,7 +4,7 @@
 //! flat and peaked softmaxes, and the shape errors. Skipped without a GPU.
 
 mod common;
-use common::device::{Half, Rng, ctx, small};
+use common::device::{Half, Rng, ctx, halves, small};
 
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
@@ -25,10 +25,6 @@ fn offsets(lens: impl Iterator<Item = usize>) -> Vec<u32> {
         cu.push(cu.last().unwrap() + l as u32);
     }
     cu
-}
-
-fn halves<T: Half>(rng: &mut Rng, n: usize) -> Vec<T> {
-    rng.vec(n, -1.0, 1.0).into_iter().map(T::from_f32).collect()
 }
 
 fn check<T: Half>(ctx: &Context, rng: &mut Rng, c: &Case) {

@@ -4,7 +4,7 @@
 //! the shape errors. Skipped without a GPU (the wgmma tests also without an sm_90 one).
 
 mod common;
-use common::device::{Half, POISON, Rng, ctx, poisoned, small};
+use common::device::{Half, POISON, Rng, ctx, halves, poisoned, small};
 
 use half::{bf16, f16};
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
@@ -55,16 +55,8 @@ fn check<T: Half>(
     alpha: f32,
     beta: f32,
 ) {
-    let a: Vec<T> = rng
-        .vec(m * k, -1.0, 1.0)
-        .into_iter()
-        .map(T::from_f32)
-        .collect();
-    let b: Vec<T> = rng
-        .vec(k * n, -1.0, 1.0)
-        .into_iter()
-        .map(T::from_f32)
-        .collect();
+    let a: Vec<T> = halves(rng, m * k);
+    let b: Vec<T> = halves(rng, k * n);
     let c0 = rng.vec(m * n, -2.0, 2.0);
     let (af, bf): (Vec<f64>, Vec<f64>) = (
         a.iter().map(|x| x.to_f64()).collect(),

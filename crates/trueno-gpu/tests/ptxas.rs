@@ -159,29 +159,10 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
 /// 16-bit operands by F2FP packs, in registers.
 #[test]
 fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
-    let Some(ptxas) = ptxas() else {
-        assert!(
-            !common::required(),
-            "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
-        );
-        eprintln!("SKIPPED: ptxas not found");
-        return;
-    };
-    let cuobjdump = ptxas.with_file_name("cuobjdump");
-    if !cuobjdump.exists() {
-        assert!(
-            !common::required(),
-            "no cuobjdump beside {}",
-            ptxas.display()
-        );
-        eprintln!("SKIPPED: no cuobjdump beside ptxas");
-        return;
-    }
+    let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::Kernel;
     use trueno_gpu::kernels::flash_attention::{FlashAttentionKernel, HEAD_DIMS};
     use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
-    let dir = std::env::temp_dir().join(format!("trueno-sass-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let hmma = |ty| match ty {
         HalfType::Bf16 => "HMMA.16816.F32.BF16",
         HalfType::F16 => "HMMA.16816.F32 ",
@@ -198,22 +179,11 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     }
     for (k, hmma, packs) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
-            let stem = format!("{}_{}", k.name(), target.name());
-            let file = dir.join(format!("{stem}.ptx"));
-            std::fs::write(&file, k.emit_ptx(target).unwrap()).unwrap();
-            let cubin = file.with_extension("cubin");
-            trueno_gpu::analyze::ptxas::run_verbose(&ptxas, &file, target.name(), &cubin)
-                .unwrap_or_else(|log| panic!("{stem}: {log}"));
-            let out = std::process::Command::new(&cuobjdump)
-                .arg("-sass")
-                .arg(&cubin)
-                .output()
-                .unwrap();
-            let sass = String::from_utf8_lossy(&out.stdout);
-            let count = |op: &str| sass.matches(op).count();
+            let (stem, code) = sass.of(&**k, target);
+            let count = |op: &str| code.matches(op).count();
             // The GEMM's loop body: 4 x 4 fragments x 2 k16 steps per k-tile; attention's
             // at least 64 (Q K^T and P V of one key tile).
-            assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{sass}", count(hmma));
+            assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
             assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
             assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
             assert!(
@@ -225,7 +195,6 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
@@ -234,45 +203,14 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 /// warpgroups trade registers (USETMAXREG), and no mma.sync path (HMMA) is left.
 #[test]
 fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
-    let Some(ptxas) = ptxas() else {
-        assert!(
-            !common::required(),
-            "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
-        );
-        eprintln!("SKIPPED: ptxas not found");
-        return;
-    };
-    let cuobjdump = ptxas.with_file_name("cuobjdump");
-    if !cuobjdump.exists() {
-        assert!(
-            !common::required(),
-            "no cuobjdump beside {}",
-            ptxas.display()
-        );
-        eprintln!("SKIPPED: no cuobjdump beside ptxas");
-        return;
-    }
-    use trueno_gpu::kernels::Kernel;
+    let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::gemm_mma::HalfType;
     use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
-    let dir = std::env::temp_dir().join(format!("trueno-sass-wgmma-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     for ty in [HalfType::Bf16, HalfType::F16] {
         for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
             let k = WgmmaGemmKernel(ty, tn);
-            let stem = k.name();
-            let file = dir.join(format!("{stem}.ptx"));
-            std::fs::write(&file, k.emit_ptx(Target::Sm90a).unwrap()).unwrap();
-            let cubin = file.with_extension("cubin");
-            trueno_gpu::analyze::ptxas::run_verbose(&ptxas, &file, "sm_90a", &cubin)
-                .unwrap_or_else(|log| panic!("{stem}: {log}"));
-            let out = std::process::Command::new(&cuobjdump)
-                .arg("-sass")
-                .arg(&cubin)
-                .output()
-                .unwrap();
-            let sass = String::from_utf8_lossy(&out.stdout);
-            let count = |op: &str| sass.matches(op).count();
+            let (stem, code) = sass.of(&k, Target::Sm90a);
+            let count = |op: &str| code.matches(op).count();
             let hgmma = format!(
                 "HGMMA.64x{}x16.F32{}",
                 tn.elems(),
@@ -281,7 +219,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
             // Four k16 products per 64-wide k-tile.
             assert!(
                 count(&hgmma) >= 4,
-                "{stem}: {} {hgmma}\n{sass}",
+                "{stem}: {} {hgmma}\n{code}",
                 count(&hgmma)
             );
             let boxes = 1 + tn.elems() as usize / 64;
@@ -299,5 +237,69 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
             );
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
+/// kernel's machine code as text. `find` says SKIPPED (or fails under
+/// TRUENO_REQUIRE_PTXAS) when either is missing.
+struct Sass {
+    ptxas: std::path::PathBuf,
+    cuobjdump: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl Sass {
+    fn find() -> Option<Sass> {
+        let Some(ptxas) = ptxas() else {
+            assert!(
+                !common::required(),
+                "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
+            );
+            eprintln!("SKIPPED: ptxas not found");
+            return None;
+        };
+        let cuobjdump = ptxas.with_file_name("cuobjdump");
+        if !cuobjdump.exists() {
+            assert!(
+                !common::required(),
+                "no cuobjdump beside {}",
+                ptxas.display()
+            );
+            eprintln!("SKIPPED: no cuobjdump beside ptxas");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "trueno-sass-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Sass {
+            ptxas,
+            cuobjdump,
+            dir,
+        })
+    }
+
+    /// `kernel` assembled for `target`: its `name_target` stem and its SASS.
+    fn of(&self, kernel: &dyn trueno_gpu::kernels::Kernel, target: Target) -> (String, String) {
+        let stem = format!("{}_{}", kernel.name(), target.name());
+        let file = self.dir.join(format!("{stem}.ptx"));
+        std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
+        let cubin = file.with_extension("cubin");
+        trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
+            .unwrap_or_else(|log| panic!("{stem}: {log}"));
+        let out = std::process::Command::new(&self.cuobjdump)
+            .arg("-sass")
+            .arg(&cubin)
+            .output()
+            .unwrap();
+        (stem, String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Sass {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

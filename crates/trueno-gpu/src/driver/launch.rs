@@ -73,9 +73,11 @@ impl<'a> KernelArg<'a> {
     }
 
     /// A tensor map of `of`, the row-major `rows x cols` matrix of 16-bit floats read in
-    /// boxes of `box_rows x box_cols` (see [`TensorMap::half_2d`](super::TensorMap::half_2d));
-    /// the buffer stays borrowed by the recording, as with [`buf`](Self::buf), and the
-    /// map describes no other.
+    /// boxes of `box_rows x box_cols` (columns 8 to 64 in steps of 8, rows 1 to 256),
+    /// written to shared memory in the 128-byte swizzled layout, parts of a box outside
+    /// the matrix as zeros; `cols` a multiple of 8 (rows on 16-byte boundaries). The
+    /// buffer stays borrowed by the recording, as with [`buf`](Self::buf), and the map
+    /// describes no other.
     pub fn half_tensor_map<T: crate::memory::HalfElem>(
         of: &'a DeviceBuffer<T>,
         rows: usize,

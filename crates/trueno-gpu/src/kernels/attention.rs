@@ -113,6 +113,35 @@ pub struct DecodeShape {
     pub dim: usize,
 }
 
+/// The head checks every decode layout shares: query heads a multiple of the key/value
+/// heads, a head dimension the kernels are built for.
+pub(super) fn check_heads(
+    kernel: &str,
+    (heads_q, heads_kv, dim): (usize, usize, usize),
+) -> Result<()> {
+    if !heads_q.is_multiple_of(heads_kv) {
+        return shape_err(
+            kernel,
+            format!("{heads_q} query heads are not a multiple of {heads_kv} key/value heads"),
+        );
+    }
+    if !HEAD_DIMS.contains(&(dim as u32)) {
+        return shape_err(
+            kernel,
+            format!("head dimension {dim} (built for 64, 128, 256)"),
+        );
+    }
+    Ok(())
+}
+
+/// Whether the product of `parts` fits 32-bit indexing.
+pub(super) fn fits_u32(parts: &[usize]) -> bool {
+    parts
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .is_some_and(|t| t <= u32::MAX as usize)
+}
+
 impl DecodeShape {
     /// Checks the shape; `kernel` names the error.
     pub fn check(&self, kernel: &str) -> Result<()> {
@@ -120,26 +149,11 @@ impl DecodeShape {
         if [s.batch, s.heads_q, s.heads_kv, s.capacity, s.dim].contains(&0) {
             return shape_err(kernel, format!("zero-size shape {s:?}"));
         }
-        if !s.heads_q.is_multiple_of(s.heads_kv) {
-            return shape_err(
-                kernel,
-                format!(
-                    "{} query heads are not a multiple of {} key/value heads",
-                    s.heads_q, s.heads_kv
-                ),
-            );
-        }
-        if !HEAD_DIMS.contains(&(s.dim as u32)) {
-            return shape_err(
-                kernel,
-                format!("head dimension {} (built for 64, 128, 256)", s.dim),
-            );
-        }
-        let cache = [s.batch, s.heads_kv, s.capacity, s.dim]
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d));
-        let too_big = cache.is_none_or(|c| c > u32::MAX as usize);
-        if too_big || s.batch > 65535 || s.heads_q > 65535 {
+        check_heads(kernel, (s.heads_q, s.heads_kv, s.dim))?;
+        if !fits_u32(&[s.batch, s.heads_kv, s.capacity, s.dim])
+            || s.batch > 65535
+            || s.heads_q > 65535
+        {
             return shape_err(kernel, format!("{s:?} exceeds 32-bit indexing or the grid"));
         }
         Ok(())

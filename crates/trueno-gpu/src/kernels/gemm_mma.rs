@@ -470,27 +470,46 @@ impl Kernel for MmaGemmKernel {
     }
     /// `[m, n, k]`; `n` and `k` multiples of 8.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        // Row indices reach the end of the last block tile (A's copies and C's stores
-        // compute them before their bounds predicates).
-        let [m, n, k] = gemm_dims(&name, dims, TILE as usize)?;
-        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
-            return shape_err(
-                &name,
-                format!(
-                    "n = {n} and k = {k} must be multiples of 8 (rows are copied in 16-byte \
-                     chunks); pad them or use the f32 GEMM"
-                ),
-            );
-        }
-        let gx = blocks_for(&name, n, TILE as usize, i32::MAX as u32)?;
-        let gy = blocks_for(&name, m, TILE as usize, 65535)?;
-        Ok(LaunchConfig {
-            grid: (gx, gy, 1),
-            block: (THREADS, 1, 1),
-            shared_bytes: self.1.shared_bytes(),
-        })
+        tensor_core_launch(
+            &self.name(),
+            dims,
+            (TILE, TILE),
+            THREADS,
+            self.1.shared_bytes(),
+        )
     }
+}
+
+/// The launch of a tensor-core GEMM over `[m, n, k]`: one block of `threads` per
+/// `tile.0 x tile.1` tile of C (row indices may reach the end of the last tile: A's
+/// copies and C's stores compute them before their bounds predicates). Rows are copied
+/// in 16-byte chunks, so `n` and `k` must be multiples of 8; `gemm_dims` bounds the
+/// products by 2^32, so with `n, k >= 8` every dimension is below 2^29 (the copy
+/// engine's signed 32-bit coordinates included).
+pub(super) fn tensor_core_launch(
+    name: &str,
+    dims: &[usize],
+    (tile_m, tile_n): (u32, u32),
+    threads: u32,
+    shared_bytes: u32,
+) -> Result<LaunchConfig> {
+    let [m, n, k] = gemm_dims(name, dims, tile_m as usize)?;
+    if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
+        return shape_err(
+            name,
+            format!(
+                "n = {n} and k = {k} must be multiples of 8 (rows are copied in 16-byte \
+                 chunks); pad them or use the f32 GEMM"
+            ),
+        );
+    }
+    let gx = blocks_for(name, n, tile_n as usize, i32::MAX as u32)?;
+    let gy = blocks_for(name, m, tile_m as usize, 65535)?;
+    Ok(LaunchConfig {
+        grid: (gx, gy, 1),
+        block: (threads, 1, 1),
+        shared_bytes,
+    })
 }
 
 /// Every tensor-core GEMM configuration.

@@ -17,10 +17,9 @@
 //! tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are multiples
 //! of 8.
 
-use super::gemm::gemm_dims;
-use super::gemm_mma::{CStore, HalfType, raster};
-use super::{Family, Kernel, LaunchConfig, blocks_for};
-use crate::error::{Result, shape_err};
+use super::gemm_mma::{CStore, HalfType, raster, tensor_core_launch};
+use super::{Family, Kernel, LaunchConfig};
+use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
@@ -272,33 +271,15 @@ impl Kernel for WgmmaGemmKernel {
     fn targets(&self) -> &'static [Target] {
         &[Target::Sm90a]
     }
-    /// `[m, n, k]`; `n` and `k` multiples of 8, each below 2^31 (copy coordinates are
-    /// signed 32-bit).
+    /// `[m, n, k]`; `n` and `k` multiples of 8 (as the sm_80 GEMM's).
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        let [m, n, k] = gemm_dims(&name, dims, TILE_M as usize)?;
-        if !n.is_multiple_of(8) || !k.is_multiple_of(8) {
-            return shape_err(
-                &name,
-                format!(
-                    "n = {n} and k = {k} must be multiples of 8 (the copy engine reads rows \
-                     whose strides are multiples of 16 bytes); pad them or use the f32 GEMM"
-                ),
-            );
-        }
-        if dims.iter().any(|&d| d > i32::MAX as usize) {
-            return shape_err(
-                &name,
-                format!("{dims:?}: each dimension must be below 2^31"),
-            );
-        }
-        let gx = blocks_for(&name, n, self.1.elems() as usize, i32::MAX as u32)?;
-        let gy = blocks_for(&name, m, TILE_M as usize, 65535)?;
-        Ok(LaunchConfig {
-            grid: (gx, gy, 1),
-            block: (THREADS, 1, 1),
-            shared_bytes: self.1.shared_bytes(),
-        })
+        tensor_core_launch(
+            &self.name(),
+            dims,
+            (TILE_M, self.1.elems()),
+            THREADS,
+            self.1.shared_bytes(),
+        )
     }
 }
 

@@ -10,7 +10,9 @@
 //! ids past the pool are clamped to its last page, so a bad table can give wrong rows
 //! but never an access outside the pool.
 
-use super::attention::{DecodeChunkKernel, DecodeShape, HEAD_DIMS, attend_f64, build_chunk};
+use super::attention::{
+    DecodeChunkKernel, DecodeShape, HEAD_DIMS, attend_f64, build_chunk, check_heads, fits_u32,
+};
 use super::helpers::elem_addr;
 use super::kv_cache::{self, KvAppendKernel, KvType};
 use super::{Family, Kernel, LaunchConfig};
@@ -118,32 +120,12 @@ impl PagedShape {
                 format!("page size {} is not a power of two", s.page_size),
             );
         }
-        if !s.heads_q.is_multiple_of(s.heads_kv) {
-            return shape_err(
-                kernel,
-                format!(
-                    "{} query heads are not a multiple of {} key/value heads",
-                    s.heads_q, s.heads_kv
-                ),
-            );
-        }
-        if !HEAD_DIMS.contains(&(s.dim as u32)) {
-            return shape_err(
-                kernel,
-                format!("head dimension {} (built for 64, 128, 256)", s.dim),
-            );
-        }
+        check_heads(kernel, (s.heads_q, s.heads_kv, s.dim))?;
         if s.batch > 65535 || s.heads_q > 65535 {
             return shape_err(kernel, format!("{s:?} exceeds the grid"));
         }
-        let fits = |parts: &[usize]| {
-            parts
-                .iter()
-                .try_fold(1usize, |a, &d| a.checked_mul(d))
-                .is_some_and(|t| t <= u32::MAX as usize)
-        };
-        let pool = fits(&[s.pool_pages, s.heads_kv, s.page_size, s.dim]);
-        if !pool || !fits(&[s.batch, s.max_pages]) || !fits(&[s.max_pages, s.page_size]) {
+        let pool = fits_u32(&[s.pool_pages, s.heads_kv, s.page_size, s.dim]);
+        if !pool || !fits_u32(&[s.batch, s.max_pages]) || !fits_u32(&[s.max_pages, s.page_size]) {
             return shape_err(kernel, format!("{s:?} exceeds 32-bit indexing"));
         }
         Ok(())

@@ -44,6 +44,11 @@ impl Rng {
     }
 }
 
+/// `n` random 16-bit values in [-1, 1).
+pub fn halves<T: Half>(rng: &mut Rng, n: usize) -> Vec<T> {
+    rng.vec(n, -1.0, 1.0).into_iter().map(T::from_f32).collect()
+}
+
 pub fn poisoned(ctx: &Context, n: usize) -> DeviceBuffer<f32> {
     let mut b = ctx.alloc::<f32>(n).unwrap();
     b.fill_u32(POISON).unwrap();

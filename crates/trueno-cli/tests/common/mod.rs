@@ -1,0 +1,23 @@
+//! Running the `trueno` binary from the integration tests.
+
+use std::process::Command;
+
+/// `trueno ARGS`, which must succeed (its stderr is the failure message).
+pub fn trueno_ok(args: &[&str]) -> std::process::Output {
+    let out = trueno(args);
+    assert!(
+        out.status.success(),
+        "trueno {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `trueno ARGS`, whatever its exit status.
+pub fn trueno(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_trueno"))
+        .args(args)
+        .env_remove("TRUENO_BACKEND")
+        .output()
+        .unwrap()
+}
