@@ -151,6 +151,10 @@ fn mnemonic(i: &Instr) -> String {
         Op::Shl => format!("shl{ty}"),
         Op::Shr => format!("shr{ty}"),
         Op::Prmt => format!("prmt{ty}"),
+        Op::Dp4a { a_signed, b_signed } => {
+            let t = |s: bool| if s { "s32" } else { "u32" };
+            format!("dp4a.{}.{}", t(*a_signed), t(*b_signed))
+        }
         Op::Cvt { from } => format!("cvt{rnd}{ty}.{from}"),
         Op::CvtPack => format!("cvt{rnd}{ty}x2.f32"),
         Op::CvtaToGlobal => "cvta.to.global.u64".into(),

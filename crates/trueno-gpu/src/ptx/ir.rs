@@ -300,6 +300,15 @@ pub enum Op {
     Shr,
     /// `prmt.b32` dst <- bytes of (a, b) picked by a selector (srcs: a, b, selector)
     Prmt,
+    /// `dp4a.{a}.{b}` dst <- c + the dot product of the four bytes of a and of b, each
+    /// byte signed or unsigned as named (srcs: a, b, c; dst and c s32 when either is
+    /// signed)
+    Dp4a {
+        /// The bytes of `a` are signed.
+        a_signed: bool,
+        /// The bytes of `b` are signed.
+        b_signed: bool,
+    },
     /// `cvt.{dst}.{from}`
     Cvt {
         /// Source type.

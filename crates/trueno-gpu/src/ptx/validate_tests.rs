@@ -161,3 +161,48 @@ fn a_branch_to_an_unplaced_label_is_rejected() {
     b.ret();
     assert!(messages(&b.finish()).contains("never placed"));
 }
+
+#[test]
+fn dp4a_validates_and_spells_each_operands_signedness() {
+    let mut b = KernelBuilder::new("dp4a");
+    let y = b.param_ptr("y", PtxType::S32);
+    let w = b.mov::<U32>(0x0F0F_0F0Fu32);
+    let a = b.mov::<U32>(0x8001_7F02u32);
+    let s = b.dp4a(w, a, 5i32, false, true);
+    let s = b.dp4a(a, a, s, true, true);
+    b.st::<crate::ptx::S32, _>(crate::ptx::Space::Global, y, 0, s);
+    b.ret();
+    let k = b.finish();
+    assert_eq!(messages(&k), "");
+    let ptx = crate::ptx::emit_module(crate::ptx::Target::Sm80, &[crate::ptx::compile(k).unwrap()]);
+    assert!(ptx.contains("dp4a.u32.s32"), "{ptx}");
+    assert!(ptx.contains("dp4a.s32.s32"), "{ptx}");
+
+    // An f32 accumulator is not an s32 one.
+    let mut b = KernelBuilder::new("dp4a_f32");
+    let f = b.mov::<F32>(1.0f32);
+    let mut k = b.finish();
+    let d = VReg {
+        id: k.next_reg,
+        ty: PtxType::S32,
+    };
+    k.next_reg += 1;
+    k.body.push(Instr::new(
+        Op::Dp4a {
+            a_signed: false,
+            b_signed: true,
+        },
+        Some(PtxType::S32),
+        vec![d],
+        vec![
+            Operand::Imm(Imm::Int(1)),
+            Operand::Imm(Imm::Int(1)),
+            Operand::Reg(f.vreg()),
+        ],
+    ));
+    assert!(
+        messages(&k).contains("s32-typed instruction reads"),
+        "{}",
+        messages(&k)
+    );
+}

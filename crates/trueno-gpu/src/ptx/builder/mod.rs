@@ -387,6 +387,25 @@ impl KernelBuilder {
         self.op1(Op::Prmt, PtxType::B32, None, srcs)
     }
 
+    /// `c + sum_k a[k] * b[k]` over the four bytes of `a` and `b`, exactly (`dp4a`): four
+    /// 8-bit products per instruction, the integer path of quantized dot products.
+    /// `a_signed` / `b_signed` say how each operand's bytes are read.
+    pub fn dp4a(
+        &mut self,
+        a: Reg<U32>,
+        b: Reg<U32>,
+        c: impl Into<Src<S32>>,
+        a_signed: bool,
+        b_signed: bool,
+    ) -> Reg<S32> {
+        let srcs = vec![
+            Operand::Reg(a.vreg()),
+            Operand::Reg(b.vreg()),
+            c.into().operand(),
+        ];
+        self.op1(Op::Dp4a { a_signed, b_signed }, PtxType::S32, None, srcs)
+    }
+
     /// Reinterprets the bits of a 32-bit register (`mov.b32`).
     pub fn bitcast32<D: RegType, S: RegType>(&mut self, a: Reg<S>) -> Reg<D> {
         self.op1(Op::Mov, PtxType::B32, None, vec![Operand::Reg(a.vreg())])
