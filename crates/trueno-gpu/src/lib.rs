@@ -58,6 +58,7 @@ pub mod memory;
 mod ops;
 mod ops_attention;
 mod ops_paged;
+mod ops_qgemv;
 pub mod plan;
 pub mod ptx;
 

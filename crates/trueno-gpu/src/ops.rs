@@ -15,12 +15,11 @@ use crate::kernels::gemm::{GemmKernel, GemmVariant};
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
 use crate::kernels::norm::{NormKernel, NormOp};
-use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
 use crate::kernels::rope::{RopeKernel, RopeMode};
 use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
-use crate::memory::{DeviceBuffer, HalfElem, QuantMatrix};
+use crate::memory::{DeviceBuffer, HalfElem};
 
 pub(crate) fn expect_len<T: crate::memory::DeviceCopy>(
     what: &'static str,
@@ -488,32 +487,6 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(k as u32))
             .arg(KernelArg::F32(alpha))
             .arg(KernelArg::F32(beta))
-            .run()
-    }
-
-    /// `y = W x` straight from quantized weights (dequantized in registers, f32
-    /// accumulation): `x` has `w.cols()` elements, `y` gets `w.rows()`. `y` may not be `x`.
-    pub fn qgemv(
-        &mut self,
-        w: &'a QuantMatrix,
-        x: &'a DeviceBuffer<f32>,
-        y: &'a DeviceBuffer<f32>,
-    ) -> Result<()> {
-        let k = QgemvKernel(w.format());
-        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
-        expect_len("qgemv input", x, w.cols())?;
-        expect_len("qgemv output", y, w.rows())?;
-        if x.device_ptr() == y.device_ptr() {
-            return shape_err(&k.name(), "the output may not alias the input");
-        }
-        let f = self.context().function(Family::Qgemv, &k.name())?;
-        self.launch(&f)
-            .config(cfg)
-            .arg(KernelArg::buf(w.words()))
-            .arg(KernelArg::buf(x))
-            .arg(KernelArg::buf_mut(y))
-            .arg(KernelArg::U32(w.rows() as u32))
-            .arg(KernelArg::U32((w.cols() / w.format().block_elems()) as u32))
             .run()
     }
 

@@ -239,6 +239,33 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     }
 }
 
+/// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
+/// (four 8-bit products per instruction, unsigned weight nibbles by signed activation
+/// bytes) and their weights and activations arrive in 16-byte loads, on every target.
+#[test]
+fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    for f in QgemvQ8kKernel::FORMATS {
+        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+            let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
+            let count = |op: &str| code.matches(op).count();
+            // Eight per super-block step, two steps issued together.
+            assert!(
+                count("IDP.4A.U8.S8") >= 16,
+                "{stem}: {} IDP.4A.U8.S8\n{code}",
+                count("IDP.4A.U8.S8")
+            );
+            // Header, quants and two activation quads per step (and Q5_K's fifth bits).
+            assert!(
+                count("LDG.E.128") >= 8,
+                "{stem}: {} LDG.E.128",
+                count("LDG.E.128")
+            );
+        }
+    }
+}
+
 /// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
 /// kernel's machine code as text. `find` says SKIPPED (or fails under
 /// TRUENO_REQUIRE_PTXAS) when either is missing.

@@ -16,8 +16,10 @@ mod math;
 pub mod norm;
 pub mod paged;
 pub mod qgemv;
+pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_q6k;
+pub mod quantize_q8k;
 pub mod reduce;
 pub mod rope;
 pub mod softmax;
@@ -104,7 +106,9 @@ pub enum Family {
     GemmMma,
     /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
     GemmWgmma,
-    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)
+    /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
+    /// against f32 activations; Q4_K, Q5_K against Q8_K ones) and the activations'
+    /// quantization
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,

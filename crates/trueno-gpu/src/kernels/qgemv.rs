@@ -17,6 +17,8 @@
 //! 16-bit ones (qgemv_q6k.rs).
 
 use super::helpers::warp_reduce;
+use super::qgemv_dp4a::QgemvQ8kKernel;
+use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use super::{qgemv_k, qgemv_q6k};
 use crate::error::{Result, shape_err};
@@ -411,11 +413,18 @@ impl Kernel for QgemvKernel {
     }
 }
 
-/// Every quantized matrix-vector kernel.
+/// Every quantized matrix-vector kernel: f32 activations, then the integer ones and the
+/// activation quantization they read.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    QuantFormat::ALL
+    let f32_act = QuantFormat::ALL
         .iter()
-        .map(|&f| Box::new(QgemvKernel(f)) as Box<dyn Kernel>)
+        .map(|&f| Box::new(QgemvKernel(f)) as Box<dyn Kernel>);
+    let int = QgemvQ8kKernel::FORMATS
+        .iter()
+        .map(|&f| Box::new(QgemvQ8kKernel(f)) as Box<dyn Kernel>);
+    f32_act
+        .chain(int)
+        .chain([Box::new(QuantizeQ8kKernel) as Box<dyn Kernel>])
         .collect()
 }
 

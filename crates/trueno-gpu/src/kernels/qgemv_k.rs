@@ -49,6 +49,56 @@ fn dot4(b: &mut KernelBuilder, nibbles: Reg<U32>, x: &[Reg<F32>; 4]) -> (Reg<F32
     (s, b.add(sx, t))
 }
 
+/// The 6-bit (scale, min) of sub-block `j` from the three scale words `s` of a Q4_K /
+/// Q5_K super-block (GGML's `get_scale_min_k4`): `shift` is `8 * (j % 4)`, `low_pack`
+/// whether `j < 4` (both scale and min sit whole in bytes `j` and `j + 4`; above, their
+/// low four bits in byte `j + 4` of the last word and their top two in the top bits of
+/// bytes `j - 4` and `j`).
+pub(super) fn scale_min(
+    b: &mut KernelBuilder,
+    s: [Reg<U32>; 3],
+    low_pack: Reg<Pred>,
+    shift: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    let b0 = byte(b, s[0], shift);
+    let b1 = byte(b, s[1], shift);
+    let b2 = byte(b, s[2], shift);
+    let sc_lo = b.and(b0, 63u32);
+    let m_lo = b.and(b1, 63u32);
+    let top0 = b.shr(b0, 6u32);
+    let top0 = b.shl(top0, 4u32);
+    let low2 = b.and(b2, 15u32);
+    let sc_hi = b.or(low2, top0);
+    let top1 = b.shr(b1, 6u32);
+    let top1 = b.shl(top1, 4u32);
+    let high2 = b.shr(b2, 4u32);
+    let m_hi = b.or(high2, top1);
+    (b.selp(sc_lo, sc_hi, low_pack), b.selp(m_lo, m_hi, low_pack))
+}
+
+/// The quants of four bytes `q` of a chunk, as bytes: its low nibbles (sub-block `2c`)
+/// and its high ones (`2c + 1`); for Q5_K, `fifth` is the matching `qh` word and `2c`,
+/// whose bits `2c` and `2c + 1` of each byte become bit 4 of the two.
+pub(super) fn quant_bytes(
+    b: &mut KernelBuilder,
+    q: Reg<U32>,
+    fifth: Option<(Reg<U32>, Reg<U32>)>,
+) -> (Reg<U32>, Reg<U32>) {
+    let mut lo = b.and(q, 0x0F0F_0F0Fu32);
+    let hi = b.shr(q, 4u32);
+    let mut hi = b.and(hi, 0x0F0F_0F0Fu32);
+    if let Some((qh, sub)) = fifth {
+        for (half, extra) in [(&mut lo, 0u32), (&mut hi, 1)] {
+            let s = b.add(sub, extra);
+            let bits = b.shr(qh, s);
+            let bits = b.and(bits, 0x0101_0101u32);
+            let bits = b.shl(bits, 4u32);
+            *half = b.or(*half, bits);
+        }
+    }
+    (lo, hi)
+}
+
 /// One lane's loads for one super-block.
 struct Loaded {
     head: Reg<U32>,
@@ -72,44 +122,17 @@ fn super_block_dot(
 ) -> Reg<F32> {
     let d = half_of(b, l.head, false);
     let dmin = half_of(b, l.head, true);
-    // (scale, min) of sub-block 2c + i, as f32 (GGML's get_scale_min_k4).
-    let s = l.s;
-    let scale_min = |b: &mut KernelBuilder, shift: Reg<U32>| {
-        let b0 = byte(b, s[0], shift);
-        let b1 = byte(b, s[1], shift);
-        let b2 = byte(b, s[2], shift);
-        let sc_lo = b.and(b0, 63u32);
-        let m_lo = b.and(b1, 63u32);
-        let top0 = b.shr(b0, 6u32);
-        let top0 = b.shl(top0, 4u32);
-        let low2 = b.and(b2, 15u32);
-        let sc_hi = b.or(low2, top0);
-        let top1 = b.shr(b1, 6u32);
-        let top1 = b.shl(top1, 4u32);
-        let high2 = b.shr(b2, 4u32);
-        let m_hi = b.or(high2, top1);
-        let sc = b.selp(sc_lo, sc_hi, low_pack);
-        let m = b.selp(m_lo, m_hi, low_pack);
+    let as_f32 = |b: &mut KernelBuilder, (sc, m): (Reg<U32>, Reg<U32>)| {
         (
             b.cvt::<F32, U32>(sc, Some(Rounding::Rn)),
             b.cvt::<F32, U32>(m, Some(Rounding::Rn)),
         )
     };
-    let (sc0, m0) = scale_min(b, shift0);
-    let (sc1, m1) = scale_min(b, shift1);
-    let mut lo = b.and(l.q, 0x0F0F_0F0Fu32);
-    let hi = b.shr(l.q, 4u32);
-    let mut hi = b.and(hi, 0x0F0F_0F0Fu32);
-    if let (Some(qh), Some(sub)) = (l.qh, sub_shift) {
-        // Bit 2c (low nibbles' sub-block) and 2c + 1 of each qh byte, moved to bit 4.
-        for (half, extra) in [(&mut lo, 0u32), (&mut hi, 1)] {
-            let s = b.add(sub, extra);
-            let bits = b.shr(qh, s);
-            let bits = b.and(bits, 0x0101_0101u32);
-            let bits = b.shl(bits, 4u32);
-            *half = b.or(*half, bits);
-        }
-    }
+    let sm0 = scale_min(b, l.s, low_pack, shift0);
+    let (sc0, m0) = as_f32(b, sm0);
+    let sm1 = scale_min(b, l.s, low_pack, shift1);
+    let (sc1, m1) = as_f32(b, sm1);
+    let (lo, hi) = quant_bytes(b, l.q, l.qh.zip(sub_shift));
     let (s0, sx0) = dot4(b, lo, &l.xl);
     let (s1, sx1) = dot4(b, hi, &l.xh);
     let qs = b.mul(sc0, s0);

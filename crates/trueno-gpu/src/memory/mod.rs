@@ -4,11 +4,13 @@
 mod device_buffer;
 mod host_buffer;
 pub(crate) mod pool;
+mod q8k_vector;
 mod quant_matrix;
 
 pub use device_buffer::DeviceBuffer;
 pub use host_buffer::HostBuffer;
 pub use pool::PoolStats;
+pub use q8k_vector::Q8kVector;
 pub use quant_matrix::QuantMatrix;
 
 use crate::ptx::PtxType;

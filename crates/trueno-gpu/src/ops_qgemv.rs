@@ -1,0 +1,120 @@
+//! Matrix-vector products from GGML-quantized weights: against f32 activations, and the
+//! integer path (activations quantized to Q8_K once, then `dp4a` products).
+
+use crate::driver::{KernelArg, Recording, Stream};
+use crate::error::{Result, shape_err};
+use crate::kernels::qgemv::QgemvKernel;
+use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
+use crate::kernels::{Family, Kernel};
+use crate::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
+use crate::ops::expect_len;
+
+impl<'a> Stream<Recording<'a>> {
+    /// `y = W x` straight from quantized weights (dequantized in registers, f32
+    /// accumulation): `x` has `w.cols()` elements, `y` gets `w.rows()`. `y` may not be `x`.
+    pub fn qgemv(
+        &mut self,
+        w: &'a QuantMatrix,
+        x: &'a DeviceBuffer<f32>,
+        y: &'a DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let k = QgemvKernel(w.format());
+        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
+        expect_len("qgemv input", x, w.cols())?;
+        expect_len("qgemv output", y, w.rows())?;
+        if x.device_ptr() == y.device_ptr() {
+            return shape_err(&k.name(), "the output may not alias the input");
+        }
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(w.words()))
+            .arg(KernelArg::buf(x))
+            .arg(KernelArg::buf_mut(y))
+            .arg(KernelArg::U32(w.rows() as u32))
+            .arg(KernelArg::U32((w.cols() / w.format().block_elems()) as u32))
+            .run()
+    }
+
+    /// Quantizes `x` to Q8_K into `q` (GGML's `quantize_row_q8_K`, bit for bit: see
+    /// [`crate::kernels::quantize_q8k`]), the activations of [`Self::qgemv_q8k`]. `x` and
+    /// `q` have the same length, a multiple of 256.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // A 2 x 256 Q4_K matrix: d = 1, dmin = 0, every 6-bit scale 1, every quant 1.
+    /// let mut block = vec![0u8; 144];
+    /// block[..2].copy_from_slice(&half::f16::ONE.to_le_bytes());
+    /// block[4..8].fill(1); // scales of sub-blocks 0-3
+    /// block[12..16].fill(1); // low bits of the scales of sub-blocks 4-7
+    /// block[16..].fill(0x11);
+    /// let w = ctx.upload_quant(QuantFormat::Q4K, 2, 256, &[block.clone(), block].concat())?;
+    /// let x = ctx.upload(&vec![0.25f32; 256])?;
+    /// let (q, mut y) = (ctx.alloc_q8k(256)?, ctx.alloc::<f32>(2)?);
+    /// let mut s = ctx.stream()?.record();
+    /// s.quantize_q8k(&x, &q)?;
+    /// s.qgemv_q8k(&w, &q, &y)?;
+    /// s.sync()?;
+    /// // 0.25 is the block's largest magnitude: exactly -128 * (-1 / 512) each.
+    /// assert_eq!(y.to_vec()?, vec![64.0, 64.0]);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn quantize_q8k(&mut self, x: &'a DeviceBuffer<f32>, q: &'a Q8kVector) -> Result<()> {
+        let k = QuantizeQ8kKernel;
+        let cfg = k.launch_config(&[x.len()])?;
+        if q.len() != x.len() {
+            return shape_err(
+                &k.name(),
+                format!("{} values into a Q8_K vector of {}", x.len(), q.len()),
+            );
+        }
+        let (qs, d, sums) = q.parts();
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(x))
+            .arg(KernelArg::buf_mut(qs))
+            .arg(KernelArg::buf_mut(d))
+            .arg(KernelArg::buf_mut(sums))
+            .arg(KernelArg::U32((x.len() / BLOCK) as u32))
+            .run()
+    }
+
+    /// `y = W a` for K-quant weights `W` (Q4_K or Q5_K, see [`QgemvQ8kKernel::FORMATS`])
+    /// and activations quantized by [`Self::quantize_q8k`]: integer products per
+    /// sub-block, GGML's fast path (the result is trueno-quant's `dot_q8` per row, up to
+    /// the order of the f32 sums; the activations' rounding is the difference from
+    /// [`Self::qgemv`]). `a` has `w.cols()` values, `y` gets `w.rows()`.
+    pub fn qgemv_q8k(
+        &mut self,
+        w: &'a QuantMatrix,
+        a: &'a Q8kVector,
+        y: &'a DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let k = QgemvQ8kKernel(w.format());
+        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
+        if a.len() != w.cols() {
+            return shape_err(
+                &k.name(),
+                format!("{} activations for {} columns", a.len(), w.cols()),
+            );
+        }
+        expect_len("qgemv_q8k output", y, w.rows())?;
+        let (qs, d, sums) = a.parts();
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(w.words()))
+            .arg(KernelArg::buf(qs))
+            .arg(KernelArg::buf(d))
+            .arg(KernelArg::buf(sums))
+            .arg(KernelArg::buf_mut(y))
+            .arg(KernelArg::U32(w.rows() as u32))
+            .arg(KernelArg::U32((w.cols() / BLOCK) as u32))
+            .run()
+    }
+}

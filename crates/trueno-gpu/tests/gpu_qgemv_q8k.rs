@@ -1,0 +1,276 @@
+//! The integer quantized matrix-vector path on the GPU: activations quantized to Q8_K
+//! (against trueno-quant's quantizer, byte for byte, edge values included) and K-quant
+//! weights against them (against an f64 product of the dequantized weights and the
+//! dequantized activations), at block counts below, at and past a warp's step; the
+//! shape errors that come before a launch.
+//!
+//! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
+//! makes that a failure).
+
+mod common;
+use common::device::{POISON, Rng, ctx, poisoned, small};
+use trueno_gpu::kernels::qgemv::QuantFormat;
+use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use trueno_quant::QuantFormat as CpuFormat;
+
+fn cpu(f: QuantFormat) -> CpuFormat {
+    match f {
+        QuantFormat::Q4K => CpuFormat::Q4K,
+        QuantFormat::Q5K => CpuFormat::Q5K,
+        other => panic!("{} has no integer kernel", other.name()),
+    }
+}
+
+/// Blocks of 256 that exercise the quantizer's corners, then random values.
+fn edge_vector(rng: &mut Rng) -> Vec<f32> {
+    let mut blocks: Vec<Vec<f32>> = vec![
+        vec![0.0; 256],
+        // Equal magnitudes of both signs: the first one sets the sign of the scale.
+        (0..256)
+            .map(|i| if i % 3 == 0 { -2.0 } else { 2.0 })
+            .collect(),
+        (0..256)
+            .map(|i| if i % 3 == 1 { -2.0 } else { 2.0 })
+            .collect(),
+        // iscale = -1: every x.5 is a tie, rounded to even.
+        (0..256).map(|i| (i as f32 - 128.0) / 2.0).collect(),
+        // Subnormals: iscale overflows to infinity (0 * inf quantizes to 127).
+        (0..256).map(|i| (i as f32 - 100.0) * 1e-41).collect(),
+        // Non-finite values: the block's scale becomes NaN.
+        vec![f32::NAN; 256],
+        (0..256)
+            .map(|i| if i == 7 { f32::INFINITY } else { i as f32 })
+            .collect(),
+        (0..256)
+            .map(|i| if i == 200 { f32::NAN } else { i as f32 - 50.0 })
+            .collect(),
+    ];
+    blocks.push(rng.vec(256, -1e-3, 1e-3));
+    blocks.push(rng.vec(256, -300.0, 300.0));
+    blocks.concat()
+}
+
+/// trueno-quant's Q8_K bytes for each finite block; for a block with a non-finite value
+/// (which trueno-quant refuses) a NaN scale and zero quants and sums.
+fn expected_q8k(x: &[f32]) -> Vec<Vec<u8>> {
+    x.chunks(256)
+        .map(|b| {
+            if b.iter().all(|v| v.is_finite()) {
+                trueno_quant::quantize(CpuFormat::Q8K, b).unwrap()
+            } else {
+                let mut out = vec![0u8; 292];
+                out[..4].copy_from_slice(&f32::NAN.to_le_bytes());
+                out
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn quantize_q8k_is_trueno_quants_bit_for_bit() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x51ed);
+    let mut inputs = vec![edge_vector(&mut rng), rng.vec(256, -1.0, 1.0)];
+    inputs.push(rng.vec(17 * 256, -4.0, 4.0));
+    if !small() {
+        inputs.push(rng.vec(14336, -1.0, 1.0));
+    }
+    for x in &inputs {
+        let want = expected_q8k(x);
+        let xd = ctx.upload(x).unwrap();
+        let mut q = ctx.alloc_q8k(x.len()).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        s.quantize_q8k(&xd, &q).unwrap();
+        s.sync().unwrap();
+        let got = q.to_blocks().unwrap();
+        assert_eq!(got.len(), want.len() * 292);
+        for (blk, (g, w)) in got.chunks(292).zip(&want).enumerate() {
+            let d = |b: &[u8]| f32::from_le_bytes(b[..4].try_into().unwrap());
+            let same_d = d(g).to_bits() == d(w).to_bits() || (d(g).is_nan() && d(w).is_nan());
+            assert!(
+                same_d,
+                "{} values: block {blk} scale {} != {}",
+                x.len(),
+                d(g),
+                d(w)
+            );
+            assert_eq!(&g[4..], &w[4..], "{} values: block {blk} differs", x.len());
+        }
+    }
+}
+
+/// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
+/// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
+/// (the scale and min parts apart, found by dequantizing with `dmin`, then `d`, zeroed).
+fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> Vec<(f64, f64)> {
+    let deq = |bytes: &[u8], format: CpuFormat, n: usize| {
+        let mut out = vec![0f32; n];
+        trueno_quant::dequantize(format, bytes, &mut out).unwrap();
+        out
+    };
+    let zeroed = |at: usize| {
+        let mut v = w.to_vec();
+        for b in v.chunks_exact_mut(f.block_bytes()) {
+            b[at..at + 2].fill(0);
+        }
+        deq(&v, cpu(f), rows * cols)
+    };
+    let full = deq(w, cpu(f), rows * cols);
+    let (scaled, mins) = (zeroed(2), zeroed(0));
+    let a = deq(act, CpuFormat::Q8K, cols);
+    let blocks = (cols / 256) as f64;
+    (0..rows)
+        .map(|r| {
+            let row = r * cols..(r + 1) * cols;
+            let dot: f64 = full[row.clone()]
+                .iter()
+                .zip(&a)
+                .map(|(&w, &a)| w as f64 * a as f64)
+                .sum();
+            let mass: f64 = scaled[row.clone()]
+                .iter()
+                .zip(&mins[row])
+                .zip(&a)
+                .map(|((&s, &m), &a)| (s as f64 * a as f64).abs() + (m as f64 * a as f64).abs())
+                .sum();
+            (dot, (blocks + 64.0) * f32::EPSILON as f64 * mass)
+        })
+        .collect()
+}
+
+/// Random quant bytes with one of a few f16 values (both signs, 1e-3 to 3.5) in `d` and
+/// `dmin`, so every 6-bit scale and min and every quant value appears.
+fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
+    const SCALES: [u16; 5] = [0x3C00, 0x2E66, 0xB800, 0x1419, 0xC300];
+    let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
+        .map(|_| rng.next() as u8)
+        .collect();
+    for b in w.chunks_exact_mut(f.block_bytes()) {
+        for at in [0, 2] {
+            let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
+            b[at..at + 2].copy_from_slice(&s.to_le_bytes());
+        }
+    }
+    w
+}
+
+#[test]
+fn qgemv_q8k_matches_the_dequantized_reference() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x4b38);
+    for f in QgemvQ8kKernel::FORMATS {
+        // Super-blocks per row: 1, 3 (under one warp step), 8 (two steps: one unrolled
+        // pass), 37 (ragged), 128; then the LLM widths.
+        let mut shapes = vec![(1, 256), (7, 3 * 256), (9, 8 * 256), (33, 37 * 256)];
+        shapes.push((64, 128 * 256));
+        if !small() {
+            shapes.extend([(1031, 4096), (300, 14336)]);
+        }
+        for &(rows, cols) in &shapes {
+            let mut x = rng.vec(cols, -1.0, 1.0);
+            if cols > 256 {
+                // An all-zero activation block (scale 0) in the middle of the row.
+                x[256..512].fill(0.0);
+            }
+            let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+            let dense = rng.vec(rows * cols, -2.0, 2.0);
+            let quantized = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+            for (kind, w) in [
+                ("quantized", quantized),
+                ("raw", raw_blocks(&mut rng, f, rows, cols)),
+            ] {
+                let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+                let xd = ctx.upload(&x).unwrap();
+                let mut q = ctx.alloc_q8k(cols).unwrap();
+                let mut yd = poisoned(&ctx, rows);
+                let mut s = ctx.stream().unwrap().record();
+                s.quantize_q8k(&xd, &q).unwrap();
+                s.qgemv_q8k(&wd, &q, &yd).unwrap();
+                s.sync().unwrap();
+                assert!(q.to_blocks().unwrap() == act, "activations differ");
+                let y = yd.to_vec().unwrap();
+                let name = format!("{} {kind} {rows}x{cols}", f.name());
+                for (r, (&got, &(want, bound))) in y
+                    .iter()
+                    .zip(&reference(f, &w, &act, rows, cols))
+                    .enumerate()
+                {
+                    assert!(got.to_bits() != POISON, "{name}: row {r} never written");
+                    let err = (got as f64 - want).abs();
+                    assert!(
+                        err <= bound,
+                        "{name} row {r}: got {got}, want {want} (err {err:e} > {bound:e})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn q8k_shapes_are_checked_before_launch() {
+    let Some(ctx) = ctx() else { return };
+    assert!(ctx.alloc_q8k(0).is_err(), "empty");
+    assert!(ctx.alloc_q8k(300).is_err(), "not whole blocks");
+    let x = ctx.upload(&[0.5f32; 512]).unwrap();
+    let x_ragged = ctx.alloc::<f32>(500).unwrap();
+    let q = ctx.alloc_q8k(512).unwrap();
+    let q_short = ctx.alloc_q8k(256).unwrap();
+    let y = ctx.alloc::<f32>(4).unwrap();
+    let y_short = ctx.alloc::<f32>(3).unwrap();
+    let ws: Vec<_> = QuantFormat::ALL
+        .iter()
+        .map(|&f| {
+            let bytes = vec![0u8; f.matrix_bytes(4, 512).unwrap()];
+            ctx.upload_quant(f, 4, 512, &bytes).unwrap()
+        })
+        .collect();
+    let mut s = ctx.stream().unwrap().record();
+    assert!(s.quantize_q8k(&x, &q_short).is_err(), "length mismatch");
+    assert!(s.quantize_q8k(&x_ragged, &q).is_err(), "not whole blocks");
+    s.quantize_q8k(&x, &q).unwrap();
+    for w in &ws {
+        let f = w.format();
+        if QgemvQ8kKernel::FORMATS.contains(&f) {
+            assert!(s.qgemv_q8k(w, &q_short, &y).is_err(), "activation length");
+            assert!(s.qgemv_q8k(w, &q, &y_short).is_err(), "output length");
+            s.qgemv_q8k(w, &q, &y).unwrap();
+        } else {
+            assert!(
+                s.qgemv_q8k(w, &q, &y).is_err(),
+                "{} has no integer kernel",
+                f.name()
+            );
+        }
+    }
+    s.sync().unwrap();
+}
+
+#[test]
+fn a_non_finite_activation_makes_every_output_nan() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0xbad);
+    for f in QgemvQ8kKernel::FORMATS {
+        let (rows, cols) = (5, 3 * 256);
+        let dense = rng.vec(rows * cols, -2.0, 2.0);
+        let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+        let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let mut x = rng.vec(cols, -1.0, 1.0);
+            x[300] = bad;
+            let xd = ctx.upload(&x).unwrap();
+            let q = ctx.alloc_q8k(cols).unwrap();
+            let mut yd = poisoned(&ctx, rows);
+            let mut s = ctx.stream().unwrap().record();
+            s.quantize_q8k(&xd, &q).unwrap();
+            s.qgemv_q8k(&wd, &q, &yd).unwrap();
+            s.sync().unwrap();
+            let y = yd.to_vec().unwrap();
+            assert!(
+                y.iter().all(|v| v.is_nan() && v.to_bits() != POISON),
+                "{} with {bad}: {y:?}",
+                f.name()
+            );
+        }
+    }
+}
