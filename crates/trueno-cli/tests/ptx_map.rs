@@ -65,7 +65,8 @@ fn tiny_llama(dir: &std::path::Path, arch: &str, bias: bool, drop: Option<&str>)
 #[test]
 fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     use trueno_gpu::kernels::Kernel;
-    use trueno_gpu::kernels::qgemv::{QgemvKernel, QuantFormat};
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     let dir = std::env::temp_dir().join(format!("trueno-cli-map-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let llama = tiny_llama(&dir, "llama", false, None);
@@ -75,13 +76,14 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     for want in [
         "llama, 2 layers, hidden 256, ffn 512, 4/2 heads x 64, vocab 320, rope normal",
         "layers 0-1 (each)",
-        "trueno_qgemv_q4_k_f32",
+        "trueno_quantize_q8k_f32",
+        "trueno_qgemv_q4_k_q8k",
         "trueno_qgemv_q6_k_f32",
         "trueno_decode_attn_d64_f16",
         "trueno_argmax_f32",
-        "33 launches per token (1 without a kernel yet)",
+        "39 launches per token (1 without a kernel yet)",
         "no kernel: token embedding rows",
-        "launch floor: 33 launches x 3.5 µs = 115.5 µs (above the roofline: launch-bound",
+        "launch floor: 39 launches x 3.5 µs = 136.5 µs (above the roofline: launch-bound",
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");
     }
@@ -90,10 +92,10 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "ptx", "map", &llama, "--json", "--device", "h200", "--kv", "bf16",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["totals"]["launches"], 33);
+    assert_eq!(v["totals"]["launches"], 39);
     assert_eq!(v["totals"]["steps_without_kernel"], 1);
     assert_eq!(v["kv_cache"], "bf16");
-    assert_eq!(v["totals"]["launch_floor_us"], 33.0 * 3.5);
+    assert_eq!(v["totals"]["launch_floor_us"], 39.0 * 3.5);
     let steps = v["layers"][0]["steps"].as_array().unwrap();
     assert_eq!(
         (
@@ -102,13 +104,17 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         ),
         (0.into(), 1.into())
     );
-    assert_eq!(steps.len(), 15);
-    let q = &steps[1];
+    // The norm, the input's quantization (shared by q, k and v), then the projections.
+    assert_eq!(steps.len(), 18);
+    assert_eq!(steps[1]["kernel"], "trueno_quantize_q8k_f32");
+    let q = &steps[2];
     assert_eq!(q["step"], "q projection");
-    // 256 x 256 Q4_K: 256 rows of one 144-byte block; x in and y out in f32.
-    assert_eq!(q["bytes"], 256 * 144 + (256 + 256) * 4);
+    // 256 x 256 Q4_K: 256 rows of one 144-byte block; the input as one Q8_K block (256
+    // quants, an f32 scale, sixteen i32 sums), y out in f32.
+    let q8k = 256 + 4 + 16 * 4;
+    assert_eq!(q["bytes"], 256 * 144 + q8k + 256 * 4);
     assert_eq!(q["flops"], 2 * 256 * 256);
-    let cfg = QgemvKernel(QuantFormat::Q4K)
+    let cfg = QgemvQ8kKernel(QuantFormat::Q4K)
         .launch_config(&[256, 256])
         .unwrap();
     assert_eq!(q["grid"][0], cfg.grid.0);
@@ -116,7 +122,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     // Memory-bound at H200's 4800 GB/s.
     let us = q["roofline_us"].as_f64().unwrap();
     assert!(
-        (us - (256.0 * 144.0 + 2048.0) / 4800e3).abs() < 1e-9,
+        (us - (256.0 * 144.0 + 324.0 + 1024.0) / 4800e3).abs() < 1e-9,
         "{us}"
     );
 
@@ -145,7 +151,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     let out = trueno_ok(&["ptx", "map", &qwen, "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["model"]["rope"], "neox");
-    assert_eq!(v["totals"]["launches"], 2 * 18 + 3);
+    assert_eq!(v["totals"]["launches"], 2 * 21 + 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

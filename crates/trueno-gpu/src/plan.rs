@@ -17,6 +17,8 @@ use crate::kernels::gemm_mma::HalfType;
 use crate::kernels::kv_cache::{KvAppendKernel, KvType};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
+use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::kernels::reduce::{ReduceKernel, ReduceOp};
 use crate::kernels::rope::{RopeKernel, RopeMode};
 
@@ -296,6 +298,45 @@ fn projection(what: &str, w: &WeightType, rows: usize, cols: usize, tokens: usiz
     }
 }
 
+/// The projections of `group` (what, weights, rows) that read one input of `cols`
+/// values: for a decode step, where any of them has an integer kernel (Q4_K, Q5_K), the
+/// input is quantized to Q8_K once and those take the `dp4a` path (faster than the f32
+/// one even with the quantization's launch: BENCHMARKS.md); the rest as [`projection`].
+fn projections(
+    group: &[(&str, &WeightType, usize)],
+    cols: usize,
+    tokens: usize,
+) -> Result<Vec<Step>> {
+    let integer = |w: &WeightType| {
+        w.qgemv_format()
+            .filter(|f| tokens == 1 && QgemvQ8kKernel::FORMATS.contains(f))
+    };
+    let mut steps = Vec::new();
+    let c = cols as u64;
+    // Q8_K: a byte a value, an f32 scale per 256 and an i32 sum per 16.
+    let act = c + c / 256 * 4 + c / 16 * 4;
+    if group.iter().any(|(_, w, _)| integer(w).is_some()) {
+        steps.push(launch(
+            "quantize input (Q8_K)",
+            &QuantizeQ8kKernel,
+            &[cols],
+            c * F32 + act,
+            3 * c,
+        )?);
+    }
+    for &(what, w, rows) in group {
+        steps.push(match integer(w) {
+            Some(f) => {
+                let r = rows as u64;
+                let bytes = w.bytes(r, c) + act + r * F32;
+                launch(what, &QgemvQ8kKernel(f), &[rows, cols], bytes, 2 * r * c)?
+            }
+            None => projection(what, w, rows, cols, tokens)?,
+        });
+    }
+    Ok(steps)
+}
+
 /// An elementwise op over `n` values reading `reads` arrays and writing one.
 fn elementwise(what: &str, op: ElementwiseOp, n: usize, reads: u64) -> Result<Step> {
     launch(
@@ -472,9 +513,15 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan
     let mut layers = Vec::with_capacity(m.layers);
     for w in &m.layer_weights {
         let mut s = vec![add_rmsnorm("attention norm (+ residual)", tokens, h)?];
-        s.push(projection("q projection", &w.q, hq * d, h, tokens)?);
-        s.push(projection("k projection", &w.k, hkv * d, h, tokens)?);
-        s.push(projection("v projection", &w.v, hkv * d, h, tokens)?);
+        s.extend(projections(
+            &[
+                ("q projection", &w.q, hq * d),
+                ("k projection", &w.k, hkv * d),
+                ("v projection", &w.v, hkv * d),
+            ],
+            h,
+            tokens,
+        )?);
         if m.qkv_bias {
             for (what, rows) in [("q bias", hq * d), ("k bias", hkv * d), ("v bias", hkv * d)] {
                 s.push(elementwise(what, ElementwiseOp::Add, tokens * rows, 2)?);
@@ -492,31 +539,47 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan
             )?);
         }
         s.extend(attention(m, phase, kv, sms)?);
-        s.push(projection("output projection", &w.o, h, hq * d, tokens)?);
+        s.extend(projections(
+            &[("output projection", &w.o, h)],
+            hq * d,
+            tokens,
+        )?);
         s.push(add_rmsnorm("ffn norm (+ residual)", tokens, h)?);
-        s.push(projection("gate projection", &w.gate, m.ffn, h, tokens)?);
-        s.push(projection("up projection", &w.up, m.ffn, h, tokens)?);
+        s.extend(projections(
+            &[
+                ("gate projection", &w.gate, m.ffn),
+                ("up projection", &w.up, m.ffn),
+            ],
+            h,
+            tokens,
+        )?);
         s.push(elementwise(
             "swiglu",
             ElementwiseOp::Swiglu,
             tokens * m.ffn,
             2,
         )?);
-        s.push(projection("down projection", &w.down, h, m.ffn, tokens)?);
+        s.extend(projections(
+            &[("down projection", &w.down, h)],
+            m.ffn,
+            tokens,
+        )?);
         layers.push(s);
     }
     // Logits for the last token only (a prompt's other positions need none).
-    let epilogue = vec![
-        add_rmsnorm("output norm (+ residual)", 1, h)?,
-        projection("output projection (logits)", &m.output, m.vocab, h, 1)?,
-        launch(
-            "argmax (greedy sampling)",
-            &ReduceKernel(ReduceOp::Argmax),
-            &[m.vocab],
-            m.vocab as u64 * F32,
-            m.vocab as u64,
-        )?,
-    ];
+    let mut epilogue = vec![add_rmsnorm("output norm (+ residual)", 1, h)?];
+    epilogue.extend(projections(
+        &[("output projection (logits)", &m.output, m.vocab)],
+        h,
+        1,
+    )?);
+    epilogue.extend([launch(
+        "argmax (greedy sampling)",
+        &ReduceKernel(ReduceOp::Argmax),
+        &[m.vocab],
+        m.vocab as u64 * F32,
+        m.vocab as u64,
+    )?]);
     Ok(Plan {
         phase,
         kv,

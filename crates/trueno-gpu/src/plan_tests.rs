@@ -52,14 +52,23 @@ fn llama3_8b_weight_bytes() -> u64 {
 }
 
 #[test]
-fn a_decode_step_is_fifteen_launches_a_layer_and_moves_the_weights_once() {
+fn a_decode_step_is_eighteen_launches_a_layer_and_moves_the_weights_once() {
     let m = llama3_8b();
     let h100 = DEVICES[0];
     let p = plan(&m, Phase::Decode { context: 4096 }, KvType::F16, h100.sms).unwrap();
     assert_eq!(p.layers.len(), 32);
-    assert!(p.layers.iter().all(|l| l.len() == 15));
-    // 32 x 15 in the layers, the output norm, logits and argmax after them.
-    assert_eq!(p.launches(), 32 * 15 + 3);
+    // Two norms, seven projections, two RoPEs, the cache append, attention's chunks and
+    // merge, SwiGLU, and three quantizations of a Q4_K input to Q8_K (shared by q, k and
+    // v; the output projection's; shared by gate and up; v and down are Q6_K).
+    assert!(p.layers.iter().all(|l| l.len() == 18));
+    let quantize = |l: &Vec<Step>| {
+        l.iter()
+            .filter(|s| s.kernel.as_deref() == Some("trueno_quantize_q8k_f32"))
+            .count()
+    };
+    assert!(p.layers.iter().all(|l| quantize(l) == 3));
+    // 32 x 18 in the layers, the output norm, logits (Q6_K: no quantization) and argmax.
+    assert_eq!(p.launches(), 32 * 18 + 3);
     // Only the embedding row has no kernel.
     assert_eq!(p.missing(), 1);
     let names: Vec<_> = p.layers[0]
@@ -68,7 +77,8 @@ fn a_decode_step_is_fifteen_launches_a_layer_and_moves_the_weights_once() {
         .collect();
     for k in [
         "trueno_add_rmsnorm_v4_f32",
-        "trueno_qgemv_q4_k_f32",
+        "trueno_quantize_q8k_f32",
+        "trueno_qgemv_q4_k_q8k",
         "trueno_qgemv_q6_k_f32",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
@@ -114,15 +124,18 @@ fn launch_configs_are_the_kernels_own() {
             .unwrap_or_else(|| panic!("{name}"))
             .clone()
     };
-    let q = step("trueno_qgemv_q4_k_f32");
+    let q = step("trueno_qgemv_q4_k_q8k");
     assert_eq!(
         q.config,
         Some(
-            QgemvKernel(QuantFormat::Q4K)
+            QgemvQ8kKernel(QuantFormat::Q4K)
                 .launch_config(&[4096, 4096])
                 .unwrap()
         )
     );
+    // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
+    let quantize = step("trueno_quantize_q8k_f32");
+    assert_eq!(quantize.config.unwrap().grid, (2, 1, 1));
     // 32K positions x 32 heads over 4 x 132 blocks: chunks of 1024 positions, 32 splits.
     let chunks = step("trueno_decode_attn_d128_bf16");
     assert_eq!(chunks.config.unwrap().grid, (32, 32, 1));
