@@ -3,13 +3,18 @@
 # memcheck and racecheck over them, and the benchmark with PyTorch as the peer.
 # Pack first on a build machine: scripts/device-pack.sh -p trueno-gpu && cp target/release/gpu-bench .device/
 # Usage: scripts/device-run.sh [tests] [sanitize] [bench] [quick]   (default: all three)
-# BENCH_ONLY=flash_attention,... limits the benchmark to those gpu-bench sections.
+# BENCH_ONLY=flash_attention,... limits the benchmark to those gpu-bench sections;
+# TESTS_ONLY=gpu_qgemv,... the tests and sanitizer runs to those test binaries.
 set -uo pipefail
 OUT=${OUT:-/tmp/trueno-device-out}; mkdir -p "$OUT"
 steps="${*:-tests sanitize bench}"
 export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 # The GPU test binaries (the packed ones are named NAME-HASH).
-TESTS=$(ls .device/gpu_kernels-* .device/gpu_qgemv-* .device/gpu_rope-* .device/gpu_mma-* .device/gpu_attention-*  .device/gpu_flash_attention-* .device/gpu_paged-* | grep -v "\.d$")
+TESTS=""
+only=${TESTS_ONLY:-gpu_kernels,gpu_qgemv,gpu_qgemv_q8k,gpu_rope,gpu_mma,gpu_attention,gpu_flash_attention,gpu_paged}
+for t in ${only//,/ }; do
+  TESTS="$TESTS $(ls .device/"$t"-* | grep -v "\.d$")"
+done
 L=$(ls .device/trueno_gpu-* | head -1)
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"

@@ -21,8 +21,9 @@ use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 use trueno_gpu::kernels::paged::PagedShape;
 use trueno_gpu::kernels::qgemv::QuantFormat;
+use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_gpu::kernels::rope::{self, RopeMode};
-use trueno_gpu::memory::DeviceBuffer;
+use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
 
 /// Bytes of inputs to cycle through so repeated runs miss L2 (50-60 MB on Hopper).
 const ROTATE_BYTES: usize = 256 << 20;
@@ -370,8 +371,47 @@ impl Bench {
                     r#"{{"kind":"qgemv","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{moved}}}"#,
                     f.name()
                 ));
+                if QgemvQ8kKernel::FORMATS.contains(&f) {
+                    self.qgemv_q8k(f, &ws, &x, &y, bytes)?;
+                }
             }
         }
+        Ok(())
+    }
+
+    /// The integer path for one weight format: the product alone (activations quantized
+    /// once beforehand, as the projections sharing an input do), then quantization and
+    /// product together (what a lone projection pays).
+    fn qgemv_q8k(
+        &mut self,
+        f: QuantFormat,
+        ws: &[QuantMatrix],
+        x: &DeviceBuffer<f32>,
+        y: &DeviceBuffer<f32>,
+        bytes: usize,
+    ) -> Result<()> {
+        let (rows, cols) = (ws[0].rows(), ws[0].cols());
+        let q = self.ctx.alloc_q8k(cols)?;
+        let mut s = self.ctx.stream()?.record();
+        s.quantize_q8k(x, &q)?;
+        s.sync()?;
+        // Quants, a scale per 256 and an i32 sum per 16, then y.
+        let act = cols + cols / 256 * 4 + cols / 16 * 4;
+        let ms = self.time(ws.len(), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
+        self.emit(format!(
+            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+            f.name(),
+            bytes + act + rows * 4
+        ));
+        let ms = self.time(ws.len(), |s, i| {
+            s.quantize_q8k(x, &q)?;
+            s.qgemv_q8k(&ws[i], &q, y)
+        })?;
+        self.emit(format!(
+            r#"{{"kind":"qgemv","format":"{} q8k+quantize","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+            f.name(),
+            bytes + cols * 4 + rows * 4
+        ));
         Ok(())
     }
 
