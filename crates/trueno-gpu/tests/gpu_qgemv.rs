@@ -7,7 +7,7 @@
 //! makes that a failure).
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, small};
+use common::device::{POISON, Rng, ctx, poisoned, raw_blocks, small};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_quant::QuantFormat as CpuFormat;
 
@@ -19,32 +19,6 @@ fn cpu(f: QuantFormat) -> CpuFormat {
         QuantFormat::Q5K => CpuFormat::Q5K,
         QuantFormat::Q6K => CpuFormat::Q6K,
     }
-}
-
-/// f16 scales of both signs and a wide range of sizes (bit patterns: 1, 0.1, -0.5,
-/// about 1e-3, -3.5).
-const SCALES: [u16; 5] = [0x3C00, 0x2E66, 0xB800, 0x1419, 0xC300];
-
-/// Raw blocks: random quant bytes (so Q8_0's -128, which quantization never writes, is
-/// covered; for Q4_K every 6-bit scale and min too) with one of [`SCALES`] in each block's
-/// f16 fields (Q4_K's `d` and `dmin`).
-fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
-    let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
-        .map(|_| rng.next() as u8)
-        .collect();
-    // Byte offsets of the f16 fields: Q4_K's d and dmin lead, Q6_K's d is last.
-    let fields: &[usize] = match f {
-        QuantFormat::Q4K | QuantFormat::Q5K => &[0, 2],
-        QuantFormat::Q6K => &[208],
-        _ => &[0],
-    };
-    for b in w.chunks_exact_mut(f.block_bytes()) {
-        for &at in fields {
-            let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
-            b[at..at + 2].copy_from_slice(&s.to_le_bytes());
-        }
-    }
-    w
 }
 
 /// `W x` through trueno-quant's dequantization, in f64, and the bound on an f32 sum of

@@ -8,7 +8,7 @@
 //! makes that a failure).
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, small};
+use common::device::{POISON, Rng, ctx, poisoned, raw_blocks, small};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_quant::QuantFormat as CpuFormat;
@@ -136,22 +136,6 @@ fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> 
             (dot, (blocks + 64.0) * f32::EPSILON as f64 * mass)
         })
         .collect()
-}
-
-/// Random quant bytes with one of a few f16 values (both signs, 1e-3 to 3.5) in `d` and
-/// `dmin`, so every 6-bit scale and min and every quant value appears.
-fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Vec<u8> {
-    const SCALES: [u16; 5] = [0x3C00, 0x2E66, 0xB800, 0x1419, 0xC300];
-    let mut w: Vec<u8> = (0..f.matrix_bytes(rows, cols).unwrap())
-        .map(|_| rng.next() as u8)
-        .collect();
-    for b in w.chunks_exact_mut(f.block_bytes()) {
-        for at in [0, 2] {
-            let s = SCALES[(rng.next() % SCALES.len() as u64) as usize];
-            b[at..at + 2].copy_from_slice(&s.to_le_bytes());
-        }
-    }
-    w
 }
 
 #[test]

@@ -16,7 +16,9 @@
 //! exactly the lane's share of each sub-block's min term.
 
 use super::qgemv::{QuantFormat, f16_bits, store_sum};
-use super::qgemv_k::{BLOCK_BYTES, BLOCK_BYTES_Q5K, THREADS, quant_bytes, scale_min};
+use super::qgemv_k::{
+    BLOCK_BYTES, BLOCK_BYTES_Q5K, ChunkScales, THREADS, chunk_scales, quant_bytes, scale_min,
+};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -54,15 +56,6 @@ struct Loads {
     a_hi: [Reg<U32>; 4],
     dx: Reg<F32>,
     bs: [Reg<S32>; 2],
-}
-
-/// Where the lane's two sub-blocks' scales sit (see qgemv_k.rs's `scale_min`).
-struct Split {
-    low_pack: Reg<Pred>,
-    shift0: Reg<U32>,
-    shift1: Reg<U32>,
-    /// `2c`, the low nibbles' sub-block.
-    j0: Reg<U32>,
 }
 
 impl Ptrs {
@@ -128,7 +121,7 @@ impl Ptrs {
 impl Loads {
     /// The lane's share of its super-block: `dx * (d * sum_j sc_j * sum(q a) - dmin *
     /// sum_j m_j * sum(a))` over its halves of sub-blocks `2c` and `2c + 1`.
-    fn part(&self, b: &mut KernelBuilder, sp: &Split) -> Reg<F32> {
+    fn part(&self, b: &mut KernelBuilder, sp: &ChunkScales) -> Reg<F32> {
         let mut dot_lo = b.mov::<S32>(0i32);
         let mut dot_hi = b.mov::<S32>(0i32);
         for i in 0..4 {
@@ -213,12 +206,7 @@ impl Kernel for QgemvQ8kKernel {
         let p = b.and(lane, 7u32);
         let c = b.shr(p, 1u32);
         let h = b.and(p, 1u32);
-        // Scale bytes of sub-blocks 2c and 2c + 1 (as in qgemv_k.rs).
-        let low_pack = b.setp::<U32>(Cmp::Lt, c, 2u32);
-        let j0 = b.shl(c, 1u32);
-        let jj0 = b.and(j0, 3u32);
-        let shift0 = b.shl(jj0, 3u32);
-        let shift1 = b.add(shift0, 8u32);
+        let split = chunk_scales(&mut b, c);
 
         let row_bytes = b.mul(blocks, bb);
         let row_off = b.mul_wide(row, row_bytes);
@@ -250,12 +238,6 @@ impl Kernel for QgemvQ8kKernel {
             a: ap,
             d: dp,
             sums: sp,
-        };
-        let split = Split {
-            low_pack,
-            shift0,
-            shift1,
-            j0,
         };
         let acc = b.mov::<F32>(0.0f32);
         b.for_loop(g, blocks, BLOCKS_PER_STEP * UNROLL, false, |b, k| {

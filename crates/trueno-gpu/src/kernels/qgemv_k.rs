@@ -76,6 +76,34 @@ pub(super) fn scale_min(
     (b.selp(sc_lo, sc_hi, low_pack), b.selp(m_lo, m_hi, low_pack))
 }
 
+/// Where the scales of chunk `c`'s sub-blocks `2c` and `2c + 1` sit: bytes `(2c) % 4`
+/// and `(2c + 1) % 4` of the three scale words, in the low (`c < 2`) or high packing.
+pub(super) struct ChunkScales {
+    /// `c < 2`.
+    pub low_pack: Reg<Pred>,
+    /// `8 * ((2c) % 4)`, the shift of sub-block `2c`'s bytes.
+    pub shift0: Reg<U32>,
+    /// The same for `2c + 1`.
+    pub shift1: Reg<U32>,
+    /// `2c` (Q5_K's fifth bits of the low nibbles are bit `2c` of each `qh` byte).
+    pub j0: Reg<U32>,
+}
+
+/// [`ChunkScales`] of chunk `c`.
+pub(super) fn chunk_scales(b: &mut KernelBuilder, c: Reg<U32>) -> ChunkScales {
+    let low_pack = b.setp::<U32>(Cmp::Lt, c, 2u32);
+    let j0 = b.shl(c, 1u32);
+    let jj0 = b.and(j0, 3u32);
+    let shift0 = b.shl(jj0, 3u32);
+    let shift1 = b.add(shift0, 8u32);
+    ChunkScales {
+        low_pack,
+        shift0,
+        shift1,
+        j0,
+    }
+}
+
 /// The quants of four bytes `q` of a chunk, as bytes: its low nibbles (sub-block `2c`)
 /// and its high ones (`2c + 1`); for Q5_K, `fifth` is the matching `qh` word and `2c`,
 /// whose bits `2c` and `2c + 1` of each byte become bit 4 of the two.
@@ -112,14 +140,7 @@ struct Loaded {
 
 /// The lane's share of one super-block: its two sub-blocks'
 /// `d * sc * sum(x q) - dmin * m * sum(x)`.
-fn super_block_dot(
-    b: &mut KernelBuilder,
-    l: &Loaded,
-    low_pack: Reg<Pred>,
-    shift0: Reg<U32>,
-    shift1: Reg<U32>,
-    sub_shift: Option<Reg<U32>>,
-) -> Reg<F32> {
+fn super_block_dot(b: &mut KernelBuilder, l: &Loaded, cs: &ChunkScales) -> Reg<F32> {
     let d = half_of(b, l.head, false);
     let dmin = half_of(b, l.head, true);
     let as_f32 = |b: &mut KernelBuilder, (sc, m): (Reg<U32>, Reg<U32>)| {
@@ -128,11 +149,11 @@ fn super_block_dot(
             b.cvt::<F32, U32>(m, Some(Rounding::Rn)),
         )
     };
-    let sm0 = scale_min(b, l.s, low_pack, shift0);
+    let sm0 = scale_min(b, l.s, cs.low_pack, cs.shift0);
     let (sc0, m0) = as_f32(b, sm0);
-    let sm1 = scale_min(b, l.s, low_pack, shift1);
+    let sm1 = scale_min(b, l.s, cs.low_pack, cs.shift1);
     let (sc1, m1) = as_f32(b, sm1);
-    let (lo, hi) = quant_bytes(b, l.q, l.qh.zip(sub_shift));
+    let (lo, hi) = quant_bytes(b, l.q, l.qh.map(|qh| (qh, cs.j0)));
     let (s0, sx0) = dot4(b, lo, &l.xl);
     let (s1, sx1) = dot4(b, hi, &l.xh);
     let qs = b.mul(sc0, s0);
@@ -230,13 +251,7 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
     let c = b.shr(lane, 3u32);
     let p = b.and(lane, 7u32);
     let p4 = b.shl(p, 2u32);
-    // Sub-blocks 2c and 2c + 1: their scale bytes sit at index (2c) % 4 and (2c + 1) % 4
-    // of the three scale words, in the low (c < 2) or high (c >= 2) packing.
-    let low_pack = b.setp::<U32>(Cmp::Lt, c, 2u32);
-    let j0 = b.shl(c, 1u32);
-    let jj0 = b.and(j0, 3u32);
-    let shift0 = b.shl(jj0, 3u32);
-    let shift1 = b.add(shift0, 8u32);
+    let cs = chunk_scales(&mut b, c);
 
     let q_off = b.mad(c, 32u32, p4);
     let q_off = b.add(q_off, qs_at);
@@ -244,7 +259,6 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
     let qh_off = b.add(p4, 16u32);
     let qh_off = b.cvt::<U64, U32>(qh_off, None);
     let qhp = b.add(blk, qh_off);
-    let sub_shift = five_bit.then_some(j0);
     let q_off = b.cvt::<U64, U32>(q_off, None);
     let qp = b.add(blk, q_off);
     let x_elem = b.mad(c, 64u32, p4);
@@ -260,6 +274,6 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
             xl: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 0),
             xh: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 32 * 4),
         };
-        super_block_dot(b, &l, low_pack, shift0, shift1, sub_shift)
+        super_block_dot(b, &l, &cs)
     })
 }
