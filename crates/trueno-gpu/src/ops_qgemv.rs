@@ -84,7 +84,7 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// `y = W a` for K-quant weights `W` (Q4_K or Q5_K, see [`QgemvQ8kKernel::FORMATS`])
+    /// `y = W a` for K-quant weights `W` (Q4_K, Q5_K or Q6_K: [`QgemvQ8kKernel::FORMATS`])
     /// and activations quantized by [`Self::quantize_q8k`]: integer products per
     /// sub-block, GGML's fast path (the result is trueno-quant's `dot_q8` per row, up to
     /// the order of the f32 sums; the activations' rounding is the difference from

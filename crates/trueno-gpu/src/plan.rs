@@ -299,7 +299,7 @@ fn projection(what: &str, w: &WeightType, rows: usize, cols: usize, tokens: usiz
 }
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
-/// values: for a decode step, where any of them has an integer kernel (Q4_K, Q5_K), the
+/// values: for a decode step, where any of them has an integer kernel (the K-quants), the
 /// input is quantized to Q8_K once and those take the `dp4a` path (faster than the f32
 /// one even with the quantization's launch: BENCHMARKS.md); the rest as [`projection`].
 fn projections(

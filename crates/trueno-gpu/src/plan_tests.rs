@@ -52,23 +52,23 @@ fn llama3_8b_weight_bytes() -> u64 {
 }
 
 #[test]
-fn a_decode_step_is_eighteen_launches_a_layer_and_moves_the_weights_once() {
+fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     let m = llama3_8b();
     let h100 = DEVICES[0];
     let p = plan(&m, Phase::Decode { context: 4096 }, KvType::F16, h100.sms).unwrap();
     assert_eq!(p.layers.len(), 32);
     // Two norms, seven projections, two RoPEs, the cache append, attention's chunks and
-    // merge, SwiGLU, and three quantizations of a Q4_K input to Q8_K (shared by q, k and
-    // v; the output projection's; shared by gate and up; v and down are Q6_K).
-    assert!(p.layers.iter().all(|l| l.len() == 18));
+    // merge, SwiGLU, and four quantizations of a projection input to Q8_K (shared by q,
+    // k and v; the output projection's; shared by gate and up; down's).
+    assert!(p.layers.iter().all(|l| l.len() == 19));
     let quantize = |l: &Vec<Step>| {
         l.iter()
             .filter(|s| s.kernel.as_deref() == Some("trueno_quantize_q8k_f32"))
             .count()
     };
-    assert!(p.layers.iter().all(|l| quantize(l) == 3));
-    // 32 x 18 in the layers, the output norm, logits (Q6_K: no quantization) and argmax.
-    assert_eq!(p.launches(), 32 * 18 + 3);
+    assert!(p.layers.iter().all(|l| quantize(l) == 4));
+    // 32 x 19 in the layers, the output norm, its quantization, logits and argmax.
+    assert_eq!(p.launches(), 32 * 19 + 4);
     // Only the embedding row has no kernel.
     assert_eq!(p.missing(), 1);
     let names: Vec<_> = p.layers[0]
@@ -79,7 +79,7 @@ fn a_decode_step_is_eighteen_launches_a_layer_and_moves_the_weights_once() {
         "trueno_add_rmsnorm_v4_f32",
         "trueno_quantize_q8k_f32",
         "trueno_qgemv_q4_k_q8k",
-        "trueno_qgemv_q6_k_f32",
+        "trueno_qgemv_q6_k_q8k",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
         "trueno_decode_attn_d128_f16",
@@ -163,11 +163,15 @@ fn a_prefill_shows_the_quantized_gemm_and_cache_write_as_gaps() {
     let proj = l.iter().find(|s| s.what == "q projection").unwrap();
     assert!(proj.missing.as_deref().unwrap().contains("quantized GEMM"));
     assert_eq!(proj.flops, 2 * 512 * 4096 * 4096);
-    // Logits only for the last position.
+    // Logits only for the last position: one vector, quantized, then the Q6_K product.
     assert_eq!(
-        p.epilogue[1].config,
+        p.epilogue[1].kernel.as_deref(),
+        Some("trueno_quantize_q8k_f32")
+    );
+    assert_eq!(
+        p.epilogue[2].config,
         Some(
-            QgemvKernel(QuantFormat::Q6K)
+            QgemvQ8kKernel(QuantFormat::Q6K)
                 .launch_config(&[128256, 4096])
                 .unwrap()
         )

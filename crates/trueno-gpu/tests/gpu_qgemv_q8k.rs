@@ -17,6 +17,7 @@ fn cpu(f: QuantFormat) -> CpuFormat {
     match f {
         QuantFormat::Q4K => CpuFormat::Q4K,
         QuantFormat::Q5K => CpuFormat::Q5K,
+        QuantFormat::Q6K => CpuFormat::Q6K,
         other => panic!("{} has no integer kernel", other.name()),
     }
 }
@@ -101,7 +102,8 @@ fn quantize_q8k_is_trueno_quants_bit_for_bit() {
 
 /// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
 /// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
-/// (the scale and min parts apart, found by dequantizing with `dmin`, then `d`, zeroed).
+/// (Q4_K / Q5_K: the scale and min parts apart, found by dequantizing with `dmin`, then
+/// `d`, zeroed; Q6_K has only the first).
 fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> Vec<(f64, f64)> {
     let deq = |bytes: &[u8], format: CpuFormat, n: usize| {
         let mut out = vec![0f32; n];
@@ -116,7 +118,12 @@ fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> 
         deq(&v, cpu(f), rows * cols)
     };
     let full = deq(w, cpu(f), rows * cols);
-    let (scaled, mins) = (zeroed(2), zeroed(0));
+    // Q6_K has no min term: the weights are their scale part.
+    let (scaled, mins) = if f == QuantFormat::Q6K {
+        (full.clone(), vec![0.0; rows * cols])
+    } else {
+        (zeroed(2), zeroed(0))
+    };
     let a = deq(act, CpuFormat::Q8K, cols);
     let blocks = (cols / 256) as f64;
     (0..rows)

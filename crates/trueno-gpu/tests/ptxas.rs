@@ -240,27 +240,39 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
 }
 
 /// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
-/// (four 8-bit products per instruction, unsigned weight nibbles by signed activation
-/// bytes) and their weights and activations arrive in 16-byte loads, on every target.
+/// (four 8-bit products per instruction, unsigned weight bytes by signed activation
+/// bytes), the activations arrive in 16-byte loads, and so do Q4_K's and Q5_K's weights
+/// (Q6_K's 210-byte blocks allow only 16-bit ones), on every target.
 #[test]
 fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     for f in QgemvQ8kKernel::FORMATS {
+        // (dp4a, 16-byte loads, 16-bit loads) per loop pass: eight products and two
+        // activation loads per step; Q4_K/Q5_K two steps, with header and quants (and
+        // fifth bits) in 16-byte loads; Q6_K one step, its 38 weight bytes in 19 loads.
+        let (dp4a, wide, narrow) = match f {
+            QuantFormat::Q6K => (8, 2, 19),
+            _ => (16, 8, 0),
+        };
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
             let count = |op: &str| code.matches(op).count();
-            // Eight per super-block step, two steps issued together.
             assert!(
-                count("IDP.4A.U8.S8") >= 16,
+                count("IDP.4A.U8.S8") >= dp4a,
                 "{stem}: {} IDP.4A.U8.S8\n{code}",
                 count("IDP.4A.U8.S8")
             );
-            // Header, quants and two activation quads per step (and Q5_K's fifth bits).
             assert!(
-                count("LDG.E.128") >= 8,
+                count("LDG.E.128") >= wide,
                 "{stem}: {} LDG.E.128",
                 count("LDG.E.128")
+            );
+            assert!(
+                count("LDG.E.U16") >= narrow,
+                "{stem}: {} LDG.E.U16",
+                count("LDG.E.U16")
             );
         }
     }

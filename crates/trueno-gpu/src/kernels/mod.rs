@@ -19,6 +19,7 @@ pub mod qgemv;
 pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_q6k;
+mod qgemv_q6k_dp4a;
 pub mod quantize_q8k;
 pub mod reduce;
 pub mod rope;
@@ -107,7 +108,7 @@ pub enum Family {
     /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
     GemmWgmma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
-    /// against f32 activations; Q4_K, Q5_K against Q8_K ones) and the activations'
+    /// against f32 activations; the K-quants against Q8_K ones) and the activations'
     /// quantization
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)

@@ -1,5 +1,6 @@
-//! The integer matrix-vector products: K-quant weights (Q4_K, Q5_K) against activations
-//! quantized to Q8_K ([`super::quantize_q8k`]), four 8-bit products per `dp4a`, exact
+//! The integer matrix-vector products: K-quant weights (Q4_K, Q5_K, and Q6_K, whose lane
+//! is in qgemv_q6k_dp4a.rs) against activations quantized to Q8_K
+//! ([`super::quantize_q8k`]), four 8-bit products per `dp4a`, exact
 //! integer sums per sub-block, scales applied once per lane and super-block in f32 —
 //! GGML's method (trueno-quant's `dot_q8`), so the result is that of the CPU's integer
 //! path up to the order of the f32 sums.
@@ -9,8 +10,9 @@
 //! here a lane takes 32 weights per super-block with 16-byte loads, so the scale
 //! unpacking is paid once per 32 weights and the activations cost one byte each.
 //!
-//! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each.
-//! Lane `8g + p` of super-block `g` takes quant bytes `16p..16p + 16` (of chunk
+//! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each
+//! (the frame every format shares: [`Frame`], [`run`]). For Q4_K and Q5_K, lane `8g + p`
+//! of super-block `g` takes quant bytes `16p..16p + 16` (of chunk
 //! `c = p / 2`): their low nibbles are elements `16h..16h + 16` (`h = p % 2`) of
 //! sub-block `2c`, their high ones the same of `2c + 1`; Q8_K's sums of 16 then give
 //! exactly the lane's share of each sub-block's min term.
@@ -20,13 +22,14 @@ use super::qgemv_k::{
     BLOCK_BYTES, BLOCK_BYTES_Q5K, ChunkScales, THREADS, chunk_scales, quant_bytes, scale_min,
 };
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use super::{qgemv_q6k, qgemv_q6k_dp4a};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
     Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Rounding, S32, Space, U16, U32, U64,
 };
 
 /// Super-blocks a warp covers per step.
-const BLOCKS_PER_STEP: u32 = 4;
+pub(super) const BLOCKS_PER_STEP: u32 = 4;
 /// Steps whose loads are issued before any of their math.
 const UNROLL: u32 = 2;
 
@@ -45,7 +48,7 @@ struct Ptrs {
 }
 
 /// Bytes of activation quants, scales and sums per super-block.
-const ACT_STEP: [u32; 3] = [256, 4, 16 * 4];
+pub(super) const ACT_STEP: [u32; 3] = [256, 4, 16 * 4];
 
 /// One step's loads for one lane.
 struct Loads {
@@ -158,6 +161,143 @@ impl Loads {
     }
 }
 
+/// What the integer kernels share: the parameters, the warp's row (warps past the last
+/// leave whole), the lane's super-block `g` of each step and its place `p` in it, and
+/// pointers at super-block `g`: of the row's weights, and of the activations' quants,
+/// scales and sums of 16 (without the lane's offsets, which are each format's).
+pub(super) struct Frame {
+    /// The row's super-block `g`.
+    pub blk: Reg<U64>,
+    /// Activation quants of super-block `g`.
+    pub act: Reg<U64>,
+    /// Its activation scale.
+    pub d: Reg<U64>,
+    /// Its activation sums of 16.
+    pub sums: Reg<U64>,
+    /// The lane's place among the eight of its super-block.
+    pub p: Reg<U32>,
+    g: Reg<U32>,
+    lane: Reg<U32>,
+    row: Reg<U32>,
+    blocks: Reg<U32>,
+    y: Reg<U64>,
+}
+
+/// `base + off * scale` for a 32-bit `off`.
+pub(super) fn add_u32(
+    b: &mut KernelBuilder,
+    base: Reg<U64>,
+    off: Reg<U32>,
+    scale: u32,
+) -> Reg<U64> {
+    let off = b.mul_wide(off, scale);
+    b.add(base, off)
+}
+
+/// Declares the parameters (`w`, `qs`, `d`, `bsums`, `y`, `rows`, `blocks`) and sets up
+/// the [`Frame`] for super-blocks of `bb` bytes.
+pub(super) fn frame(b: &mut KernelBuilder, bb: u32) -> Frame {
+    b.max_threads(THREADS);
+    let w = b.param_ptr("w", PtxType::U16);
+    let aq = b.param_ptr("qs", PtxType::U32);
+    let ad = b.param_ptr("d", PtxType::F32);
+    let abs = b.param_ptr("bsums", PtxType::S32);
+    let y = b.param_ptr("y", PtxType::F32);
+    let rows = b.param_u32("rows");
+    let blocks = b.param_u32("blocks");
+    let tid = b.tid_x();
+    let lane = b.and(tid, 31u32);
+    let in_block = b.shr(tid, 5u32);
+    let cta = b.ctaid_x();
+    let row = b.mad(cta, THREADS / 32, in_block);
+    let past = b.setp::<U32>(Cmp::Ge, row, rows);
+    b.exit_if(past);
+    let g = b.shr(lane, 3u32);
+    let p = b.and(lane, 7u32);
+    let row_bytes = b.mul(blocks, bb);
+    let row_off = b.mul_wide(row, row_bytes);
+    let wr = b.add(w, row_off);
+    let blk = add_u32(b, wr, g, bb);
+    let act = add_u32(b, aq, g, 256);
+    let d = add_u32(b, ad, g, 4);
+    let sums = add_u32(b, abs, g, 16 * 4);
+    Frame {
+        blk,
+        act,
+        d,
+        sums,
+        p,
+        g,
+        lane,
+        row,
+        blocks,
+        y,
+    }
+}
+
+/// One format's lane: its loads for a step, its share of a super-block, and how its
+/// pointers move.
+pub(super) trait LaneStep {
+    /// One step's loaded registers.
+    type Loads;
+    /// Step `s`'s loads (`s * 4` super-blocks on) under `valid`, zeros where it is past
+    /// the row (its part must then be exactly zero).
+    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64) -> Self::Loads;
+    /// The lane's share of its super-block.
+    fn part(&self, b: &mut KernelBuilder, l: &Self::Loads) -> Reg<F32>;
+    /// Moves every pointer `steps` steps on.
+    fn advance(&self, b: &mut KernelBuilder, steps: u32);
+    /// Steps whose loads are issued before any of their math.
+    fn unroll(&self) -> u32 {
+        UNROLL
+    }
+}
+
+/// The row loop (the loads of [`LaneStep::unroll`] steps, then their math), the warp's
+/// sum into `y[row]`.
+pub(super) fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
+    let acc = b.mov::<F32>(0.0f32);
+    let unroll = lane.unroll();
+    b.for_loop(fr.g, fr.blocks, BLOCKS_PER_STEP * unroll, false, |b, k| {
+        let loads: Vec<_> = (0..unroll)
+            .map(|s| {
+                let ks = b.add(k, s * BLOCKS_PER_STEP);
+                let valid = b.setp::<U32>(Cmp::Lt, ks, fr.blocks);
+                lane.load(b, valid, i64::from(s))
+            })
+            .collect();
+        for l in &loads {
+            let part = lane.part(b, l);
+            let next = b.add(acc, part);
+            b.assign(acc, next);
+        }
+        lane.advance(b, unroll);
+    });
+    store_sum(&mut b, (fr.y, fr.row), acc, fr.lane, None);
+    b.ret();
+    b.finish()
+}
+
+/// The Q4_K / Q5_K lane.
+struct K4Lane {
+    ptrs: Ptrs,
+    split: ChunkScales,
+    bb: u32,
+}
+
+impl LaneStep for K4Lane {
+    type Loads = Loads;
+    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64) -> Loads {
+        self.ptrs.load(b, valid, s, self.bb)
+    }
+    fn part(&self, b: &mut KernelBuilder, l: &Loads) -> Reg<F32> {
+        l.part(b, &self.split)
+    }
+    fn advance(&self, b: &mut KernelBuilder, steps: u32) {
+        self.ptrs.advance(b, steps, self.bb)
+    }
+}
+
 /// `y = W a` for K-quant weights `W` (GGML's layout, as [`super::qgemv::QgemvKernel`]) and
 /// Q8_K activations `a`. Parameters: `w`, `qs`, `d`, `bsums` (the activations, see
 /// [`crate::memory::Q8kVector`]), `y`, `rows`, `blocks` (super-blocks per row).
@@ -166,7 +306,7 @@ pub struct QgemvQ8kKernel(pub QuantFormat);
 
 impl QgemvQ8kKernel {
     /// The weight formats with an integer kernel.
-    pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q4K, QuantFormat::Q5K];
+    pub const FORMATS: [QuantFormat; 3] = [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K];
 }
 
 impl Kernel for QgemvQ8kKernel {
@@ -179,85 +319,46 @@ impl Kernel for QgemvQ8kKernel {
     }
 
     fn build(&self) -> KernelIr {
+        let mut b = KernelBuilder::new(self.name());
+        if self.0 == QuantFormat::Q6K {
+            let fr = frame(&mut b, qgemv_q6k::BLOCK_BYTES);
+            let lane = qgemv_q6k_dp4a::Q6kLane::new(&mut b, &fr);
+            return run(b, &fr, &lane);
+        }
         let five_bit = self.0 == QuantFormat::Q5K;
         let (bb, qs_at) = if five_bit {
             (BLOCK_BYTES_Q5K, 48u32)
         } else {
             (BLOCK_BYTES, 16u32)
         };
-        let mut b = KernelBuilder::new(self.name());
-        b.max_threads(THREADS);
-        let w = b.param_ptr("w", PtxType::U16);
-        let aq = b.param_ptr("qs", PtxType::U32);
-        let ad = b.param_ptr("d", PtxType::F32);
-        let abs = b.param_ptr("bsums", PtxType::S32);
-        let y = b.param_ptr("y", PtxType::F32);
-        let rows = b.param_u32("rows");
-        let blocks = b.param_u32("blocks");
-        let tid = b.tid_x();
-        let lane = b.and(tid, 31u32);
-        let in_block = b.shr(tid, 5u32);
-        let cta = b.ctaid_x();
-        let row = b.mad(cta, THREADS / 32, in_block);
-        let past = b.setp::<U32>(Cmp::Ge, row, rows);
-        b.exit_if(past);
-
-        let g = b.shr(lane, 3u32);
-        let p = b.and(lane, 7u32);
-        let c = b.shr(p, 1u32);
-        let h = b.and(p, 1u32);
+        let fr = frame(&mut b, bb);
+        let c = b.shr(fr.p, 1u32);
+        let h = b.and(fr.p, 1u32);
         let split = chunk_scales(&mut b, c);
-
-        let row_bytes = b.mul(blocks, bb);
-        let row_off = b.mul_wide(row, row_bytes);
-        let wr = b.add(w, row_off);
-        let g_off = b.mul_wide(g, bb);
-        let blk = b.add(wr, g_off);
-        let q_off = b.mad(p, 16u32, qs_at);
+        let q_off = b.mad(fr.p, 16u32, qs_at);
         let q_off = b.cvt::<U64, U32>(q_off, None);
-        let qp = b.add(blk, q_off);
+        let qp = b.add(fr.blk, q_off);
         let h16 = b.shl(h, 4u32);
         let qh_off = b.add(h16, 16u32);
         let qh_off = b.cvt::<U64, U32>(qh_off, None);
-        let qhp = b.add(blk, qh_off);
-        let a_first = b.mad(c, 64u32, h16);
-        let a_first = b.mad(g, 256u32, a_first);
-        let a_off = b.cvt::<U64, U32>(a_first, None);
-        let ap = b.add(aq, a_off);
-        let g4 = b.mul_wide(g, 4u32);
-        let dp = b.add(ad, g4);
+        let qhp = b.add(fr.blk, qh_off);
+        let a_off = b.mad(c, 64u32, h16);
+        let ap = add_u32(&mut b, fr.act, a_off, 1);
         let s_first = b.mad(c, 4u32, h);
-        let s_first = b.mad(g, 16u32, s_first);
-        let s_off = b.mul_wide(s_first, 4u32);
-        let sp = b.add(abs, s_off);
-
-        let ptrs = Ptrs {
-            blk,
-            q: qp,
-            qh: five_bit.then_some(qhp),
-            a: ap,
-            d: dp,
-            sums: sp,
+        let sp = add_u32(&mut b, fr.sums, s_first, 4);
+        let lane = K4Lane {
+            ptrs: Ptrs {
+                blk: fr.blk,
+                q: qp,
+                qh: five_bit.then_some(qhp),
+                a: ap,
+                d: fr.d,
+                sums: sp,
+            },
+            split,
+            bb,
         };
-        let acc = b.mov::<F32>(0.0f32);
-        b.for_loop(g, blocks, BLOCKS_PER_STEP * UNROLL, false, |b, k| {
-            let loads: Vec<Loads> = (0..UNROLL)
-                .map(|s| {
-                    let ks = b.add(k, s * BLOCKS_PER_STEP);
-                    let valid = b.setp::<U32>(Cmp::Lt, ks, blocks);
-                    ptrs.load(b, valid, i64::from(s), bb)
-                })
-                .collect();
-            for l in &loads {
-                let part = l.part(b, &split);
-                let next = b.add(acc, part);
-                b.assign(acc, next);
-            }
-            ptrs.advance(b, UNROLL, bb);
-        });
-        store_sum(&mut b, (y, row), acc, lane, None);
-        b.ret();
-        b.finish()
+        run(b, &fr, &lane)
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256.

@@ -36,12 +36,17 @@ fn quant(b: &mut KernelBuilder, low: Reg<U32>, high: Reg<U32>, j: u32, k: u32) -
     b.sub(f, 32.0f32)
 }
 
-/// The signed byte `sel` (a register, 0 or 1) of the 16-bit word `w`, as f32.
-fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
+/// The signed byte of `w` at bit `sel8` (a register: 0 or 8).
+pub(super) fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<S32> {
     let s = b.shr(w, sel8);
     let s = b.shl(s, 24u32);
     let s = b.bitcast32::<S32, U32>(s);
-    let s = b.shr(s, 24u32);
+    b.shr(s, 24u32)
+}
+
+/// [`signed_byte`] as f32.
+fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
+    let s = signed_byte(b, w, sel8);
     b.cvt::<F32, S32>(s, Some(Rounding::Rn))
 }
 
