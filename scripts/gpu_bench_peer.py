@@ -169,6 +169,20 @@ def main():
         table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s"))
         del ws
 
+    # Batched quantized GEMV: the peer is cuBLAS's bf16 GEMM with as many columns
+    # (torch.matmul on bf16 weights of the same shape); the notes give the batch's time
+    # against one vector's, per vector.
+    for r in [r for r in rows_in if r["kind"] == "qgemv_batch"]:
+        rows, cols, n = r["rows"], r["cols"], r["vectors"]
+        sets = sets_for(rows * cols * 2)
+        ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
+        xm = torch.rand(cols, n, device="cuda").to(torch.bfloat16)
+        t = bench(lambda i: ws[i] @ xm, sets, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        per = n * r["single_ms"] / r["ms"]
+        table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches"))
+        del ws
+
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
     # cos/sin tables built outside the timed region, as a model shares them across layers.
     for r in [r for r in rows_in if r["kind"] == "rope"]:

@@ -4,7 +4,7 @@
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QgemvKernel;
-use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -115,6 +115,55 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::buf_mut(y))
             .arg(KernelArg::U32(w.rows() as u32))
             .arg(KernelArg::U32((w.cols() / BLOCK) as u32))
+            .run()
+    }
+
+    /// [`Self::qgemv_q8k`] for `vectors` (1 to [`MAX_BATCH`]) activation vectors at once,
+    /// the weights read once: `a` holds the vectors one after another (`vectors *
+    /// w.cols()` values, quantized together by [`Self::quantize_q8k`]: a vector is whole
+    /// blocks), `y` gets `y[v * w.rows() + r] = (W a[v])[r]`. For speculative decoding's
+    /// draft tokens or a few sequences decoded together.
+    pub fn qgemv_q8k_batch(
+        &mut self,
+        w: &'a QuantMatrix,
+        a: &'a Q8kVector,
+        y: &'a DeviceBuffer<f32>,
+        vectors: usize,
+    ) -> Result<()> {
+        let k = QgemvQ8kBatchKernel(w.format());
+        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
+        if !(1..=MAX_BATCH).contains(&vectors) || vectors * w.rows() > u32::MAX as usize {
+            return shape_err(
+                &k.name(),
+                format!(
+                    "{vectors} vectors of {} outputs: 1 to {MAX_BATCH} a launch, under 2^32 outputs",
+                    w.rows()
+                ),
+            );
+        }
+        if a.len() != vectors * w.cols() {
+            return shape_err(
+                &k.name(),
+                format!(
+                    "{} activations for {vectors} vectors of {}",
+                    a.len(),
+                    w.cols()
+                ),
+            );
+        }
+        expect_len("qgemv_q8k_batch output", y, vectors * w.rows())?;
+        let (qs, d, sums) = a.parts();
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(w.words()))
+            .arg(KernelArg::buf(qs))
+            .arg(KernelArg::buf(d))
+            .arg(KernelArg::buf(sums))
+            .arg(KernelArg::buf_mut(y))
+            .arg(KernelArg::U32(w.rows() as u32))
+            .arg(KernelArg::U32((w.cols() / BLOCK) as u32))
+            .arg(KernelArg::U32(vectors as u32))
             .run()
     }
 }

@@ -199,6 +199,52 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
 }
 
 #[test]
+fn qgemv_q8k_batch_matches_the_reference_for_each_vector() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0xba7c);
+    for f in QgemvQ8kKernel::FORMATS {
+        let mut shapes = vec![(5, 3 * 256), (33, 9 * 256)];
+        if !small() {
+            shapes.push((300, 4096));
+        }
+        for &(rows, cols) in &shapes {
+            let dense = rng.vec(rows * cols, -2.0, 2.0);
+            let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+            let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+            for vectors in [1, 2, 3, 5, 8] {
+                let mut x = rng.vec(vectors * cols, -1.0, 1.0);
+                // Vector 1 (where there is one) has an all-zero block.
+                let at = cols.min(x.len() - 256);
+                x[at..at + 256].fill(0.0);
+                let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+                let xd = ctx.upload(&x).unwrap();
+                let q = ctx.alloc_q8k(vectors * cols).unwrap();
+                let mut yd = poisoned(&ctx, vectors * rows);
+                let mut s = ctx.stream().unwrap().record();
+                s.quantize_q8k(&xd, &q).unwrap();
+                s.qgemv_q8k_batch(&wd, &q, &yd, vectors).unwrap();
+                s.sync().unwrap();
+                let y = yd.to_vec().unwrap();
+                let per = cols / 256 * 292;
+                for v in 0..vectors {
+                    let want = reference(f, &w, &act[v * per..][..per], rows, cols);
+                    for (r, &(want, bound)) in want.iter().enumerate() {
+                        let got = y[v * rows + r];
+                        let name = format!("{} {rows}x{cols} vector {v} of {vectors}", f.name());
+                        assert!(got.to_bits() != POISON, "{name}: row {r} never written");
+                        let err = (got as f64 - want).abs();
+                        assert!(
+                            err <= bound,
+                            "{name} row {r}: got {got}, want {want} (err {err:e} > {bound:e})"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn q8k_shapes_are_checked_before_launch() {
     let Some(ctx) = ctx() else { return };
     assert!(ctx.alloc_q8k(0).is_err(), "empty");
@@ -209,6 +255,7 @@ fn q8k_shapes_are_checked_before_launch() {
     let q_short = ctx.alloc_q8k(256).unwrap();
     let y = ctx.alloc::<f32>(4).unwrap();
     let y_short = ctx.alloc::<f32>(3).unwrap();
+    let y_batch = ctx.alloc::<f32>(8).unwrap();
     let ws: Vec<_> = QuantFormat::ALL
         .iter()
         .map(|&f| {
@@ -226,6 +273,15 @@ fn q8k_shapes_are_checked_before_launch() {
             assert!(s.qgemv_q8k(w, &q_short, &y).is_err(), "activation length");
             assert!(s.qgemv_q8k(w, &q, &y_short).is_err(), "output length");
             s.qgemv_q8k(w, &q, &y).unwrap();
+            // 512 activations are two vectors of 256 columns, not one of 512.
+            let y8 = &y_batch;
+            assert!(s.qgemv_q8k_batch(w, &q, y8, 0).is_err(), "no vectors");
+            assert!(s.qgemv_q8k_batch(w, &q, y8, 9).is_err(), "nine vectors");
+            assert!(
+                s.qgemv_q8k_batch(w, &q, y8, 2).is_err(),
+                "activation length"
+            );
+            assert!(s.qgemv_q8k_batch(w, &q, &y, 1).is_ok(), "one vector");
         } else {
             assert!(
                 s.qgemv_q8k(w, &q, &y).is_err(),

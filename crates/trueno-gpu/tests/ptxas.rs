@@ -249,11 +249,11 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     for f in QgemvQ8kKernel::FORMATS {
-        // (dp4a, 16-byte loads, 16-bit loads) per loop pass: eight products and two
-        // activation loads per step; Q4_K/Q5_K two steps, with header and quants (and
-        // fifth bits) in 16-byte loads; Q6_K one step, its 38 weight bytes in 19 loads.
+        // (dp4a, 16-byte loads, 16-bit loads) in the two-step pass alone: eight products
+        // and two activation loads a step; Q4_K/Q5_K's header and quants (and fifth
+        // bits) in 16-byte loads, Q6_K's 38 weight bytes a step in 19 16-bit loads.
         let (dp4a, wide, narrow) = match f {
-            QuantFormat::Q6K => (8, 2, 19),
+            QuantFormat::Q6K => (16, 4, 38),
             _ => (16, 8, 0),
         };
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {

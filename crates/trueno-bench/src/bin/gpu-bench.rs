@@ -397,12 +397,27 @@ impl Bench {
         s.sync()?;
         // Quants, a scale per 256 and an i32 sum per 16, then y.
         let act = cols + cols / 256 * 4 + cols / 16 * 4;
-        let ms = self.time(ws.len(), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
+        let single = self.time(ws.len(), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"bytes":{}}}"#,
             f.name(),
             bytes + act + rows * 4
         ));
+        // Batches: the weights once for n vectors (the activations repeat one vector).
+        for n in [2usize, 4, 8] {
+            let qn = self.ctx.alloc_q8k(n * cols)?;
+            let xn = self.ctx.upload(&random(n * cols, 5))?;
+            let yn = self.ctx.alloc::<f32>(n * rows)?;
+            let mut s = self.ctx.stream()?.record();
+            s.quantize_q8k(&xn, &qn)?;
+            s.sync()?;
+            let ms = self.time(ws.len(), |s, i| s.qgemv_q8k_batch(&ws[i], &qn, &yn, n))?;
+            self.emit(format!(
+                r#"{{"kind":"qgemv_batch","format":"{} q8k","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"single_ms":{single:.5},"bytes":{}}}"#,
+                f.name(),
+                bytes + n * (act + rows * 4)
+            ));
+        }
         let ms = self.time(ws.len(), |s, i| {
             s.quantize_q8k(x, &q)?;
             s.qgemv_q8k(&ws[i], &q, y)

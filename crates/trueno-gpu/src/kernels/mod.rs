@@ -18,6 +18,7 @@ pub mod paged;
 pub mod qgemv;
 pub mod qgemv_dp4a;
 mod qgemv_k;
+mod qgemv_k4_dp4a;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 pub mod quantize_q8k;

@@ -17,7 +17,7 @@
 //! 16-bit ones (qgemv_q6k.rs).
 
 use super::helpers::warp_reduce;
-use super::qgemv_dp4a::QgemvQ8kKernel;
+use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use super::{qgemv_k, qgemv_q6k};
@@ -419,9 +419,12 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let f32_act = QuantFormat::ALL
         .iter()
         .map(|&f| Box::new(QgemvKernel(f)) as Box<dyn Kernel>);
-    let int = QgemvQ8kKernel::FORMATS
-        .iter()
-        .map(|&f| Box::new(QgemvQ8kKernel(f)) as Box<dyn Kernel>);
+    let int = QgemvQ8kKernel::FORMATS.iter().flat_map(|&f| {
+        [
+            Box::new(QgemvQ8kKernel(f)) as Box<dyn Kernel>,
+            Box::new(QgemvQ8kBatchKernel(f)),
+        ]
+    });
     f32_act
         .chain(int)
         .chain([Box::new(QuantizeQ8kKernel) as Box<dyn Kernel>])

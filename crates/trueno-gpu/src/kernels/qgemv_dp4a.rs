@@ -1,165 +1,35 @@
-//! The integer matrix-vector products: K-quant weights (Q4_K, Q5_K, and Q6_K, whose lane
-//! is in qgemv_q6k_dp4a.rs) against activations quantized to Q8_K
-//! ([`super::quantize_q8k`]), four 8-bit products per `dp4a`, exact
-//! integer sums per sub-block, scales applied once per lane and super-block in f32 —
-//! GGML's method (trueno-quant's `dot_q8`), so the result is that of the CPU's integer
-//! path up to the order of the f32 sums.
+//! The integer matrix-vector products: K-quant weights (Q4_K, Q5_K, Q6_K) against
+//! activations quantized to Q8_K ([`super::quantize_q8k`]), four 8-bit products per
+//! `dp4a`, exact integer sums per sub-block, scales applied once per lane and
+//! super-block in f32 — GGML's method (trueno-quant's `dot_q8`), so the result is that of
+//! the CPU's integer path up to the order of the f32 sums. Also batched: up to
+//! [`MAX_BATCH`] activation vectors against one read of the weights.
 //!
 //! Why: the f32-activation kernels (qgemv_k.rs) spend about ten instructions per weight
 //! unpacking scales and converting quants, and read four activation bytes per weight;
-//! here a lane takes 32 weights per super-block with 16-byte loads, so the scale
-//! unpacking is paid once per 32 weights and the activations cost one byte each.
+//! here a lane takes 32 weights per super-block, so the scale unpacking is paid once per
+//! 32 weights and the activations cost one byte each.
 //!
-//! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each
-//! (the frame every format shares: [`Frame`], [`run`]). For Q4_K and Q5_K, lane `8g + p`
-//! of super-block `g` takes quant bytes `16p..16p + 16` (of chunk
-//! `c = p / 2`): their low nibbles are elements `16h..16h + 16` (`h = p % 2`) of
-//! sub-block `2c`, their high ones the same of `2c + 1`; Q8_K's sums of 16 then give
-//! exactly the lane's share of each sub-block's min term.
+//! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each.
+//! This file holds what every format shares ([`Frame`], the activation loads, the row
+//! loop); each format's lane is its own file (qgemv_k4_dp4a.rs, qgemv_q6k_dp4a.rs).
 
-use super::qgemv::{QuantFormat, f16_bits, store_sum};
-use super::qgemv_k::{
-    BLOCK_BYTES, BLOCK_BYTES_Q5K, ChunkScales, THREADS, chunk_scales, quant_bytes, scale_min,
-};
+use super::qgemv::{QuantFormat, store_sum};
+use super::qgemv_k::THREADS;
+use super::qgemv_k4_dp4a::K4Lane;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use super::{qgemv_q6k, qgemv_q6k_dp4a};
 use crate::error::{Result, shape_err};
-use crate::ptx::{
-    Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Rounding, S32, Space, U16, U32, U64,
-};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, S32, Space, U32, U64};
 
 /// Super-blocks a warp covers per step.
 pub(super) const BLOCKS_PER_STEP: u32 = 4;
-/// Steps whose loads are issued before any of their math.
+/// Steps whose loads are issued before any of their math (one-vector kernels).
 const UNROLL: u32 = 2;
-
-/// A lane's running pointers, at its part of super-block `g` (then `g + 4`, ...) of the
-/// row: the block's header, the lane's quant bytes (and Q5_K's fifth bits: `qh` bytes
-/// `16h..`), its activation quants of sub-block `2c` (those of `2c + 1` are 32 bytes
-/// on), the activation block's scale, and its sums of 16 for the lane's half of
-/// sub-block `2c` (`2c + 1`'s are two further).
-struct Ptrs {
-    blk: Reg<U64>,
-    q: Reg<U64>,
-    qh: Option<Reg<U64>>,
-    a: Reg<U64>,
-    d: Reg<U64>,
-    sums: Reg<U64>,
-}
-
 /// Bytes of activation quants, scales and sums per super-block.
-pub(super) const ACT_STEP: [u32; 3] = [256, 4, 16 * 4];
-
-/// One step's loads for one lane.
-struct Loads {
-    head: [Reg<U32>; 4],
-    q: [Reg<U32>; 4],
-    qh: Option<[Reg<U32>; 4]>,
-    a_lo: [Reg<U32>; 4],
-    a_hi: [Reg<U32>; 4],
-    dx: Reg<F32>,
-    bs: [Reg<S32>; 2],
-}
-
-impl Ptrs {
-    /// Step `s`'s loads under `valid`; zeros where it is past the row (then its part is
-    /// exactly zero: `d`, `dmin` and the activation scale all are).
-    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64, bb: u32) -> Loads {
-        let zeros4 = |b: &mut KernelBuilder| -> [Reg<U32>; 4] {
-            std::array::from_fn(|_| b.mov::<U32>(0u32))
-        };
-        let l = Loads {
-            head: zeros4(b),
-            q: zeros4(b),
-            qh: self.qh.map(|_| zeros4(b)),
-            a_lo: zeros4(b),
-            a_hi: zeros4(b),
-            dx: b.mov::<F32>(0.0f32),
-            bs: [b.mov::<S32>(0i32), b.mov::<S32>(0i32)],
-        };
-        let w_off = s * i64::from(BLOCKS_PER_STEP * bb);
-        let [a_off, d_off, s_off] = ACT_STEP.map(|n| s * i64::from(BLOCKS_PER_STEP * n));
-        b.predicated(valid, |b| {
-            let v4 = |b: &mut KernelBuilder, dst: [Reg<U32>; 4], p: Reg<U64>, off: i64| {
-                let v = b.ld_vec::<U32, U64, 4>(Space::Global, p, off);
-                for (d, v) in dst.into_iter().zip(v) {
-                    b.assign(d, v);
-                }
-            };
-            v4(b, l.head, self.blk, w_off);
-            v4(b, l.q, self.q, w_off);
-            if let (Some(dst), Some(p)) = (l.qh, self.qh) {
-                v4(b, dst, p, w_off);
-            }
-            v4(b, l.a_lo, self.a, a_off);
-            v4(b, l.a_hi, self.a, a_off + 32);
-            let dx = b.ld::<F32, U64>(Space::Global, self.d, d_off);
-            b.assign(l.dx, dx);
-            for (k, &dst) in l.bs.iter().enumerate() {
-                let v = b.ld::<S32, U64>(Space::Global, self.sums, s_off + 8 * k as i64);
-                b.assign(dst, v);
-            }
-        });
-        l
-    }
-
-    /// Moves every pointer `steps` steps on.
-    fn advance(&self, b: &mut KernelBuilder, steps: u32, bb: u32) {
-        let w = u64::from(steps * BLOCKS_PER_STEP * bb);
-        let [a, d, s] = ACT_STEP.map(|n| u64::from(steps * BLOCKS_PER_STEP * n));
-        let all = [
-            (self.blk, w),
-            (self.q, w),
-            (self.a, a),
-            (self.d, d),
-            (self.sums, s),
-        ];
-        for (r, step) in all.into_iter().chain(self.qh.map(|p| (p, w))) {
-            let n = b.add(r, step);
-            b.assign(r, n);
-        }
-    }
-}
-
-impl Loads {
-    /// The lane's share of its super-block: `dx * (d * sum_j sc_j * sum(q a) - dmin *
-    /// sum_j m_j * sum(a))` over its halves of sub-blocks `2c` and `2c + 1`.
-    fn part(&self, b: &mut KernelBuilder, sp: &ChunkScales) -> Reg<F32> {
-        let mut dot_lo = b.mov::<S32>(0i32);
-        let mut dot_hi = b.mov::<S32>(0i32);
-        for i in 0..4 {
-            let fifth = self.qh.map(|qh| (qh[i], sp.j0));
-            let (lo, hi) = quant_bytes(b, self.q[i], fifth);
-            dot_lo = b.dp4a(lo, self.a_lo[i], dot_lo, false, true);
-            dot_hi = b.dp4a(hi, self.a_hi[i], dot_hi, false, true);
-        }
-        let s = [self.head[1], self.head[2], self.head[3]];
-        let signed = |b: &mut KernelBuilder, (sc, m): (Reg<U32>, Reg<U32>)| {
-            (b.bitcast32::<S32, U32>(sc), b.bitcast32::<S32, U32>(m))
-        };
-        let sm0 = scale_min(b, s, sp.low_pack, sp.shift0);
-        let (sc0, m0) = signed(b, sm0);
-        let sm1 = scale_min(b, s, sp.low_pack, sp.shift1);
-        let (sc1, m1) = signed(b, sm1);
-        // Exact: |isum| < 2 * 63 * 16 * 31 * 128 < 2^24, |msum| < 2 * 63 * 16 * 128.
-        let isum = b.mul(sc0, dot_lo);
-        let isum = b.mad(sc1, dot_hi, isum);
-        let msum = b.mul(m0, self.bs[0]);
-        let msum = b.mad(m1, self.bs[1], msum);
-        let isum = b.cvt::<F32, S32>(isum, Some(Rounding::Rn));
-        let msum = b.cvt::<F32, S32>(msum, Some(Rounding::Rn));
-        let d16 = b.cvt::<U16, U32>(self.head[0], None);
-        let d = f16_bits(b, d16);
-        let dm = b.shr(self.head[0], 16u32);
-        let dm16 = b.cvt::<U16, U32>(dm, None);
-        let dmin = f16_bits(b, dm16);
-        let dxd = b.mul(self.dx, d);
-        let dxm = b.mul(self.dx, dmin);
-        let part = b.mul(dxd, isum);
-        let ndxm = b.neg(dxm);
-        b.fma(ndxm, msum, part)
-    }
-}
+const ACT_STEP: [u32; 3] = [256, 4, 16 * 4];
+/// The most activation vectors a batched product takes.
+pub const MAX_BATCH: usize = 8;
 
 /// What the integer kernels share: the parameters, the warp's row (warps past the last
 /// leave whole), the lane's super-block `g` of each step and its place `p` in it, and
@@ -179,8 +49,11 @@ pub(super) struct Frame {
     g: Reg<U32>,
     lane: Reg<U32>,
     row: Reg<U32>,
+    rows: Reg<U32>,
     blocks: Reg<U32>,
     y: Reg<U64>,
+    /// The batched kernels' vector count.
+    vectors: Option<Reg<U32>>,
 }
 
 /// `base + off * scale` for a 32-bit `off`.
@@ -194,9 +67,9 @@ pub(super) fn add_u32(
     b.add(base, off)
 }
 
-/// Declares the parameters (`w`, `qs`, `d`, `bsums`, `y`, `rows`, `blocks`) and sets up
-/// the [`Frame`] for super-blocks of `bb` bytes.
-pub(super) fn frame(b: &mut KernelBuilder, bb: u32) -> Frame {
+/// Declares the parameters (`w`, `qs`, `d`, `bsums`, `y`, `rows`, `blocks`, and for a
+/// batched kernel `vectors`) and sets up the [`Frame`] for super-blocks of `bb` bytes.
+fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
     b.max_threads(THREADS);
     let w = b.param_ptr("w", PtxType::U16);
     let aq = b.param_ptr("qs", PtxType::U32);
@@ -205,6 +78,7 @@ pub(super) fn frame(b: &mut KernelBuilder, bb: u32) -> Frame {
     let y = b.param_ptr("y", PtxType::F32);
     let rows = b.param_u32("rows");
     let blocks = b.param_u32("blocks");
+    let vectors = batched.then(|| b.param_u32("vectors"));
     let tid = b.tid_x();
     let lane = b.and(tid, 31u32);
     let in_block = b.shr(tid, 5u32);
@@ -230,22 +104,83 @@ pub(super) fn frame(b: &mut KernelBuilder, bb: u32) -> Frame {
         g,
         lane,
         row,
+        rows,
         blocks,
         y,
+        vectors,
     }
 }
 
-/// One format's lane: its loads for a step, its share of a super-block, and how its
-/// pointers move.
+/// A lane's activation pointers at its part of super-block `g`: its first 16 quants, the
+/// block's scale, its first sum of 16; the second quad and sum are `second_quad` and
+/// `second_sum` bytes on.
+pub(super) struct ActPtrs {
+    pub a: Reg<U64>,
+    pub d: Reg<U64>,
+    pub sums: Reg<U64>,
+    pub second_quad: i64,
+    pub second_sum: i64,
+}
+
+/// One step's activation loads: two quads of quants, the scale, two sums of 16.
+pub(super) struct ActLoads {
+    pub a: [[Reg<U32>; 4]; 2],
+    pub dx: Reg<F32>,
+    pub bs: [Reg<S32>; 2],
+}
+
+impl ActPtrs {
+    /// Step `s`'s activations (of the vector `shift` bytes of quants, scales and sums
+    /// on, for a batch).
+    fn load(&self, b: &mut KernelBuilder, s: i64, shift: Option<[Reg<U64>; 3]>) -> ActLoads {
+        let [a_off, d_off, s_off] = ACT_STEP.map(|n| s * i64::from(BLOCKS_PER_STEP * n));
+        let [a, d, sums] = match shift {
+            Some(sh) => [
+                b.add(self.a, sh[0]),
+                b.add(self.d, sh[1]),
+                b.add(self.sums, sh[2]),
+            ],
+            None => [self.a, self.d, self.sums],
+        };
+        let quad = |b: &mut KernelBuilder, q: i64| {
+            b.ld_vec::<U32, U64, 4>(Space::Global, a, a_off + self.second_quad * q)
+        };
+        let sum = |b: &mut KernelBuilder, q: i64| {
+            b.ld::<S32, U64>(Space::Global, sums, s_off + self.second_sum * q)
+        };
+        ActLoads {
+            a: [quad(b, 0), quad(b, 1)],
+            dx: b.ld::<F32, U64>(Space::Global, d, d_off),
+            bs: [sum(b, 0), sum(b, 1)],
+        }
+    }
+
+    fn advance(&self, b: &mut KernelBuilder, steps: u32) {
+        let [a, d, s] = ACT_STEP.map(|n| u64::from(steps * BLOCKS_PER_STEP * n));
+        for (r, step) in [(self.a, a), (self.d, d), (self.sums, s)] {
+            let n = b.add(r, step);
+            b.assign(r, n);
+        }
+    }
+}
+
+/// One format's lane: its weight loads for a step, its share of a super-block, and how
+/// its weight pointers move.
 pub(super) trait LaneStep {
-    /// One step's loaded registers.
-    type Loads;
-    /// Step `s`'s loads (`s * 4` super-blocks on) under `valid`, zeros where it is past
-    /// the row (its part must then be exactly zero).
-    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64) -> Self::Loads;
-    /// The lane's share of its super-block.
-    fn part(&self, b: &mut KernelBuilder, l: &Self::Loads) -> Reg<F32>;
-    /// Moves every pointer `steps` steps on.
+    /// One step's weight registers, as loaded.
+    type Weights;
+    /// The same unpacked for products: quants as bytes, scales as integers and floats
+    /// (once per step, whatever the number of vectors).
+    type Unpacked;
+    /// The lane's activation pointers.
+    fn act(&self) -> &ActPtrs;
+    /// Step `s`'s weights (`s * 4` super-blocks on).
+    fn load(&self, b: &mut KernelBuilder, s: i64) -> Self::Weights;
+    /// Unpacks a step's weights.
+    fn unpack(&self, b: &mut KernelBuilder, w: &Self::Weights) -> Self::Unpacked;
+    /// The lane's share of its super-block against one vector's activations.
+    fn part(&self, b: &mut KernelBuilder, w: &Self::Unpacked, a: &ActLoads) -> Reg<F32>;
+    /// Moves the weight pointers `steps` steps on.
     fn advance(&self, b: &mut KernelBuilder, steps: u32);
     /// Steps whose loads are issued before any of their math.
     fn unroll(&self) -> u32 {
@@ -253,49 +188,139 @@ pub(super) trait LaneStep {
     }
 }
 
-/// The row loop (the loads of [`LaneStep::unroll`] steps, then their math), the warp's
-/// sum into `y[row]`.
-pub(super) fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
+/// The one-vector row loop: passes of [`LaneStep::unroll`] steps (their loads, then
+/// their math), then the lane's remaining steps one by one; every step is inside the row,
+/// so no load is predicated (a predicated load must start from zeroed registers, which
+/// ptxas then keeps live beside the loaded ones). The warp's sum goes to `y[row]`.
+fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
     let acc = b.mov::<F32>(0.0f32);
     let unroll = lane.unroll();
-    b.for_loop(fr.g, fr.blocks, BLOCKS_PER_STEP * unroll, false, |b, k| {
-        let loads: Vec<_> = (0..unroll)
+    debug_assert!(unroll.is_power_of_two());
+    // The lane's steps: super-blocks g, g + 4, ... below `blocks`.
+    let outside = b.setp::<U32>(Cmp::Ge, fr.g, fr.blocks);
+    let left = b.sub(fr.blocks, fr.g);
+    let left = b.add(left, BLOCKS_PER_STEP - 1);
+    let steps = b.shr(left, BLOCKS_PER_STEP.trailing_zeros());
+    let steps = b.selp(0u32, steps, outside);
+    let passes = b.shr(steps, unroll.trailing_zeros());
+    let pass = |b: &mut KernelBuilder, n: u32| {
+        let loads: Vec<_> = (0..n)
             .map(|s| {
-                let ks = b.add(k, s * BLOCKS_PER_STEP);
-                let valid = b.setp::<U32>(Cmp::Lt, ks, fr.blocks);
-                lane.load(b, valid, i64::from(s))
+                let w = lane.load(b, i64::from(s));
+                (w, lane.act().load(b, i64::from(s), None))
             })
             .collect();
-        for l in &loads {
-            let part = lane.part(b, l);
+        for (w, a) in &loads {
+            let w = lane.unpack(b, w);
+            let part = lane.part(b, &w, a);
             let next = b.add(acc, part);
             b.assign(acc, next);
         }
-        lane.advance(b, unroll);
-    });
+        lane.advance(b, n);
+        lane.act().advance(b, n);
+    };
+    b.for_loop(0u32, passes, 1u32, false, |b, _| pass(b, unroll));
+    if unroll > 1 {
+        let rest = b.and(steps, unroll - 1);
+        b.for_loop(0u32, rest, 1u32, false, |b, _| pass(b, 1));
+    }
     store_sum(&mut b, (fr.y, fr.row), acc, fr.lane, None);
     b.ret();
     b.finish()
 }
 
-/// The Q4_K / Q5_K lane.
-struct K4Lane {
-    ptrs: Ptrs,
-    split: ChunkScales,
-    bb: u32,
+/// The batched row loop: each step's weights once, then vector `v`'s activations and
+/// part for each `v < vectors` (vector `v` is `v * cols` quants on); the warp's sums
+/// into `y[v * rows + row]`.
+fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
+    let vectors = fr.vectors.expect("a batched frame");
+    let accs: Vec<Reg<F32>> = (0..MAX_BATCH).map(|_| b.mov::<F32>(0.0f32)).collect();
+    // Whether vector `v` is there: tested where used (eight predicates live at once
+    // would be more than the hardware's seven).
+    let present = |b: &mut KernelBuilder, v: usize| b.setp::<U32>(Cmp::Lt, v as u32, vectors);
+    // One vector on: its quants, scales and sums.
+    let stride = ACT_STEP.map(|n| b.mul_wide(fr.blocks, n));
+    // One step a pass: the loop's own test keeps it inside the row.
+    b.for_loop(fr.g, fr.blocks, BLOCKS_PER_STEP, false, |b, _| {
+        let w = lane.load(b, 0);
+        let w = lane.unpack(b, &w);
+        // Each vector's offsets from the last one's, in the loop: hoisted as constants
+        // they would hold three registers pairs a vector.
+        let mut shift: Option<[Reg<U64>; 3]> = None;
+        for (v, &acc) in accs.iter().enumerate() {
+            if v > 0 {
+                shift = Some(match shift {
+                    None => stride,
+                    Some(sh) => std::array::from_fn(|i| b.add(sh[i], stride[i])),
+                });
+            }
+            let here = present(b, v);
+            b.if_then(here, false, |b| {
+                let a = lane.act().load(b, 0, shift);
+                let part = lane.part(b, &w, &a);
+                let next = b.add(acc, part);
+                b.assign(acc, next);
+            });
+        }
+        lane.advance(b, 1);
+        lane.act().advance(b, 1);
+    });
+    for (v, &acc) in accs.iter().enumerate() {
+        let here = present(&mut b, v);
+        b.if_then(here, false, |b| {
+            let at = b.mad(fr.rows, v as u32, fr.row);
+            store_sum(b, (fr.y, at), acc, fr.lane, None);
+        });
+    }
+    b.ret();
+    b.finish()
 }
 
-impl LaneStep for K4Lane {
-    type Loads = Loads;
-    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64) -> Loads {
-        self.ptrs.load(b, valid, s, self.bb)
+/// The frame and lane of format `f`, built into a one-vector or batched kernel.
+fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    match f {
+        QuantFormat::Q6K => {
+            let fr = frame(&mut b, qgemv_q6k::BLOCK_BYTES, batched);
+            let lane = qgemv_q6k_dp4a::Q6kLane::new(&mut b, &fr);
+            if batched {
+                run_batch(b, &fr, &lane)
+            } else {
+                run(b, &fr, &lane)
+            }
+        }
+        _ => {
+            let five_bit = f == QuantFormat::Q5K;
+            let fr = frame(&mut b, K4Lane::block_bytes(five_bit), batched);
+            let lane = K4Lane::new(&mut b, &fr, five_bit);
+            if batched {
+                run_batch(b, &fr, &lane)
+            } else {
+                run(b, &fr, &lane)
+            }
+        }
     }
-    fn part(&self, b: &mut KernelBuilder, l: &Loads) -> Reg<F32> {
-        l.part(b, &self.split)
+}
+
+/// The launch of a `[rows, cols]` product of format `f` by kernel `name`: one warp per
+/// row, eight per block; `cols` whole super-blocks, a row under 4 GiB.
+fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
+    if !QgemvQ8kKernel::FORMATS.contains(&f) {
+        return shape_err(name, "no integer kernel for this format");
     }
-    fn advance(&self, b: &mut KernelBuilder, steps: u32) {
-        self.ptrs.advance(b, steps, self.bb)
+    check_dims(name, dims, 2)?;
+    let (rows, cols) = (dims[0], dims[1]);
+    if !cols.is_multiple_of(256) {
+        return shape_err(name, format!("cols {cols} is not a multiple of 256"));
     }
+    match f.matrix_bytes(1, cols) {
+        Some(b) if b <= u32::MAX as usize => {}
+        _ => return shape_err(name, format!("a row of {cols} is over 4 GiB")),
+    }
+    Ok(LaunchConfig::linear(
+        blocks_for(name, rows, (THREADS / 32) as usize, i32::MAX as u32)?,
+        THREADS,
+    ))
 }
 
 /// `y = W a` for K-quant weights `W` (GGML's layout, as [`super::qgemv::QgemvKernel`]) and
@@ -319,67 +344,37 @@ impl Kernel for QgemvQ8kKernel {
     }
 
     fn build(&self) -> KernelIr {
-        let mut b = KernelBuilder::new(self.name());
-        if self.0 == QuantFormat::Q6K {
-            let fr = frame(&mut b, qgemv_q6k::BLOCK_BYTES);
-            let lane = qgemv_q6k_dp4a::Q6kLane::new(&mut b, &fr);
-            return run(b, &fr, &lane);
-        }
-        let five_bit = self.0 == QuantFormat::Q5K;
-        let (bb, qs_at) = if five_bit {
-            (BLOCK_BYTES_Q5K, 48u32)
-        } else {
-            (BLOCK_BYTES, 16u32)
-        };
-        let fr = frame(&mut b, bb);
-        let c = b.shr(fr.p, 1u32);
-        let h = b.and(fr.p, 1u32);
-        let split = chunk_scales(&mut b, c);
-        let q_off = b.mad(fr.p, 16u32, qs_at);
-        let q_off = b.cvt::<U64, U32>(q_off, None);
-        let qp = b.add(fr.blk, q_off);
-        let h16 = b.shl(h, 4u32);
-        let qh_off = b.add(h16, 16u32);
-        let qh_off = b.cvt::<U64, U32>(qh_off, None);
-        let qhp = b.add(fr.blk, qh_off);
-        let a_off = b.mad(c, 64u32, h16);
-        let ap = add_u32(&mut b, fr.act, a_off, 1);
-        let s_first = b.mad(c, 4u32, h);
-        let sp = add_u32(&mut b, fr.sums, s_first, 4);
-        let lane = K4Lane {
-            ptrs: Ptrs {
-                blk: fr.blk,
-                q: qp,
-                qh: five_bit.then_some(qhp),
-                a: ap,
-                d: fr.d,
-                sums: sp,
-            },
-            split,
-            bb,
-        };
-        run(b, &fr, &lane)
+        build(self.name(), self.0, false)
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        if !Self::FORMATS.contains(&self.0) {
-            return shape_err(&name, "no integer kernel for this format");
-        }
-        check_dims(&name, dims, 2)?;
-        let (rows, cols) = (dims[0], dims[1]);
-        if !cols.is_multiple_of(256) {
-            return shape_err(&name, format!("cols {cols} is not a multiple of 256"));
-        }
-        match self.0.matrix_bytes(1, cols) {
-            Some(b) if b <= u32::MAX as usize => {}
-            _ => return shape_err(&name, format!("a row of {cols} is over 4 GiB")),
-        }
-        Ok(LaunchConfig::linear(
-            blocks_for(&name, rows, (THREADS / 32) as usize, i32::MAX as u32)?,
-            THREADS,
-        ))
+        launch(&self.name(), self.0, dims)
+    }
+}
+
+/// [`QgemvQ8kKernel`] for 1 to [`MAX_BATCH`] activation vectors at once, the weights read
+/// once: `y[v] = W a[v]`, the vectors one after another in `a` and in `y`. Parameters as
+/// the one-vector kernel's, then `vectors`.
+#[derive(Clone, Copy, Debug)]
+pub struct QgemvQ8kBatchKernel(pub QuantFormat);
+
+impl Kernel for QgemvQ8kBatchKernel {
+    fn name(&self) -> String {
+        format!("trueno_qgemv_{}_q8k_batch", self.0.name())
+    }
+
+    fn family(&self) -> Family {
+        Family::Qgemv
+    }
+
+    fn build(&self) -> KernelIr {
+        build(self.name(), self.0, true)
+    }
+
+    /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        launch(&self.name(), self.0, dims)
     }
 }
 
@@ -401,6 +396,12 @@ mod tests {
             assert!(k.launch_config(&[0, 256]).is_err());
             let c = k.launch_config(&[17, 512]).unwrap();
             assert_eq!((c.grid.0, c.block.0), (3, THREADS));
+            assert_eq!(QgemvQ8kBatchKernel(f).launch_config(&[17, 512]).unwrap(), c);
         }
+        assert!(
+            QgemvQ8kBatchKernel(QuantFormat::Q4_0)
+                .launch_config(&[4, 256])
+                .is_err()
+        );
     }
 }

@@ -13,38 +13,43 @@
 //! unsigned for `dp4a`. A lane's 16 weight words come from 19 16-bit loads.
 
 use super::qgemv::f16_bits;
-use super::qgemv_dp4a::{ACT_STEP, BLOCKS_PER_STEP, Frame, LaneStep, add_u32};
+use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep, add_u32};
 use super::qgemv_k::quant_bytes;
 use super::qgemv_q6k::{BLOCK_BYTES, signed_byte};
-use crate::ptx::{F32, KernelBuilder, Pred, Reg, Rounding, S32, Space, U16, U32, U64};
+use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32, U64};
 
-/// The lane's pointers: into its super-block's `ql` (16 bytes), `qh` (16 bytes) and
-/// scales (the 16-bit word holding quarter `k`'s; `k + 2`'s is four bytes on); the block
-/// itself (for `d`, last); its activation quants (quarter `k`'s; `k + 2`'s 64 on), the
-/// activation scale, and its sums of 16 (quarter `k + 2`'s four on).
+/// The lane's place in its super-block: byte offsets of its `ql` (16 bytes), `qh` (16
+/// bytes) and scales (the 16-bit word holding quarter `k`'s; `k + 2`'s is four bytes
+/// on), from the block pointer (also `d`'s, last: one running 64-bit pointer, as ptxas
+/// keeps it); its activation quants (quarter `k`'s; `k + 2`'s 64 on), the activation
+/// scale, and its sums of 16 (quarter `k + 2`'s four on).
 pub(super) struct Q6kLane {
-    ql: Reg<U64>,
-    qh: Reg<U64>,
-    sc: Reg<U64>,
+    ql: Reg<U32>,
+    qh: Reg<U32>,
+    sc: Reg<U32>,
     blk: Reg<U64>,
-    a: Reg<U64>,
-    d: Reg<U64>,
-    sums: Reg<U64>,
+    act: ActPtrs,
     /// `2k`: quarter `k`'s bit pair in `qh` (`k + 2`'s is four bits up).
     pair: Reg<U32>,
     /// `8 * (p % 2)`: the scale's byte in its 16-bit word.
     sel8: Reg<U32>,
 }
 
-/// One step's loads.
-pub(super) struct Q6kLoads {
-    ql: [Reg<U16>; 8],
-    qh: [Reg<U16>; 8],
+/// One step's weight loads: `ql` and `qh` as 32-bit words (paired at once, so the
+/// 16-bit halves die young), the two scales' words and `d`.
+pub(super) struct Q6kWeights {
+    ql: [Reg<U32>; 4],
+    qh: [Reg<U32>; 4],
     sc: [Reg<U16>; 2],
     d: Reg<U16>,
-    a: [[Reg<U32>; 4]; 2],
-    dx: Reg<F32>,
-    bs: [Reg<S32>; 2],
+}
+
+/// A step's weights unpacked: the quants (0..64) of quarters `k` and `k + 2` as bytes,
+/// their signed scales, `d`.
+pub(super) struct Q6kUnpacked {
+    quants: [[Reg<U32>; 4]; 2],
+    scales: [Reg<S32>; 2],
+    d: Reg<F32>,
 }
 
 impl Q6kLane {
@@ -66,13 +71,17 @@ impl Q6kLane {
         let s = b.mad(h, 8u32, odd);
         let s = b.add(s, k2);
         Q6kLane {
-            ql: add_u32(b, fr.blk, ql, 1),
-            qh: add_u32(b, fr.blk, qh, 1),
-            sc: add_u32(b, fr.blk, sc, 1),
+            ql,
+            qh,
+            sc,
             blk: fr.blk,
-            a: add_u32(b, fr.act, a, 1),
-            d: fr.d,
-            sums: add_u32(b, fr.sums, s, 4),
+            act: ActPtrs {
+                a: add_u32(b, fr.act, a, 1),
+                d: fr.d,
+                sums: add_u32(b, fr.sums, s, 4),
+                second_quad: 64,
+                second_sum: 16,
+            },
             pair: k2,
             sel8: b.shl(odd, 3u32),
         }
@@ -87,106 +96,81 @@ fn word(b: &mut KernelBuilder, lo: Reg<U16>, hi: Reg<U16>) -> Reg<U32> {
 }
 
 impl LaneStep for Q6kLane {
-    type Loads = Q6kLoads;
+    type Weights = Q6kWeights;
+    type Unpacked = Q6kUnpacked;
 
-    fn load(&self, b: &mut KernelBuilder, valid: Reg<Pred>, s: i64) -> Q6kLoads {
+    fn act(&self) -> &ActPtrs {
+        &self.act
+    }
+
+    fn load(&self, b: &mut KernelBuilder, s: i64) -> Q6kWeights {
         let w_off = s * i64::from(BLOCKS_PER_STEP * BLOCK_BYTES);
-        let [a_off, d_off, s_off] = ACT_STEP.map(|n| s * i64::from(BLOCKS_PER_STEP * n));
-        let z16 = |b: &mut KernelBuilder| b.mov::<U16>(0u16);
-        let l = Q6kLoads {
-            ql: std::array::from_fn(|_| z16(b)),
-            qh: std::array::from_fn(|_| z16(b)),
-            sc: [z16(b), z16(b)],
-            d: z16(b),
-            a: [
-                std::array::from_fn(|_| b.mov::<U32>(0u32)),
-                std::array::from_fn(|_| b.mov::<U32>(0u32)),
-            ],
-            dx: b.mov::<F32>(0.0f32),
-            bs: [b.mov::<S32>(0i32), b.mov::<S32>(0i32)],
+        let at = |b: &mut KernelBuilder, off: Reg<U32>| add_u32(b, self.blk, off, 1);
+        let (ql, qh, sc) = (at(b, self.ql), at(b, self.qh), at(b, self.sc));
+        let ld16 = |b: &mut KernelBuilder, p: Reg<U64>, off: i64| {
+            b.ld::<U16, U64>(Space::Global, p, w_off + off)
         };
-        b.predicated(valid, |b| {
-            let ld16 = |b: &mut KernelBuilder, dst: Reg<U16>, p: Reg<U64>, off: i64| {
-                let v = b.ld::<U16, U64>(Space::Global, p, w_off + off);
-                b.assign(dst, v);
-            };
-            for (j, (&lo, &hi)) in l.ql.iter().zip(&l.qh).enumerate() {
-                ld16(b, lo, self.ql, 2 * j as i64);
-                ld16(b, hi, self.qh, 2 * j as i64);
-            }
-            for (q, &dst) in l.sc.iter().enumerate() {
-                ld16(b, dst, self.sc, 4 * q as i64);
-            }
-            ld16(b, l.d, self.blk, 208);
-            for (q, dst) in l.a.iter().enumerate() {
-                let v = b.ld_vec::<U32, U64, 4>(Space::Global, self.a, a_off + 64 * q as i64);
-                for (d, v) in dst.iter().zip(v) {
-                    b.assign(*d, v);
-                }
-            }
-            let dx = b.ld::<F32, U64>(Space::Global, self.d, d_off);
-            b.assign(l.dx, dx);
-            for (q, &dst) in l.bs.iter().enumerate() {
-                let v = b.ld::<S32, U64>(Space::Global, self.sums, s_off + 16 * q as i64);
-                b.assign(dst, v);
-            }
+        let word_at = |b: &mut KernelBuilder, p: Reg<U64>, j: i64| {
+            let lo = ld16(b, p, 4 * j);
+            let hi = ld16(b, p, 4 * j + 2);
+            word(b, lo, hi)
+        };
+        Q6kWeights {
+            ql: std::array::from_fn(|j| word_at(b, ql, j as i64)),
+            qh: std::array::from_fn(|j| word_at(b, qh, j as i64)),
+            sc: [ld16(b, sc, 0), ld16(b, sc, 4)],
+            d: ld16(b, self.blk, 208),
+        }
+    }
+
+    fn unpack(&self, b: &mut KernelBuilder, l: &Q6kWeights) -> Q6kUnpacked {
+        let pair_hi = b.add(self.pair, 4u32);
+        // Per word: quarter k's quants (low nibbles) and k + 2's (high ones), bits 4-5 in.
+        let words: [[Reg<U32>; 2]; 4] = std::array::from_fn(|j| {
+            let (lo, hi) = quant_bytes(b, l.ql[j], None);
+            [(lo, self.pair), (hi, pair_hi)].map(|(nibbles, pair)| {
+                let t = b.shr(l.qh[j], pair);
+                let t = b.and(t, 0x0303_0303u32);
+                let t = b.shl(t, 4u32);
+                b.or(nibbles, t)
+            })
         });
-        l
+        let quants = [0, 1].map(|q| words.map(|w| w[q]));
+        let scales = l.sc.map(|w| {
+            let w = b.cvt::<U32, U16>(w, None);
+            signed_byte(b, w, self.sel8)
+        });
+        Q6kUnpacked {
+            quants,
+            scales,
+            d: f16_bits(b, l.d),
+        }
     }
 
     /// `dx * d * sum_k sc_k * (sum q a - 32 * bsum_k)` over the lane's two quarters.
-    fn part(&self, b: &mut KernelBuilder, l: &Q6kLoads) -> Reg<F32> {
-        let pair_hi = b.add(self.pair, 4u32);
-        let mut dots = [b.mov::<S32>(0i32), b.mov::<S32>(0i32)];
-        for j in 0..4 {
-            let low = word(b, l.ql[2 * j], l.ql[2 * j + 1]);
-            let top = word(b, l.qh[2 * j], l.qh[2 * j + 1]);
-            let (lo, hi) = quant_bytes(b, low, None);
-            for (q, (nibbles, pair)) in [(lo, self.pair), (hi, pair_hi)].into_iter().enumerate() {
-                let t = b.shr(top, pair);
-                let t = b.and(t, 0x0303_0303u32);
-                let t = b.shl(t, 4u32);
-                let quants = b.or(nibbles, t);
-                dots[q] = b.dp4a(quants, l.a[q][j], dots[q], false, true);
-            }
-        }
+    fn part(&self, b: &mut KernelBuilder, w: &Q6kUnpacked, a: &ActLoads) -> Reg<F32> {
         let mut isum: Option<Reg<S32>> = None;
-        for (q, &dot) in dots.iter().enumerate() {
+        for (q, quarter) in w.quants.iter().enumerate() {
+            let mut dot = b.mov::<S32>(0i32);
+            for (j, &quants) in quarter.iter().enumerate() {
+                dot = b.dp4a(quants, a.a[q][j], dot, false, true);
+            }
             // Exact: |sum (q - 32) a| <= 16 * 32 * 128, a scale <= 128, two quarters.
-            let offset = b.shl(l.bs[q], 5u32);
+            let offset = b.shl(a.bs[q], 5u32);
             let centred = b.sub(dot, offset);
-            let sc = b.cvt::<U32, U16>(l.sc[q], None);
-            let sc = signed_byte(b, sc, self.sel8);
             isum = Some(match isum {
-                None => b.mul(sc, centred),
-                Some(acc) => b.mad(sc, centred, acc),
+                None => b.mul(w.scales[q], centred),
+                Some(acc) => b.mad(w.scales[q], centred, acc),
             });
         }
         let isum = b.cvt::<F32, S32>(isum.expect("two quarters"), Some(Rounding::Rn));
-        let d = f16_bits(b, l.d);
-        let dxd = b.mul(l.dx, d);
+        let dxd = b.mul(a.dx, w.d);
         b.mul(dxd, isum)
-    }
-
-    /// One step (two measured slower on the H100: twice the registers, fewer warps).
-    fn unroll(&self) -> u32 {
-        1
     }
 
     fn advance(&self, b: &mut KernelBuilder, steps: u32) {
         let w = u64::from(steps * BLOCKS_PER_STEP * BLOCK_BYTES);
-        let [a, d, s] = ACT_STEP.map(|n| u64::from(steps * BLOCKS_PER_STEP * n));
-        for (r, step) in [
-            (self.ql, w),
-            (self.qh, w),
-            (self.sc, w),
-            (self.blk, w),
-            (self.a, a),
-            (self.d, d),
-            (self.sums, s),
-        ] {
-            let n = b.add(r, step);
-            b.assign(r, n);
-        }
+        let n = b.add(self.blk, w);
+        b.assign(self.blk, n);
     }
 }
