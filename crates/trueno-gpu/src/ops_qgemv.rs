@@ -95,27 +95,7 @@ impl<'a> Stream<Recording<'a>> {
         a: &'a Q8kVector,
         y: &'a DeviceBuffer<f32>,
     ) -> Result<()> {
-        let k = QgemvQ8kKernel(w.format());
-        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
-        if a.len() != w.cols() {
-            return shape_err(
-                &k.name(),
-                format!("{} activations for {} columns", a.len(), w.cols()),
-            );
-        }
-        expect_len("qgemv_q8k output", y, w.rows())?;
-        let (qs, d, sums) = a.parts();
-        let f = self.context().function(Family::Qgemv, &k.name())?;
-        self.launch(&f)
-            .config(cfg)
-            .arg(KernelArg::buf(w.words()))
-            .arg(KernelArg::buf(qs))
-            .arg(KernelArg::buf(d))
-            .arg(KernelArg::buf(sums))
-            .arg(KernelArg::buf_mut(y))
-            .arg(KernelArg::U32(w.rows() as u32))
-            .arg(KernelArg::U32((w.cols() / BLOCK) as u32))
-            .run()
+        self.q8k_product(w, a, y, None)
     }
 
     /// [`Self::qgemv_q8k`] for `vectors` (1 to [`MAX_BATCH`]) activation vectors at once,
@@ -130,17 +110,32 @@ impl<'a> Stream<Recording<'a>> {
         y: &'a DeviceBuffer<f32>,
         vectors: usize,
     ) -> Result<()> {
-        let k = QgemvQ8kBatchKernel(w.format());
-        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
         if !(1..=MAX_BATCH).contains(&vectors) || vectors * w.rows() > u32::MAX as usize {
             return shape_err(
-                &k.name(),
+                &QgemvQ8kBatchKernel(w.format()).name(),
                 format!(
                     "{vectors} vectors of {} outputs: 1 to {MAX_BATCH} a launch, under 2^32 outputs",
                     w.rows()
                 ),
             );
         }
+        self.q8k_product(w, a, y, Some(vectors))
+    }
+
+    /// The integer product of one vector (`batch` `None`) or of a batch.
+    fn q8k_product(
+        &mut self,
+        w: &'a QuantMatrix,
+        a: &'a Q8kVector,
+        y: &'a DeviceBuffer<f32>,
+        batch: Option<usize>,
+    ) -> Result<()> {
+        let k: Box<dyn Kernel> = match batch {
+            None => Box::new(QgemvQ8kKernel(w.format())),
+            Some(_) => Box::new(QgemvQ8kBatchKernel(w.format())),
+        };
+        let cfg = k.launch_config(&[w.rows(), w.cols()])?;
+        let vectors = batch.unwrap_or(1);
         if a.len() != vectors * w.cols() {
             return shape_err(
                 &k.name(),
@@ -151,10 +146,11 @@ impl<'a> Stream<Recording<'a>> {
                 ),
             );
         }
-        expect_len("qgemv_q8k_batch output", y, vectors * w.rows())?;
+        expect_len("qgemv_q8k output", y, vectors * w.rows())?;
         let (qs, d, sums) = a.parts();
         let f = self.context().function(Family::Qgemv, &k.name())?;
-        self.launch(&f)
+        let mut launch = self
+            .launch(&f)
             .config(cfg)
             .arg(KernelArg::buf(w.words()))
             .arg(KernelArg::buf(qs))
@@ -162,8 +158,10 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::buf(sums))
             .arg(KernelArg::buf_mut(y))
             .arg(KernelArg::U32(w.rows() as u32))
-            .arg(KernelArg::U32((w.cols() / BLOCK) as u32))
-            .arg(KernelArg::U32(vectors as u32))
-            .run()
+            .arg(KernelArg::U32((w.cols() / BLOCK) as u32));
+        if let Some(n) = batch {
+            launch = launch.arg(KernelArg::U32(n as u32));
+        }
+        launch.run()
     }
 }

@@ -9,6 +9,16 @@ pub(crate) fn global_index(b: &mut KernelBuilder) -> Reg<U32> {
     b.mad(c, n, t)
 }
 
+/// The lane of the thread in its warp and the warp's index in the grid, for blocks of
+/// `threads`: the frame of every warp-per-item kernel.
+pub(crate) fn lane_and_warp(b: &mut KernelBuilder, threads: u32) -> (Reg<U32>, Reg<U32>) {
+    let tid = b.tid_x();
+    let in_block = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let cta = b.ctaid_x();
+    (lane, b.mad(cta, threads / 32, in_block))
+}
+
 /// Threads in the whole grid: the stride of a grid-stride loop.
 pub(crate) fn grid_threads(b: &mut KernelBuilder) -> Reg<U32> {
     let (c, n) = (b.nctaid_x(), b.ntid_x());

@@ -16,7 +16,7 @@
 //! warp: Q4_K's 144 bytes and Q5_K's 176 take 32-bit loads (qgemv_k.rs), Q6_K's 210 take
 //! 16-bit ones (qgemv_q6k.rs).
 
-use super::helpers::warp_reduce;
+use super::helpers::{lane_and_warp, warp_reduce};
 use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -137,11 +137,7 @@ pub(super) fn prologue(b: &mut KernelBuilder, threads: u32) -> Prologue {
     let y = b.param_ptr("y", PtxType::F32);
     let rows = b.param_u32("rows");
     let blocks = b.param_u32("blocks");
-    let tid = b.tid_x();
-    let in_block = b.shr(tid, 5u32);
-    let lane = b.and(tid, 31u32);
-    let cta = b.ctaid_x();
-    let warp = b.mad(cta, threads / 32, in_block);
+    let (lane, warp) = lane_and_warp(b, threads);
     Prologue {
         w,
         x,

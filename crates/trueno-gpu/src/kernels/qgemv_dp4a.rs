@@ -14,6 +14,7 @@
 //! This file holds what every format shares ([`Frame`], the activation loads, the row
 //! loop); each format's lane is its own file (qgemv_k4_dp4a.rs, qgemv_q6k_dp4a.rs).
 
+use super::helpers::{elem_addr, lane_and_warp};
 use super::qgemv::{QuantFormat, store_sum};
 use super::qgemv_k::THREADS;
 use super::qgemv_k4_dp4a::K4Lane;
@@ -56,17 +57,6 @@ pub(super) struct Frame {
     vectors: Option<Reg<U32>>,
 }
 
-/// `base + off * scale` for a 32-bit `off`.
-pub(super) fn add_u32(
-    b: &mut KernelBuilder,
-    base: Reg<U64>,
-    off: Reg<U32>,
-    scale: u32,
-) -> Reg<U64> {
-    let off = b.mul_wide(off, scale);
-    b.add(base, off)
-}
-
 /// Declares the parameters (`w`, `qs`, `d`, `bsums`, `y`, `rows`, `blocks`, and for a
 /// batched kernel `vectors`) and sets up the [`Frame`] for super-blocks of `bb` bytes.
 fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
@@ -79,11 +69,7 @@ fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
     let rows = b.param_u32("rows");
     let blocks = b.param_u32("blocks");
     let vectors = batched.then(|| b.param_u32("vectors"));
-    let tid = b.tid_x();
-    let lane = b.and(tid, 31u32);
-    let in_block = b.shr(tid, 5u32);
-    let cta = b.ctaid_x();
-    let row = b.mad(cta, THREADS / 32, in_block);
+    let (lane, row) = lane_and_warp(b, THREADS);
     let past = b.setp::<U32>(Cmp::Ge, row, rows);
     b.exit_if(past);
     let g = b.shr(lane, 3u32);
@@ -91,10 +77,10 @@ fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
     let row_bytes = b.mul(blocks, bb);
     let row_off = b.mul_wide(row, row_bytes);
     let wr = b.add(w, row_off);
-    let blk = add_u32(b, wr, g, bb);
-    let act = add_u32(b, aq, g, 256);
-    let d = add_u32(b, ad, g, 4);
-    let sums = add_u32(b, abs, g, 16 * 4);
+    let blk = elem_addr(b, wr, g, bb);
+    let act = elem_addr(b, aq, g, 256);
+    let d = elem_addr(b, ad, g, 4);
+    let sums = elem_addr(b, abs, g, 16 * 4);
     Frame {
         blk,
         act,

@@ -5,8 +5,9 @@
 //! 16 then give exactly the lane's share of each sub-block's min term. Header, quants and
 //! Q5_K's fifth bits are 16-byte loads (144 and 176 are multiples of 16).
 
+use super::helpers::elem_addr;
 use super::qgemv::f16_bits;
-use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep, add_u32};
+use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep};
 use super::qgemv_k::{
     BLOCK_BYTES, BLOCK_BYTES_Q5K, ChunkScales, chunk_scales, quant_bytes, scale_min,
 };
@@ -58,12 +59,12 @@ impl K4Lane {
         let s_first = b.mad(c, 4u32, h);
         K4Lane {
             blk: fr.blk,
-            q: add_u32(b, fr.blk, q_off, 1),
-            qh: five_bit.then(|| add_u32(b, fr.blk, qh_off, 1)),
+            q: elem_addr(b, fr.blk, q_off, 1),
+            qh: five_bit.then(|| elem_addr(b, fr.blk, qh_off, 1)),
             act: ActPtrs {
-                a: add_u32(b, fr.act, a_off, 1),
+                a: elem_addr(b, fr.act, a_off, 1),
                 d: fr.d,
-                sums: add_u32(b, fr.sums, s_first, 4),
+                sums: elem_addr(b, fr.sums, s_first, 4),
                 second_quad: 32,
                 second_sum: 8,
             },

@@ -12,8 +12,9 @@
 //! sums of 16 cover, so `sum (q - 32) a = sum q a - 32 * bsum` with `q` in 0..64
 //! unsigned for `dp4a`. A lane's 16 weight words come from 19 16-bit loads.
 
+use super::helpers::elem_addr;
 use super::qgemv::f16_bits;
-use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep, add_u32};
+use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep};
 use super::qgemv_k::quant_bytes;
 use super::qgemv_q6k::{BLOCK_BYTES, signed_byte};
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32, U64};
@@ -76,9 +77,9 @@ impl Q6kLane {
             sc,
             blk: fr.blk,
             act: ActPtrs {
-                a: add_u32(b, fr.act, a, 1),
+                a: elem_addr(b, fr.act, a, 1),
                 d: fr.d,
-                sums: add_u32(b, fr.sums, s, 4),
+                sums: elem_addr(b, fr.sums, s, 4),
                 second_quad: 64,
                 second_sum: 16,
             },
@@ -105,7 +106,7 @@ impl LaneStep for Q6kLane {
 
     fn load(&self, b: &mut KernelBuilder, s: i64) -> Q6kWeights {
         let w_off = s * i64::from(BLOCKS_PER_STEP * BLOCK_BYTES);
-        let at = |b: &mut KernelBuilder, off: Reg<U32>| add_u32(b, self.blk, off, 1);
+        let at = |b: &mut KernelBuilder, off: Reg<U32>| elem_addr(b, self.blk, off, 1);
         let (ql, qh, sc) = (at(b, self.ql), at(b, self.qh), at(b, self.sc));
         let ld16 = |b: &mut KernelBuilder, p: Reg<U64>, off: i64| {
             b.ld::<U16, U64>(Space::Global, p, w_off + off)

@@ -15,6 +15,7 @@
 //! One warp per block; lane `l` takes elements `8l..8l + 8` (two 16-byte loads), so the
 //! sums of 16 are lane pairs.
 
+use super::helpers::lane_and_warp;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -49,11 +50,7 @@ impl Kernel for QuantizeQ8kKernel {
         let dp = b.param_ptr("d", PtxType::F32);
         let bsums = b.param_ptr("bsums", PtxType::S32);
         let blocks = b.param_u32("blocks");
-        let tid = b.tid_x();
-        let lane = b.and(tid, 31u32);
-        let in_block = b.shr(tid, 5u32);
-        let cta = b.ctaid_x();
-        let blk = b.mad(cta, THREADS / 32, in_block);
+        let (lane, blk) = lane_and_warp(&mut b, THREADS);
         // Whole warps leave together: the shuffles below see full warps.
         let past = b.setp::<U32>(Cmp::Ge, blk, blocks);
         b.exit_if(past);
