@@ -231,7 +231,7 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
         let w = lane.load(b, 0);
         let w = lane.unpack(b, &w);
         // Each vector's offsets from the last one's, in the loop: hoisted as constants
-        // they would hold three registers pairs a vector.
+        // they would hold three register pairs a vector.
         let mut shift: Option<[Reg<U64>; 3]> = None;
         for (v, &acc) in accs.iter().enumerate() {
             if v > 0 {
@@ -275,7 +275,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
                 run(b, &fr, &lane)
             }
         }
-        _ => {
+        QuantFormat::Q4K | QuantFormat::Q5K => {
             let five_bit = f == QuantFormat::Q5K;
             let fr = frame(&mut b, K4Lane::block_bytes(five_bit), batched);
             let lane = K4Lane::new(&mut b, &fr, five_bit);
@@ -284,6 +284,11 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
             } else {
                 run(b, &fr, &lane)
             }
+        }
+        // No integer kernel (launch_config says so): an empty body, never launched.
+        QuantFormat::Q8_0 | QuantFormat::Q4_0 => {
+            b.ret();
+            b.finish()
         }
     }
 }
