@@ -103,6 +103,30 @@ impl<'a> Stream<Recording<'a>> {
     /// w.cols()` values, quantized together by [`Self::quantize_q8k`]: a vector is whole
     /// blocks), `y` gets `y[v * w.rows() + r] = (W a[v])[r]`. For speculative decoding's
     /// draft tokens or a few sequences decoded together.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // A 1 x 256 Q4_K row of ones (d = 1, dmin = 0, every scale 1, every quant 1).
+    /// let mut block = vec![0u8; 144];
+    /// block[..2].copy_from_slice(&half::f16::ONE.to_le_bytes());
+    /// block[4..8].fill(1);
+    /// block[12..16].fill(1);
+    /// block[16..].fill(0x11);
+    /// let w = ctx.upload_quant(QuantFormat::Q4K, 1, 256, &block)?;
+    /// // Two vectors, one after the other: 256 x 0.25, then 256 x 0.5.
+    /// let x: Vec<f32> = [0.25f32, 0.5].iter().flat_map(|&v| [v; 256]).collect();
+    /// let x = ctx.upload(&x)?;
+    /// let (q, mut y) = (ctx.alloc_q8k(512)?, ctx.alloc::<f32>(2)?);
+    /// let mut s = ctx.stream()?.record();
+    /// s.quantize_q8k(&x, &q)?;
+    /// s.qgemv_q8k_batch(&w, &q, &y, 2)?;
+    /// s.sync()?;
+    /// assert_eq!(y.to_vec()?, vec![64.0, 128.0]);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
     pub fn qgemv_q8k_batch(
         &mut self,
         w: &'a QuantMatrix,

@@ -315,3 +315,30 @@ fn a_non_finite_activation_makes_every_output_nan() {
         }
     }
 }
+
+/// The docs' example, worked by hand: a Q4_K row of ones (d = 1, dmin = 0, every scale 1,
+/// every quant 1) against 256 x 0.25 and 256 x 0.5, each its block's largest magnitude, so
+/// quantized exactly (-128 times -1/512 and -1/256): 64 and 128, one vector or a batch.
+#[test]
+fn a_row_of_ones_sums_exactly() {
+    let Some(ctx) = ctx() else { return };
+    let mut block = vec![0u8; 144];
+    block[..2].copy_from_slice(&half::f16::ONE.to_le_bytes());
+    block[4..8].fill(1);
+    block[12..16].fill(1);
+    block[16..].fill(0x11);
+    let w = ctx.upload_quant(QuantFormat::Q4K, 1, 256, &block).unwrap();
+    let x: Vec<f32> = [0.25f32, 0.5].iter().flat_map(|&v| [v; 256]).collect();
+    let xd = ctx.upload(&x).unwrap();
+    let x1 = ctx.upload(&x[..256]).unwrap();
+    let (q, q1) = (ctx.alloc_q8k(512).unwrap(), ctx.alloc_q8k(256).unwrap());
+    let (mut y, mut y1) = (poisoned(&ctx, 2), poisoned(&ctx, 1));
+    let mut s = ctx.stream().unwrap().record();
+    s.quantize_q8k(&xd, &q).unwrap();
+    s.quantize_q8k(&x1, &q1).unwrap();
+    s.qgemv_q8k_batch(&w, &q, &y, 2).unwrap();
+    s.qgemv_q8k(&w, &q1, &y1).unwrap();
+    s.sync().unwrap();
+    assert_eq!(y.to_vec().unwrap(), vec![64.0, 128.0]);
+    assert_eq!(y1.to_vec().unwrap(), vec![64.0]);
+}
