@@ -300,8 +300,10 @@ fn projection(what: &str, w: &WeightType, rows: usize, cols: usize, tokens: usiz
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
 /// values: for a decode step, where any of them has an integer kernel (the K-quants), the
-/// input is quantized to Q8_K once and those take the `dp4a` path (faster than the f32
-/// one even with the quantization's launch: BENCHMARKS.md); the rest as [`projection`].
+/// input is quantized to Q8_K once and those take the `dp4a` path (on the H100, with the
+/// quantization's own launch paid by one projection alone, as fast as the f32 path at
+/// 4096x4096 and 1.3-1.9x faster on larger matrices: BENCHMARKS.md); the rest as
+/// [`projection`].
 fn projections(
     group: &[(&str, &WeightType, usize)],
     cols: usize,

@@ -7,19 +7,8 @@
 //! makes that a failure).
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, raw_blocks, small};
+use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
 use trueno_gpu::kernels::qgemv::QuantFormat;
-use trueno_quant::QuantFormat as CpuFormat;
-
-fn cpu(f: QuantFormat) -> CpuFormat {
-    match f {
-        QuantFormat::Q8_0 => CpuFormat::Q8_0,
-        QuantFormat::Q4_0 => CpuFormat::Q4_0,
-        QuantFormat::Q4K => CpuFormat::Q4K,
-        QuantFormat::Q5K => CpuFormat::Q5K,
-        QuantFormat::Q6K => CpuFormat::Q6K,
-    }
-}
 
 /// `W x` through trueno-quant's dequantization, in f64, and the bound on an f32 sum of
 /// the same products: each output's error stays below
@@ -57,12 +46,7 @@ fn qgemv_matches_the_dequantized_reference() {
         }
         for &(rows, cols) in &shapes {
             let x = rng.vec(cols, -1.0, 1.0);
-            let dense = rng.vec(rows * cols, -2.0, 2.0);
-            let quantized = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-            for (kind, w) in [
-                ("quantized", quantized),
-                ("raw", raw_blocks(&mut rng, f, rows, cols)),
-            ] {
+            for (kind, w) in weight_cases(&mut rng, f, rows, cols) {
                 let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
                 let xd = ctx.upload(&x).unwrap();
                 let mut yd = poisoned(&ctx, rows);

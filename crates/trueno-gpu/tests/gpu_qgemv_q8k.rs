@@ -8,19 +8,10 @@
 //! makes that a failure).
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, raw_blocks, small};
+use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_quant::QuantFormat as CpuFormat;
-
-fn cpu(f: QuantFormat) -> CpuFormat {
-    match f {
-        QuantFormat::Q4K => CpuFormat::Q4K,
-        QuantFormat::Q5K => CpuFormat::Q5K,
-        QuantFormat::Q6K => CpuFormat::Q6K,
-        other => panic!("{} has no integer kernel", other.name()),
-    }
-}
 
 /// Blocks of 256 that exercise the quantizer's corners, then random values.
 fn edge_vector(rng: &mut Rng) -> Vec<f32> {
@@ -177,12 +168,7 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
                 x[256..512].fill(0.0);
             }
             let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
-            let dense = rng.vec(rows * cols, -2.0, 2.0);
-            let quantized = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-            for (kind, w) in [
-                ("quantized", quantized),
-                ("raw", raw_blocks(&mut rng, f, rows, cols)),
-            ] {
+            for (kind, w) in weight_cases(&mut rng, f, rows, cols) {
                 let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
                 let xd = ctx.upload(&x).unwrap();
                 let mut q = ctx.alloc_q8k(cols).unwrap();

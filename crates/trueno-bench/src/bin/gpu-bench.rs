@@ -403,7 +403,7 @@ impl Bench {
             f.name(),
             bytes + act + rows * 4
         ));
-        // Batches: the weights once for n vectors (the activations repeat one vector).
+        // Batches: n different vectors against one read of the weights.
         for n in [2usize, 4, 8] {
             let qn = self.ctx.alloc_q8k(n * cols)?;
             let xn = self.ctx.upload(&random(n * cols, 5))?;

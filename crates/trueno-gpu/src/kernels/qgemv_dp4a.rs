@@ -16,7 +16,7 @@
 
 use super::helpers::{elem_addr, lane_and_warp};
 use super::qgemv::{QuantFormat, store_sum};
-use super::qgemv_k::THREADS;
+use super::qgemv_k::{self, THREADS};
 use super::qgemv_k4_dp4a::K4Lane;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use super::{qgemv_q6k, qgemv_q6k_dp4a};
@@ -277,7 +277,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
         }
         QuantFormat::Q4K | QuantFormat::Q5K => {
             let five_bit = f == QuantFormat::Q5K;
-            let fr = frame(&mut b, K4Lane::block_bytes(five_bit), batched);
+            let fr = frame(&mut b, qgemv_k::layout(five_bit).0, batched);
             let lane = K4Lane::new(&mut b, &fr, five_bit);
             if batched {
                 run_batch(b, &fr, &lane)

@@ -49,6 +49,16 @@ fn dot4(b: &mut KernelBuilder, nibbles: Reg<U32>, x: &[Reg<F32>; 4]) -> (Reg<F32
     (s, b.add(sx, t))
 }
 
+/// A Q4_K (`five_bit` false) or Q5_K super-block's bytes and where its quants start
+/// (after `d`, `dmin`, the scales and, for Q5_K, the 32 bytes of fifth bits).
+pub(super) fn layout(five_bit: bool) -> (u32, u32) {
+    if five_bit {
+        (BLOCK_BYTES_Q5K, 48)
+    } else {
+        (BLOCK_BYTES, 16)
+    }
+}
+
 /// The 6-bit (scale, min) of sub-block `j` from the three scale words `s` of a Q4_K /
 /// Q5_K super-block (GGML's `get_scale_min_k4`): `shift` is `8 * (j % 4)`, `low_pack`
 /// whether `j < 4` (both scale and min sit whole in bytes `j` and `j + 4`; above, their
@@ -240,11 +250,7 @@ pub(super) fn row_blocks(
 /// The Q4_K (`five_bit` false) or Q5_K kernel. Parameters as the other formats': `w`,
 /// `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
-    let (block_bytes, qs_at) = if five_bit {
-        (BLOCK_BYTES_Q5K, 48u32)
-    } else {
-        (BLOCK_BYTES, 16u32)
-    };
+    let (block_bytes, qs_at) = layout(five_bit);
     let mut b = KernelBuilder::new(name);
     let rw = row_warp(&mut b, block_bytes);
     let (lane, blk) = (rw.lane, rw.blk);

@@ -8,9 +8,7 @@
 use super::helpers::elem_addr;
 use super::qgemv::f16_bits;
 use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep};
-use super::qgemv_k::{
-    BLOCK_BYTES, BLOCK_BYTES_Q5K, ChunkScales, chunk_scales, quant_bytes, scale_min,
-};
+use super::qgemv_k::{ChunkScales, chunk_scales, layout, quant_bytes, scale_min};
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32, U64};
 
 /// The lane's weight pointers at its part of super-block `g` (then `g + 4`, ...): the
@@ -44,11 +42,7 @@ pub(super) struct K4Unpacked {
 impl K4Lane {
     /// The lane of a Q4_K (`five_bit` false) or Q5_K kernel.
     pub(super) fn new(b: &mut KernelBuilder, fr: &Frame, five_bit: bool) -> K4Lane {
-        let (bb, qs_at) = if five_bit {
-            (BLOCK_BYTES_Q5K, 48u32)
-        } else {
-            (BLOCK_BYTES, 16u32)
-        };
+        let (bb, qs_at) = layout(five_bit);
         let c = b.shr(fr.p, 1u32);
         let h = b.and(fr.p, 1u32);
         let split = chunk_scales(b, c);
@@ -70,15 +64,6 @@ impl K4Lane {
             },
             split,
             bb,
-        }
-    }
-
-    /// The bytes of a Q4_K or Q5_K super-block.
-    pub(super) fn block_bytes(five_bit: bool) -> u32 {
-        if five_bit {
-            BLOCK_BYTES_Q5K
-        } else {
-            BLOCK_BYTES
         }
     }
 }

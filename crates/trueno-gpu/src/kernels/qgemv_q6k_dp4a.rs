@@ -10,7 +10,8 @@
 //! byte `32h + l` of `qh` (bits `2k, 2k + 1` and `2k + 4, 2k + 5`), and one signed scale
 //! per quarter, that of the group of 16 `8h + 2k + p % 2` (and `+ 4`): the group Q8_K's
 //! sums of 16 cover, so `sum (q - 32) a = sum q a - 32 * bsum` with `q` in 0..64
-//! unsigned for `dp4a`. A lane's 16 weight words come from 19 16-bit loads.
+//! unsigned for `dp4a`. A lane's eight weight words, two scales and `d` come from 19
+//! 16-bit loads.
 
 use super::helpers::elem_addr;
 use super::qgemv::f16_bits;

@@ -15,7 +15,7 @@
 //! One warp per block; lane `l` takes elements `8l..8l + 8` (two 16-byte loads), so the
 //! sums of 16 are lane pairs.
 
-use super::helpers::lane_and_warp;
+use super::helpers::{elem_addr, lane_and_warp};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -57,8 +57,7 @@ impl Kernel for QuantizeQ8kKernel {
 
         let lane_first = b.shl(lane, 3u32);
         let first = b.mad(blk, BLOCK as u32, lane_first);
-        let off = b.mul_wide(first, 4u32);
-        let xp = b.add(x, off);
+        let xp = elem_addr(&mut b, x, first, 4);
         let lo = b.ld_vec::<F32, _, 4>(Space::Global, xp, 0);
         let hi = b.ld_vec::<F32, _, 4>(Space::Global, xp, 16);
         let v: Vec<Reg<F32>> = lo.into_iter().chain(hi).collect();
@@ -131,16 +130,14 @@ impl Kernel for QuantizeQ8kKernel {
                 b.prmt(p01, p23, 0x5410)
             })
             .collect();
-        let qoff = b.mul_wide(first, 1u32);
-        let qp = b.add(qs, qoff);
+        let qp = elem_addr(&mut b, qs, first, 1);
         b.st_vec::<U32, _>(Space::Global, qp, 0, &words);
 
         let even = b.and(lane, 1u32);
         let even = b.setp::<U32>(Cmp::Eq, even, 0u32);
         b.predicated(even, |b| {
             let g = b.shr(first, 4u32);
-            let at = b.mul_wide(g, 4u32);
-            let at = b.add(bsums, at);
+            let at = elem_addr(b, bsums, g, 4);
             b.st::<S32, _>(Space::Global, at, 0, sum16);
         });
         let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
@@ -148,8 +145,7 @@ impl Kernel for QuantizeQ8kKernel {
             let d = b.div(1.0f32, iscale);
             let d = b.selp(0.0f32, d, zero);
             let d = b.selp(f32::NAN, d, bad);
-            let at = b.mul_wide(blk, 4u32);
-            let at = b.add(dp, at);
+            let at = elem_addr(b, dp, blk, 4);
             b.st::<F32, _>(Space::Global, at, 0, d);
         });
         b.ret();

@@ -134,3 +134,31 @@ pub fn raw_blocks(rng: &mut Rng, f: QuantFormat, rows: usize, cols: usize) -> Ve
     }
     w
 }
+
+/// trueno-quant's name for a GPU block format.
+pub fn cpu_format(f: QuantFormat) -> trueno_quant::QuantFormat {
+    use trueno_quant::QuantFormat as Cpu;
+    match f {
+        QuantFormat::Q8_0 => Cpu::Q8_0,
+        QuantFormat::Q4_0 => Cpu::Q4_0,
+        QuantFormat::Q4K => Cpu::Q4K,
+        QuantFormat::Q5K => Cpu::Q5K,
+        QuantFormat::Q6K => Cpu::Q6K,
+    }
+}
+
+/// The two weight matrices every quantized product is tried on: random values in
+/// [-2, 2) quantized by trueno-quant, and [`raw_blocks`].
+pub fn weight_cases(
+    rng: &mut Rng,
+    f: QuantFormat,
+    rows: usize,
+    cols: usize,
+) -> [(&'static str, Vec<u8>); 2] {
+    let dense = rng.vec(rows * cols, -2.0, 2.0);
+    let quantized = trueno_quant::quantize_rows(cpu_format(f), &dense, cols).unwrap();
+    [
+        ("quantized", quantized),
+        ("raw", raw_blocks(rng, f, rows, cols)),
+    ]
+}
