@@ -84,11 +84,14 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// `y = W a` for K-quant weights `W` (Q4_K, Q5_K or Q6_K: [`QgemvQ8kKernel::FORMATS`])
-    /// and activations quantized by [`Self::quantize_q8k`]: integer products per
-    /// sub-block, GGML's fast path (the result is trueno-quant's `dot_q8` per row, up to
+    /// `y = W a` for quantized weights `W` (any format: [`QgemvQ8kKernel::FORMATS`]) and
+    /// activations quantized by [`Self::quantize_q8k`]: integer products per block, GGML's
+    /// fast path (for the K-quants the result is trueno-quant's `dot_q8` per row, up to
     /// the order of the f32 sums; the activations' rounding is the difference from
-    /// [`Self::qgemv`]). `a` has `w.cols()` values, `y` gets `w.rows()`.
+    /// [`Self::qgemv`]). `a` has `w.cols()` values (a multiple of 256), `y` gets
+    /// `w.rows()`. Q8_0 and Q4_0 weights take the same Q8_K activations (one scale per
+    /// 256 values; GGML quantizes theirs per 32): where that is too coarse for an input
+    /// with outliers, [`Self::qgemv`] keeps the activations in f32.
     pub fn qgemv_q8k(
         &mut self,
         w: &'a QuantMatrix,

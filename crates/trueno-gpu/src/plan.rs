@@ -299,8 +299,9 @@ fn projection(what: &str, w: &WeightType, rows: usize, cols: usize, tokens: usiz
 }
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
-/// values: for a decode step, where any of them has an integer kernel (the K-quants), the
-/// input is quantized to Q8_K once and those take the `dp4a` path (on the H100, with the
+/// values: for a decode step whose input is whole Q8_K blocks (`cols` a multiple of 256,
+/// as every K-quant's is; Q8_0 and Q4_0 need not be), the input is quantized to Q8_K once
+/// and the projections take the `dp4a` path (on the H100, with the
 /// quantization's own launch paid by one projection alone, as fast as the f32 path at
 /// 4096x4096 and 1.3-1.9x faster on larger matrices: BENCHMARKS.md); the rest as
 /// [`projection`].
@@ -310,8 +311,9 @@ fn projections(
     tokens: usize,
 ) -> Result<Vec<Step>> {
     let integer = |w: &WeightType| {
-        w.qgemv_format()
-            .filter(|f| tokens == 1 && QgemvQ8kKernel::FORMATS.contains(f))
+        w.qgemv_format().filter(|f| {
+            tokens == 1 && cols.is_multiple_of(256) && QgemvQ8kKernel::FORMATS.contains(f)
+        })
     };
     let mut steps = Vec::new();
     let c = cols as u64;

@@ -238,3 +238,49 @@ fn bad_shapes_are_errors() {
     assert!(plan(&m, Phase::Decode { context: 0 }, KvType::F16, 132).is_err());
     assert!(plan(&m, Phase::Prefill { tokens: 0 }, KvType::F16, 132).is_err());
 }
+
+#[test]
+fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
+    let q8 = wt("Q8_0", 32, 34);
+    let mut m = llama3_8b();
+    for l in &mut m.layer_weights {
+        *l = LayerWeights {
+            q: q8.clone(),
+            k: q8.clone(),
+            v: q8.clone(),
+            o: q8.clone(),
+            gate: q8.clone(),
+            up: q8.clone(),
+            down: q8.clone(),
+        };
+    }
+    (m.embedding, m.output) = (q8.clone(), q8.clone());
+    let kernels = |p: &Plan, what: &str| -> Vec<String> {
+        p.layers[0]
+            .iter()
+            .filter(|s| s.what == what)
+            .filter_map(|s| s.kernel.clone())
+            .collect()
+    };
+    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    for what in ["q projection", "down projection"] {
+        assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_q8k"], "{what}");
+    }
+    // A Qwen2-0.5B-like width: 896 inputs are not whole blocks of 256 (the f32 path,
+    // no quantization), the FFN's 4864 are (down takes the integer path).
+    m.hidden = 896;
+    m.heads_q = 14;
+    m.heads_kv = 2;
+    m.head_dim = 64;
+    m.ffn = 4864;
+    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    for what in ["q projection", "gate projection", "output projection"] {
+        assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_f32"], "{what}");
+    }
+    assert_eq!(kernels(&p, "down projection"), ["trueno_qgemv_q8_0_q8k"]);
+    let quantize = p.layers[0]
+        .iter()
+        .filter(|s| s.kernel.as_deref() == Some("trueno_quantize_q8k_f32"))
+        .count();
+    assert_eq!(quantize, 1, "down's input alone");
+}

@@ -95,6 +95,14 @@ const SCHEDULED_APART: &[(&str, &str)] = &[
         "trueno_qgemv_q6_k_q8k",
         "ptxas sinks the loads to their uses",
     ),
+    (
+        "trueno_qgemv_q8_0_q8k",
+        "ptxas sinks the loads to their uses",
+    ),
+    (
+        "trueno_qgemv_q4_0_q8k",
+        "ptxas sinks the loads to their uses",
+    ),
 ];
 
 #[test]

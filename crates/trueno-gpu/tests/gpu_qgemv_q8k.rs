@@ -94,7 +94,7 @@ fn quantize_q8k_is_trueno_quants_bit_for_bit() {
 /// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
 /// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
 /// (Q4_K / Q5_K: the scale and min parts apart, found by dequantizing with `dmin`, then
-/// `d`, zeroed; Q6_K has only the first).
+/// `d`, zeroed; the other formats have only the first).
 fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> Vec<(f64, f64)> {
     let deq = |bytes: &[u8], format: CpuFormat, n: usize| {
         let mut out = vec![0f32; n];
@@ -109,11 +109,11 @@ fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> 
         deq(&v, cpu(f), rows * cols)
     };
     let full = deq(w, cpu(f), rows * cols);
-    // Q6_K has no min term: the weights are their scale part.
-    let (scaled, mins) = if f == QuantFormat::Q6K {
-        (full.clone(), vec![0.0; rows * cols])
-    } else {
+    // Only Q4_K and Q5_K have a min term; the other formats' weights are their scale part.
+    let (scaled, mins) = if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
         (zeroed(2), zeroed(0))
+    } else {
+        (full.clone(), vec![0.0; rows * cols])
     };
     let a = deq(act, CpuFormat::Q8K, cols);
     let blocks = (cols / 256) as f64;
@@ -243,33 +243,33 @@ fn q8k_shapes_are_checked_before_launch() {
             ctx.upload_quant(f, 4, 512, &bytes).unwrap()
         })
         .collect();
+    // 384 columns are whole Q8_0 blocks, but not whole Q8_K activation blocks.
+    let w384 = ctx
+        .upload_quant(QuantFormat::Q8_0, 4, 384, &vec![0u8; 4 * 12 * 34])
+        .unwrap();
     let mut s = ctx.stream().unwrap().record();
     assert!(s.quantize_q8k(&x, &q_short).is_err(), "length mismatch");
     assert!(s.quantize_q8k(&x_ragged, &q).is_err(), "not whole blocks");
     s.quantize_q8k(&x, &q).unwrap();
+    assert_eq!(QgemvQ8kKernel::FORMATS, QuantFormat::ALL);
     for w in &ws {
-        let f = w.format();
-        if QgemvQ8kKernel::FORMATS.contains(&f) {
-            assert!(s.qgemv_q8k(w, &q_short, &y).is_err(), "activation length");
-            assert!(s.qgemv_q8k(w, &q, &y_short).is_err(), "output length");
-            s.qgemv_q8k(w, &q, &y).unwrap();
-            // 512 activations are two vectors of 256 columns, not one of 512.
-            let y8 = &y_batch;
-            assert!(s.qgemv_q8k_batch(w, &q, y8, 0).is_err(), "no vectors");
-            assert!(s.qgemv_q8k_batch(w, &q, y8, 9).is_err(), "nine vectors");
-            assert!(
-                s.qgemv_q8k_batch(w, &q, y8, 2).is_err(),
-                "activation length"
-            );
-            assert!(s.qgemv_q8k_batch(w, &q, &y, 1).is_ok(), "one vector");
-        } else {
-            assert!(
-                s.qgemv_q8k(w, &q, &y).is_err(),
-                "{} has no integer kernel",
-                f.name()
-            );
-        }
+        assert!(s.qgemv_q8k(w, &q_short, &y).is_err(), "activation length");
+        assert!(s.qgemv_q8k(w, &q, &y_short).is_err(), "output length");
+        s.qgemv_q8k(w, &q, &y).unwrap();
+        // 512 activations are two vectors of 256 columns, not one of 512.
+        let y8 = &y_batch;
+        assert!(s.qgemv_q8k_batch(w, &q, y8, 0).is_err(), "no vectors");
+        assert!(s.qgemv_q8k_batch(w, &q, y8, 9).is_err(), "nine vectors");
+        assert!(
+            s.qgemv_q8k_batch(w, &q, y8, 2).is_err(),
+            "activation length"
+        );
+        assert!(s.qgemv_q8k_batch(w, &q, &y, 1).is_ok(), "one vector");
     }
+    assert!(
+        s.qgemv_q8k(&w384, &q, &y).is_err(),
+        "384 columns: not whole Q8_K blocks"
+    );
     s.sync().unwrap();
 }
 
@@ -327,4 +327,52 @@ fn a_row_of_ones_sums_exactly() {
     s.sync().unwrap();
     assert_eq!(y.to_vec().unwrap(), vec![64.0, 128.0]);
     assert_eq!(y1.to_vec().unwrap(), vec![64.0]);
+}
+
+/// Q8_0 and Q4_0 rows worked by hand: activations of 0.25 (each block's largest magnitude,
+/// so quantized exactly: -128 times -1/512) against known quants, every block (odd ones
+/// start 2 bytes past a word) with its own scale; the sums are exact in f32.
+#[test]
+fn q8_0_and_q4_0_rows_sum_exactly() {
+    let Some(ctx) = ctx() else { return };
+    let blocks = 16; // two super-blocks: every lane of a group, odd blocks included
+    let scale = |blk: usize| 0.5 * (blk + 1) as f32; // exact in f16
+    // Q8_0: quant j of block blk is (j + 3 blk) % 41 - 20.
+    let q8 = |blk: usize, j: usize| ((j + 3 * blk) % 41) as i32 - 20;
+    let mut w8 = Vec::new();
+    // Q4_0: weight j < 16 is the low nibble of byte j, weight j + 16 its high one.
+    let q4 = |blk: usize, j: usize| ((j * 5 + blk) % 16) as i32;
+    let mut w4 = Vec::new();
+    let (mut want8, mut want4) = (0f64, 0f64);
+    for blk in 0..blocks {
+        let d = half::f16::from_f32(scale(blk)).to_le_bytes();
+        w8.extend_from_slice(&d);
+        w8.extend((0..32).map(|j| q8(blk, j) as i8 as u8));
+        w4.extend_from_slice(&d);
+        w4.extend((0..16).map(|j| (q4(blk, j) | q4(blk, j + 16) << 4) as u8));
+        for j in 0..32 {
+            want8 += 0.25 * scale(blk) as f64 * q8(blk, j) as f64;
+            want4 += 0.25 * scale(blk) as f64 * (q4(blk, j) - 8) as f64;
+        }
+    }
+    let x = ctx.upload(&vec![0.25f32; 512]).unwrap();
+    let q = ctx.alloc_q8k(512).unwrap();
+    for (f, w, want) in [
+        (QuantFormat::Q8_0, w8, want8),
+        (QuantFormat::Q4_0, w4, want4),
+    ] {
+        // Two identical rows: the second starts where the first's last block ends.
+        let wd = ctx
+            .upload_quant(f, 2, 512, &[w.clone(), w].concat())
+            .unwrap();
+        let (mut y, mut yb) = (poisoned(&ctx, 2), poisoned(&ctx, 2));
+        let mut s = ctx.stream().unwrap().record();
+        s.quantize_q8k(&x, &q).unwrap();
+        s.qgemv_q8k(&wd, &q, &y).unwrap();
+        s.qgemv_q8k_batch(&wd, &q, &yb, 1).unwrap();
+        s.sync().unwrap();
+        let want = vec![want as f32; 2];
+        assert_eq!(y.to_vec().unwrap(), want, "{}", f.name());
+        assert_eq!(yb.to_vec().unwrap(), want, "{} batch", f.name());
+    }
 }

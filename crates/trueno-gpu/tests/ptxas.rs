@@ -240,40 +240,36 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
 }
 
 /// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
-/// (four 8-bit products per instruction, unsigned weight bytes by signed activation
-/// bytes), the activations arrive in 16-byte loads, and so do Q4_K's and Q5_K's weights
-/// (Q6_K's 210-byte blocks allow only 16-bit ones), on every target.
+/// (four 8-bit products per instruction: unsigned weight bytes by signed activation
+/// bytes, Q8_0's signed by signed), the activations arrive in 16-byte loads, and so do
+/// Q4_K's and Q5_K's weights; Q6_K's 210-byte blocks allow only 16-bit loads, Q8_0's 34
+/// and Q4_0's 18 32-bit ones (from the word boundary before the block), on every target.
 #[test]
 fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     for f in QgemvQ8kKernel::FORMATS {
-        // (dp4a, 16-byte loads, 16-bit loads) in the two-step pass alone: eight products
-        // and two activation loads a step; Q4_K/Q5_K's header and quants (and fifth
-        // bits) in 16-byte loads, Q6_K's 38 weight bytes a step in 19 16-bit loads.
-        let (dp4a, wide, narrow) = match f {
-            QuantFormat::Q6K => (16, 4, 38),
-            _ => (16, 8, 0),
+        // In the two-step pass alone: eight products and two activation loads a step;
+        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's 38
+        // weight bytes a step in 19 16-bit loads, Q8_0's 9 words and Q4_0's 5.
+        let (idp, wide, narrow, words) = match f {
+            QuantFormat::Q6K => ("IDP.4A.U8.S8", 4, 38, 0),
+            QuantFormat::Q8_0 => ("IDP.4A.S8.S8", 4, 0, 18),
+            QuantFormat::Q4_0 => ("IDP.4A.U8.S8", 4, 0, 10),
+            _ => ("IDP.4A.U8.S8", 8, 0, 0),
         };
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
             let count = |op: &str| code.matches(op).count();
-            assert!(
-                count("IDP.4A.U8.S8") >= dp4a,
-                "{stem}: {} IDP.4A.U8.S8\n{code}",
-                count("IDP.4A.U8.S8")
-            );
-            assert!(
-                count("LDG.E.128") >= wide,
-                "{stem}: {} LDG.E.128",
-                count("LDG.E.128")
-            );
-            assert!(
-                count("LDG.E.U16") >= narrow,
-                "{stem}: {} LDG.E.U16",
-                count("LDG.E.U16")
-            );
+            for (op, least) in [
+                (idp, 16),
+                ("LDG.E.128 ", wide),
+                ("LDG.E.U16 ", narrow),
+                ("LDG.E ", words),
+            ] {
+                assert!(count(op) >= least, "{stem}: {} {op}\n{code}", count(op));
+            }
         }
     }
 }

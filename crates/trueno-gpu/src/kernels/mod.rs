@@ -16,6 +16,7 @@ mod math;
 pub mod norm;
 pub mod paged;
 pub mod qgemv;
+mod qgemv_block32_dp4a;
 pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_k4_dp4a;

@@ -1,21 +1,27 @@
-//! The integer matrix-vector products: K-quant weights (Q4_K, Q5_K, Q6_K) against
+//! The integer matrix-vector products: quantized weights (every [`QuantFormat`]) against
 //! activations quantized to Q8_K ([`super::quantize_q8k`]), four 8-bit products per
 //! `dp4a`, exact integer sums per sub-block, scales applied once per lane and
-//! super-block in f32 — GGML's method (trueno-quant's `dot_q8`), so the result is that of
-//! the CPU's integer path up to the order of the f32 sums. Also batched: up to
+//! super-block in f32 — GGML's method for the K-quants (trueno-quant's `dot_q8`), so the
+//! result is that of the CPU's integer path up to the order of the f32 sums. Q8_0 and
+//! Q4_0 take the same Q8_K activations (GGML pairs them with per-32 Q8_0/Q8_1 ones): one
+//! quantized input then serves every projection of a mixed-format model, at the price of
+//! one activation scale per 256 values instead of per 32. Also batched: up to
 //! [`MAX_BATCH`] activation vectors against one read of the weights.
 //!
-//! Why: the f32-activation kernels (qgemv_k.rs) spend about ten instructions per weight
-//! unpacking scales and converting quants, and read four activation bytes per weight;
+//! Why: the f32-activation kernels (qgemv.rs, qgemv_k.rs) spend several instructions per
+//! weight unpacking scales and converting quants, and read four activation bytes per weight;
 //! here a lane takes 32 weights per super-block, so the scale unpacking is paid once per
 //! 32 weights and the activations cost one byte each.
 //!
 //! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each.
 //! This file holds what every format shares ([`Frame`], the activation loads, the row
-//! loop); each format's lane is its own file (qgemv_k4_dp4a.rs, qgemv_q6k_dp4a.rs).
+//! loop); each format's lane is its own file (qgemv_k4_dp4a.rs, qgemv_q6k_dp4a.rs,
+//! qgemv_block32_dp4a.rs for Q8_0 and Q4_0, whose eight 32-weight blocks make a
+//! super-block).
 
 use super::helpers::{elem_addr, lane_and_warp};
 use super::qgemv::{QuantFormat, store_sum};
+use super::qgemv_block32_dp4a::{Block32Lane, group_bytes};
 use super::qgemv_k::{self, THREADS};
 use super::qgemv_k4_dp4a::K4Lane;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -285,10 +291,15 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
                 run(b, &fr, &lane)
             }
         }
-        // No integer kernel (launch_config says so): an empty body, never launched.
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => {
-            b.ret();
-            b.finish()
+            let four_bit = f == QuantFormat::Q4_0;
+            let fr = frame(&mut b, group_bytes(four_bit), batched);
+            let lane = Block32Lane::new(&mut b, &fr, four_bit);
+            if batched {
+                run_batch(b, &fr, &lane)
+            } else {
+                run(b, &fr, &lane)
+            }
         }
     }
 }
@@ -296,9 +307,6 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
 /// The launch of a `[rows, cols]` product of format `f` by kernel `name`: one warp per
 /// row, eight per block; `cols` whole super-blocks, a row under 4 GiB.
 fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
-    if !QgemvQ8kKernel::FORMATS.contains(&f) {
-        return shape_err(name, "no integer kernel for this format");
-    }
     check_dims(name, dims, 2)?;
     let (rows, cols) = (dims[0], dims[1]);
     if !cols.is_multiple_of(256) {
@@ -314,15 +322,16 @@ fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
     ))
 }
 
-/// `y = W a` for K-quant weights `W` (GGML's layout, as [`super::qgemv::QgemvKernel`]) and
-/// Q8_K activations `a`. Parameters: `w`, `qs`, `d`, `bsums` (the activations, see
-/// [`crate::memory::Q8kVector`]), `y`, `rows`, `blocks` (super-blocks per row).
+/// `y = W a` for quantized weights `W` (GGML's layout, as [`super::qgemv::QgemvKernel`])
+/// and Q8_K activations `a`. Parameters: `w`, `qs`, `d`, `bsums` (the activations, see
+/// [`crate::memory::Q8kVector`]), `y`, `rows`, `blocks` (256-weight super-blocks per
+/// row: eight Q8_0 / Q4_0 blocks).
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ8kKernel(pub QuantFormat);
 
 impl QgemvQ8kKernel {
-    /// The weight formats with an integer kernel.
-    pub const FORMATS: [QuantFormat; 3] = [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K];
+    /// The weight formats with an integer kernel: all of them.
+    pub const FORMATS: [QuantFormat; 5] = QuantFormat::ALL;
 }
 
 impl Kernel for QgemvQ8kKernel {
@@ -374,25 +383,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_k_quants_and_whole_super_blocks() {
-        assert!(
-            QgemvQ8kKernel(QuantFormat::Q8_0)
-                .launch_config(&[4, 256])
-                .is_err()
-        );
+    fn every_format_takes_whole_super_blocks_of_256() {
         for f in QgemvQ8kKernel::FORMATS {
             let k = QgemvQ8kKernel(f);
             assert!(k.launch_config(&[4, 255]).is_err());
+            // 384 is whole Q8_0 / Q4_0 blocks, but not whole Q8_K activation blocks.
             assert!(k.launch_config(&[4, 384]).is_err());
             assert!(k.launch_config(&[0, 256]).is_err());
             let c = k.launch_config(&[17, 512]).unwrap();
             assert_eq!((c.grid.0, c.block.0), (3, THREADS));
             assert_eq!(QgemvQ8kBatchKernel(f).launch_config(&[17, 512]).unwrap(), c);
         }
-        assert!(
-            QgemvQ8kBatchKernel(QuantFormat::Q4_0)
-                .launch_config(&[4, 256])
-                .is_err()
-        );
     }
 }

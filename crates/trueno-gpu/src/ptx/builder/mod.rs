@@ -377,12 +377,18 @@ impl KernelBuilder {
 
     /// Byte permute (`prmt.b32`): byte `i` of the result is byte `(selector >> 4i) & 7` of
     /// the eight bytes `b:a` (`a` is bytes 0-3). One instruction places a quant byte under
-    /// a float exponent, where a `cvt` from an integer runs at a quarter of the rate.
-    pub fn prmt(&mut self, a: Reg<U32>, b: impl Into<Src<U32>>, selector: u32) -> Reg<U32> {
+    /// a float exponent, where a `cvt` from an integer runs at a quarter of the rate. The
+    /// selector may be a register (a per-lane byte shift, say).
+    pub fn prmt(
+        &mut self,
+        a: Reg<U32>,
+        b: impl Into<Src<U32>>,
+        selector: impl Into<Src<U32>>,
+    ) -> Reg<U32> {
         let srcs = vec![
             Operand::Reg(a.vreg()),
             b.into().operand(),
-            Operand::Imm(Imm::Int(selector.into())),
+            selector.into().operand(),
         ];
         self.op1(Op::Prmt, PtxType::B32, None, srcs)
     }
