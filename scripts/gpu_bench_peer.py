@@ -183,6 +183,30 @@ def main():
         table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches"))
         del ws
 
+    # Dequantization to f32: the bar is the copy bandwidth; the peer is torch's bf16 ->
+    # f32 conversion of the same shape (the nearest dense op: 2 bytes in, 4 out a value).
+    for r in [r for r in rows_in if r["kind"] == "dequant"]:
+        rows, cols = r["rows"], r["cols"]
+        sets = sets_for(rows * cols * 6)
+        ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
+        t = bench(lambda i: ws[i].float(), sets, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        table.append((f"dequantize {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16->f32 {rows*cols*6/t/1e6:.0f} GB/s"))
+        del ws
+
+    # Token embeddings: the peer gathers the same rows from an f32 table (F.embedding).
+    tables = {}
+    for r in [r for r in rows_in if r["kind"] == "embedding"]:
+        vocab, cols, n = r["vocab"], r["cols"], r["tokens"]
+        if (vocab, cols) not in tables:
+            tables = {(vocab, cols): torch.rand(vocab, cols, device="cuda")}
+        tab = tables[(vocab, cols)]
+        ids = torch.randint(0, vocab, (n,), device="cuda")
+        t = bench(lambda i: F.embedding(ids, tab), 1, quick)
+        gbs = r["bytes"] / r["ms"] / 1e6
+        table.append((f"embedding rows {r['format']}", f"{n} of {vocab}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s; torch f32 table"))
+    del tables
+
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
     # cos/sin tables built outside the timed region, as a model shares them across layers.
     for r in [r for r in rows_in if r["kind"] == "rope"]:

@@ -57,6 +57,7 @@ pub mod kernels;
 pub mod memory;
 mod ops;
 mod ops_attention;
+mod ops_dequant;
 mod ops_paged;
 mod ops_qgemv;
 pub mod plan;

@@ -11,6 +11,7 @@ use crate::error::{Result, shape_err};
 use crate::kernels::Kernel;
 use crate::kernels::LaunchConfig;
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape, HEAD_DIMS};
+use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
 use crate::kernels::gemm_mma::HalfType;
@@ -504,16 +505,26 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan
     };
     let (hq, hkv, d, h) = (m.heads_q, m.heads_kv, m.head_dim, m.hidden);
     let t = tokens as u64;
-    let prologue = vec![gap(
-        "token embedding rows",
-        format!(
-            "no embedding-row kernel yet ({} table): rows dequantized on the host and copied",
-            m.embedding.name
+    let embed_bytes = m.embedding.bytes(t, h as u64) + t * (h as u64 * F32 + 4);
+    let prologue = vec![match m.embedding.qgemv_format() {
+        Some(f) => launch(
+            "token embedding rows",
+            &DequantRowsKernel(f),
+            &[tokens, h],
+            embed_bytes,
+            0,
+        )?,
+        None => gap(
+            "token embedding rows",
+            format!(
+                "no embedding-row kernel for a {} table: rows dequantized on the host and copied",
+                m.embedding.name
+            ),
+            embed_bytes,
+            0,
+            Math::F32,
         ),
-        m.embedding.bytes(t, h as u64) + t * h as u64 * F32,
-        0,
-        Math::F32,
-    )];
+    }];
     let mut layers = Vec::with_capacity(m.layers);
     for w in &m.layer_weights {
         let mut s = vec![add_rmsnorm("attention norm (+ residual)", tokens, h)?];

@@ -67,10 +67,10 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
             .count()
     };
     assert!(p.layers.iter().all(|l| quantize(l) == 4));
-    // 32 x 19 in the layers, the output norm, its quantization, logits and argmax.
-    assert_eq!(p.launches(), 32 * 19 + 4);
-    // Only the embedding row has no kernel.
-    assert_eq!(p.missing(), 1);
+    // The embedding rows, 32 x 19 in the layers, the output norm, its quantization,
+    // logits and argmax: every step has a kernel.
+    assert_eq!(p.launches(), 1 + 32 * 19 + 4);
+    assert_eq!(p.missing(), 0);
     let names: Vec<_> = p.layers[0]
         .iter()
         .filter_map(|s| s.kernel.clone())
@@ -206,7 +206,32 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     assert!(gate.missing.as_deref().unwrap().contains("IQ2_XS"));
     // Its bytes still count: 14336 x 4096 / 256 blocks of 74 bytes.
     assert!(gate.bytes > 14336 * 4096 / 256 * 74);
-    assert_eq!(p.missing(), 2);
+    assert_eq!(p.missing(), 1);
+}
+
+#[test]
+fn the_embedding_rows_are_a_kernel_for_quantized_tables_and_a_gap_for_f16() {
+    let mut m = llama3_8b();
+    let p = plan(&m, Phase::Prefill { tokens: 100 }, KvType::F16, 132).unwrap();
+    let embed = &p.prologue[0];
+    assert_eq!(
+        embed.kernel.as_deref(),
+        Some("trueno_dequant_rows_q4_k_f32")
+    );
+    assert_eq!(
+        embed.config,
+        Some(
+            DequantRowsKernel(QuantFormat::Q4K)
+                .launch_config(&[100, 4096])
+                .unwrap()
+        )
+    );
+    // 100 rows of 16 Q4_K blocks, their f32 values and the ids.
+    assert_eq!(embed.bytes, 100 * 16 * 144 + 100 * 4096 * 4 + 100 * 4);
+    m.embedding = wt("F16", 1, 2);
+    let p = plan(&m, Phase::Decode { context: 10 }, KvType::F16, 132).unwrap();
+    assert_eq!(p.prologue[0].kernel, None);
+    assert!(p.prologue[0].missing.as_deref().unwrap().contains("F16"));
 }
 
 #[test]

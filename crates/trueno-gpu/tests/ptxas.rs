@@ -274,6 +274,25 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     }
 }
 
+/// The row-dequantization kernels write each lane's two runs of four values in 16-byte
+/// stores, and Q4_K / Q5_K read their headers in one 16-byte load, on every target.
+#[test]
+fn dequantized_rows_leave_in_16_byte_stores() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::dequant::DequantRowsKernel;
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    for f in QuantFormat::ALL {
+        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+            let (stem, code) = sass.of(&DequantRowsKernel(f), target);
+            let count = |op: &str| code.matches(op).count();
+            assert_eq!(count("STG.E.128 "), 2, "{stem}\n{code}");
+            if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
+                assert_eq!(count("LDG.E.128 "), 1, "{stem}\n{code}");
+            }
+        }
+    }
+}
+
 /// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
 /// kernel's machine code as text. `find` says SKIPPED (or fails under
 /// TRUENO_REQUIRE_PTXAS) when either is missing.

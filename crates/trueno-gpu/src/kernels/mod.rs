@@ -5,6 +5,7 @@
 //! size.
 
 pub mod attention;
+pub mod dequant;
 pub mod elementwise;
 pub mod flash_attention;
 pub mod gemm;
@@ -110,8 +111,8 @@ pub enum Family {
     /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
     GemmWgmma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
-    /// against f32 activations; the K-quants against Q8_K ones) and the activations'
-    /// quantization
+    /// against f32 activations and against Q8_K ones), the activations' quantization,
+    /// and quantized rows to f32 (embedding lookups, whole-matrix dequantization)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
@@ -175,7 +176,7 @@ impl Family {
             Family::Gemm => gemm::all(),
             Family::GemmMma => gemm_mma::all(),
             Family::GemmWgmma => gemm_wgmma::all(),
-            Family::Qgemv => qgemv::all(),
+            Family::Qgemv => qgemv::all().into_iter().chain(dequant::all()).collect(),
             Family::Rope => rope::all(),
             Family::Attention => attention::all()
                 .into_iter()

@@ -5,7 +5,10 @@
 //! same command and prints the comparison table.
 //!
 //! Usage: `gpu-bench [--quick] [--out FILE] [--only SECTION,...]` (sections: overheads,
-//! elementwise, rows, gemm, gemm_mma, flash_attention, qgemv, rope, decode_attention)
+//! elementwise, rows, gemm, gemm_mma, flash_attention, qgemv, dequant, rope,
+//! decode_attention)
+
+mod dequant;
 
 use std::io::Write;
 use std::time::Instant;
@@ -44,6 +47,21 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
             ((s >> 40) as f32 / (1u64 << 24) as f32) * 4.0 - 2.0
         })
         .collect()
+}
+
+/// `bytes` of random quant bytes with a small positive f16 scale in every block (Q6_K
+/// keeps its scale last).
+fn random_blocks(f: QuantFormat, bytes: usize) -> Vec<u8> {
+    let mut host: Vec<u8> = random(bytes / 4 + 1, bytes as u64)
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .take(bytes)
+        .collect();
+    let at = if f == QuantFormat::Q6K { 208 } else { 0 };
+    for blk in host.chunks_exact_mut(f.block_bytes()) {
+        blk[at..at + 2].copy_from_slice(&0x2E66u16.to_le_bytes());
+    }
+    host
 }
 
 fn median(mut v: Vec<f32>) -> f64 {
@@ -351,17 +369,7 @@ impl Bench {
             for f in QuantFormat::ALL {
                 let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
                 let sets = self.sets(bytes);
-                // Random quant bytes with a small positive f16 scale in every block.
-                let mut host: Vec<u8> = random(bytes / 4 + 1, bytes as u64)
-                    .iter()
-                    .flat_map(|v| v.to_bits().to_le_bytes())
-                    .take(bytes)
-                    .collect();
-                // Q6_K keeps its scale last.
-                let at = if f == QuantFormat::Q6K { 208 } else { 0 };
-                for blk in host.chunks_exact_mut(f.block_bytes()) {
-                    blk[at..at + 2].copy_from_slice(&0x2E66u16.to_le_bytes());
-                }
+                let host = random_blocks(f, bytes);
                 let ws = (0..sets)
                     .map(|_| self.ctx.upload_quant(f, rows, cols, &host))
                     .collect::<Result<Vec<_>>>()?;
@@ -535,7 +543,7 @@ fn main() {
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let run = || -> Result<()> {
         type Section = fn(&mut Bench) -> Result<()>;
-        let sections: [(&str, Section); 9] = [
+        let sections: [(&str, Section); 10] = [
             ("overheads", Bench::overheads),
             ("elementwise", Bench::elementwise),
             ("rows", Bench::rows),
@@ -543,6 +551,7 @@ fn main() {
             ("gemm_mma", Bench::gemm_mma),
             ("flash_attention", Bench::flash_attention),
             ("qgemv", Bench::qgemv),
+            ("dequant", Bench::dequant),
             ("rope", Bench::rope),
             ("decode_attention", Bench::decode_attention),
         ];

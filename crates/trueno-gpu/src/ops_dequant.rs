@@ -1,0 +1,94 @@
+//! Quantized rows to f32 on the device: token-embedding lookups by id and whole-matrix
+//! dequantization ([`crate::kernels::dequant`]).
+
+use crate::driver::{KernelArg, Recording, Stream};
+use crate::error::{Result, shape_err};
+use crate::kernels::dequant::DequantRowsKernel;
+use crate::kernels::{Family, Kernel};
+use crate::memory::{DeviceBuffer, QuantMatrix};
+use crate::ops::expect_len;
+
+impl<'a> Stream<Recording<'a>> {
+    /// The token embeddings of a decode or prefill step: `out[t * cols + c] =
+    /// table[ids[t], c]` for each of the `ids.len()` ids, dequantized from any
+    /// [`QuantFormat`](crate::kernels::qgemv::QuantFormat) (GGML's `get_rows`). The ids
+    /// stay on the device (the token [`Self::argmax`] just wrote, say); an id past the
+    /// table's rows gives a row of NaN, never a read outside the table. `out` holds
+    /// `ids.len() * table.cols()` values.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // A 3 x 32 Q8_0 table: row r has scale r + 1 and quants 0, 1, ..., 31.
+    /// let table: Vec<u8> = (0..3u8)
+    ///     .flat_map(|r| {
+    ///         let d = half::f16::from_f32(f32::from(r + 1)).to_le_bytes();
+    ///         d.into_iter().chain(0..32u8)
+    ///     })
+    ///     .collect();
+    /// let table = ctx.upload_quant(QuantFormat::Q8_0, 3, 32, &table)?;
+    /// let ids = ctx.upload(&[2u32, 0])?;
+    /// let mut out = ctx.alloc::<f32>(2 * 32)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.embedding_rows(&table, &ids, &out)?;
+    /// s.sync()?;
+    /// let out = out.to_vec()?;
+    /// assert_eq!((out[5], out[32 + 5]), (15.0, 5.0)); // 3 * 5, then 1 * 5
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn embedding_rows(
+        &mut self,
+        table: &'a QuantMatrix,
+        ids: &'a DeviceBuffer<u32>,
+        out: &'a DeviceBuffer<f32>,
+    ) -> Result<()> {
+        self.dequant_rows(table, Some(ids), out)
+    }
+
+    /// `out = W` as f32, row-major (`w.rows() * w.cols()` values): the weights for a
+    /// library that wants them dense, or a check of what the quantized products read.
+    pub fn dequantize(&mut self, w: &'a QuantMatrix, out: &'a DeviceBuffer<f32>) -> Result<()> {
+        self.dequant_rows(w, None, out)
+    }
+
+    /// Rows `ids` of `w` (or all of them, in order) into `out`.
+    fn dequant_rows(
+        &mut self,
+        w: &'a QuantMatrix,
+        ids: Option<&'a DeviceBuffer<u32>>,
+        out: &'a DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let k = DequantRowsKernel(w.format());
+        let rows = ids.map_or(w.rows(), |i| i.len());
+        if rows == 0 {
+            return shape_err(&k.name(), "no ids");
+        }
+        if w.rows() > u32::MAX as usize {
+            return shape_err(&k.name(), format!("{} rows are over 2^32", w.rows()));
+        }
+        let cfg = k.launch_config(&[rows, w.cols()])?;
+        expect_len("dequantized rows", out, rows * w.cols())?;
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        // Without ids the kernel never reads its ids pointer: an empty buffer (no
+        // allocation) stands in.
+        let no_ids = self.context().alloc::<u32>(0)?;
+        let ids_arg = match ids {
+            Some(i) => KernelArg::buf(i),
+            None => KernelArg::scratch(&no_ids),
+        };
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(w.words()))
+            .arg(ids_arg)
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::U32(rows as u32))
+            .arg(KernelArg::U32((w.cols() / w.format().block_elems()) as u32))
+            .arg(KernelArg::U32(w.rows() as u32))
+            .arg(KernelArg::U32(ids.is_some() as u32))
+            .run()?;
+        self.keep_alive(no_ids);
+        Ok(())
+    }
+}
