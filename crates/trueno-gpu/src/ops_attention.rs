@@ -54,13 +54,58 @@ impl<'a> Stream<Recording<'a>> {
         positions: &'a DeviceBuffer<u32>,
         shape: DecodeShape,
     ) -> Result<()> {
+        self.kv_append_tokens(k_new, v_new, k_cache, v_cache, positions, shape, 1)
+    }
+
+    /// [`kv_append`](Self::kv_append) for `tokens` consecutive positions of each
+    /// sequence in one launch (a prompt's keys and values, as its projections leave
+    /// them): `k_new` and `v_new` are f32 `[batch, tokens, heads_kv, dim]`, token `t` of
+    /// sequence `b` goes to row `positions[b] + t`; rows at or past the capacity are not
+    /// written.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::attention::DecodeShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = DecodeShape { batch: 1, heads_q: 1, heads_kv: 1, capacity: 4, dim: 64 };
+    /// // Three tokens from position 2: rows 2 and 3; the third is past the capacity.
+    /// let new: Vec<f32> = (0..3 * 64).map(|i| (i / 64) as f32 + 1.0).collect();
+    /// let new = ctx.upload(&new)?;
+    /// let mut k_cache = ctx.upload(&vec![0.0f32; 4 * 64])?;
+    /// let v_cache = ctx.alloc::<f32>(4 * 64)?;
+    /// let start = ctx.upload(&[2u32])?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.kv_append_tokens(&new, &new, &k_cache, &v_cache, &start, shape, 3)?;
+    /// s.sync()?;
+    /// let k = k_cache.to_vec()?;
+    /// assert_eq!((k[64], k[2 * 64], k[3 * 64]), (0.0, 1.0, 2.0));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_append_tokens<C: KvElem>(
+        &mut self,
+        k_new: &'a DeviceBuffer<f32>,
+        v_new: &'a DeviceBuffer<f32>,
+        k_cache: &'a DeviceBuffer<C>,
+        v_cache: &'a DeviceBuffer<C>,
+        positions: &'a DeviceBuffer<u32>,
+        shape: DecodeShape,
+        tokens: usize,
+    ) -> Result<()> {
         let kern = KvAppendKernel(C::KV);
         shape.check(&kern.name())?;
-        let step = shape.batch * shape.heads_kv * shape.dim;
+        let row = shape.batch * shape.heads_kv * shape.dim;
+        let Some(step) = row
+            .checked_mul(tokens)
+            .filter(|&n| n > 0 && n <= u32::MAX as usize)
+        else {
+            return shape_err(&kern.name(), format!("{tokens} tokens of {row} values"));
+        };
         expect_len("kv_append k_new", k_new, step)?;
         expect_len("kv_append v_new", v_new, step)?;
-        expect_len("kv_append k_cache", k_cache, step * shape.capacity)?;
-        expect_len("kv_append v_cache", v_cache, step * shape.capacity)?;
+        expect_len("kv_append k_cache", k_cache, row * shape.capacity)?;
+        expect_len("kv_append v_cache", v_cache, row * shape.capacity)?;
         expect_len("kv_append positions", positions, shape.batch)?;
         if k_cache.device_ptr() == v_cache.device_ptr() {
             return shape_err(&kern.name(), "the key and value caches are the same buffer");
@@ -77,6 +122,7 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(shape.heads_kv as u32))
             .arg(KernelArg::U32(shape.capacity as u32))
             .arg(KernelArg::U32(shape.dim as u32))
+            .arg(KernelArg::U32(tokens as u32))
             .arg(KernelArg::U32(step as u32))
             .run()
     }

@@ -46,9 +46,34 @@ impl<'a> Stream<Recording<'a>> {
         positions: &'a DeviceBuffer<u32>,
         shape: PagedShape,
     ) -> Result<()> {
+        self.kv_append_paged_tokens(k_new, v_new, k_pages, v_pages, table, positions, shape, 1)
+    }
+
+    /// [`kv_append_paged`](Self::kv_append_paged) for `tokens` consecutive positions of
+    /// each sequence in one launch (a prompt's keys and values): `k_new` and `v_new` are
+    /// f32 `[batch, tokens, heads_kv, dim]`, token `t` of sequence `b` goes to position
+    /// `positions[b] + t` through the table; positions past the table are not written.
+    #[allow(clippy::too_many_arguments)]
+    pub fn kv_append_paged_tokens<C: KvElem>(
+        &mut self,
+        k_new: &'a DeviceBuffer<f32>,
+        v_new: &'a DeviceBuffer<f32>,
+        k_pages: &'a DeviceBuffer<C>,
+        v_pages: &'a DeviceBuffer<C>,
+        table: &'a DeviceBuffer<u32>,
+        positions: &'a DeviceBuffer<u32>,
+        shape: PagedShape,
+        tokens: usize,
+    ) -> Result<()> {
         let kern = PagedKvAppendKernel(C::KV);
         shape.check(&kern.name())?;
-        let step = shape.batch * shape.heads_kv * shape.dim;
+        let row = shape.batch * shape.heads_kv * shape.dim;
+        let Some(step) = row
+            .checked_mul(tokens)
+            .filter(|&n| n > 0 && n <= u32::MAX as usize)
+        else {
+            return shape_err(&kern.name(), format!("{tokens} tokens of {row} values"));
+        };
         expect_len("kv_append_paged k_new", k_new, step)?;
         expect_len("kv_append_paged v_new", v_new, step)?;
         expect_len("kv_append_paged k_pages", k_pages, shape.pool_len())?;
@@ -77,6 +102,7 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(shape.pool_pages as u32))
             .arg(KernelArg::U32(shape.page_size.trailing_zeros()))
             .arg(KernelArg::U32(shape.dim as u32))
+            .arg(KernelArg::U32(tokens as u32))
             .arg(KernelArg::U32(step as u32))
             .run()
     }

@@ -7,7 +7,7 @@ use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
+use crate::memory::{DeviceBuffer, KvElem, Q8kVector, QuantMatrix};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
@@ -38,8 +38,10 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// Quantizes `x` to Q8_K into `q` (GGML's `quantize_row_q8_K`, bit for bit: see
-    /// [`crate::kernels::quantize_q8k`]), the activations of [`Self::qgemv_q8k`]. `x` and
-    /// `q` have the same length, a multiple of 256.
+    /// [`crate::kernels::quantize_q8k`]), the activations of [`Self::qgemv_q8k`]. `x` is
+    /// f32, bf16 or f16 (16-bit activations quantize as their exact f32 values: the
+    /// integer products then take f16 or bf16 activations); `x` and `q` have the same
+    /// length, a multiple of 256.
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -63,8 +65,12 @@ impl<'a> Stream<Recording<'a>> {
     /// assert_eq!(y.to_vec()?, vec![64.0, 64.0]);
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
-    pub fn quantize_q8k(&mut self, x: &'a DeviceBuffer<f32>, q: &'a Q8kVector) -> Result<()> {
-        let k = QuantizeQ8kKernel;
+    pub fn quantize_q8k<T: KvElem>(
+        &mut self,
+        x: &'a DeviceBuffer<T>,
+        q: &'a Q8kVector,
+    ) -> Result<()> {
+        let k = QuantizeQ8kKernel(T::KV);
         let cfg = k.launch_config(&[x.len()])?;
         if q.len() != x.len() {
             return shape_err(

@@ -323,7 +323,7 @@ fn projections(
     if group.iter().any(|(_, w, _)| integer(w).is_some()) {
         steps.push(launch(
             "quantize input (Q8_K)",
-            &QuantizeQ8kKernel,
+            &QuantizeQ8kKernel(KvType::F32),
             &[cols],
             c * F32 + act,
             3 * c,
@@ -456,15 +456,13 @@ fn attention(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Vec
         }
         Phase::Prefill { tokens } => {
             let t = tokens as u64;
-            let kv_write = gap(
-                "kv cache write",
-                "no kernel writes a prompt's rows into the cache yet (kv_append takes one \
-                 position per sequence)"
-                    .into(),
-                2 * t * (hkv * d) as u64 * (F32 + kv_bytes),
+            let kv_write = launch(
+                "kv cache write (the prompt's rows)",
+                &KvAppendKernel(kv),
+                &[tokens * hkv * d],
+                2 * t * (hkv * d) as u64 * (F32 + kv_bytes) + F32,
                 0,
-                Math::F32,
-            );
+            )?;
             // Causal: half the score matrix.
             let flops = 2 * t * t * (hq * d) as u64;
             let bytes = t * ((2 * hq + 2 * hkv) * d) as u64 * 2;

@@ -142,7 +142,7 @@ fn launch_configs_are_the_kernels_own() {
 }
 
 #[test]
-fn a_prefill_shows_the_quantized_gemm_and_cache_write_as_gaps() {
+fn a_prefill_shows_the_quantized_gemm_as_gaps_and_writes_the_prompt_to_the_cache() {
     let m = llama3_8b();
     let p = plan(&m, Phase::Prefill { tokens: 512 }, KvType::F16, 132).unwrap();
     let l = &p.layers[0];
@@ -151,8 +151,23 @@ fn a_prefill_shows_the_quantized_gemm_and_cache_write_as_gaps() {
         .filter(|s| s.kernel.is_none())
         .map(|s| &s.what)
         .collect();
-    // The seven projections and the cache write.
-    assert_eq!(gaps.len(), 8, "{gaps:?}");
+    // The seven projections.
+    assert_eq!(gaps.len(), 7, "{gaps:?}");
+    // The prompt's 512 rows of 8 heads x 128, keys and values, in one launch.
+    let write = l
+        .iter()
+        .find(|s| s.what.starts_with("kv cache write"))
+        .unwrap();
+    assert_eq!(write.kernel.as_deref(), Some("trueno_kv_append_f16"));
+    assert_eq!(
+        write.config,
+        Some(
+            KvAppendKernel(KvType::F16)
+                .launch_config(&[512 * 8 * 128])
+                .unwrap()
+        )
+    );
+    assert_eq!(write.bytes, 2 * 512 * 8 * 128 * (4 + 2) + 4);
     let fa = l
         .iter()
         .find(|s| s.kernel.as_deref() == Some("trueno_flash_attn_fwd_bf16_d128"))

@@ -243,12 +243,62 @@ fn kv_append_writes_each_sequence_at_its_position() {
     let dims = (sh.heads_kv, sh.capacity, sh.dim);
     assert_eq!(
         kc.to_vec().unwrap(),
-        kv_cache::reference(&k0, &kn, &positions, dims)
+        kv_cache::reference(&k0, &kn, &positions, dims, 1)
     );
     assert_eq!(
         vc.to_vec().unwrap(),
-        kv_cache::reference(&v0, &vn, &positions, dims)
+        kv_cache::reference(&v0, &vn, &positions, dims, 1)
     );
+}
+
+/// A prompt's keys and values in one launch: each sequence's tokens from its start row,
+/// the rows past the capacity left out (a start far past it, even `u32::MAX`, writes
+/// nothing: the row index must not wrap), into f32 caches and, rounded, 16-bit ones.
+#[test]
+fn kv_append_tokens_writes_each_prompt_from_its_start() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(23);
+    let sh = DecodeShape {
+        batch: 4,
+        heads_q: 4,
+        heads_kv: 2,
+        capacity: 40,
+        dim: 64,
+    };
+    let cache_len = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
+    let dims = (sh.heads_kv, sh.capacity, sh.dim);
+    for tokens in [1usize, 5, 17] {
+        // From the start; ending in the middle or running past the end; full; far past.
+        let positions = [0u32, 30, 40, u32::MAX];
+        let n = sh.batch * tokens * sh.heads_kv * sh.dim;
+        let (kn, vn) = (rng.vec(n, -1.0, 1.0), rng.vec(n, -1.0, 1.0));
+        let (k0, v0) = (rng.vec(cache_len, -1.0, 1.0), rng.vec(cache_len, -1.0, 1.0));
+        let (mut kc, mut vc) = (ctx.upload(&k0).unwrap(), ctx.upload(&v0).unwrap());
+        let k16: Vec<bf16> = k0.iter().map(|&x| bf16::from_f32(x)).collect();
+        let (mut kb, vb) = (ctx.upload(&k16).unwrap(), ctx.upload(&k16).unwrap());
+        let (dkn, dvn) = (ctx.upload(&kn).unwrap(), ctx.upload(&vn).unwrap());
+        let dp = ctx.upload(&positions).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        s.kv_append_tokens(&dkn, &dvn, &kc, &vc, &dp, sh, tokens)
+            .unwrap();
+        s.kv_append_tokens(&dkn, &dvn, &kb, &vb, &dp, sh, tokens)
+            .unwrap();
+        s.sync().unwrap();
+        let want_k = kv_cache::reference(&k0, &kn, &positions, dims, tokens);
+        assert_eq!(kc.to_vec().unwrap(), want_k, "{tokens} tokens: keys");
+        assert_eq!(
+            vc.to_vec().unwrap(),
+            kv_cache::reference(&v0, &vn, &positions, dims, tokens),
+            "{tokens} tokens: values"
+        );
+        let got: Vec<u16> = kb.to_vec().unwrap().iter().map(|h| h.to_bits()).collect();
+        // The untouched rows were bf16 already; the written ones are rounded f32.
+        let want: Vec<u16> = want_k
+            .iter()
+            .map(|&x| bf16::from_f32(x).to_bits())
+            .collect();
+        assert_eq!(got, want, "{tokens} tokens: bf16 keys");
+    }
 }
 
 #[test]
@@ -285,6 +335,15 @@ fn decode_shapes_and_lengths_are_checked_before_launch() {
     );
     let e = s.kv_append(&new, &new, &kv, &kv, &lens, ok).unwrap_err();
     assert!(e.to_string().contains("same buffer"), "{e}");
+    let e = s
+        .kv_append_tokens(&new, &new, &kv, &kv2, &lens, ok, 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("0 tokens"), "{e}");
+    // One token's keys given for two.
+    assert!(
+        s.kv_append_tokens(&new, &new, &kv, &kv2, &lens, ok, 2)
+            .is_err()
+    );
     s.sync().unwrap();
     assert!(poisoned(&ctx, 1).to_vec().unwrap()[0].to_bits() == POISON);
 }

@@ -145,13 +145,19 @@ fn paged_decode_attention_matches_an_f64_softmax_through_the_table() {
 /// to nearest, as `half` rounds it), positions past the table are left out, and every
 /// other row is untouched.
 fn check_append<T: Elem>(ctx: &Context, rng: &mut Rng) {
-    for sh in [shape(3, (4, 2), 64, 16, 4), shape(2, (8, 8), 128, 1, 9)] {
+    let cases = [
+        (shape(3, (4, 2), 64, 16, 4), 1),
+        (shape(2, (8, 8), 128, 1, 9), 1),
+        // A prompt: 7 tokens from each start, across page boundaries and past the table.
+        (shape(3, (4, 2), 64, 4, 5), 7),
+    ];
+    for (sh, tokens) in cases {
         let capacity = (sh.max_pages * sh.page_size) as u32;
         let positions = match sh.batch {
             3 => vec![0u32, capacity - 1, capacity],
             _ => vec![5, 8],
         };
-        let step = sh.batch * sh.heads_kv * sh.dim;
+        let step = sh.batch * tokens * sh.heads_kv * sh.dim;
         let (k_new, v_new) = (rng.vec(step, -2.0, 2.0), rng.vec(step, -2.0, 2.0));
         let (k0, k0f) = pools::<T>(rng, sh.pool_len());
         let (v0, v0f) = pools::<T>(rng, sh.pool_len());
@@ -160,17 +166,17 @@ fn check_append<T: Elem>(ctx: &Context, rng: &mut Rng) {
         let (mut dk, mut dv) = (ctx.upload(&k0).unwrap(), ctx.upload(&v0).unwrap());
         let (dt, dp) = (ctx.upload(&table).unwrap(), ctx.upload(&positions).unwrap());
         let mut s = ctx.stream().unwrap().record();
-        s.kv_append_paged(&dkn, &dvn, &dk, &dv, &dt, &dp, sh)
+        s.kv_append_paged_tokens(&dkn, &dvn, &dk, &dv, &dt, &dp, sh, tokens)
             .unwrap();
         s.sync().unwrap();
         for (pool, f0, new) in [(&mut dk, &k0f, &k_new), (&mut dv, &v0f, &v_new)] {
             let got: Vec<T> = pool.to_vec().unwrap();
-            let want = append_reference(f0, new, &table, &positions, &sh);
+            let want = append_reference(f0, new, &table, &positions, &sh, tokens);
             for (i, (g, &w)) in got.iter().zip(&want).enumerate() {
                 assert_eq!(
                     g.bits(),
                     T::from_f32(w).bits(),
-                    "{} {sh:?} element {i}",
+                    "{} {sh:?} {tokens} tokens, element {i}",
                     std::any::type_name::<T>()
                 );
             }

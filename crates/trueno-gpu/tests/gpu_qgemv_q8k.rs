@@ -91,6 +91,56 @@ fn quantize_q8k_is_trueno_quants_bit_for_bit() {
     }
 }
 
+/// bf16 and f16 activations quantize as their exact f32 values: the same bytes as
+/// trueno-quant's quantization of the widened values (the edge blocks included, in the
+/// 16-bit range: f16 holds no 300 and rounds the tiny values to subnormals or zero), and
+/// a product from them is the f32 path's bit for bit.
+#[test]
+fn sixteen_bit_activations_quantize_as_their_f32_values() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x16b);
+    let x = edge_vector(&mut rng);
+    let (rows, cols) = (9, x.len());
+    let dense = rng.vec(rows * cols, -2.0, 2.0);
+    let w = trueno_quant::quantize_rows(CpuFormat::Q4K, &dense, cols).unwrap();
+    let wd = ctx.upload_quant(QuantFormat::Q4K, rows, cols, &w).unwrap();
+    let xb: Vec<half::bf16> = x.iter().map(|&v| half::bf16::from_f32(v)).collect();
+    let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
+    let wide = [
+        xb.iter().map(|v| v.to_f32()).collect::<Vec<f32>>(),
+        xh.iter().map(|v| v.to_f32()).collect(),
+    ];
+    let (db, dh) = (ctx.upload(&xb).unwrap(), ctx.upload(&xh).unwrap());
+    let (dwb, dwh) = (ctx.upload(&wide[0]).unwrap(), ctx.upload(&wide[1]).unwrap());
+    let mut q: Vec<_> = (0..4).map(|_| ctx.alloc_q8k(cols).unwrap()).collect();
+    let mut y: Vec<_> = (0..4).map(|_| poisoned(&ctx, rows)).collect();
+    let mut s = ctx.stream().unwrap().record();
+    s.quantize_q8k(&db, &q[0]).unwrap();
+    s.quantize_q8k(&dwb, &q[1]).unwrap();
+    s.quantize_q8k(&dh, &q[2]).unwrap();
+    s.quantize_q8k(&dwh, &q[3]).unwrap();
+    for i in 0..4 {
+        s.qgemv_q8k(&wd, &q[i], &y[i]).unwrap();
+    }
+    s.sync().unwrap();
+    for (k, name) in [(0, "bf16"), (2, "f16")] {
+        let want = expected_q8k(&wide[k / 2]);
+        let got = q[k].to_blocks().unwrap();
+        for (blk, (g, w)) in got.chunks(292).zip(&want).enumerate() {
+            let d = |b: &[u8]| f32::from_le_bytes(b[..4].try_into().unwrap());
+            let same_d = d(g).to_bits() == d(w).to_bits() || (d(g).is_nan() && d(w).is_nan());
+            assert!(same_d, "{name} block {blk}: scale {} != {}", d(g), d(w));
+            assert_eq!(&g[4..], &w[4..], "{name} block {blk}");
+        }
+        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(y[k].to_vec().unwrap()),
+            bits(y[k + 1].to_vec().unwrap()),
+            "{name}: product"
+        );
+    }
+}
+
 /// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
 /// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
 /// (Q4_K / Q5_K: the scale and min parts apart, found by dequantizing with `dmin`, then

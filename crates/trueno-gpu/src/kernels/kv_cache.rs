@@ -130,30 +130,37 @@ fn store_elem(b: &mut KernelBuilder, addr: Reg<U64>, x: Reg<F32>, ty: KvType) {
 pub const THREADS: u32 = 256;
 
 /// CPU reference (f32 caches; a 16-bit cache holds each value rounded to nearest):
-/// `cache` with row `positions[b]` of every head of sequence `b` replaced by
-/// `new[b, h, :]` (positions at or past `capacity` are left out).
+/// `cache` with row `positions[b] + t` of every head of sequence `b` replaced by
+/// `new[b, t, h, :]` for `t < tokens` (rows at or past `capacity` are left out).
 pub fn reference(
     cache: &[f32],
     new: &[f32],
     positions: &[u32],
     (heads_kv, capacity, dim): (usize, usize, usize),
+    tokens: usize,
 ) -> Vec<f32> {
     let mut out = cache.to_vec();
-    for (b, &p) in positions.iter().enumerate() {
-        if p as usize >= capacity {
-            continue;
-        }
-        for h in 0..heads_kv {
-            let dst = ((b * heads_kv + h) * capacity + p as usize) * dim;
-            out[dst..dst + dim].copy_from_slice(&new[(b * heads_kv + h) * dim..][..dim]);
+    for (b, &start) in positions.iter().enumerate() {
+        for t in 0..tokens {
+            let p = start as usize + t;
+            if p >= capacity {
+                break;
+            }
+            for h in 0..heads_kv {
+                let dst = ((b * heads_kv + h) * capacity + p) * dim;
+                let src = ((b * tokens + t) * heads_kv + h) * dim;
+                out[dst..dst + dim].copy_from_slice(&new[src..][..dim]);
+            }
         }
     }
     out
 }
 
 /// The append kernel for one cache type. Parameters: `k_new`, `v_new` (f32,
-/// `[batch, heads_kv, dim]`), `k_cache`, `v_cache`, `positions` (u32 per sequence),
-/// `heads_kv`, `capacity`, `dim`, `total` (batch * heads_kv * dim).
+/// `[batch, tokens, heads_kv, dim]`), `k_cache`, `v_cache`, `positions` (u32 per
+/// sequence: the row of its first token), `heads_kv`, `capacity`, `dim`, `tokens`,
+/// `total` (batch * tokens * heads_kv * dim). A decode step is one token; a prompt's
+/// keys and values go in with one launch.
 #[derive(Clone, Copy, Debug)]
 pub struct KvAppendKernel(pub KvType);
 
@@ -181,20 +188,29 @@ pub(super) fn build(name: &str, ty: KvType, paged: bool) -> KernelIr {
         (table, last, shift, mask)
     });
     let dim = b.param_u32("dim");
+    let tokens = b.param_u32("tokens");
     let total = b.param_u32("total");
     let gid = global_index(&mut b);
     let stride = grid_threads(&mut b);
-    let per_seq = b.mul(heads_kv, dim);
+    let per_token = b.mul(heads_kv, dim);
     b.for_loop(gid, total, stride, false, |b, i| {
-        let seq = b.div_int(i, per_seq);
-        let head_elem = b.rem(i, per_seq);
+        // Element i of new[seq, t, head, e]: written at row positions[seq] + t.
+        let token = b.div_int(i, per_token);
+        let head_elem = b.rem(i, per_token);
+        let seq = b.div_int(token, tokens);
+        let t = b.rem(token, tokens);
         let pa = elem_addr(b, positions, seq, 4);
-        let p = b.ld::<U32, U64>(Space::Global, pa, 0);
+        let start = b.ld::<U32, U64>(Space::Global, pa, 0);
         let limit = match pages {
             Some((_, _, shift, _)) => b.shl(capacity, shift),
             None => capacity,
         };
-        let inside = b.setp::<U32>(Cmp::Lt, p, limit);
+        // start + t < limit, without the sum wrapping past 2^32.
+        let starts_inside = b.setp::<U32>(Cmp::Lt, start, limit);
+        let room = b.sub(limit, start);
+        let fits = b.setp::<U32>(Cmp::Lt, t, room);
+        let inside = b.and_pred(starts_inside, fits);
+        let p = b.add(start, t);
         b.if_then(inside, false, |b| {
             // Row (seq * heads_kv + head) * capacity + p, element e; paged: row p & mask
             // of the head's part of page table[seq][p >> shift].
@@ -264,10 +280,20 @@ mod tests {
     fn the_reference_writes_one_row_per_head_and_skips_full_caches() {
         let cache = vec![0.0f32; 2 * 2 * 3 * 2];
         let new: Vec<f32> = (1..=8).map(|x| x as f32).collect();
-        let out = reference(&cache, &new, &[1, 3], (2, 3, 2));
+        let out = reference(&cache, &new, &[1, 3], (2, 3, 2), 1);
         // Sequence 0, heads 0 and 1, position 1; sequence 1 is at capacity.
         assert_eq!(&out[2..4], &[1.0, 2.0]);
         assert_eq!(&out[8..10], &[3.0, 4.0]);
         assert_eq!(out.iter().filter(|&&x| x != 0.0).count(), 4);
+    }
+
+    #[test]
+    fn the_reference_writes_a_prompt_from_its_start_and_stops_at_capacity() {
+        // One sequence, one head of 2, capacity 3, three tokens from position 1: the
+        // first two land at rows 1 and 2, the third is past the cache.
+        let cache = vec![0.0f32; 3 * 2];
+        let new = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let out = reference(&cache, &new, &[1], (1, 3, 2), 3);
+        assert_eq!(out, vec![0.0, 0.0, 1.0, 2.0, 3.0, 4.0]);
     }
 }

@@ -241,21 +241,26 @@ pub fn reference(
     out
 }
 
-/// CPU reference of the paged append (f32 pool): row `positions[b]` of every head of
-/// sequence `b` replaced by `new[b, h, :]`, positions past the table left out.
+/// CPU reference of the paged append (f32 pool): row `positions[b] + t` of every head
+/// of sequence `b` replaced by `new[b, t, h, :]` for `t < tokens`, positions past the
+/// table left out.
 pub fn append_reference(
     pool: &[f32],
     new: &[f32],
     table: &[u32],
     positions: &[u32],
     shape: &PagedShape,
+    tokens: usize,
 ) -> Vec<f32> {
     let mut out = pool.to_vec();
     let (hkv, d) = (shape.heads_kv, shape.dim);
-    for (b, &p) in positions.iter().enumerate() {
-        for h in 0..hkv {
-            if let Some(dst) = shape.row_index(table, b, h, p as usize) {
-                out[dst..dst + d].copy_from_slice(&new[(b * hkv + h) * d..][..d]);
+    for (b, &start) in positions.iter().enumerate() {
+        for t in 0..tokens {
+            for h in 0..hkv {
+                if let Some(dst) = shape.row_index(table, b, h, start as usize + t) {
+                    let src = ((b * tokens + t) * hkv + h) * d;
+                    out[dst..dst + d].copy_from_slice(&new[src..][..d]);
+                }
             }
         }
     }
@@ -357,7 +362,8 @@ mod tests {
         let pool = vec![0.0f32; s.pool_len()];
         // Sequence 0 at position 3 (page 1 of its table = pool page 2, row 1); sequence 1
         // at position 4, past its table: left out.
-        let out = append_reference(&pool, &[1.0, 2.0, 3.0, 4.0], &[0, 2, 1, 0], &[3, 4], &s);
+        let new = [1.0, 2.0, 3.0, 4.0];
+        let out = append_reference(&pool, &new, &[0, 2, 1, 0], &[3, 4], &s, 1);
         assert_eq!(&out[(2 * 2 + 1) * 2..][..2], &[1.0, 2.0]);
         assert_eq!(out.iter().filter(|&&x| x != 0.0).count(), 2);
     }

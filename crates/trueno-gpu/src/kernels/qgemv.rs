@@ -423,7 +423,11 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     });
     f32_act
         .chain(int)
-        .chain([Box::new(QuantizeQ8kKernel) as Box<dyn Kernel>])
+        .chain(
+            QuantizeQ8kKernel::ALL
+                .into_iter()
+                .map(|k| Box::new(k) as Box<dyn Kernel>),
+        )
         .collect()
 }
 

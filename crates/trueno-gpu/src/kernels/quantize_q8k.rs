@@ -12,10 +12,11 @@
 //! NaN or infinite, never a silent finite number. The layout is the device's own: quants, scales and sums in three arrays (see
 //! [`crate::memory::Q8kVector`]), so the quants stay 16-byte aligned.
 //!
-//! One warp per block; lane `l` takes elements `8l..8l + 8` (two 16-byte loads), so the
-//! sums of 16 are lane pairs.
+//! One warp per block; lane `l` takes elements `8l..8l + 8` (two 16-byte loads, one for
+//! bf16 or f16 activations), so the sums of 16 are lane pairs.
 
 use super::helpers::{elem_addr, lane_and_warp};
+use super::kv_cache::{KvType, load_words, widen};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -27,15 +28,25 @@ pub const BLOCK: usize = 256;
 /// Threads per thread block: eight warps, one Q8_K block each.
 const THREADS: u32 = 256;
 
-/// Quantizes `x` (f32, a multiple of 256 long) to Q8_K. Parameters: `x`, `qs` (the
-/// quants, four to a word), `d` (a scale per block), `bsums` (an `s32` per 16 quants),
-/// `blocks`.
+/// Quantizes `x` (f32, bf16 or f16, a multiple of 256 long: 16-bit activations are
+/// widened exactly, so they quantize as their f32 values would) to Q8_K. Parameters:
+/// `x`, `qs` (the quants, four to a word), `d` (a scale per block), `bsums` (an `s32`
+/// per 16 quants), `blocks`.
 #[derive(Clone, Copy, Debug)]
-pub struct QuantizeQ8kKernel;
+pub struct QuantizeQ8kKernel(pub KvType);
+
+impl QuantizeQ8kKernel {
+    /// One kernel per input type.
+    pub const ALL: [QuantizeQ8kKernel; 3] = [
+        QuantizeQ8kKernel(KvType::F32),
+        QuantizeQ8kKernel(KvType::Bf16),
+        QuantizeQ8kKernel(KvType::F16),
+    ];
+}
 
 impl Kernel for QuantizeQ8kKernel {
     fn name(&self) -> String {
-        "trueno_quantize_q8k_f32".into()
+        format!("trueno_quantize_q8k_{}", self.0.name())
     }
 
     fn family(&self) -> Family {
@@ -45,7 +56,7 @@ impl Kernel for QuantizeQ8kKernel {
     fn build(&self) -> KernelIr {
         let mut b = KernelBuilder::new(self.name());
         b.max_threads(THREADS);
-        let x = b.param_ptr("x", PtxType::F32);
+        let x = b.param_ptr("x", self.0.ptx());
         let qs = b.param_ptr("qs", PtxType::U32);
         let dp = b.param_ptr("d", PtxType::F32);
         let bsums = b.param_ptr("bsums", PtxType::S32);
@@ -57,10 +68,20 @@ impl Kernel for QuantizeQ8kKernel {
 
         let lane_first = b.shl(lane, 3u32);
         let first = b.mad(blk, BLOCK as u32, lane_first);
-        let xp = elem_addr(&mut b, x, first, 4);
-        let lo = b.ld_vec::<F32, _, 4>(Space::Global, xp, 0);
-        let hi = b.ld_vec::<F32, _, 4>(Space::Global, xp, 16);
-        let v: Vec<Reg<F32>> = lo.into_iter().chain(hi).collect();
+        let v: Vec<Reg<F32>> = match self.0 {
+            KvType::F32 => {
+                let xp = elem_addr(&mut b, x, first, 4);
+                let lo = b.ld_vec::<F32, _, 4>(Space::Global, xp, 0);
+                let hi = b.ld_vec::<F32, _, 4>(Space::Global, xp, 16);
+                lo.into_iter().chain(hi).collect()
+            }
+            // Eight 16-bit values: one 16-byte load, widened exactly.
+            ty => {
+                let xp = elem_addr(&mut b, x, first, 2);
+                let words = load_words(&mut b, xp, 8, ty);
+                widen(&mut b, &words, ty)
+            }
+        };
 
         // The first element of the largest magnitude: in order within the lane (strictly
         // larger replaces), then across lanes, the lower lane on ties.
@@ -176,7 +197,7 @@ mod tests {
 
     #[test]
     fn lengths_that_are_not_whole_blocks_are_errors() {
-        let k = QuantizeQ8kKernel;
+        let k = QuantizeQ8kKernel(KvType::F32);
         assert!(k.launch_config(&[0]).is_err());
         assert!(k.launch_config(&[255]).is_err());
         assert!(k.launch_config(&[256 + 32]).is_err());
