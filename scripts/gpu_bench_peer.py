@@ -207,6 +207,18 @@ def main():
         table.append((f"embedding rows {r['format']}", f"{n} of {vocab}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s; torch f32 table"))
     del tables
 
+    # A prefill's quantized projection: the peer is cuBLAS's bf16 GEMM on bf16 weights
+    # of the same shape (X W^T, torch.matmul; its activations already bf16).
+    for r in [r for r in rows_in if r["kind"] == "qgemm"]:
+        t_, rows, cols = r["tokens"], r["rows"], r["cols"]
+        wb = (torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16)
+        xb = torch.rand(t_, cols, device="cuda").to(torch.bfloat16)
+        t = bench(lambda i: xb @ wb.t(), 1, quick)
+        tf = 2 * t_ * rows * cols / (r["ms"] * 1e-3) / 1e12
+        tf_peer = 2 * t_ * rows * cols / (t * 1e-3) / 1e12
+        table.append((f"qgemm {r['format']}", f"{t_} x {rows}x{cols}", r["ms"], t, t / r["ms"], f"{tf:.0f} vs cuBLAS bf16 {tf_peer:.0f} TFLOP/s; dequantize {1000*r['dequant_ms']:.1f} us"))
+        del wb, xb
+
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
     # cos/sin tables built outside the timed region, as a model shares them across layers.
     for r in [r for r in rows_in if r["kind"] == "rope"]:

@@ -59,6 +59,7 @@ mod ops;
 mod ops_attention;
 mod ops_dequant;
 mod ops_paged;
+mod ops_qgemm;
 mod ops_qgemv;
 pub mod plan;
 pub mod ptx;

@@ -32,9 +32,24 @@ const WARP_VALUES: u32 = 256;
 pub struct DequantRowsKernel(pub QuantFormat);
 
 /// The eight values a lane writes: four at element `at[0]` of its 256, four at `at[1]`.
-struct LaneValues {
-    at: [Reg<U32>; 2],
-    v: [[Reg<F32>; 4]; 2],
+pub(super) struct LaneValues {
+    pub at: [Reg<U32>; 2],
+    pub v: [[Reg<F32>; 4]; 2],
+}
+
+/// Lane `lane`'s eight values of the 256 at `grp` (a K-quant super-block, or eight Q8_0
+/// / Q4_0 blocks).
+pub(super) fn lane_values(
+    b: &mut KernelBuilder,
+    f: QuantFormat,
+    grp: Reg<U64>,
+    lane: Reg<U32>,
+) -> LaneValues {
+    match f {
+        QuantFormat::Q4K | QuantFormat::Q5K => k4_lane(b, grp, lane, f == QuantFormat::Q5K),
+        QuantFormat::Q6K => q6k_lane(b, grp, lane),
+        QuantFormat::Q8_0 | QuantFormat::Q4_0 => block32_lane(b, grp, lane, f),
+    }
 }
 
 /// `scale * q - offset` for four quant floats.
@@ -240,13 +255,7 @@ impl DequantRowsKernel {
         let row_off = b.mul_wide(row, row_bytes);
         let wr = b.add(w, row_off);
         let grp = elem_addr(&mut b, wr, g, per_group * f.block_bytes() as u32);
-        let lv = match f {
-            QuantFormat::Q4K | QuantFormat::Q5K => {
-                k4_lane(&mut b, grp, lane, f == QuantFormat::Q5K)
-            }
-            QuantFormat::Q6K => q6k_lane(&mut b, grp, lane),
-            QuantFormat::Q8_0 | QuantFormat::Q4_0 => block32_lane(&mut b, grp, lane, f),
-        };
+        let lv = lane_values(&mut b, f, grp, lane);
         // Output element t * cols + 256 g + at: under 2^32 (launch_config checks).
         let cols = b.mul(blocks, f.block_elems() as u32);
         let group_at = b.mul(g, WARP_VALUES);

@@ -5,7 +5,9 @@
 //! size.
 
 pub mod attention;
+pub mod convert;
 pub mod dequant;
+pub mod dequant_t;
 pub mod elementwise;
 pub mod flash_attention;
 pub mod gemm;
@@ -96,7 +98,7 @@ pub trait Kernel: Send + Sync {
 /// Kernel families: one PTX module each (per dtype).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Family {
-    /// add, mul, scale, relu, gelu, silu, swiglu
+    /// add, mul, scale, relu, gelu, silu, swiglu; f32 to f16 / bf16
     Elementwise,
     /// sum, max, argmax
     Reduce,
@@ -112,7 +114,8 @@ pub enum Family {
     GemmWgmma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
     /// against f32 activations and against Q8_K ones), the activations' quantization,
-    /// and quantized rows to f32 (embedding lookups, whole-matrix dequantization)
+    /// and quantized rows to f32 (embedding lookups, whole-matrix dequantization) or to a
+    /// transposed bf16 matrix (the tensor-core operand of a prefill)
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
@@ -169,14 +172,21 @@ impl Family {
     /// Every kernel of the family.
     pub fn kernels(self) -> Vec<Box<dyn Kernel>> {
         match self {
-            Family::Elementwise => elementwise::all(),
+            Family::Elementwise => elementwise::all()
+                .into_iter()
+                .chain(convert::all())
+                .collect(),
             Family::Reduce => reduce::all(),
             Family::Softmax => softmax::all(),
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
             Family::GemmMma => gemm_mma::all(),
             Family::GemmWgmma => gemm_wgmma::all(),
-            Family::Qgemv => qgemv::all().into_iter().chain(dequant::all()).collect(),
+            Family::Qgemv => qgemv::all()
+                .into_iter()
+                .chain(dequant::all())
+                .chain(dequant_t::all())
+                .collect(),
             Family::Rope => rope::all(),
             Family::Attention => attention::all()
                 .into_iter()

@@ -5,10 +5,11 @@
 //! same command and prints the comparison table.
 //!
 //! Usage: `gpu-bench [--quick] [--out FILE] [--only SECTION,...]` (sections: overheads,
-//! elementwise, rows, gemm, gemm_mma, flash_attention, qgemv, dequant, rope,
+//! elementwise, rows, gemm, gemm_mma, flash_attention, qgemv, dequant, qgemm, rope,
 //! decode_attention)
 
 mod dequant;
+mod qgemm;
 
 use std::io::Write;
 use std::time::Instant;
@@ -543,7 +544,7 @@ fn main() {
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let run = || -> Result<()> {
         type Section = fn(&mut Bench) -> Result<()>;
-        let sections: [(&str, Section); 10] = [
+        let sections: [(&str, Section); 11] = [
             ("overheads", Bench::overheads),
             ("elementwise", Bench::elementwise),
             ("rows", Bench::rows),
@@ -552,6 +553,7 @@ fn main() {
             ("flash_attention", Bench::flash_attention),
             ("qgemv", Bench::qgemv),
             ("dequant", Bench::dequant),
+            ("qgemm", Bench::qgemm),
             ("rope", Bench::rope),
             ("decode_attention", Bench::decode_attention),
         ];

@@ -1,0 +1,188 @@
+//! A prefill's quantized projections on the GPU (`Stream::qgemm` and its parts,
+//! `Stream::to_half` and `Stream::dequantize_transposed`): against the `half` crate's
+//! rounding (bit for bit), trueno-quant's dequantization rounded to bf16, and an f64
+//! product of the bf16-rounded weights and activations, every format, ragged token
+//! counts and row tiles; the shape errors that come before a launch.
+//!
+//! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
+//! makes that a failure).
+
+mod common;
+use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
+use half::{bf16, f16};
+use trueno_gpu::kernels::qgemv::QuantFormat;
+
+fn dequantized(f: QuantFormat, w: &[u8], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; rows * cols];
+    trueno_quant::dequantize(cpu(f), w, &mut out).unwrap();
+    out
+}
+
+/// Rounding to f16 and bf16 is the `half` crate's, bit for bit: ties, subnormals,
+/// overflow to infinity, NaN, at lengths that take the four-wide path, its tail, or both.
+#[test]
+fn to_half_rounds_as_the_half_crate() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x4a1f);
+    let mut edge = vec![
+        0.0,
+        -0.0,
+        1.0 + 1.0 / 512.0, // a bf16 tie: to even
+        1.0 + 3.0 / 512.0,
+        1.0 + 1.0 / 4096.0, // an f16 tie
+        1e-6,               // an f16 subnormal
+        1e-9,               // under f16's range
+        70000.0,            // over f16's range: infinity
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    edge.extend(rng.vec(1027 - edge.len(), -3.0, 3.0));
+    for n in [1usize, 3, 4, 5, 1027] {
+        let x = &edge[..n];
+        let xd = ctx.upload(x).unwrap();
+        let (mut yb, mut yh) = (ctx.alloc::<bf16>(n).unwrap(), ctx.alloc::<f16>(n).unwrap());
+        let mut s = ctx.stream().unwrap().record();
+        s.to_half(&xd, &yb).unwrap();
+        s.to_half(&xd, &yh).unwrap();
+        s.sync().unwrap();
+        let (gb, gh) = (yb.to_vec().unwrap(), yh.to_vec().unwrap());
+        for (i, &v) in x.iter().enumerate() {
+            let (wb, wh) = (bf16::from_f32(v), f16::from_f32(v));
+            let same = |g: u16, w: u16, nan: bool| g == w || (nan && v.is_nan());
+            assert!(
+                same(gb[i].to_bits(), wb.to_bits(), gb[i].is_nan()),
+                "bf16({v}) = {}",
+                gb[i]
+            );
+            assert!(
+                same(gh[i].to_bits(), wh.to_bits(), gh[i].is_nan()),
+                "f16({v}) = {}",
+                gh[i]
+            );
+        }
+    }
+}
+
+/// `Wᵀ` in bf16: each value trueno-quant's rounded to bf16, within one bf16 step where
+/// the device's f32 value (one rounding less or more) sits on the other side of a
+/// rounding boundary.
+#[test]
+fn dequantize_transposed_is_trueno_quants_values_in_bf16() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x7a);
+    for f in QuantFormat::ALL {
+        // One row tile; a ragged second tile; columns of one and three groups.
+        for (rows, cols) in [(8, 256), (72, 768), (136, 512)] {
+            for (kind, w) in weight_cases(&mut rng, f, rows, cols) {
+                let want = dequantized(f, &w, rows, cols);
+                let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+                let mut wt = ctx.alloc::<bf16>(rows * cols).unwrap();
+                let mut s = ctx.stream().unwrap().record();
+                s.dequantize_transposed(&wd, &wt).unwrap();
+                s.sync().unwrap();
+                let got = wt.to_vec().unwrap();
+                for r in 0..rows {
+                    for c in 0..cols {
+                        let (g, v) = (got[c * rows + r].to_f32(), want[r * cols + c]);
+                        let step = (v.abs() / 128.0).max(f32::MIN_POSITIVE);
+                        assert!(
+                            (g - v).abs() <= step,
+                            "{} {kind} {rows}x{cols} W[{r}, {c}]: {g} vs {v}",
+                            f.name()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `Y = X Wᵀ` against f64 sums of bf16-rounded operands: the bound is `(k + 64) eps`
+/// of the f32 accumulation plus one bf16 step (2^-7) of the weights, times the sum of
+/// `|x w|`.
+#[test]
+fn qgemm_matches_the_bf16_rounded_product() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x9e3);
+    let mut shapes = vec![(1, 8, 256), (5, 72, 512), (33, 136, 768)];
+    if !small() {
+        shapes.push((130, 256, 2048));
+    }
+    for f in QuantFormat::ALL {
+        for &(tokens, rows, cols) in &shapes {
+            let w = &weight_cases(&mut rng, f, rows, cols)[0].1;
+            let x = rng.vec(tokens * cols, -1.0, 1.0);
+            let wf = dequantized(f, w, rows, cols);
+            let wd = ctx.upload_quant(f, rows, cols, w).unwrap();
+            let xd = ctx.upload(&x).unwrap();
+            let wt = ctx.alloc::<bf16>(rows * cols).unwrap();
+            let xh = ctx.alloc::<bf16>(tokens * cols).unwrap();
+            let mut yd = poisoned(&ctx, tokens * rows);
+            let mut s = ctx.stream().unwrap().record();
+            s.qgemm(&wd, &xd, &yd, tokens, &wt, &xh).unwrap();
+            s.sync().unwrap();
+            let y = yd.to_vec().unwrap();
+            let b = |v: f32| bf16::from_f32(v).to_f64();
+            for t in 0..tokens {
+                for r in 0..rows {
+                    let (xs, ws) = (&x[t * cols..][..cols], &wf[r * cols..][..cols]);
+                    let dot: f64 = xs.iter().zip(ws).map(|(&a, &w)| b(a) * b(w)).sum();
+                    let mass: f64 = xs.iter().zip(ws).map(|(&a, &w)| (b(a) * b(w)).abs()).sum();
+                    let bound = ((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass;
+                    let got = y[t * rows + r];
+                    assert!(
+                        got.to_bits() != POISON,
+                        "{} y[{t}, {r}] never written",
+                        f.name()
+                    );
+                    assert!(
+                        (got as f64 - dot).abs() <= bound,
+                        "{} {tokens}x{rows}x{cols} y[{t}, {r}]: {got} vs {dot} (bound {bound:e})",
+                        f.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn qgemm_shapes_are_checked_before_launch() {
+    let Some(ctx) = ctx() else { return };
+    let w = ctx
+        .upload_quant(QuantFormat::Q4K, 16, 256, &vec![0u8; 16 * 144])
+        .unwrap();
+    let w12 = ctx
+        .upload_quant(QuantFormat::Q4K, 12, 256, &vec![0u8; 12 * 144])
+        .unwrap();
+    let w96 = ctx
+        .upload_quant(QuantFormat::Q8_0, 8, 96, &vec![0u8; 8 * 3 * 34])
+        .unwrap();
+    let x = ctx.upload(&vec![0.5f32; 2 * 256]).unwrap();
+    let y = ctx.alloc::<f32>(2 * 16).unwrap();
+    let wt = ctx.alloc::<bf16>(16 * 256).unwrap();
+    let wt_short = ctx.alloc::<bf16>(16 * 256 - 1).unwrap();
+    let xh = ctx.alloc::<bf16>(2 * 256).unwrap();
+    let short = ctx.alloc::<f16>(3).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    assert!(s.to_half(&x, &short).is_err(), "to_half length");
+    assert!(s.qgemm(&w, &x, &y, 0, &wt, &xh).is_err(), "no tokens");
+    assert!(s.qgemm(&w, &x, &y, 3, &wt, &xh).is_err(), "input length");
+    assert!(
+        s.qgemm(&w, &x, &y, 2, &wt_short, &xh).is_err(),
+        "scratch length"
+    );
+    assert!(
+        s.dequantize_transposed(&w12, &wt).is_err(),
+        "rows not a multiple of 8"
+    );
+    assert!(
+        s.dequantize_transposed(&w96, &wt).is_err(),
+        "columns not whole groups"
+    );
+    s.qgemm(&w, &x, &y, 2, &wt, &xh).unwrap();
+    s.sync().unwrap();
+}
