@@ -126,7 +126,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "{us}"
     );
 
-    // A prefill: the seven projections of each layer have no kernel.
+    // A prefill: every step has a kernel, the projections three launches each.
     let out = trueno_ok(&[
         "ptx",
         "map",
@@ -137,7 +137,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "--json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["totals"]["steps_without_kernel"], 2 * 7);
+    assert_eq!(v["totals"]["steps_without_kernel"], 0);
     assert!(
         v["layers"][0]["steps"]
             .as_array()

@@ -11,10 +11,12 @@ use crate::error::{Result, shape_err};
 use crate::kernels::Kernel;
 use crate::kernels::LaunchConfig;
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape, HEAD_DIMS};
+use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant::DequantRowsKernel;
+use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
-use crate::kernels::gemm_mma::HalfType;
+use crate::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
 use crate::kernels::kv_cache::{KvAppendKernel, KvType};
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
@@ -272,31 +274,70 @@ fn gap(what: &str, why: String, bytes: u64, flops: u64, math: Math) -> Step {
 const F32: u64 = 4;
 
 /// `y = W x` for `tokens` activation vectors: a qgemv per vector where the format has a
-/// kernel and there is one vector; for several, the quantized GEMM (not in trueno yet).
-fn projection(what: &str, w: &WeightType, rows: usize, cols: usize, tokens: usize) -> Result<Step> {
+/// kernel and there is one vector; for several, `Stream::qgemm`'s three launches (the
+/// weights dequantized to transposed bf16, the activations rounded to bf16, the
+/// tensor-core GEMM; the mma.sync kernel's configuration, which Hopper runs as wgmma)
+/// where the shape allows (`rows` a multiple of 8, `cols` of 256).
+fn projection(
+    what: &str,
+    w: &WeightType,
+    rows: usize,
+    cols: usize,
+    tokens: usize,
+) -> Result<Vec<Step>> {
     let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
     let bytes = w.bytes(r, c) + t * (r + c) * F32;
     let flops = 2 * t * r * c;
-    match (w.qgemv_format(), tokens) {
-        (Some(f), 1) => launch(what, &QgemvKernel(f), &[rows, cols], bytes, flops),
-        (Some(_), _) => Ok(gap(
+    let qgemm_fits = rows.is_multiple_of(8) && cols.is_multiple_of(256);
+    Ok(match (w.qgemv_format(), tokens) {
+        (Some(f), 1) => vec![launch(what, &QgemvKernel(f), &[rows, cols], bytes, flops)?],
+        (Some(f), _) if qgemm_fits => {
+            let wt = r * c * 2;
+            let mut gemm = launch(
+                &format!("{what} (GEMM)"),
+                &MmaGemmKernel(HalfType::Bf16, MmaTileK::K64),
+                &[tokens, rows, cols],
+                t * c * 2 + wt + t * r * F32,
+                flops,
+            )?;
+            gemm.math = Math::Tensor;
+            vec![
+                launch(
+                    &format!("{what} (weights to bf16)"),
+                    &DequantTransposedKernel(f),
+                    &[rows, cols],
+                    w.bytes(r, c) + wt,
+                    0,
+                )?,
+                launch(
+                    &format!("{what} (input to bf16)"),
+                    &ToHalfKernel(HalfType::Bf16),
+                    &[tokens * cols],
+                    t * c * (F32 + 2),
+                    0,
+                )?,
+                gemm,
+            ]
+        }
+        (Some(_), _) => vec![gap(
             what,
             format!(
-                "no quantized GEMM for prefill yet ({} weights, {tokens} tokens)",
+                "no quantized GEMM for a {rows}x{cols} {} matrix (rows a multiple of 8, \
+                 columns of 256)",
                 w.name
             ),
             bytes,
             flops,
             Math::Tensor,
-        )),
-        (None, _) => Ok(gap(
+        )],
+        (None, _) => vec![gap(
             what,
             format!("no {} matrix-vector kernel", w.name),
             bytes,
             flops,
             Math::F32,
-        )),
-    }
+        )],
+    })
 }
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
@@ -330,14 +371,20 @@ fn projections(
         )?);
     }
     for &(what, w, rows) in group {
-        steps.push(match integer(w) {
+        match integer(w) {
             Some(f) => {
                 let r = rows as u64;
                 let bytes = w.bytes(r, c) + act + r * F32;
-                launch(what, &QgemvQ8kKernel(f), &[rows, cols], bytes, 2 * r * c)?
+                steps.push(launch(
+                    what,
+                    &QgemvQ8kKernel(f),
+                    &[rows, cols],
+                    bytes,
+                    2 * r * c,
+                )?);
             }
-            None => projection(what, w, rows, cols, tokens)?,
-        });
+            None => steps.extend(projection(what, w, rows, cols, tokens)?),
+        }
     }
     Ok(steps)
 }

@@ -142,17 +142,34 @@ fn launch_configs_are_the_kernels_own() {
 }
 
 #[test]
-fn a_prefill_shows_the_quantized_gemm_as_gaps_and_writes_the_prompt_to_the_cache() {
+fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     let m = llama3_8b();
     let p = plan(&m, Phase::Prefill { tokens: 512 }, KvType::F16, 132).unwrap();
     let l = &p.layers[0];
-    let gaps: Vec<_> = l
-        .iter()
-        .filter(|s| s.kernel.is_none())
-        .map(|s| &s.what)
-        .collect();
-    // The seven projections.
-    assert_eq!(gaps.len(), 7, "{gaps:?}");
+    assert_eq!(p.missing(), 0);
+    // Each of the seven projections: weights to bf16, input to bf16, the GEMM.
+    let named = |what: &str| l.iter().find(|s| s.what == what).unwrap().clone();
+    let weights = named("q projection (weights to bf16)");
+    assert_eq!(
+        weights.kernel.as_deref(),
+        Some("trueno_dequant_t_q4_k_bf16")
+    );
+    assert_eq!(weights.bytes, 4096 * 4096 / 256 * 144 + 4096 * 4096 * 2);
+    let input = named("down projection (input to bf16)");
+    assert_eq!(input.kernel.as_deref(), Some("trueno_f32_to_bf16"));
+    assert_eq!(input.bytes, 512 * 14336 * 6);
+    let gemm = named("q projection (GEMM)");
+    assert_eq!(gemm.math, Math::Tensor);
+    assert_eq!(gemm.flops, 2 * 512 * 4096 * 4096);
+    assert_eq!(
+        gemm.config,
+        Some(
+            MmaGemmKernel(HalfType::Bf16, MmaTileK::K64)
+                .launch_config(&[512, 4096, 4096])
+                .unwrap()
+        )
+    );
+    assert_eq!(l.iter().filter(|s| s.what.ends_with("(GEMM)")).count(), 7);
     // The prompt's 512 rows of 8 heads x 128, keys and values, in one launch.
     let write = l
         .iter()
@@ -175,9 +192,6 @@ fn a_prefill_shows_the_quantized_gemm_as_gaps_and_writes_the_prompt_to_the_cache
     assert_eq!(fa.math, Math::Tensor);
     // 2 x 512^2 x 32 heads x 128 (causal: half of 4 n^2 h d).
     assert_eq!(fa.flops, 2 * 512 * 512 * 32 * 128);
-    let proj = l.iter().find(|s| s.what == "q projection").unwrap();
-    assert!(proj.missing.as_deref().unwrap().contains("quantized GEMM"));
-    assert_eq!(proj.flops, 2 * 512 * 4096 * 4096);
     // Logits only for the last position: one vector, quantized, then the Q6_K product.
     assert_eq!(
         p.epilogue[1].kernel.as_deref(),
@@ -323,4 +337,15 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         .filter(|s| s.kernel.as_deref() == Some("trueno_quantize_q8k_f32"))
         .count();
     assert_eq!(quantize, 1, "down's input alone");
+    // A prefill: 896 columns are not whole groups of 256 for the quantized GEMM.
+    let p = plan(&m, Phase::Prefill { tokens: 64 }, KvType::F16, 132).unwrap();
+    let q = p.layers[0]
+        .iter()
+        .find(|s| s.what == "q projection")
+        .unwrap();
+    assert!(q.missing.as_deref().unwrap().contains("896"), "{q:?}");
+    assert_eq!(
+        kernels(&p, "down projection (GEMM)"),
+        ["trueno_gemm_mma_bf16_f32_k64"]
+    );
 }
