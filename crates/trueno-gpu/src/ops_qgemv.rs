@@ -12,14 +12,15 @@ use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
     /// `y = W x` straight from quantized weights (dequantized in registers, f32
-    /// accumulation): `x` has `w.cols()` elements, `y` gets `w.rows()`. `y` may not be `x`.
-    pub fn qgemv(
+    /// accumulation): `x` (f32, or bf16/f16 activations, widened exactly as they are
+    /// loaded) has `w.cols()` elements, f32 `y` gets `w.rows()`. `y` may not be `x`.
+    pub fn qgemv<T: KvElem>(
         &mut self,
         w: &'a QuantMatrix,
-        x: &'a DeviceBuffer<f32>,
+        x: &'a DeviceBuffer<T>,
         y: &'a DeviceBuffer<f32>,
     ) -> Result<()> {
-        let k = QgemvKernel(w.format());
+        let k = QgemvKernel(w.format(), T::KV);
         let cfg = k.launch_config(&[w.rows(), w.cols()])?;
         expect_len("qgemv input", x, w.cols())?;
         expect_len("qgemv output", y, w.rows())?;

@@ -290,7 +290,13 @@ fn projection(
     let flops = 2 * t * r * c;
     let qgemm_fits = rows.is_multiple_of(8) && cols.is_multiple_of(256);
     Ok(match (w.qgemv_format(), tokens) {
-        (Some(f), 1) => vec![launch(what, &QgemvKernel(f), &[rows, cols], bytes, flops)?],
+        (Some(f), 1) => vec![launch(
+            what,
+            &QgemvKernel(f, KvType::F32),
+            &[rows, cols],
+            bytes,
+            flops,
+        )?],
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
             let mut gemm = launch(

@@ -99,3 +99,45 @@ fn qgemv_rejects_bad_shapes_before_launch() {
         s.sync().unwrap();
     }
 }
+
+/// bf16 and f16 activations are widened exactly as they are loaded: each format's product
+/// from them is the f32 kernel's on the widened values, bit for bit (that kernel is held
+/// to the dequantized reference above), at block counts below, at and past a warp step.
+#[test]
+fn sixteen_bit_activations_give_the_f32_product_of_their_values() {
+    use half::{bf16, f16};
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x16a);
+    for f in QuantFormat::ALL {
+        let e = f.block_elems();
+        for (rows, cols) in [(3, e), (17, 5 * e), (64, 33 * e)] {
+            let w = &weight_cases(&mut rng, f, rows, cols)[0].1;
+            let wd = ctx.upload_quant(f, rows, cols, w).unwrap();
+            let x = rng.vec(cols, -2.0, 2.0);
+            let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+            let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+            let wide_b: Vec<f32> = xb.iter().map(|v| v.to_f32()).collect();
+            let wide_h: Vec<f32> = xh.iter().map(|v| v.to_f32()).collect();
+            let (db, dh) = (ctx.upload(&xb).unwrap(), ctx.upload(&xh).unwrap());
+            let (dwb, dwh) = (ctx.upload(&wide_b).unwrap(), ctx.upload(&wide_h).unwrap());
+            let mut y: Vec<_> = (0..4).map(|_| poisoned(&ctx, rows)).collect();
+            let mut s = ctx.stream().unwrap().record();
+            s.qgemv(&wd, &db, &y[0]).unwrap();
+            s.qgemv(&wd, &dwb, &y[1]).unwrap();
+            s.qgemv(&wd, &dh, &y[2]).unwrap();
+            s.qgemv(&wd, &dwh, &y[3]).unwrap();
+            s.sync().unwrap();
+            let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for (k, name) in [(0, "bf16"), (2, "f16")] {
+                let got = bits(y[k].to_vec().unwrap());
+                assert!(got.iter().all(|&b| b != POISON), "{} {name}", f.name());
+                assert_eq!(
+                    got,
+                    bits(y[k + 1].to_vec().unwrap()),
+                    "{} {rows}x{cols} {name}",
+                    f.name()
+                );
+            }
+        }
+    }
+}

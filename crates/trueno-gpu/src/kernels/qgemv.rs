@@ -17,6 +17,7 @@
 //! 16-bit ones (qgemv_q6k.rs).
 
 use super::helpers::{lane_and_warp, warp_reduce};
+use super::kv_cache::{KvType, widen};
 use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -129,11 +130,12 @@ pub(super) struct Prologue {
     pub warp: Reg<U32>,
 }
 
-/// Declares the parameters and indexes the warp, for blocks of `threads`.
-pub(super) fn prologue(b: &mut KernelBuilder, threads: u32) -> Prologue {
+/// Declares the parameters (`x` of type `act`) and indexes the warp, for blocks of
+/// `threads`.
+pub(super) fn prologue(b: &mut KernelBuilder, threads: u32, act: KvType) -> Prologue {
     b.max_threads(threads);
     let w = b.param_ptr("w", PtxType::U16);
-    let x = b.param_ptr("x", PtxType::F32);
+    let x = b.param_ptr("x", act.ptx());
     let y = b.param_ptr("y", PtxType::F32);
     let rows = b.param_u32("rows");
     let blocks = b.param_u32("blocks");
@@ -158,6 +160,30 @@ pub(super) fn byte_floats(b: &mut KernelBuilder, bytes: Reg<U32>, bias: f32) -> 
         let f = b.bitcast32::<F32, U32>(f);
         b.sub(f, MAGIC + bias)
     })
+}
+
+/// `n` (2 or 4) activations of type `act` at element `off` from `p`, as f32: f32 in one
+/// 8- or 16-byte load, bf16/f16 in half the bytes, widened exactly.
+pub(super) fn load_x(
+    b: &mut KernelBuilder,
+    act: KvType,
+    p: Reg<U64>,
+    off: i64,
+    n: usize,
+) -> Vec<Reg<F32>> {
+    let bytes = off * i64::from(act.bytes());
+    match (act, n) {
+        (KvType::F32, 2) => b.ld_vec::<F32, U64, 2>(Space::Global, p, bytes).to_vec(),
+        (KvType::F32, _) => b.ld_vec::<F32, U64, 4>(Space::Global, p, bytes).to_vec(),
+        (_, 2) => {
+            let w = b.ld::<U32, U64>(Space::Global, p, bytes);
+            widen(b, &[w], act)
+        }
+        _ => {
+            let w = b.ld_vec::<U32, U64, 2>(Space::Global, p, bytes);
+            widen(b, &w, act)
+        }
+    }
 }
 
 /// Raw f16 bits as an f32.
@@ -189,16 +215,33 @@ pub(super) fn store_sum(
 }
 
 /// `y = W x` for a row-major `rows x cols` matrix `W` of [`QuantFormat`] blocks (each row
-/// `cols / block_elems` consecutive blocks, GGML's layout) and f32 `x`, `y`. Parameters: `w`
-/// (`u16` words of the blocks), `x`, `y`, `rows`, `blocks` (per row).
+/// `cols / block_elems` consecutive blocks, GGML's layout), `x` of the second field's type
+/// (f32, or bf16/f16, widened exactly as loaded) and f32 `y`. Parameters: `w` (`u16`
+/// words of the blocks), `x`, `y`, `rows`, `blocks` (per row).
 #[derive(Clone, Copy, Debug)]
-pub struct QgemvKernel(pub QuantFormat);
+pub struct QgemvKernel(pub QuantFormat, pub KvType);
 
 /// One lane's loads for one step: the block's scale and the lane's four quant bytes,
 /// per row, and the lane's four activations.
 struct Loaded {
     rows: Vec<(Reg<U16>, [Reg<U16>; 2])>,
-    x: [Reg<F32>; 4],
+    x: LoadedX,
+}
+
+/// A step's four activations as loaded: f32 values, or the two raw words of four 16-bit
+/// ones (widened only when the math needs them, so every step's loads go out first).
+enum LoadedX {
+    F32([Reg<F32>; 4]),
+    Half([Reg<U32>; 2], KvType),
+}
+
+impl LoadedX {
+    fn values(&self, b: &mut KernelBuilder) -> [Reg<F32>; 4] {
+        match self {
+            LoadedX::F32(x) => *x,
+            LoadedX::Half(w, ty) => widen(b, w, *ty).try_into().expect("four values"),
+        }
+    }
 }
 
 /// Per-row running pointers: the lane's block and its quant bytes within it.
@@ -219,7 +262,7 @@ impl QgemvKernel {
         step: u32,
     ) -> Loaded {
         let w_off = i64::from(step * BLOCKS_PER_STEP) * self.0.block_bytes() as i64;
-        let x_off = i64::from(step * BLOCKS_PER_STEP) * (BLOCK_ELEMS as i64 * 4);
+        let x_off = i64::from(step * BLOCKS_PER_STEP) * BLOCK_ELEMS as i64;
         let regs: Vec<(Reg<U16>, [Reg<U16>; 2])> = rows
             .iter()
             .map(|_| {
@@ -227,7 +270,11 @@ impl QgemvKernel {
                 (d, [b.mov::<U16>(0u16), b.mov::<U16>(0u16)])
             })
             .collect();
+        // f32 activations load as floats; 16-bit ones as their two raw words (zero bits
+        // are 0.0 in both).
+        let f32_act = self.1 == KvType::F32;
         let x: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov::<F32>(0.0f32));
+        let words: [Reg<U32>; 2] = std::array::from_fn(|_| b.mov::<U32>(0u32));
         b.predicated(valid, |b| {
             for (p, (d, q)) in rows.iter().zip(&regs) {
                 let dv = b.ld::<U16, U64>(Space::Global, p.block, w_off);
@@ -237,11 +284,23 @@ impl QgemvKernel {
                     b.assign(r, v);
                 }
             }
-            let v = b.ld_vec::<F32, U64, 4>(Space::Global, xs, x_off);
-            for (k, v) in v.into_iter().enumerate() {
-                b.assign(x[k], v);
+            if f32_act {
+                let v = load_x(b, self.1, xs, x_off, 4);
+                for (k, v) in v.into_iter().enumerate() {
+                    b.assign(x[k], v);
+                }
+            } else {
+                let bytes = x_off * i64::from(self.1.bytes());
+                let v = b.ld_vec::<U32, U64, 2>(Space::Global, xs, bytes);
+                for (k, v) in v.into_iter().enumerate() {
+                    b.assign(words[k], v);
+                }
             }
         });
+        let x = match f32_act {
+            true => LoadedX::F32(x),
+            false => LoadedX::Half(words, self.1),
+        };
         Loaded { rows: regs, x }
     }
 
@@ -282,7 +341,7 @@ impl QgemvKernel {
 
 impl Kernel for QgemvKernel {
     fn name(&self) -> String {
-        format!("trueno_qgemv_{}_f32", self.0.name())
+        format!("trueno_qgemv_{}_{}", self.0.name(), self.1.name())
     }
 
     fn family(&self) -> Family {
@@ -292,9 +351,9 @@ impl Kernel for QgemvKernel {
     fn build(&self) -> KernelIr {
         let f = self.0;
         match f {
-            QuantFormat::Q4K => return qgemv_k::build_k(self.name(), false),
-            QuantFormat::Q5K => return qgemv_k::build_k(self.name(), true),
-            QuantFormat::Q6K => return qgemv_q6k::build_q6k(self.name()),
+            QuantFormat::Q4K => return qgemv_k::build_k(self.name(), false, self.1),
+            QuantFormat::Q5K => return qgemv_k::build_k(self.name(), true, self.1),
+            QuantFormat::Q6K => return qgemv_q6k::build_q6k(self.name(), self.1),
             _ => {}
         }
         let bb = f.block_bytes() as u32;
@@ -307,7 +366,7 @@ impl Kernel for QgemvKernel {
             blocks,
             lane,
             warp: warp_global,
-        } = prologue(&mut b, THREADS);
+        } = prologue(&mut b, THREADS, self.1);
         let row0 = b.mul(warp_global, ROWS_PER_WARP);
         // Whole warps leave together, so the shuffles below see full warps.
         let past = b.setp::<U32>(Cmp::Ge, row0, rows);
@@ -344,13 +403,13 @@ impl Kernel for QgemvKernel {
             .collect();
         let first_elem = b.shl(first, 5u32);
         let lane_elem = b.mad(j, 4u32, first_elem);
-        let x_off = b.mul_wide(lane_elem, 4u32);
+        let x_off = b.mul_wide(lane_elem, self.1.bytes());
         let x_ptr = b.add(x, x_off);
 
         let acc: Vec<Reg<F32>> = (0..ROWS_PER_WARP).map(|_| b.mov::<F32>(0.0f32)).collect();
         let group = BLOCKS_PER_STEP * UNROLL;
         let w_step = u64::from(group * bb);
-        let x_step = u64::from(group) * BLOCK_ELEMS as u64 * 4;
+        let x_step = u64::from(group) * BLOCK_ELEMS as u64 * u64::from(self.1.bytes());
         b.for_loop(first, blocks, group, false, |b, blk| {
             let loads: Vec<Loaded> = (0..UNROLL)
                 .map(|s| {
@@ -359,9 +418,11 @@ impl Kernel for QgemvKernel {
                     self.load(b, valid, &ptrs, x_ptr, s)
                 })
                 .collect();
-            for l in &loads {
+            // Every step's activations as floats once all the loads are out.
+            let xs: Vec<[Reg<F32>; 4]> = loads.iter().map(|l| l.x.values(b)).collect();
+            for (l, x) in loads.iter().zip(&xs) {
                 for (&a, &row) in acc.iter().zip(&l.rows) {
-                    let part = self.block_dot(b, row, &l.x, nibble_shift);
+                    let part = self.block_dot(b, row, x, nibble_shift);
                     let next = b.add(a, part);
                     b.assign(a, next);
                 }
@@ -409,12 +470,14 @@ impl Kernel for QgemvKernel {
     }
 }
 
-/// Every quantized matrix-vector kernel: f32 activations, then the integer ones and the
-/// activation quantization they read.
+/// Every quantized matrix-vector kernel: f32, bf16 and f16 activations, then the integer
+/// ones and the activation quantization they read.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    let f32_act = QuantFormat::ALL
-        .iter()
-        .map(|&f| Box::new(QgemvKernel(f)) as Box<dyn Kernel>);
+    let f32_act = KvType::ALL.iter().flat_map(|&t| {
+        QuantFormat::ALL
+            .iter()
+            .map(move |&f| Box::new(QgemvKernel(f, t)) as Box<dyn Kernel>)
+    });
     let int = QgemvQ8kKernel::FORMATS.iter().flat_map(|&f| {
         [
             Box::new(QgemvQ8kKernel(f)) as Box<dyn Kernel>,
@@ -438,7 +501,7 @@ mod tests {
     #[test]
     fn shapes_that_are_not_whole_blocks_are_errors() {
         for f in QuantFormat::ALL {
-            let k = QgemvKernel(f);
+            let k = QgemvKernel(f, KvType::F32);
             let e = f.block_elems();
             assert!(k.launch_config(&[4, e + 1]).is_err());
             assert!(k.launch_config(&[4, e / 2]).is_err());

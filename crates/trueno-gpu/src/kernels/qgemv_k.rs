@@ -14,7 +14,8 @@
 //! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
 
 use super::helpers::elem_addr;
-use super::qgemv::{Prologue, byte_floats, f16_bits, prologue, store_sum};
+use super::kv_cache::KvType;
+use super::qgemv::{Prologue, byte_floats, f16_bits, load_x, prologue, store_sum};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64};
 
 /// Threads per block (eight warps, one row each).
@@ -137,6 +138,11 @@ pub(super) fn quant_bytes(
     (lo, hi)
 }
 
+/// Four loaded values as an array.
+fn four(v: Vec<Reg<F32>>) -> [Reg<F32>; 4] {
+    v.try_into().expect("four values")
+}
+
 /// One lane's loads for one super-block.
 struct Loaded {
     head: Reg<U32>,
@@ -188,10 +194,12 @@ pub(super) struct RowWarp {
     row: Reg<U32>,
     blocks: Reg<U32>,
     block_bytes: u32,
+    /// The activations' type.
+    pub act: KvType,
 }
 
-/// Starts a K-quant kernel over super-blocks of `block_bytes`.
-pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32) -> RowWarp {
+/// Starts a K-quant kernel over super-blocks of `block_bytes`, activations of `act`.
+pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32, act: KvType) -> RowWarp {
     let Prologue {
         w,
         x,
@@ -200,7 +208,7 @@ pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32) -> RowWarp {
         blocks,
         lane,
         warp: row,
-    } = prologue(b, THREADS);
+    } = prologue(b, THREADS, act);
     let past = b.setp::<U32>(Cmp::Ge, row, rows);
     b.exit_if(past);
     let row_bytes = b.mul(blocks, block_bytes);
@@ -214,12 +222,13 @@ pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32) -> RowWarp {
         row,
         blocks,
         block_bytes,
+        act,
     }
 }
 
 /// Loops over the row's super-blocks: `block(b)` returns the lane's share of one; after
 /// it `blk` and the pointers in `per_block` step to the next super-block and `xp` (the
-/// lane's activations) 256 floats on. Then the warp's sum goes to `y[row]` and the
+/// lane's activations) 256 values on. Then the warp's sum goes to `y[row]` and the
 /// kernel ends.
 pub(super) fn row_blocks(
     mut b: KernelBuilder,
@@ -236,7 +245,7 @@ pub(super) fn row_blocks(
         let step = u64::from(rw.block_bytes);
         let advance = std::iter::once((rw.blk, step))
             .chain(per_block.iter().map(|&r| (r, step)))
-            .chain([(xp, 256 * 4)]);
+            .chain([(xp, 256 * u64::from(rw.act.bytes()))]);
         for (r, step) in advance {
             let n = b.add(r, step);
             b.assign(r, n);
@@ -247,12 +256,12 @@ pub(super) fn row_blocks(
     b.finish()
 }
 
-/// The Q4_K (`five_bit` false) or Q5_K kernel. Parameters as the other formats': `w`,
-/// `x`, `y`, `rows`, `blocks`.
-pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
+/// The Q4_K (`five_bit` false) or Q5_K kernel, activations of `act`. Parameters as the
+/// other formats': `w`, `x`, `y`, `rows`, `blocks`.
+pub(super) fn build_k(name: String, five_bit: bool, act: KvType) -> KernelIr {
     let (block_bytes, qs_at) = layout(five_bit);
     let mut b = KernelBuilder::new(name);
-    let rw = row_warp(&mut b, block_bytes);
+    let rw = row_warp(&mut b, block_bytes, act);
     let (lane, blk) = (rw.lane, rw.blk);
     let c = b.shr(lane, 3u32);
     let p = b.and(lane, 7u32);
@@ -268,7 +277,7 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
     let q_off = b.cvt::<U64, U32>(q_off, None);
     let qp = b.add(blk, q_off);
     let x_elem = b.mad(c, 64u32, p4);
-    let xp = elem_addr(&mut b, rw.x, x_elem, 4);
+    let xp = elem_addr(&mut b, rw.x, x_elem, act.bytes());
 
     let per_block: &[Reg<U64>] = if five_bit { &[qp, qhp] } else { &[qp] };
     row_blocks(b, &rw, xp, per_block, |b| {
@@ -277,8 +286,8 @@ pub(super) fn build_k(name: String, five_bit: bool) -> KernelIr {
             s: std::array::from_fn(|k| b.ld::<U32, U64>(Space::Global, blk, 4 + 4 * k as i64)),
             q: b.ld::<U32, U64>(Space::Global, qp, 0),
             qh: five_bit.then(|| b.ld::<U32, U64>(Space::Global, qhp, 0)),
-            xl: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 0),
-            xh: b.ld_vec::<F32, U64, 4>(Space::Global, xp, 32 * 4),
+            xl: four(load_x(b, act, xp, 0, 4)),
+            xh: four(load_x(b, act, xp, 32, 4)),
         };
         super_block_dot(b, &l, &cs)
     })

@@ -11,7 +11,8 @@
 //! `8h + 2k + l / 16`.
 
 use super::helpers::elem_addr;
-use super::qgemv::f16_bits;
+use super::kv_cache::KvType;
+use super::qgemv::{f16_bits, load_x};
 use super::qgemv_k::{row_blocks, row_warp};
 use crate::ptx::{F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
 
@@ -51,9 +52,9 @@ fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
 }
 
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
-pub(super) fn build_q6k(name: String) -> KernelIr {
+pub(super) fn build_q6k(name: String, act: KvType) -> KernelIr {
     let mut b = KernelBuilder::new(name);
-    let rw = row_warp(&mut b, BLOCK_BYTES);
+    let rw = row_warp(&mut b, BLOCK_BYTES, act);
     let (lane, blk) = (rw.lane, rw.blk);
     let h = b.shr(lane, 4u32);
     let i = b.and(lane, 15u32);
@@ -68,7 +69,7 @@ pub(super) fn build_q6k(name: String) -> KernelIr {
     let sel8 = b.shl(sel, 3u32);
 
     let x_elem = b.mad(h, 128u32, l0);
-    let xp = elem_addr(&mut b, rw.x, x_elem, 4);
+    let xp = elem_addr(&mut b, rw.x, x_elem, act.bytes());
     let offs: Vec<Reg<U64>> = [ql_off, qh_off, sc_off]
         .into_iter()
         .map(|o| b.cvt::<U64, U32>(o, None))
@@ -82,15 +83,13 @@ pub(super) fn build_q6k(name: String) -> KernelIr {
         let qh = word(b, qhp, 0);
         let sc: Vec<Reg<U32>> = (0..4).map(|k| word(b, scp, 2 * k)).collect();
         let d = b.ld::<U16, U64>(Space::Global, blk, 208);
-        let xs: Vec<[Reg<F32>; 2]> = (0..4)
-            .map(|k| b.ld_vec::<F32, U64, 2>(Space::Global, xp, 32 * 4 * k))
-            .collect();
+        let xs: Vec<Vec<Reg<F32>>> = (0..4).map(|k| load_x(b, act, xp, 32 * k, 2)).collect();
         let mut sum: Option<Reg<F32>> = None;
         for k in 0..4u32 {
             let low = ql[(k % 2) as usize];
             let q0 = quant(b, low, qh, 0, k);
             let q1 = quant(b, low, qh, 1, k);
-            let xk = xs[k as usize];
+            let xk = &xs[k as usize];
             let part = b.mul(q0, xk[0]);
             let part = b.fma(q1, xk[1], part);
             let s = scale(b, sc[k as usize], sel8);

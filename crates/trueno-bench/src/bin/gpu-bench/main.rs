@@ -366,6 +366,11 @@ impl Bench {
         };
         for &(rows, cols) in shapes {
             let x = self.ctx.upload(&random(cols, 3))?;
+            let xh: Vec<half::f16> = random(cols, 3)
+                .into_iter()
+                .map(half::f16::from_f32)
+                .collect();
+            let xh = self.ctx.upload(&xh)?;
             let y = self.ctx.alloc::<f32>(rows)?;
             for f in QuantFormat::ALL {
                 let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
@@ -379,6 +384,13 @@ impl Bench {
                 self.emit(format!(
                     r#"{{"kind":"qgemv","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{moved}}}"#,
                     f.name()
+                ));
+                // f16 activations: half the activation bytes, widened in the kernel.
+                let ms = self.time(sets, |s, i| s.qgemv(&ws[i], &xh, &y))?;
+                self.emit(format!(
+                    r#"{{"kind":"qgemv","format":"{} f16x","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+                    f.name(),
+                    bytes + cols * 2 + rows * 4
                 ));
                 if QgemvQ8kKernel::FORMATS.contains(&f) {
                     self.qgemv_q8k(f, &ws, &x, &y, bytes)?;
