@@ -21,6 +21,15 @@ use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, HalfElem};
 
+/// The values of `tokens` rows of `row` values each, for kernel `name`: at least one
+/// token, under 2^32 values in all.
+pub(crate) fn token_values(name: &str, row: usize, tokens: usize) -> Result<usize> {
+    match row.checked_mul(tokens) {
+        Some(n) if n > 0 && n <= u32::MAX as usize => Ok(n),
+        _ => crate::error::shape_err(name, format!("{tokens} tokens of {row} values")),
+    }
+}
+
 pub(crate) fn expect_len<T: crate::memory::DeviceCopy>(
     what: &'static str,
     b: &DeviceBuffer<T>,

@@ -8,7 +8,7 @@ use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, HalfElem, KvElem};
-use crate::ops::expect_len;
+use crate::ops::{expect_len, token_values};
 
 /// How a decode step splits its cache (see [`Stream::decode_split`]): positions per
 /// chunk, chunks, the chunk kernel's launch, and the partials' scratch (accumulators;
@@ -96,12 +96,7 @@ impl<'a> Stream<Recording<'a>> {
         let kern = KvAppendKernel(C::KV);
         shape.check(&kern.name())?;
         let row = shape.batch * shape.heads_kv * shape.dim;
-        let Some(step) = row
-            .checked_mul(tokens)
-            .filter(|&n| n > 0 && n <= u32::MAX as usize)
-        else {
-            return shape_err(&kern.name(), format!("{tokens} tokens of {row} values"));
-        };
+        let step = token_values(&kern.name(), row, tokens)?;
         expect_len("kv_append k_new", k_new, step)?;
         expect_len("kv_append v_new", v_new, step)?;
         expect_len("kv_append k_cache", k_cache, row * shape.capacity)?;

@@ -6,7 +6,7 @@ use crate::error::{Result, shape_err};
 use crate::kernels::paged::{PagedDecodeChunkKernel, PagedKvAppendKernel, PagedShape};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, KvElem};
-use crate::ops::expect_len;
+use crate::ops::{expect_len, token_values};
 
 impl<'a> Stream<Recording<'a>> {
     /// [`kv_append`](Self::kv_append) into paged pools: `k_new`, `v_new`
@@ -68,12 +68,7 @@ impl<'a> Stream<Recording<'a>> {
         let kern = PagedKvAppendKernel(C::KV);
         shape.check(&kern.name())?;
         let row = shape.batch * shape.heads_kv * shape.dim;
-        let Some(step) = row
-            .checked_mul(tokens)
-            .filter(|&n| n > 0 && n <= u32::MAX as usize)
-        else {
-            return shape_err(&kern.name(), format!("{tokens} tokens of {row} values"));
-        };
+        let step = token_values(&kern.name(), row, tokens)?;
         expect_len("kv_append_paged k_new", k_new, step)?;
         expect_len("kv_append_paged v_new", v_new, step)?;
         expect_len("kv_append_paged k_pages", k_pages, shape.pool_len())?;

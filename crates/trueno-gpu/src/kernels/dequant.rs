@@ -13,8 +13,8 @@ use super::helpers::{elem_addr, lane_and_warp};
 use super::qgemv::{QuantFormat, byte_floats, f16_bits};
 use super::qgemv_k::{chunk_scales, layout, quant_bytes, scale_min};
 use super::qgemv_q6k::{self, signed_byte};
-use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
-use crate::error::{Result, shape_err};
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::Result;
 use crate::ptx::{
     Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, S32, Space, U16, U32, U64,
 };
@@ -287,16 +287,7 @@ impl Kernel for DequantRowsKernel {
     /// `dims = [rows, cols]` of the output; `cols` whole blocks, a table row under 4 GiB.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        check_dims(&name, dims, 2)?;
-        let (rows, cols) = (dims[0], dims[1]);
-        let e = self.0.block_elems();
-        if !cols.is_multiple_of(e) {
-            return shape_err(&name, format!("cols {cols} is not a multiple of {e}"));
-        }
-        match self.0.matrix_bytes(1, cols) {
-            Some(b) if b <= u32::MAX as usize => {}
-            _ => return shape_err(&name, format!("a row of {cols} is over 4 GiB")),
-        }
+        let (rows, cols) = self.0.check_matrix(&name, dims, self.0.block_elems())?;
         let warps = rows
             .checked_mul(cols.div_ceil(WARP_VALUES as usize))
             .filter(|&w| w <= u32::MAX as usize)

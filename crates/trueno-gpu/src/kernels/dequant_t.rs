@@ -11,7 +11,7 @@
 use super::dequant::lane_values;
 use super::helpers::elem_addr;
 use super::qgemv::QuantFormat;
-use super::{Family, Kernel, LaunchConfig, check_dims};
+use super::{Family, Kernel, LaunchConfig};
 use crate::error::{GpuError, Result, shape_err};
 use crate::ptx::{Bf16, Cmp, F32, KernelBuilder, KernelIr, PtxType, Rounding, Space, U32, U64};
 
@@ -112,13 +112,9 @@ impl Kernel for DequantTransposedKernel {
     /// `dims = [rows, cols]` of `W`: `rows` a multiple of 8, `cols` of 256.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        check_dims(&name, dims, 2)?;
-        let (rows, cols) = (dims[0], dims[1]);
-        if !rows.is_multiple_of(8) || !cols.is_multiple_of(GROUP as usize) {
-            return shape_err(
-                &name,
-                format!("{rows}x{cols}: rows must be a multiple of 8, columns of {GROUP}"),
-            );
+        let (rows, cols) = self.0.check_matrix(&name, dims, GROUP as usize)?;
+        if !rows.is_multiple_of(8) {
+            return shape_err(&name, format!("rows {rows} is not a multiple of 8"));
         }
         let tiles =
             u32::try_from(rows.div_ceil(TILE_ROWS as usize)).map_err(|_| GpuError::Shape {

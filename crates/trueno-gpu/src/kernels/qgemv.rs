@@ -116,6 +116,26 @@ impl QuantFormat {
             .checked_mul(self.block_bytes())?
             .checked_mul(rows)
     }
+
+    /// `dims = [rows, cols]` of a matrix of these blocks as kernel `name` takes it:
+    /// non-empty, `cols` a multiple of `per` (the block size, or more where a kernel
+    /// needs whole groups), a row under 4 GiB. Returns `(rows, cols)`.
+    pub(super) fn check_matrix(
+        self,
+        name: &str,
+        dims: &[usize],
+        per: usize,
+    ) -> Result<(usize, usize)> {
+        check_dims(name, dims, 2)?;
+        let (rows, cols) = (dims[0], dims[1]);
+        if !cols.is_multiple_of(per) {
+            return shape_err(name, format!("cols {cols} is not a multiple of {per}"));
+        }
+        match self.matrix_bytes(1, cols) {
+            Some(b) if b <= u32::MAX as usize => Ok((rows, cols)),
+            _ => shape_err(name, format!("a row of {cols} is over 4 GiB")),
+        }
+    }
 }
 
 /// The parameters every quantized matrix-vector kernel takes (`w`, `x`, `y`, `rows`,
@@ -448,16 +468,7 @@ impl Kernel for QgemvKernel {
     /// `dims = [rows, cols]`; `cols` must be a whole number of blocks.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        check_dims(&name, dims, 2)?;
-        let (rows, cols) = (dims[0], dims[1]);
-        let per = self.0.block_elems();
-        if !cols.is_multiple_of(per) {
-            return shape_err(&name, format!("cols {cols} is not a multiple of {per}"));
-        }
-        match self.0.matrix_bytes(1, cols) {
-            Some(b) if b <= u32::MAX as usize => {}
-            _ => return shape_err(&name, format!("a row of {cols} is over 4 GiB")),
-        }
+        let (rows, _) = self.0.check_matrix(&name, dims, self.0.block_elems())?;
         Ok(LaunchConfig::linear(
             blocks_for(
                 &name,

@@ -24,9 +24,9 @@ use super::qgemv::{QuantFormat, store_sum};
 use super::qgemv_block32_dp4a::{Block32Lane, group_bytes};
 use super::qgemv_k::{self, THREADS};
 use super::qgemv_k4_dp4a::K4Lane;
-use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use super::{Family, Kernel, LaunchConfig, blocks_for};
 use super::{qgemv_q6k, qgemv_q6k_dp4a};
-use crate::error::{Result, shape_err};
+use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, S32, Space, U32, U64};
 
 /// Super-blocks a warp covers per step.
@@ -307,15 +307,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
 /// The launch of a `[rows, cols]` product of format `f` by kernel `name`: one warp per
 /// row, eight per block; `cols` whole super-blocks, a row under 4 GiB.
 fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
-    check_dims(name, dims, 2)?;
-    let (rows, cols) = (dims[0], dims[1]);
-    if !cols.is_multiple_of(256) {
-        return shape_err(name, format!("cols {cols} is not a multiple of 256"));
-    }
-    match f.matrix_bytes(1, cols) {
-        Some(b) if b <= u32::MAX as usize => {}
-        _ => return shape_err(name, format!("a row of {cols} is over 4 GiB")),
-    }
+    let (rows, _) = f.check_matrix(name, dims, 256)?;
     Ok(LaunchConfig::linear(
         blocks_for(name, rows, (THREADS / 32) as usize, i32::MAX as u32)?,
         THREADS,
