@@ -1,4 +1,6 @@
 use super::*;
+use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
+use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 
 fn wt(name: &str, block_elems: u64, block_bytes: u64) -> WeightType {
     WeightType {

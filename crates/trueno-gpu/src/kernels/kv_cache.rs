@@ -1,8 +1,9 @@
-//! Appending one decode step's keys and values to a contiguous KV cache
-//! (`[batch, heads_kv, capacity, dim]`, f32, bf16 or f16; the paged layout's append is
-//! the same kernel with a block-table lookup, see `paged.rs`), at a position per sequence
-//! read from a buffer, so a batch of sequences at different lengths appends in one
-//! launch; and the cache element types, with the loads that widen them to f32.
+//! Appending keys and values to a contiguous KV cache (`[batch, heads_kv, capacity,
+//! dim]`, f32, bf16 or f16; the paged layout's append is the same kernel with a
+//! block-table lookup, see `paged.rs`): one decode step's, or a prompt's tokens in one
+//! launch, from a start position per sequence read from a buffer, so a batch of
+//! sequences at different lengths appends in one launch; and the cache element types,
+//! with the loads that widen them to f32.
 
 use super::helpers::{elem_addr, global_index, grid_threads};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -12,7 +13,9 @@ use crate::ptx::{
 };
 
 /// What a KV cache holds: f32, or a 16-bit float (half the bytes each decode step
-/// reads; attention still scores and accumulates in f32).
+/// reads; attention still scores and accumulates in f32). Also the activation type of
+/// the quantized products (`QgemvKernel`, `QuantizeQ8kKernel`), widened to f32 the same
+/// way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KvType {
     /// IEEE single.

@@ -5,7 +5,8 @@
 //! Each warp takes [`ROWS_PER_WARP`] rows, so every activation it loads serves that many
 //! rows (the activations are f32: without the reuse they would be most of the traffic).
 //! Eight lanes share a 32-element block, four elements each, so one 16-byte activation
-//! load per lane reads four whole 128-byte lines per warp; a warp step covers four
+//! load per lane reads four whole 128-byte lines per warp (bf16/f16 activations: 8-byte
+//! loads, widened exactly when the math needs them); a warp step covers four
 //! consecutive blocks of each row, and the loads of [`UNROLL`] steps are issued before any
 //! of their math (enough bytes in flight per warp to cover DRAM latency). Lanes keep f32
 //! partial sums (one per block, scaled once), reduced across the warp at the end.

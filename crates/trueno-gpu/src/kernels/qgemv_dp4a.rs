@@ -14,7 +14,7 @@
 //! 32 weights and the activations cost one byte each.
 //!
 //! One warp per row; a warp step covers four consecutive super-blocks, eight lanes each.
-//! This file holds what every format shares ([`Frame`], the activation loads, the row
+//! This file holds what every format shares (`Frame`, the activation loads, the row
 //! loop); each format's lane is its own file (qgemv_k4_dp4a.rs, qgemv_q6k_dp4a.rs,
 //! qgemv_block32_dp4a.rs for Q8_0 and Q4_0, whose eight 32-weight blocks make a
 //! super-block).

@@ -68,7 +68,9 @@ impl HalfElem for half::bf16 {
     const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::Bf16;
 }
 
-/// The element types a KV cache can hold (f32, or 16-bit for half the bytes a step).
+/// The element types a KV cache can hold (f32, or 16-bit for half the bytes a step);
+/// also the activation types the quantized products take (`Stream::qgemv`,
+/// `Stream::quantize_q8k`).
 pub trait KvElem: DeviceCopy {
     /// Which one.
     const KV: crate::kernels::kv_cache::KvType;
