@@ -1,11 +1,13 @@
-//! Quantized rows to f32 on the device: token-embedding lookups by id and whole-matrix
-//! dequantization ([`crate::kernels::dequant`]).
+//! Rows to f32 on the device: token-embedding lookups by id from quantized or dense
+//! tables, and whole-matrix dequantization ([`crate::kernels::dequant`],
+//! [`crate::kernels::gather_rows`]).
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::dequant::DequantRowsKernel;
+use crate::kernels::gather_rows::GatherRowsKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, QuantMatrix};
+use crate::memory::{DeviceBuffer, KvElem, QuantMatrix};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
@@ -45,6 +47,62 @@ impl<'a> Stream<Recording<'a>> {
         out: &'a DeviceBuffer<f32>,
     ) -> Result<()> {
         self.dequant_rows(table, Some(ids), out)
+    }
+
+    /// [`Self::embedding_rows`] from a dense table (`table` row-major, `cols` wide, of
+    /// f32, bf16 or f16; 16-bit values widened exactly): `out[t * cols + c] =
+    /// table[ids[t] * cols + c]`, an id past the table's rows a row of NaN.
+    ///
+    /// ```
+    /// use half::f16;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // A 3 x 4 f16 table: row r holds r, r + 0.5, r + 1, r + 1.5.
+    /// let table: Vec<f16> = (0..12).map(|i| f16::from_f32((i / 4) as f32 + (i % 4) as f32 / 2.0)).collect();
+    /// let table = ctx.upload(&table)?;
+    /// let ids = ctx.upload(&[2u32, 7])?;
+    /// let mut out = ctx.alloc::<f32>(2 * 4)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.embedding_rows_dense(&table, 4, &ids, &out)?;
+    /// s.sync()?;
+    /// let out = out.to_vec()?;
+    /// assert_eq!(&out[..4], &[2.0, 2.5, 3.0, 3.5]);
+    /// assert!(out[4..].iter().all(|v| v.is_nan())); // id 7 is past the table
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn embedding_rows_dense<T: KvElem>(
+        &mut self,
+        table: &'a DeviceBuffer<T>,
+        cols: usize,
+        ids: &'a DeviceBuffer<u32>,
+        out: &'a DeviceBuffer<f32>,
+    ) -> Result<()> {
+        let k = GatherRowsKernel(T::KV);
+        let cfg = k.launch_config(&[ids.len(), cols])?;
+        if table.is_empty()
+            || !table.len().is_multiple_of(cols)
+            || table.len() / cols > u32::MAX as usize
+        {
+            return shape_err(
+                &k.name(),
+                format!(
+                    "a table of {} values is not whole rows of {cols}",
+                    table.len()
+                ),
+            );
+        }
+        expect_len("embedding rows", out, ids.len() * cols)?;
+        let f = self.context().function(Family::Qgemv, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(table))
+            .arg(KernelArg::buf(ids))
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::U32(cols as u32))
+            .arg(KernelArg::U32((table.len() / cols) as u32))
+            .arg(KernelArg::U32((ids.len() * cols) as u32))
+            .run()
     }
 
     /// `out = W` as f32, row-major (`w.rows() * w.cols()` values): the weights for a

@@ -14,6 +14,7 @@ use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShap
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
+use crate::kernels::gather_rows::GatherRowsKernel;
 use crate::kernels::gemm_mma::HalfType;
 use crate::kernels::kv_cache::{KvAppendKernel, KvType};
 use crate::kernels::norm::{NormKernel, NormOp};
@@ -431,15 +432,28 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan
     let (hq, hkv, d, h) = (m.heads_q, m.heads_kv, m.head_dim, m.hidden);
     let t = tokens as u64;
     let embed_bytes = m.embedding.bytes(t, h as u64) + t * (h as u64 * F32 + 4);
-    let prologue = vec![match m.embedding.qgemv_format() {
-        Some(f) => launch(
+    let dense = match m.embedding.name.to_ascii_uppercase().as_str() {
+        "F32" => Some(KvType::F32),
+        "F16" => Some(KvType::F16),
+        "BF16" => Some(KvType::Bf16),
+        _ => None,
+    };
+    let prologue = vec![match (m.embedding.qgemv_format(), dense) {
+        (Some(f), _) => launch(
             "token embedding rows",
             &DequantRowsKernel(f),
             &[tokens, h],
             embed_bytes,
             0,
         )?,
-        None => gap(
+        (None, Some(t)) => launch(
+            "token embedding rows",
+            &GatherRowsKernel(t),
+            &[tokens, h],
+            embed_bytes,
+            0,
+        )?,
+        (None, None) => gap(
             "token embedding rows",
             format!(
                 "no embedding-row kernel for a {} table: rows dequantized on the host and copied",

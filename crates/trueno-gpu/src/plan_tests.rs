@@ -241,7 +241,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
 }
 
 #[test]
-fn the_embedding_rows_are_a_kernel_for_quantized_tables_and_a_gap_for_f16() {
+fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     let mut m = llama3_8b();
     let p = plan(&m, Phase::Prefill { tokens: 100 }, KvType::F16, 132).unwrap();
     let embed = &p.prologue[0];
@@ -259,10 +259,18 @@ fn the_embedding_rows_are_a_kernel_for_quantized_tables_and_a_gap_for_f16() {
     );
     // 100 rows of 16 Q4_K blocks, their f32 values and the ids.
     assert_eq!(embed.bytes, 100 * 16 * 144 + 100 * 4096 * 4 + 100 * 4);
+    // Dense tables are gathered; other formats are a gap.
     m.embedding = wt("F16", 1, 2);
     let p = plan(&m, Phase::Decode { context: 10 }, KvType::F16, 132).unwrap();
+    assert_eq!(
+        p.prologue[0].kernel.as_deref(),
+        Some("trueno_gather_rows_f16")
+    );
+    assert_eq!(p.prologue[0].bytes, 4096 * 2 + 4096 * 4 + 4);
+    m.embedding = wt("IQ2_XS", 256, 74);
+    let p = plan(&m, Phase::Decode { context: 10 }, KvType::F16, 132).unwrap();
     assert_eq!(p.prologue[0].kernel, None);
-    assert!(p.prologue[0].missing.as_deref().unwrap().contains("F16"));
+    assert!(p.prologue[0].missing.as_deref().unwrap().contains("IQ2_XS"));
 }
 
 #[test]

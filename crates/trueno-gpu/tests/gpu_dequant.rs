@@ -180,3 +180,54 @@ fn shapes_are_checked_before_launch() {
     assert!(s.embedding_rows(&w, &none, &row).is_err(), "no ids");
     s.sync().unwrap();
 }
+
+/// Dense tables (f32, bf16, f16) gathered by id: each row exactly its values widened to
+/// f32, ids past the table NaN; a table that is not whole rows is refused.
+#[test]
+fn dense_embedding_rows_are_the_tables_values() {
+    use half::{bf16, f16};
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0xd3e);
+    let (rows, cols) = (13, 96);
+    let x = rng.vec(rows * cols, -4.0, 4.0);
+    let ids = [12u32, 0, 5, 5, 13, u32::MAX];
+    let idd = ctx.upload(&ids).unwrap();
+    let check = |got: Vec<f32>, table: &[f32], what: &str| {
+        for (t, &id) in ids.iter().enumerate() {
+            let row = &got[t * cols..(t + 1) * cols];
+            match table.get(id as usize * cols..(id as usize + 1) * cols) {
+                Some(want) if (id as usize) < rows => assert_eq!(row, want, "{what} id {id}"),
+                _ => assert!(
+                    row.iter().all(|v| v.is_nan() && v.to_bits() != POISON),
+                    "{what} id {id}"
+                ),
+            }
+        }
+    };
+    let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+    let xh: Vec<f16> = x.iter().map(|&v| f16::from_f32(v)).collect();
+    let (df, db, dh) = (
+        ctx.upload(&x).unwrap(),
+        ctx.upload(&xb).unwrap(),
+        ctx.upload(&xh).unwrap(),
+    );
+    let mut outs: Vec<_> = (0..3).map(|_| poisoned(&ctx, ids.len() * cols)).collect();
+    let mut s = ctx.stream().unwrap().record();
+    s.embedding_rows_dense(&df, cols, &idd, &outs[0]).unwrap();
+    s.embedding_rows_dense(&db, cols, &idd, &outs[1]).unwrap();
+    s.embedding_rows_dense(&dh, cols, &idd, &outs[2]).unwrap();
+    assert!(
+        s.embedding_rows_dense(&df, 97, &idd, &outs[0]).is_err(),
+        "not whole rows"
+    );
+    assert!(
+        s.embedding_rows_dense(&df, 0, &idd, &outs[0]).is_err(),
+        "zero-width rows"
+    );
+    s.sync().unwrap();
+    check(outs[0].to_vec().unwrap(), &x, "f32");
+    let wide_b: Vec<f32> = xb.iter().map(|v| v.to_f32()).collect();
+    check(outs[1].to_vec().unwrap(), &wide_b, "bf16");
+    let wide_h: Vec<f32> = xh.iter().map(|v| v.to_f32()).collect();
+    check(outs[2].to_vec().unwrap(), &wide_h, "f16");
+}

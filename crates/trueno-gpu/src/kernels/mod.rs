@@ -10,6 +10,7 @@ pub mod dequant;
 pub mod dequant_t;
 pub mod elementwise;
 pub mod flash_attention;
+pub mod gather_rows;
 pub mod gemm;
 pub mod gemm_mma;
 pub mod gemm_wgmma;
@@ -186,6 +187,7 @@ impl Family {
                 .into_iter()
                 .chain(dequant::all())
                 .chain(dequant_t::all())
+                .chain(gather_rows::all())
                 .collect(),
             Family::Rope => rope::all(),
             Family::Attention => attention::all()
