@@ -129,8 +129,8 @@ impl<'a> Stream<Recording<'a>> {
         let cfg = k.launch_config(&[rows, w.cols()])?;
         expect_len("dequantized rows", out, rows * w.cols())?;
         let f = self.context().function(Family::Qgemv, &k.name())?;
-        // Without ids the kernel never reads its ids pointer: an empty buffer (no
-        // allocation) stands in.
+        // Without ids the kernel never reads its ids pointer: an empty buffer stands in
+        // (no allocation, nothing to free, so nothing the stream must keep alive).
         let no_ids = self.context().alloc::<u32>(0)?;
         let ids_arg = match ids {
             Some(i) => KernelArg::buf(i),
@@ -145,8 +145,6 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32((w.cols() / w.format().block_elems()) as u32))
             .arg(KernelArg::U32(w.rows() as u32))
             .arg(KernelArg::U32(ids.is_some() as u32))
-            .run()?;
-        self.keep_alive(no_ids);
-        Ok(())
+            .run()
     }
 }

@@ -301,7 +301,6 @@ fn q8k_shapes_are_checked_before_launch() {
     assert!(s.quantize_q8k(&x, &q_short).is_err(), "length mismatch");
     assert!(s.quantize_q8k(&x_ragged, &q).is_err(), "not whole blocks");
     s.quantize_q8k(&x, &q).unwrap();
-    assert_eq!(QgemvQ8kKernel::FORMATS, QuantFormat::ALL);
     for w in &ws {
         assert!(s.qgemv_q8k(w, &q_short, &y).is_err(), "activation length");
         assert!(s.qgemv_q8k(w, &q, &y_short).is_err(), "output length");

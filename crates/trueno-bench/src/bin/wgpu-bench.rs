@@ -195,10 +195,6 @@ impl Bench {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let out_path = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1));
     let gpu = match Gpu::new() {
         Ok(g) => g,
         Err(e) => {
@@ -206,10 +202,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let out: Box<dyn Write> = match out_path {
-        Some(p) => Box::new(std::fs::File::create(p).expect("create --out file")),
-        None => Box::new(std::io::sink()),
-    };
+    let out = trueno_bench::out_writer(&args);
     let i = gpu.info().clone();
     let mut b = Bench { gpu, out, quick };
     b.emit(format!(

@@ -9,15 +9,13 @@
 //! matrix-vector kernels). An id past the table's rows gives a row of NaN, never a read
 //! outside the table.
 
-use super::helpers::{elem_addr, lane_and_warp};
+use super::helpers::{clamped_row, elem_addr, lane_and_warp, pair16};
 use super::qgemv::{QuantFormat, byte_floats, f16_bits};
-use super::qgemv_k::{chunk_scales, layout, quant_bytes, scale_min};
-use super::qgemv_q6k::{self, signed_byte};
+use super::qgemv_k::{chunk_scales, half_of, layout, quant_bytes, scale_min};
+use super::qgemv_q6k::{self, scale};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
-use crate::ptx::{
-    Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, S32, Space, U16, U32, U64,
-};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, Space, U16, U32, U64};
 
 /// Threads per block: eight warps, each 256 values.
 const THREADS: u32 = 256;
@@ -73,9 +71,7 @@ fn affine(
 fn word16(b: &mut KernelBuilder, p: Reg<U64>, off: i64) -> Reg<U32> {
     let lo = b.ld::<U16, U64>(Space::Global, p, off);
     let hi = b.ld::<U16, U64>(Space::Global, p, off + 2);
-    let lo = b.cvt::<U32, U16>(lo, None);
-    let hi = b.cvt::<U32, U16>(hi, None);
-    b.prmt(lo, hi, 0x5410u32)
+    pair16(b, lo, hi)
 }
 
 /// A Q4_K / Q5_K lane: chunk `c = lane / 8` of the super-block at `blk`, quant bytes
@@ -97,11 +93,8 @@ fn k4_lane(b: &mut KernelBuilder, blk: Reg<U64>, lane: Reg<U32>, five_bit: bool)
     });
     let (lo, hi) = quant_bytes(b, q, fifth);
     let s = [head[1], head[2], head[3]];
-    let d16 = b.cvt::<U16, U32>(head[0], None);
-    let d = f16_bits(b, d16);
-    let dm = b.shr(head[0], 16u32);
-    let dm16 = b.cvt::<U16, U32>(dm, None);
-    let dmin = f16_bits(b, dm16);
+    let d = half_of(b, head[0], false);
+    let dmin = half_of(b, head[0], true);
     let half = |b: &mut KernelBuilder, bytes: Reg<U32>, shift: Reg<U32>| {
         let (sc, m) = scale_min(b, s, sp.low_pack, shift);
         let sc = b.cvt::<F32, U32>(sc, Some(Rounding::Rn));
@@ -156,8 +149,7 @@ fn q6k_lane(b: &mut KernelBuilder, blk: Reg<U64>, lane: Reg<U32>) -> LaneValues 
         let q = b.or(lo, hi);
         let w = b.ld::<U16, U64>(Space::Global, scp, sc_off);
         let w = b.cvt::<U32, U16>(w, None);
-        let sc = signed_byte(b, w, sel8);
-        let sc = b.cvt::<F32, S32>(sc, Some(Rounding::Rn));
+        let sc = scale(b, w, sel8);
         let scale = b.mul(d, sc);
         let q = byte_floats(b, q, 32.0);
         affine(b, q, scale, None)
@@ -248,9 +240,7 @@ impl DequantRowsKernel {
             b.assign(id, v);
         });
         // An id past the table reads its last row and writes NaN.
-        let bad = b.setp::<U32>(Cmp::Ge, id, table_rows);
-        let last = b.sub(table_rows, 1u32);
-        let row = b.min(id, last);
+        let (row, bad) = clamped_row(&mut b, id, table_rows);
         let row_bytes = b.mul(blocks, f.block_bytes() as u32);
         let row_off = b.mul_wide(row, row_bytes);
         let wr = b.add(w, row_off);

@@ -2,11 +2,11 @@
 //! lookup for a model whose embedding table is not quantized (the quantized ones:
 //! [`super::dequant`]). An id past the table gives a row of NaN, never a read outside it.
 
-use super::helpers::{elem_addr, global_index, grid_threads};
+use super::helpers::{clamped_row, elem_addr, global_index, grid_threads};
 use super::kv_cache::{KvType, widen};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Space, U16, U32, U64};
+use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Space, U16, U32, U64};
 
 /// Threads per block.
 const THREADS: u32 = 256;
@@ -43,9 +43,7 @@ impl Kernel for GatherRowsKernel {
             let ip = elem_addr(b, ids, t, 4);
             let id = b.ld::<U32, U64>(Space::Global, ip, 0);
             // An id past the table reads its last row and writes NaN.
-            let bad = b.setp::<U32>(Cmp::Ge, id, table_rows);
-            let last = b.sub(table_rows, 1u32);
-            let row = b.min(id, last);
+            let (row, bad) = clamped_row(b, id, table_rows);
             let at = b.mul_wide(row, cols);
             let c64 = b.cvt::<U64, U32>(c, None);
             let at = b.add(at, c64);

@@ -1,7 +1,7 @@
 //! Building blocks shared by the kernel families: thread indexing, addressing, and warp
 //! and block reductions.
 
-use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U16, U32, U64};
 
 /// `ctaid.x * ntid.x + tid.x`
 pub(crate) fn global_index(b: &mut KernelBuilder) -> Reg<U32> {
@@ -23,6 +23,25 @@ pub(crate) fn lane_and_warp(b: &mut KernelBuilder, threads: u32) -> (Reg<U32>, R
 pub(crate) fn grid_threads(b: &mut KernelBuilder) -> Reg<U32> {
     let (c, n) = (b.nctaid_x(), b.ntid_x());
     b.mul(c, n)
+}
+
+/// Two 16-bit halves as one word, `lo` in the low half (one byte permute).
+pub(crate) fn pair16(b: &mut KernelBuilder, lo: Reg<U16>, hi: Reg<U16>) -> Reg<U32> {
+    let lo = b.cvt::<U32, U16>(lo, None);
+    let hi = b.cvt::<U32, U16>(hi, None);
+    b.prmt(lo, hi, 0x5410u32)
+}
+
+/// A table row by id: `id` clamped to the last of `rows` (every read stays inside the
+/// table) and whether it was past them (the caller writes NaN there).
+pub(crate) fn clamped_row(
+    b: &mut KernelBuilder,
+    id: Reg<U32>,
+    rows: Reg<U32>,
+) -> (Reg<U32>, Reg<Pred>) {
+    let bad = b.setp::<U32>(Cmp::Ge, id, rows);
+    let last = b.sub(rows, 1u32);
+    (b.min(id, last), bad)
 }
 
 /// `base + idx * bytes` as a 64-bit address.

@@ -26,7 +26,7 @@ pub(super) const BLOCK_BYTES: u32 = 144;
 pub(super) const BLOCK_BYTES_Q5K: u32 = 176;
 
 /// The f16 in the low (`high == false`) or high half of `w`, as f32.
-fn half_of(b: &mut KernelBuilder, w: Reg<U32>, high: bool) -> Reg<F32> {
+pub(super) fn half_of(b: &mut KernelBuilder, w: Reg<U32>, high: bool) -> Reg<F32> {
     let w = if high { b.shr(w, 16u32) } else { w };
     let h = b.cvt::<U16, U32>(w, None);
     f16_bits(b, h)

@@ -6,10 +6,9 @@
 //! Q5_K's fifth bits are 16-byte loads (144 and 176 are multiples of 16).
 
 use super::helpers::elem_addr;
-use super::qgemv::f16_bits;
 use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep};
-use super::qgemv_k::{ChunkScales, chunk_scales, layout, quant_bytes, scale_min};
-use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32, U64};
+use super::qgemv_k::{ChunkScales, chunk_scales, half_of, layout, quant_bytes, scale_min};
+use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U32, U64};
 
 /// The lane's weight pointers at its part of super-block `g` (then `g + 4`, ...): the
 /// block's header, its quant bytes, Q5_K's fifth bits (`qh` bytes `16h..`).
@@ -102,15 +101,12 @@ impl LaneStep for K4Lane {
         let (sc0, m0) = signed(b, sm0);
         let sm1 = scale_min(b, s, sp.low_pack, sp.shift1);
         let (sc1, m1) = signed(b, sm1);
-        let d16 = b.cvt::<U16, U32>(w.head[0], None);
-        let dm = b.shr(w.head[0], 16u32);
-        let dm16 = b.cvt::<U16, U32>(dm, None);
         K4Unpacked {
             quants,
             scales: [sc0, sc1],
             mins: [m0, m1],
-            d: f16_bits(b, d16),
-            dmin: f16_bits(b, dm16),
+            d: half_of(b, w.head[0], false),
+            dmin: half_of(b, w.head[0], true),
         }
     }
 

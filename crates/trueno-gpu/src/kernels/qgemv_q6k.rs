@@ -46,7 +46,7 @@ pub(super) fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) ->
 }
 
 /// [`signed_byte`] as f32.
-fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
+pub(super) fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
     let s = signed_byte(b, w, sel8);
     b.cvt::<F32, S32>(s, Some(Rounding::Rn))
 }

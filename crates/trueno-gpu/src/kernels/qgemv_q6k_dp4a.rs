@@ -13,7 +13,7 @@
 //! unsigned for `dp4a`. A lane's eight weight words, two scales and `d` come from 19
 //! 16-bit loads.
 
-use super::helpers::elem_addr;
+use super::helpers::{elem_addr, pair16};
 use super::qgemv::f16_bits;
 use super::qgemv_dp4a::{ActLoads, ActPtrs, BLOCKS_PER_STEP, Frame, LaneStep};
 use super::qgemv_k::quant_bytes;
@@ -90,13 +90,6 @@ impl Q6kLane {
     }
 }
 
-/// The 32-bit word of two 16-bit halves.
-fn word(b: &mut KernelBuilder, lo: Reg<U16>, hi: Reg<U16>) -> Reg<U32> {
-    let lo = b.cvt::<U32, U16>(lo, None);
-    let hi = b.cvt::<U32, U16>(hi, None);
-    b.prmt(lo, hi, 0x5410)
-}
-
 impl LaneStep for Q6kLane {
     type Weights = Q6kWeights;
     type Unpacked = Q6kUnpacked;
@@ -115,7 +108,7 @@ impl LaneStep for Q6kLane {
         let word_at = |b: &mut KernelBuilder, p: Reg<U64>, j: i64| {
             let lo = ld16(b, p, 4 * j);
             let hi = ld16(b, p, 4 * j + 2);
-            word(b, lo, hi)
+            pair16(b, lo, hi)
         };
         Q6kWeights {
             ql: std::array::from_fn(|j| word_at(b, ql, j as i64)),

@@ -521,11 +521,6 @@ impl Bench {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let out_path = args
-        .iter()
-        .position(|a| a == "--out")
-        .and_then(|i| args.get(i + 1))
-        .cloned();
     let ctx = match Context::new(0) {
         Ok(c) => c,
         Err(e) => {
@@ -533,10 +528,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let out: Box<dyn Write> = match out_path {
-        Some(p) => Box::new(std::fs::File::create(p).expect("create --out file")),
-        None => Box::new(std::io::sink()),
-    };
+    let out = trueno_bench::out_writer(&args);
     let d = ctx.device().clone();
     let mut b = Bench { ctx, out, quick };
     b.emit(format!(
