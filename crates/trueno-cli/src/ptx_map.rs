@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use trueno_gpu::kernels::kv_cache::KvType;
+use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::rope::RopeMode;
 use trueno_gpu::plan::{
     self, DEVICES, DevicePeak, LayerWeights, ModelShape, Phase, Plan, Step, WeightType,
@@ -219,9 +219,9 @@ pub fn run(o: &Options) -> Result<(), Error> {
         .find(|d| d.name == o.device)
         .ok_or_else(|| format!("unknown device {} (h100, h200, a100)", o.device))?;
     let kv = match o.kv.as_str() {
-        "f16" => KvType::F16,
-        "bf16" => KvType::Bf16,
-        "f32" => KvType::F32,
+        "f16" => FloatType::F16,
+        "bf16" => FloatType::Bf16,
+        "f32" => FloatType::F32,
         k => return Err(format!("unknown KV cache type {k} (f16, bf16, f32)").into()),
     };
     let phase = if o.prefill {

@@ -7,7 +7,7 @@ use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShap
 use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
-use crate::memory::{DeviceBuffer, HalfElem, KvElem};
+use crate::memory::{DeviceBuffer, FloatElem, HalfElem};
 use crate::ops::{expect_len, token_values};
 
 /// How a decode step splits its cache (see [`Stream::decode_split`]): positions per
@@ -45,7 +45,7 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn kv_append<C: KvElem>(
+    pub fn kv_append<C: FloatElem>(
         &mut self,
         k_new: &'a DeviceBuffer<f32>,
         v_new: &'a DeviceBuffer<f32>,
@@ -83,7 +83,7 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn kv_append_tokens<C: KvElem>(
+    pub fn kv_append_tokens<C: FloatElem>(
         &mut self,
         k_new: &'a DeviceBuffer<f32>,
         v_new: &'a DeviceBuffer<f32>,
@@ -93,7 +93,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: DecodeShape,
         tokens: usize,
     ) -> Result<()> {
-        let kern = KvAppendKernel(C::KV);
+        let kern = KvAppendKernel(C::TYPE);
         shape.check(&kern.name())?;
         let row = shape.batch * shape.heads_kv * shape.dim;
         let step = token_values(&kern.name(), row, tokens)?;
@@ -149,7 +149,7 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn decode_attention<C: KvElem>(
+    pub fn decode_attention<C: FloatElem>(
         &mut self,
         q: &'a DeviceBuffer<f32>,
         k_cache: &'a DeviceBuffer<C>,
@@ -159,7 +159,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: DecodeShape,
         scale: f32,
     ) -> Result<()> {
-        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::KV);
+        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::TYPE);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention q", q, rows * shape.dim)?;

@@ -7,7 +7,7 @@ use crate::error::{Result, shape_err};
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::gather_rows::GatherRowsKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, KvElem, QuantMatrix};
+use crate::memory::{DeviceBuffer, FloatElem, QuantMatrix};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
@@ -71,14 +71,14 @@ impl<'a> Stream<Recording<'a>> {
     /// assert!(out[4..].iter().all(|v| v.is_nan())); // id 7 is past the table
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
-    pub fn embedding_rows_dense<T: KvElem>(
+    pub fn embedding_rows_dense<T: FloatElem>(
         &mut self,
         table: &'a DeviceBuffer<T>,
         cols: usize,
         ids: &'a DeviceBuffer<u32>,
         out: &'a DeviceBuffer<f32>,
     ) -> Result<()> {
-        let k = GatherRowsKernel(T::KV);
+        let k = GatherRowsKernel(T::TYPE);
         let cfg = k.launch_config(&[ids.len(), cols])?;
         if table.is_empty()
             || !table.len().is_multiple_of(cols)

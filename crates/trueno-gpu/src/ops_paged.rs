@@ -5,7 +5,7 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::paged::{PagedDecodeChunkKernel, PagedKvAppendKernel, PagedShape};
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, KvElem};
+use crate::memory::{DeviceBuffer, FloatElem};
 use crate::ops::{expect_len, token_values};
 
 impl<'a> Stream<Recording<'a>> {
@@ -36,7 +36,7 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn kv_append_paged<C: KvElem>(
+    pub fn kv_append_paged<C: FloatElem>(
         &mut self,
         k_new: &'a DeviceBuffer<f32>,
         v_new: &'a DeviceBuffer<f32>,
@@ -54,7 +54,7 @@ impl<'a> Stream<Recording<'a>> {
     /// f32 `[batch, tokens, heads_kv, dim]`, token `t` of sequence `b` goes to position
     /// `positions[b] + t` through the table; positions past the table are not written.
     #[allow(clippy::too_many_arguments)]
-    pub fn kv_append_paged_tokens<C: KvElem>(
+    pub fn kv_append_paged_tokens<C: FloatElem>(
         &mut self,
         k_new: &'a DeviceBuffer<f32>,
         v_new: &'a DeviceBuffer<f32>,
@@ -65,7 +65,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: PagedShape,
         tokens: usize,
     ) -> Result<()> {
-        let kern = PagedKvAppendKernel(C::KV);
+        let kern = PagedKvAppendKernel(C::TYPE);
         shape.check(&kern.name())?;
         let row = shape.batch * shape.heads_kv * shape.dim;
         let step = token_values(&kern.name(), row, tokens)?;
@@ -128,7 +128,7 @@ impl<'a> Stream<Recording<'a>> {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::too_many_arguments)]
-    pub fn decode_attention_paged<C: KvElem>(
+    pub fn decode_attention_paged<C: FloatElem>(
         &mut self,
         q: &'a DeviceBuffer<f32>,
         k_pages: &'a DeviceBuffer<C>,
@@ -139,7 +139,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: PagedShape,
         scale: f32,
     ) -> Result<()> {
-        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::KV);
+        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::TYPE);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention_paged q", q, rows * shape.dim)?;

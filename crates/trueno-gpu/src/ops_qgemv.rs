@@ -7,20 +7,20 @@ use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, KvElem, Q8kVector, QuantMatrix};
+use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
     /// `y = W x` straight from quantized weights (dequantized in registers, f32
     /// accumulation): `x` (f32, or bf16/f16 activations, widened exactly as they are
     /// loaded) has `w.cols()` elements, f32 `y` gets `w.rows()`. `y` may not be `x`.
-    pub fn qgemv<T: KvElem>(
+    pub fn qgemv<T: FloatElem>(
         &mut self,
         w: &'a QuantMatrix,
         x: &'a DeviceBuffer<T>,
         y: &'a DeviceBuffer<f32>,
     ) -> Result<()> {
-        let k = QgemvKernel(w.format(), T::KV);
+        let k = QgemvKernel(w.format(), T::TYPE);
         let cfg = k.launch_config(&[w.rows(), w.cols()])?;
         expect_len("qgemv input", x, w.cols())?;
         expect_len("qgemv output", y, w.rows())?;
@@ -66,12 +66,12 @@ impl<'a> Stream<Recording<'a>> {
     /// assert_eq!(y.to_vec()?, vec![64.0, 64.0]);
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
-    pub fn quantize_q8k<T: KvElem>(
+    pub fn quantize_q8k<T: FloatElem>(
         &mut self,
         x: &'a DeviceBuffer<T>,
         q: &'a Q8kVector,
     ) -> Result<()> {
-        let k = QuantizeQ8kKernel(T::KV);
+        let k = QuantizeQ8kKernel(T::TYPE);
         let cfg = k.launch_config(&[x.len()])?;
         if q.len() != x.len() {
             return shape_err(

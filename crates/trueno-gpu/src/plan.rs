@@ -14,9 +14,10 @@ use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShap
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
+use crate::kernels::float_type::FloatType;
 use crate::kernels::gather_rows::GatherRowsKernel;
 use crate::kernels::gemm_mma::HalfType;
-use crate::kernels::kv_cache::{KvAppendKernel, KvType};
+use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::reduce::{ReduceKernel, ReduceOp};
@@ -206,7 +207,7 @@ pub struct Plan {
     /// Decode or prefill.
     pub phase: Phase,
     /// KV cache element type.
-    pub kv: KvType,
+    pub kv: FloatType,
     /// Before the first layer.
     pub prologue: Vec<Step>,
     /// Each layer's steps (layers differ only where their weights' formats do).
@@ -327,7 +328,7 @@ fn check(m: &ModelShape) -> Result<()> {
 }
 
 /// The attention of one layer: decode over the cache, or FlashAttention over the prompt.
-fn attention(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Vec<Step>> {
+fn attention(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<Vec<Step>> {
     let (hq, hkv, d) = (m.heads_q, m.heads_kv, m.head_dim);
     let fits = HEAD_DIMS.contains(&(d as u32));
     let kv_bytes = kv.bytes() as u64;
@@ -416,7 +417,7 @@ fn attention(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Vec
 
 /// The plan for `phase` with a KV cache of `kv` elements, priced for a device with `sms`
 /// multiprocessors (decode attention sizes its splits by them).
-pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan> {
+pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<Plan> {
     check(m)?;
     let tokens = match phase {
         Phase::Decode { context: 0 } => {
@@ -433,9 +434,9 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: KvType, sms: usize) -> Result<Plan
     let t = tokens as u64;
     let embed_bytes = m.embedding.bytes(t, h as u64) + t * (h as u64 * F32 + 4);
     let dense = match m.embedding.name.to_ascii_uppercase().as_str() {
-        "F32" => Some(KvType::F32),
-        "F16" => Some(KvType::F16),
-        "BF16" => Some(KvType::Bf16),
+        "F32" => Some(FloatType::F32),
+        "F16" => Some(FloatType::F16),
+        "BF16" => Some(FloatType::Bf16),
         _ => None,
     };
     let prologue = vec![match (m.embedding.qgemv_format(), dense) {

@@ -6,8 +6,8 @@ use super::{F32, Math, Step, WeightType, gap, launch};
 use crate::error::Result;
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
+use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
-use crate::kernels::kv_cache::KvType;
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
@@ -31,7 +31,7 @@ fn projection(
     Ok(match (w.qgemv_format(), tokens) {
         (Some(f), 1) => vec![launch(
             what,
-            &QgemvKernel(f, KvType::F32),
+            &QgemvKernel(f, FloatType::F32),
             &[rows, cols],
             bytes,
             flops,
@@ -109,7 +109,7 @@ pub(super) fn projections(
     if group.iter().any(|(_, w, _)| integer(w).is_some()) {
         steps.push(launch(
             "quantize input (Q8_K)",
-            &QuantizeQ8kKernel(KvType::F32),
+            &QuantizeQ8kKernel(FloatType::F32),
             &[cols],
             c * F32 + act,
             3 * c,

@@ -57,7 +57,13 @@ fn llama3_8b_weight_bytes() -> u64 {
 fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     let m = llama3_8b();
     let h100 = DEVICES[0];
-    let p = plan(&m, Phase::Decode { context: 4096 }, KvType::F16, h100.sms).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 4096 },
+        FloatType::F16,
+        h100.sms,
+    )
+    .unwrap();
     assert_eq!(p.layers.len(), 32);
     // Two norms, seven projections, two RoPEs, the cache append, attention's chunks and
     // merge, SwiGLU, and four quantizations of a projection input to Q8_K (shared by q,
@@ -118,7 +124,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
 #[test]
 fn launch_configs_are_the_kernels_own() {
     let m = llama3_8b();
-    let p = plan(&m, Phase::Decode { context: 32768 }, KvType::Bf16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 32768 }, FloatType::Bf16, 132).unwrap();
     let step = |name: &str| {
         p.layers[0]
             .iter()
@@ -146,7 +152,7 @@ fn launch_configs_are_the_kernels_own() {
 #[test]
 fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     let m = llama3_8b();
-    let p = plan(&m, Phase::Prefill { tokens: 512 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 512 }, FloatType::F16, 132).unwrap();
     let l = &p.layers[0];
     assert_eq!(p.missing(), 0);
     // Each of the seven projections: weights to bf16, input to bf16, the GEMM.
@@ -181,7 +187,7 @@ fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     assert_eq!(
         write.config,
         Some(
-            KvAppendKernel(KvType::F16)
+            KvAppendKernel(FloatType::F16)
                 .launch_config(&[512 * 8 * 128])
                 .unwrap()
         )
@@ -216,7 +222,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     m.qkv_bias = true;
     m.rope = RopeMode::Neox;
     m.layer_weights[3].gate = wt("IQ2_XS", 256, 74);
-    let p = plan(&m, Phase::Decode { context: 100 }, KvType::F32, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 100 }, FloatType::F32, 132).unwrap();
     assert!(
         p.layers[0]
             .iter()
@@ -243,7 +249,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
 #[test]
 fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     let mut m = llama3_8b();
-    let p = plan(&m, Phase::Prefill { tokens: 100 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 100 }, FloatType::F16, 132).unwrap();
     let embed = &p.prologue[0];
     assert_eq!(
         embed.kernel.as_deref(),
@@ -261,14 +267,14 @@ fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     assert_eq!(embed.bytes, 100 * 16 * 144 + 100 * 4096 * 4 + 100 * 4);
     // Dense tables are gathered; other formats are a gap.
     m.embedding = wt("F16", 1, 2);
-    let p = plan(&m, Phase::Decode { context: 10 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, 132).unwrap();
     assert_eq!(
         p.prologue[0].kernel.as_deref(),
         Some("trueno_gather_rows_f16")
     );
     assert_eq!(p.prologue[0].bytes, 4096 * 2 + 4096 * 4 + 4);
     m.embedding = wt("IQ2_XS", 256, 74);
-    let p = plan(&m, Phase::Decode { context: 10 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, 132).unwrap();
     assert_eq!(p.prologue[0].kernel, None);
     assert!(p.prologue[0].missing.as_deref().unwrap().contains("IQ2_XS"));
 }
@@ -279,7 +285,7 @@ fn head_dims_without_attention_kernels_are_gaps_not_errors() {
     m.heads_q = 40;
     m.heads_kv = 8;
     m.head_dim = 96;
-    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
     let att = p.layers[0]
         .iter()
         .find(|s| s.what == "decode attention")
@@ -297,10 +303,10 @@ fn bad_shapes_are_errors() {
     let mut short = m.clone();
     short.layer_weights.pop();
     for bad in [odd_groups, no_layers, short] {
-        assert!(plan(&bad, Phase::Decode { context: 8 }, KvType::F16, 132).is_err());
+        assert!(plan(&bad, Phase::Decode { context: 8 }, FloatType::F16, 132).is_err());
     }
-    assert!(plan(&m, Phase::Decode { context: 0 }, KvType::F16, 132).is_err());
-    assert!(plan(&m, Phase::Prefill { tokens: 0 }, KvType::F16, 132).is_err());
+    assert!(plan(&m, Phase::Decode { context: 0 }, FloatType::F16, 132).is_err());
+    assert!(plan(&m, Phase::Prefill { tokens: 0 }, FloatType::F16, 132).is_err());
 }
 
 #[test]
@@ -326,7 +332,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
             .filter_map(|s| s.kernel.clone())
             .collect()
     };
-    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
     for what in ["q projection", "down projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_q8k"], "{what}");
     }
@@ -337,7 +343,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
     m.heads_kv = 2;
     m.head_dim = 64;
     m.ffn = 4864;
-    let p = plan(&m, Phase::Decode { context: 512 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
     for what in ["q projection", "gate projection", "output projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_f32"], "{what}");
     }
@@ -348,7 +354,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         .count();
     assert_eq!(quantize, 1, "down's input alone");
     // A prefill: 896 columns are not whole groups of 256 for the quantized GEMM.
-    let p = plan(&m, Phase::Prefill { tokens: 64 }, KvType::F16, 132).unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F16, 132).unwrap();
     let q = p.layers[0]
         .iter()
         .find(|s| s.what == "q projection")

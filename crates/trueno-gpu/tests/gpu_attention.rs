@@ -7,12 +7,12 @@ mod common;
 use common::device::{Half, POISON, Rng, assert_close, ctx, halves, poisoned, small};
 
 use half::{bf16, f16};
-use trueno_gpu::memory::KvElem;
+use trueno_gpu::memory::FloatElem;
 
 use trueno_gpu::kernels::attention::{DecodeShape, reference};
 use trueno_gpu::kernels::kv_cache;
 
-fn run<C: KvElem>(
+fn run<C: FloatElem>(
     ctx: &trueno_gpu::driver::Context,
     shape: DecodeShape,
     q: &[f32],
@@ -83,7 +83,7 @@ fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
 
 /// A 16-bit cache gives what an f32 cache holding the same (rounded) values gives: the
 /// kernel widens each element exactly, so the f32 path's tolerance holds.
-fn check_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
+fn check_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
     let shapes = [
         (
             DecodeShape {
@@ -141,7 +141,7 @@ fn sixteen_bit_caches_attend_like_f32_caches_of_the_same_values() {
 
 /// Appending into a 16-bit cache rounds each value to nearest (even), bit for bit what
 /// `half`'s conversion gives, and leaves every other row as it was.
-fn check_append_16bit<T: Half + KvElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
+fn check_append_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
     let sh = DecodeShape {
         batch: 2,
         heads_q: 4,

@@ -11,10 +11,10 @@ use common::device::{POISON, Rng, assert_close, ctx, poisoned};
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
 use trueno_gpu::kernels::paged::{PagedShape, append_reference, reference};
-use trueno_gpu::memory::KvElem;
+use trueno_gpu::memory::FloatElem;
 
 /// A pool element type as the checks build and read it.
-trait Elem: KvElem + Copy {
+trait Elem: FloatElem + Copy {
     fn from_f32(x: f32) -> Self;
     fn to_f32(self) -> f32;
     fn bits(self) -> u32;

@@ -14,8 +14,8 @@
 //! Scores are computed in the base-2 domain (the query pre-scaled by `scale * log2 e`), so
 //! every exponential is one `ex2.approx`.
 
+use super::float_type::{FloatType, load_row, load_words, widen};
 use super::helpers::{elem_addr, max_nan, warp_reduce};
-use super::kv_cache::{KvType, load_row, load_words, widen};
 use super::math::LOG2E;
 use super::paged::Pages;
 use super::{Family, Kernel, LaunchConfig, check_dims};
@@ -176,7 +176,7 @@ impl DecodeShape {
 /// `part_acc` (`[batch, heads_q, splits, dim]`), `part_ml` (`[batch, heads_q, splits, 2]`),
 /// `heads_q`, `heads_kv`, `capacity`, `chunk`, `splits`, `scale`.
 #[derive(Clone, Copy, Debug)]
-pub struct DecodeChunkKernel(pub u32, pub KvType);
+pub struct DecodeChunkKernel(pub u32, pub FloatType);
 
 /// The merge kernel for one head dimension: `part_acc`, `part_ml`, `out`, `splits`.
 #[derive(Clone, Copy, Debug)]
@@ -191,7 +191,7 @@ fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
     b.selp(0.0f32, e, empty)
 }
 
-pub(super) fn build_chunk(name: &str, dim: u32, ty: KvType, paged: bool) -> KernelIr {
+pub(super) fn build_chunk(name: &str, dim: u32, ty: FloatType, paged: bool) -> KernelIr {
     let per_lane = (dim / 32) as usize;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
@@ -253,7 +253,7 @@ pub(super) fn build_chunk(name: &str, dim: u32, ty: KvType, paged: bool) -> Kern
     let qi = b.mad(qrow, dim, e0);
     let qa = elem_addr(&mut b, gq, qi, 4);
     let s2 = b.mul(scale, LOG2E);
-    let qv: Vec<Reg<F32>> = load_row(&mut b, qa, per_lane, KvType::F32)
+    let qv: Vec<Reg<F32>> = load_row(&mut b, qa, per_lane, FloatType::F32)
         .into_iter()
         .map(|x| b.mul(x, s2))
         .collect();
@@ -449,7 +449,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
 
 /// `dst = ` the raw words of `n` cache elements at `addr + off` (under the builder's
 /// current guard; `dst` holds `n * bytes / 4` words).
-fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<U32>], off: i64, ty: KvType) {
+fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<U32>], off: i64, ty: FloatType) {
     let a = b.add(addr, off as u64);
     let n = dst.len() * 4 / ty.bytes() as usize;
     let v = load_words(b, a, n, ty);
@@ -522,7 +522,7 @@ impl Kernel for DecodeMergeKernel {
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for d in HEAD_DIMS {
-        for t in KvType::ALL {
+        for t in FloatType::ALL {
             v.push(Box::new(DecodeChunkKernel(d, t)));
         }
         v.push(Box::new(DecodeMergeKernel(d)));

@@ -2,8 +2,8 @@
 //! lookup for a model whose embedding table is not quantized (the quantized ones:
 //! [`super::dequant`]). An id past the table gives a row of NaN, never a read outside it.
 
+use super::float_type::{FloatType, widen};
 use super::helpers::{clamped_row, elem_addr, global_index, grid_threads};
-use super::kv_cache::{KvType, widen};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
 use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Space, U16, U32, U64};
@@ -14,7 +14,7 @@ const THREADS: u32 = 256;
 /// `y[t * cols + c] = table[ids[t] * cols + c]` as f32. Parameters: `table`, `ids`, `y`,
 /// `cols`, `table_rows`, `total` (ids x cols).
 #[derive(Clone, Copy, Debug)]
-pub struct GatherRowsKernel(pub KvType);
+pub struct GatherRowsKernel(pub FloatType);
 
 impl Kernel for GatherRowsKernel {
     fn name(&self) -> String {
@@ -50,7 +50,7 @@ impl Kernel for GatherRowsKernel {
             let at = b.mul(at, u64::from(ty.bytes()));
             let src = b.add(table, at);
             let v = match ty {
-                KvType::F32 => b.ld::<F32, U64>(Space::Global, src, 0),
+                FloatType::F32 => b.ld::<F32, U64>(Space::Global, src, 0),
                 _ => {
                     let h = b.ld::<U16, U64>(Space::Global, src, 0);
                     let w = b.cvt::<U32, U16>(h, None);
@@ -76,7 +76,7 @@ impl Kernel for GatherRowsKernel {
 
 /// One gather per table type.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    KvType::ALL
+    FloatType::ALL
         .into_iter()
         .map(|t| Box::new(GatherRowsKernel(t)) as Box<dyn Kernel>)
         .collect()

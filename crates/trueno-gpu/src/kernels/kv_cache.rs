@@ -2,132 +2,14 @@
 //! dim]`, f32, bf16 or f16; the paged layout's append is the same kernel with a
 //! block-table lookup, see `paged.rs`): one decode step's, or a prompt's tokens in one
 //! launch, from a start position per sequence read from a buffer, so a batch of
-//! sequences at different lengths appends in one launch; and the cache element types,
-//! with the loads that widen them to f32.
+//! sequences at different lengths appends in one launch. The element types are
+//! [`FloatType`]'s.
 
+use super::float_type::{FloatType, store_elem};
 use super::helpers::{elem_addr, global_index, grid_threads};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
-use crate::ptx::{
-    Bf16, Cmp, F16, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, Space, U16, U32, U64,
-};
-
-/// What a KV cache holds: f32, or a 16-bit float (half the bytes each decode step
-/// reads; attention still scores and accumulates in f32). Also the activation type of
-/// the quantized products (`QgemvKernel`, `QuantizeQ8kKernel`), widened to f32 the same
-/// way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum KvType {
-    /// IEEE single.
-    F32,
-    /// bfloat16.
-    Bf16,
-    /// IEEE half.
-    F16,
-}
-
-impl KvType {
-    /// Every cache type.
-    pub const ALL: [KvType; 3] = [KvType::F32, KvType::Bf16, KvType::F16];
-
-    /// Bytes per element.
-    pub fn bytes(self) -> u32 {
-        match self {
-            KvType::F32 => 4,
-            _ => 2,
-        }
-    }
-
-    /// The kernel-name suffix.
-    pub fn name(self) -> &'static str {
-        match self {
-            KvType::F32 => "f32",
-            KvType::Bf16 => "bf16",
-            KvType::F16 => "f16",
-        }
-    }
-
-    pub(crate) fn ptx(self) -> PtxType {
-        match self {
-            KvType::F32 => PtxType::F32,
-            KvType::Bf16 => PtxType::Bf16,
-            KvType::F16 => PtxType::F16,
-        }
-    }
-}
-
-/// The two 16-bit floats of a loaded word as f32 (low half first). bf16 widens by
-/// moving its bits to the top of the word (exact); f16 through `cvt` (exact too).
-fn widen_pair(b: &mut KernelBuilder, w: Reg<U32>, ty: KvType) -> [Reg<F32>; 2] {
-    match ty {
-        KvType::Bf16 => {
-            let lo = b.shl(w, 16u32);
-            let hi = b.and(w, 0xFFFF_0000u32);
-            [b.bitcast32(lo), b.bitcast32(hi)]
-        }
-        _ => {
-            let hi_bits = b.shr(w, 16u32);
-            [w, hi_bits].map(|x| {
-                let h = b.cvt::<U16, U32>(x, None);
-                let h = b.bitcast16::<F16, U16>(h);
-                b.cvt::<F32, F16>(h, None)
-            })
-        }
-    }
-}
-
-/// The raw 32-bit words of `n` consecutive cache elements at `addr` (n is 2, 4 or 8; the
-/// address aligned to their size), in 4-, 8- or 16-byte loads. Kept as words until used,
-/// a 16-bit row held ahead takes half the registers of its widened values.
-pub(crate) fn load_words(
-    b: &mut KernelBuilder,
-    addr: Reg<U64>,
-    n: usize,
-    ty: KvType,
-) -> Vec<Reg<U32>> {
-    let words = n * ty.bytes() as usize / 4;
-    match words {
-        1 => vec![b.ld::<U32, U64>(Space::Global, addr, 0)],
-        2 => b.ld_vec::<U32, U64, 2>(Space::Global, addr, 0).to_vec(),
-        _ => (0..words / 4)
-            .flat_map(|i| b.ld_vec::<U32, U64, 4>(Space::Global, addr, 16 * i as i64))
-            .collect(),
-    }
-}
-
-/// The f32 values of words from [`load_words`].
-pub(crate) fn widen(b: &mut KernelBuilder, words: &[Reg<U32>], ty: KvType) -> Vec<Reg<F32>> {
-    match ty {
-        KvType::F32 => words.iter().map(|&w| b.bitcast32(w)).collect(),
-        _ => words.iter().flat_map(|&w| widen_pair(b, w, ty)).collect(),
-    }
-}
-
-/// `n` consecutive cache elements at `addr` as f32 (see [`load_words`]).
-pub(crate) fn load_row(
-    b: &mut KernelBuilder,
-    addr: Reg<U64>,
-    n: usize,
-    ty: KvType,
-) -> Vec<Reg<F32>> {
-    let w = load_words(b, addr, n, ty);
-    widen(b, &w, ty)
-}
-
-/// Stores f32 `x` at `addr` as the cache type (16-bit types rounded to nearest).
-fn store_elem(b: &mut KernelBuilder, addr: Reg<U64>, x: Reg<F32>, ty: KvType) {
-    match ty {
-        KvType::F32 => b.st::<F32, U64>(Space::Global, addr, 0, x),
-        KvType::Bf16 => {
-            let h = b.cvt::<Bf16, F32>(x, Some(Rounding::Rn));
-            b.st::<Bf16, U64>(Space::Global, addr, 0, h)
-        }
-        KvType::F16 => {
-            let h = b.cvt::<F16, F32>(x, Some(Rounding::Rn));
-            b.st::<F16, U64>(Space::Global, addr, 0, h)
-        }
-    }
-}
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Space, U32, U64};
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
@@ -165,11 +47,11 @@ pub fn reference(
 /// `total` (batch * tokens * heads_kv * dim). A decode step is one token; a prompt's
 /// keys and values go in with one launch.
 #[derive(Clone, Copy, Debug)]
-pub struct KvAppendKernel(pub KvType);
+pub struct KvAppendKernel(pub FloatType);
 
 /// The append kernel, contiguous or paged (`table` `[batch, max_pages]` of page ids into
 /// a pool `[pool_pages, heads_kv, 2^page_shift, dim]`; see [`super::paged`]).
-pub(super) fn build(name: &str, ty: KvType, paged: bool) -> KernelIr {
+pub(super) fn build(name: &str, ty: FloatType, paged: bool) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     let k_new = b.param_ptr("k_new", PtxType::F32);
@@ -269,7 +151,7 @@ impl Kernel for KvAppendKernel {
 
 /// The KV-cache kernels.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    KvType::ALL
+    FloatType::ALL
         .into_iter()
         .map(|t| Box::new(KvAppendKernel(t)) as Box<dyn Kernel>)
         .collect()

@@ -10,6 +10,7 @@ pub mod dequant;
 pub mod dequant_t;
 pub mod elementwise;
 pub mod flash_attention;
+pub mod float_type;
 pub mod gather_rows;
 pub mod gemm;
 pub mod gemm_mma;

@@ -13,8 +13,9 @@
 use super::attention::{
     DecodeChunkKernel, DecodeShape, HEAD_DIMS, attend_f64, build_chunk, check_heads, fits_u32,
 };
+use super::float_type::FloatType;
 use super::helpers::elem_addr;
-use super::kv_cache::{self, KvAppendKernel, KvType};
+use super::kv_cache::{self, KvAppendKernel};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::{Result, shape_err};
 use crate::ptx::{KernelBuilder, KernelIr, Reg, Space, U32, U64};
@@ -159,7 +160,7 @@ impl PagedShape {
 /// The paged chunk kernel: [`DecodeChunkKernel`]'s parameters with `table` after `lens`
 /// and `max_pages`, `pool_pages`, `page_shift` in place of `capacity`.
 #[derive(Clone, Copy, Debug)]
-pub struct PagedDecodeChunkKernel(pub u32, pub KvType);
+pub struct PagedDecodeChunkKernel(pub u32, pub FloatType);
 
 impl Kernel for PagedDecodeChunkKernel {
     fn name(&self) -> String {
@@ -181,7 +182,7 @@ impl Kernel for PagedDecodeChunkKernel {
 /// `max_pages`, `pool_pages`, `page_shift` in place of `capacity`. A position at or past
 /// `max_pages * page_size` is left out.
 #[derive(Clone, Copy, Debug)]
-pub struct PagedKvAppendKernel(pub KvType);
+pub struct PagedKvAppendKernel(pub FloatType);
 
 impl Kernel for PagedKvAppendKernel {
     fn name(&self) -> String {
@@ -202,7 +203,7 @@ impl Kernel for PagedKvAppendKernel {
 /// Every paged-cache kernel (the merge of the chunks is the contiguous layout's).
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    for t in KvType::ALL {
+    for t in FloatType::ALL {
         for d in HEAD_DIMS {
             v.push(Box::new(PagedDecodeChunkKernel(d, t)));
         }

@@ -17,8 +17,8 @@
 //! warp: Q4_K's 144 bytes and Q5_K's 176 take 32-bit loads (qgemv_k.rs), Q6_K's 210 take
 //! 16-bit ones (qgemv_q6k.rs).
 
+use super::float_type::{FloatType, widen};
 use super::helpers::{lane_and_warp, warp_reduce};
-use super::kv_cache::{KvType, widen};
 use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel};
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -153,7 +153,7 @@ pub(super) struct Prologue {
 
 /// Declares the parameters (`x` of type `act`) and indexes the warp, for blocks of
 /// `threads`.
-pub(super) fn prologue(b: &mut KernelBuilder, threads: u32, act: KvType) -> Prologue {
+pub(super) fn prologue(b: &mut KernelBuilder, threads: u32, act: FloatType) -> Prologue {
     b.max_threads(threads);
     let w = b.param_ptr("w", PtxType::U16);
     let x = b.param_ptr("x", act.ptx());
@@ -187,15 +187,15 @@ pub(super) fn byte_floats(b: &mut KernelBuilder, bytes: Reg<U32>, bias: f32) -> 
 /// 8- or 16-byte load, bf16/f16 in half the bytes, widened exactly.
 pub(super) fn load_x(
     b: &mut KernelBuilder,
-    act: KvType,
+    act: FloatType,
     p: Reg<U64>,
     off: i64,
     n: usize,
 ) -> Vec<Reg<F32>> {
     let bytes = off * i64::from(act.bytes());
     match (act, n) {
-        (KvType::F32, 2) => b.ld_vec::<F32, U64, 2>(Space::Global, p, bytes).to_vec(),
-        (KvType::F32, _) => b.ld_vec::<F32, U64, 4>(Space::Global, p, bytes).to_vec(),
+        (FloatType::F32, 2) => b.ld_vec::<F32, U64, 2>(Space::Global, p, bytes).to_vec(),
+        (FloatType::F32, _) => b.ld_vec::<F32, U64, 4>(Space::Global, p, bytes).to_vec(),
         (_, 2) => {
             let w = b.ld::<U32, U64>(Space::Global, p, bytes);
             widen(b, &[w], act)
@@ -240,7 +240,7 @@ pub(super) fn store_sum(
 /// (f32, or bf16/f16, widened exactly as loaded) and f32 `y`. Parameters: `w` (`u16`
 /// words of the blocks), `x`, `y`, `rows`, `blocks` (per row).
 #[derive(Clone, Copy, Debug)]
-pub struct QgemvKernel(pub QuantFormat, pub KvType);
+pub struct QgemvKernel(pub QuantFormat, pub FloatType);
 
 /// One lane's loads for one step: the block's scale and the lane's four quant bytes,
 /// per row, and the lane's four activations.
@@ -253,7 +253,7 @@ struct Loaded {
 /// ones (widened only when the math needs them, so every step's loads go out first).
 enum LoadedX {
     F32([Reg<F32>; 4]),
-    Half([Reg<U32>; 2], KvType),
+    Half([Reg<U32>; 2], FloatType),
 }
 
 impl LoadedX {
@@ -293,7 +293,7 @@ impl QgemvKernel {
             .collect();
         // f32 activations load as floats; 16-bit ones as their two raw words (zero bits
         // are 0.0 in both).
-        let f32_act = self.1 == KvType::F32;
+        let f32_act = self.1 == FloatType::F32;
         let x: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov::<F32>(0.0f32));
         let words: [Reg<U32>; 2] = std::array::from_fn(|_| b.mov::<U32>(0u32));
         b.predicated(valid, |b| {
@@ -485,7 +485,7 @@ impl Kernel for QgemvKernel {
 /// Every quantized matrix-vector kernel: f32, bf16 and f16 activations, then the integer
 /// ones and the activation quantization they read.
 pub fn all() -> Vec<Box<dyn Kernel>> {
-    let f32_act = KvType::ALL.iter().flat_map(|&t| {
+    let f32_act = FloatType::ALL.iter().flat_map(|&t| {
         QuantFormat::ALL
             .iter()
             .map(move |&f| Box::new(QgemvKernel(f, t)) as Box<dyn Kernel>)
@@ -513,7 +513,7 @@ mod tests {
     #[test]
     fn shapes_that_are_not_whole_blocks_are_errors() {
         for f in QuantFormat::ALL {
-            let k = QgemvKernel(f, KvType::F32);
+            let k = QgemvKernel(f, FloatType::F32);
             let e = f.block_elems();
             assert!(k.launch_config(&[4, e + 1]).is_err());
             assert!(k.launch_config(&[4, e / 2]).is_err());

@@ -13,8 +13,8 @@
 //! itself (GGML's `get_scale_min_k4`).
 //! Each sub-block contributes `d * sc * sum(x q) - dmin * m * sum(x)`.
 
+use super::float_type::FloatType;
 use super::helpers::elem_addr;
-use super::kv_cache::KvType;
 use super::qgemv::{Prologue, byte_floats, f16_bits, load_x, prologue, store_sum};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Rounding, Space, U16, U32, U64};
 
@@ -195,11 +195,11 @@ pub(super) struct RowWarp {
     blocks: Reg<U32>,
     block_bytes: u32,
     /// The activations' type.
-    pub act: KvType,
+    pub act: FloatType,
 }
 
 /// Starts a K-quant kernel over super-blocks of `block_bytes`, activations of `act`.
-pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32, act: KvType) -> RowWarp {
+pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32, act: FloatType) -> RowWarp {
     let Prologue {
         w,
         x,
@@ -258,7 +258,7 @@ pub(super) fn row_blocks(
 
 /// The Q4_K (`five_bit` false) or Q5_K kernel, activations of `act`. Parameters as the
 /// other formats': `w`, `x`, `y`, `rows`, `blocks`.
-pub(super) fn build_k(name: String, five_bit: bool, act: KvType) -> KernelIr {
+pub(super) fn build_k(name: String, five_bit: bool, act: FloatType) -> KernelIr {
     let (block_bytes, qs_at) = layout(five_bit);
     let mut b = KernelBuilder::new(name);
     let rw = row_warp(&mut b, block_bytes, act);

@@ -10,8 +10,8 @@
 //! after), bits 4-5 from byte `32h + l` of `qh` (bits `2k, 2k + 1`), the scale from
 //! `8h + 2k + l / 16`.
 
+use super::float_type::FloatType;
 use super::helpers::elem_addr;
-use super::kv_cache::KvType;
 use super::qgemv::{f16_bits, load_x};
 use super::qgemv_k::{row_blocks, row_warp};
 use crate::ptx::{F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
@@ -52,7 +52,7 @@ pub(super) fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F
 }
 
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
-pub(super) fn build_q6k(name: String, act: KvType) -> KernelIr {
+pub(super) fn build_q6k(name: String, act: FloatType) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     let rw = row_warp(&mut b, BLOCK_BYTES, act);
     let (lane, blk) = (rw.lane, rw.blk);

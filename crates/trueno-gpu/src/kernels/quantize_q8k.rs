@@ -15,8 +15,8 @@
 //! One warp per block; lane `l` takes elements `8l..8l + 8` (two 16-byte loads, one for
 //! bf16 or f16 activations), so the sums of 16 are lane pairs.
 
+use super::float_type::{FloatType, load_words, widen};
 use super::helpers::{elem_addr, lane_and_warp};
-use super::kv_cache::{KvType, load_words, widen};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{
@@ -33,14 +33,14 @@ const THREADS: u32 = 256;
 /// `x`, `qs` (the quants, four to a word), `d` (a scale per block), `bsums` (an `s32`
 /// per 16 quants), `blocks`.
 #[derive(Clone, Copy, Debug)]
-pub struct QuantizeQ8kKernel(pub KvType);
+pub struct QuantizeQ8kKernel(pub FloatType);
 
 impl QuantizeQ8kKernel {
     /// One kernel per input type.
     pub const ALL: [QuantizeQ8kKernel; 3] = [
-        QuantizeQ8kKernel(KvType::F32),
-        QuantizeQ8kKernel(KvType::Bf16),
-        QuantizeQ8kKernel(KvType::F16),
+        QuantizeQ8kKernel(FloatType::F32),
+        QuantizeQ8kKernel(FloatType::Bf16),
+        QuantizeQ8kKernel(FloatType::F16),
     ];
 }
 
@@ -69,7 +69,7 @@ impl Kernel for QuantizeQ8kKernel {
         let lane_first = b.shl(lane, 3u32);
         let first = b.mad(blk, BLOCK as u32, lane_first);
         let v: Vec<Reg<F32>> = match self.0 {
-            KvType::F32 => {
+            FloatType::F32 => {
                 let xp = elem_addr(&mut b, x, first, 4);
                 let lo = b.ld_vec::<F32, _, 4>(Space::Global, xp, 0);
                 let hi = b.ld_vec::<F32, _, 4>(Space::Global, xp, 16);
@@ -197,7 +197,7 @@ mod tests {
 
     #[test]
     fn lengths_that_are_not_whole_blocks_are_errors() {
-        let k = QuantizeQ8kKernel(KvType::F32);
+        let k = QuantizeQ8kKernel(FloatType::F32);
         assert!(k.launch_config(&[0]).is_err());
         assert!(k.launch_config(&[255]).is_err());
         assert!(k.launch_config(&[256 + 32]).is_err());

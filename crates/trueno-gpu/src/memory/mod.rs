@@ -13,6 +13,7 @@ pub use pool::PoolStats;
 pub use q8k_vector::Q8kVector;
 pub use quant_matrix::QuantMatrix;
 
+use crate::kernels::float_type::FloatType;
 use crate::ptx::PtxType;
 
 /// Element types that may live in device memory: plain data, any bit pattern valid.
@@ -68,24 +69,24 @@ impl HalfElem for half::bf16 {
     const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::Bf16;
 }
 
-/// The element types a KV cache can hold (f32, or 16-bit for half the bytes a step);
-/// also the activation types the quantized products take (`Stream::qgemv`,
-/// `Stream::quantize_q8k`).
-pub trait KvElem: DeviceCopy {
+/// The float types kernels read and write around their f32 math: a KV cache's elements
+/// (16-bit for half the bytes a step), the activations the quantized products take
+/// (`Stream::qgemv`, `Stream::quantize_q8k`), dense embedding tables.
+pub trait FloatElem: DeviceCopy {
     /// Which one.
-    const KV: crate::kernels::kv_cache::KvType;
+    const TYPE: FloatType;
 }
 
-impl KvElem for f32 {
-    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::F32;
+impl FloatElem for f32 {
+    const TYPE: FloatType = FloatType::F32;
 }
 
-impl KvElem for half::bf16 {
-    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::Bf16;
+impl FloatElem for half::bf16 {
+    const TYPE: FloatType = FloatType::Bf16;
 }
 
-impl KvElem for half::f16 {
-    const KV: crate::kernels::kv_cache::KvType = crate::kernels::kv_cache::KvType::F16;
+impl FloatElem for half::f16 {
+    const TYPE: FloatType = FloatType::F16;
 }
 
 // SAFETY: as above.

@@ -255,7 +255,7 @@ impl Bench {
         Ok(())
     }
 
-    fn decode_attention_at<C: trueno_gpu::memory::KvElem>(
+    fn decode_attention_at<C: trueno_gpu::memory::FloatElem>(
         &mut self,
         cap: usize,
         name: &str,
