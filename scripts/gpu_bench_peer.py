@@ -109,16 +109,35 @@ def main():
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
 
-    # Tensor-core GEMM: cuBLAS bf16 (torch.matmul, bf16 out; trueno writes f32, twice the
-    # output bytes).
+    # Tensor-core GEMM: cuBLAS bf16 (torch.matmul, bf16 out; the kernel rows write f32,
+    # twice the output bytes; the "bf16 out" rows match it). Rows with a bias against
+    # torch.addmm (cuBLASLt's bias epilogue), with bias + GELU against
+    # torch._addmm_activation (cuBLASLt's bias + GELU epilogue, tanh form) or addmm then
+    # F.gelu where that private op is missing; activation-only rows against the plain
+    # matmul (their cost over it).
+    def addmm_gelu(bias, a, b):
+        try:
+            return torch._addmm_activation(bias, a, b, use_gelu=True)
+        except (AttributeError, RuntimeError):
+            return F.gelu(torch.addmm(bias, a, b))
+
     for r in [r for r in rows_in if r["kind"] == "gemm_mma"]:
         s = r["size"]
         a = (torch.rand(s, s, device="cuda") * 2 - 1).to(torch.bfloat16)
         b = (torch.rand(s, s, device="cuda") * 2 - 1).to(torch.bfloat16)
         c = torch.empty(s, s, device="cuda", dtype=torch.bfloat16)
-        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        bias = (torch.rand(s, device="cuda") * 2 - 1).to(torch.bfloat16)
+        if r.get("peer") == "addmm_gelu":
+            t = bench(lambda i: addmm_gelu(bias, a, b), 1, quick)
+        elif r.get("peer") == "addmm":
+            t = bench(lambda i: torch.addmm(bias, a, b, out=c), 1, quick)
+        else:
+            t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
         tf = 2 * s**3 / (t * 1e-3) / 1e12
-        table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
+        note = f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
+        if "plain_ms" in r and r["type"] != "bf16 out":
+            note += f"; {r['ms']/r['plain_ms']:.2f}x the plain product's time"
+        table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
     # FlashAttention forward: torch SDPA's flash (FlashAttention-2) and cuDNN backends on
     # the same [batch, seq, heads, dim] tensors (viewed as SDPA's [batch, heads, seq, dim]).

@@ -58,6 +58,7 @@ pub mod memory;
 mod ops;
 mod ops_attention;
 mod ops_dequant;
+mod ops_gemm;
 mod ops_paged;
 mod ops_qgemm;
 mod ops_qgemv;
@@ -65,3 +66,4 @@ pub mod plan;
 pub mod ptx;
 
 pub use error::{GpuError, Result};
+pub use ops_gemm::GemmEpilogue;

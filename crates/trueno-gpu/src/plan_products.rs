@@ -40,7 +40,7 @@ fn projection(
             let wt = r * c * 2;
             let mut gemm = launch(
                 &format!("{what} (GEMM)"),
-                &MmaGemmKernel(HalfType::Bf16, MmaTileK::K64),
+                &MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32),
                 &[tokens, rows, cols],
                 t * c * 2 + wt + t * r * F32,
                 flops,

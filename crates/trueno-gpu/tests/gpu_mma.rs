@@ -1,12 +1,16 @@
 //! The tensor-core GEMMs (the sm_80 mma.sync path and Hopper's wgmma path) on the device
 //! against an f64 product of the same 16-bit inputs (so the only error allowed is f32
-//! accumulation), at ragged shapes, with alpha/beta, a NaN-poisoned C under beta = 0, and
-//! the shape errors. Skipped without a GPU (the wgmma tests also without an sm_90 one).
+//! accumulation), at ragged shapes, with alpha/beta, a NaN-poisoned C under beta = 0, the
+//! epilogue's bias, activations and 16-bit outputs, and the shape errors. Skipped without
+//! a GPU (the wgmma tests also without an sm_90 one).
 
 mod common;
 use common::device::{Half, POISON, Rng, ctx, halves, poisoned, small};
 
 use half::{bf16, f16};
+use trueno_gpu::GemmEpilogue;
+use trueno_gpu::driver::Context;
+use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
 use trueno_gpu::kernels::gemm_mma::MmaTileK;
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 
@@ -77,10 +81,13 @@ fn check<T: Half>(
         ctx.upload(&c0).unwrap()
     };
     let mut s = ctx.stream().unwrap().record();
-    match path {
-        Path::Mma(tk) => s.gemm_mma_tiled(tk, &da, &db, &dc, m, n, k, alpha, beta),
-        Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, &da, &db, &dc, m, n, k, alpha, beta),
-    }
+    run(
+        &mut s,
+        path,
+        (&da, &db, &dc),
+        (m, n, k),
+        GemmEpilogue::scaled(alpha, beta),
+    )
     .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
@@ -101,6 +108,24 @@ fn check<T: Half>(
             i / n,
             i % n
         );
+    }
+}
+
+/// The product on `path`.
+fn run<'a, T: Half, O: trueno_gpu::memory::FloatElem>(
+    s: &mut trueno_gpu::driver::Stream<trueno_gpu::driver::Recording<'a>>,
+    path: Path,
+    (a, b, c): (
+        &'a trueno_gpu::memory::DeviceBuffer<T>,
+        &'a trueno_gpu::memory::DeviceBuffer<T>,
+        &'a trueno_gpu::memory::DeviceBuffer<O>,
+    ),
+    (m, n, k): (usize, usize, usize),
+    e: GemmEpilogue<'a>,
+) -> trueno_gpu::Result<()> {
+    match path {
+        Path::Mma(tk) => s.gemm_mma_tiled(tk, a, b, c, m, n, k, e),
+        Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, a, b, c, m, n, k, e),
     }
 }
 
@@ -166,6 +191,8 @@ fn tensor_core_gemm_rejects_shapes_it_cannot_copy_and_wrong_lengths() {
     let a = ctx.upload(&vec![bf16::ONE; 16 * 16]).unwrap();
     let b = ctx.upload(&vec![bf16::ONE; 16 * 16]).unwrap();
     let c = poisoned(&ctx, 16 * 16);
+    let short = ctx.upload(&[0.0f32; 15]).unwrap();
+    let bias = ctx.upload(&[0.0f32; 16]).unwrap();
     let mut s = ctx.stream().unwrap().record();
     // n = 12 is not a multiple of 8 (the shape is checked before the lengths).
     let e = s.gemm_mma(&a, &b, &c, 16, 12, 16, 1.0, 0.0).unwrap_err();
@@ -175,13 +202,222 @@ fn tensor_core_gemm_rejects_shapes_it_cannot_copy_and_wrong_lengths() {
     // A too short for 32 rows.
     assert!(s.gemm_mma(&a, &b, &c, 32, 8, 16, 1.0, 0.0).is_err());
     if ctx.has_sm90a() {
-        let e = s.gemm_wgmma(&a, &b, &c, 16, 12, 16, 1.0, 0.0).unwrap_err();
+        let none = GemmEpilogue::default();
+        let e = s.gemm_wgmma(&a, &b, &c, 16, 12, 16, none).unwrap_err();
         assert!(e.to_string().contains("multiples of 8"), "{e}");
-        assert!(s.gemm_wgmma(&a, &b, &c, 32, 8, 16, 1.0, 0.0).is_err());
+        assert!(s.gemm_wgmma(&a, &b, &c, 32, 8, 16, none).is_err());
     } else {
         // Not a Hopper: a clear error, not a failed module load.
-        let e = s.gemm_wgmma(&a, &b, &c, 16, 16, 16, 1.0, 0.0).unwrap_err();
+        let e = s
+            .gemm_wgmma(&a, &b, &c, 16, 16, 16, GemmEpilogue::default())
+            .unwrap_err();
         assert!(e.to_string().contains("sm_90a"), "{e}");
     }
+    // A bias of the wrong length; an output aliasing an input or the bias.
+    let e = s
+        .gemm_mma_with(
+            &a,
+            &b,
+            &c,
+            16,
+            16,
+            16,
+            GemmEpilogue::default().with_bias(&short),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("bias"), "{e}");
+    let e = s.gemm_mma(&a, &b, &a, 16, 16, 16, 1.0, 0.0).unwrap_err();
+    assert!(e.to_string().contains("alias"), "{e}");
+    let e = s
+        .gemm_mma_with(
+            &a,
+            &b,
+            &bias,
+            16,
+            16,
+            16,
+            GemmEpilogue::default().with_bias(&bias),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("alias"), "{e}");
     s.sync().unwrap();
+}
+
+/// An output type of the epilogue, as the test builds and reads it.
+trait Out: trueno_gpu::memory::FloatElem {
+    /// `x` rounded to this type (to nearest even), as f64.
+    fn round(x: f64) -> f64;
+    fn to_f64(self) -> f64;
+    fn from_f32(x: f32) -> Self;
+    /// A NaN no kernel writes.
+    fn poison() -> Self;
+    fn bits(self) -> u32;
+}
+impl Out for f32 {
+    fn round(x: f64) -> f64 {
+        x as f32 as f64
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn poison() -> Self {
+        f32::from_bits(POISON)
+    }
+    fn bits(self) -> u32 {
+        self.to_bits()
+    }
+}
+macro_rules! out16 {
+    ($t:ty, $nan:expr) => {
+        impl Out for $t {
+            fn round(x: f64) -> f64 {
+                <$t>::from_f64(x).to_f64()
+            }
+            fn to_f64(self) -> f64 {
+                <$t>::to_f64(self)
+            }
+            fn from_f32(x: f32) -> Self {
+                <$t>::from_f32(x)
+            }
+            fn poison() -> Self {
+                <$t>::from_bits($nan)
+            }
+            fn bits(self) -> u32 {
+                self.to_bits() as u32
+            }
+        }
+    };
+}
+out16!(bf16, 0x7FC5);
+out16!(f16, 0x7E05);
+
+/// One epilogue on `path`: `act(alpha p + beta c + bias)` stored as `O`, against the f64
+/// product through `gemm_epilogue::reference`. The GPU's value before the activation is
+/// within the accumulation bound of the exact one; the activation (slope at most 1.13,
+/// `ex2.approx` inside) widens that; the stored value must then lie between the
+/// roundings to `O` of the interval's ends (rounding is monotonic).
+#[allow(clippy::too_many_arguments)]
+fn check_epilogue<T: Half, O: Out>(
+    ctx: &Context,
+    rng: &mut Rng,
+    path: Path,
+    (m, n, k): (usize, usize, usize),
+    (alpha, beta): (f32, f32),
+    with_bias: bool,
+    act: Activation,
+) {
+    let a: Vec<T> = halves(rng, m * k);
+    let b: Vec<T> = halves(rng, k * n);
+    let c0: Vec<O> = rng
+        .vec(m * n, -2.0, 2.0)
+        .into_iter()
+        .map(O::from_f32)
+        .collect();
+    let c0f: Vec<f32> = c0.iter().map(|&x| x.to_f64() as f32).collect();
+    let bias = rng.vec(n, -1.5, 1.5);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.to_f64()).collect(),
+        b.iter().map(|x| x.to_f64()).collect(),
+    );
+    let (prod, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
+    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let dbias = ctx.upload(&bias).unwrap();
+    let start: Vec<O> = if beta == 0.0 {
+        vec![O::poison(); m * n]
+    } else {
+        c0.clone()
+    };
+    let mut dc = ctx.upload(&start).unwrap();
+    let mut e = GemmEpilogue::scaled(alpha, beta).with_activation(act);
+    if with_bias {
+        e = e.with_bias(&dbias);
+    }
+    let mut s = ctx.stream().unwrap().record();
+    run(&mut s, path, (&da, &db, &dc), (m, n, k), e).unwrap();
+    s.sync().unwrap();
+    let got = dc.to_vec().unwrap();
+    let what = format!(
+        "{} -> {} {path:?} {m}x{n}x{k} alpha {alpha} beta {beta} bias {with_bias} {act:?}",
+        std::any::type_name::<T>(),
+        std::any::type_name::<O>(),
+    );
+    for (i, &g) in got.iter().enumerate() {
+        assert!(
+            g.bits() != O::poison().bits(),
+            "{what}: element {i} never written"
+        );
+        let bias_j = with_bias.then(|| bias[i % n]);
+        let want = gemm_epilogue::reference(prod[i], c0f[i], (alpha, beta), bias_j, act) as f64;
+        let pre = (alpha as f64 * prod[i]).abs() + 4.0;
+        let pre_bound = (k as f64 + 2.0) * 2f64.powi(-23) * (alpha.abs() as f64 * mag[i])
+            + 2f64.powi(-21) * pre;
+        let bound = 1.13 * pre_bound + 3e-5 * want.abs() + 1e-30;
+        let (lo, hi) = (O::round(want - bound), O::round(want + bound));
+        let g = g.to_f64();
+        assert!(
+            lo <= g && g <= hi,
+            "{what}[{} {}]: got {g}, want {want} (bound {bound:e}: {lo}..={hi})",
+            i / n,
+            i % n
+        );
+    }
+}
+
+fn check_epilogues(ctx: &Context, rng: &mut Rng, path: Path) {
+    let shape = (129, 136, 72);
+    for act in Activation::ALL {
+        check_epilogue::<bf16, bf16>(ctx, rng, path, shape, (1.0, 0.0), true, act);
+        check_epilogue::<f16, f16>(
+            ctx,
+            rng,
+            path,
+            shape,
+            (0.5, 0.0),
+            act == Activation::Gelu,
+            act,
+        );
+        check_epilogue::<bf16, f32>(ctx, rng, path, shape, (1.0, 0.0), true, act);
+    }
+    // beta reads the 16-bit C; a long k; a single row.
+    check_epilogue::<bf16, bf16>(ctx, rng, path, shape, (1.0, -0.5), true, Activation::Silu);
+    check_epilogue::<f16, f16>(
+        ctx,
+        rng,
+        path,
+        (33, 40, 264),
+        (-1.0, 1.0),
+        false,
+        Activation::Identity,
+    );
+    check_epilogue::<f16, bf16>(
+        ctx,
+        rng,
+        path,
+        (1, 264, 520),
+        (1.0, 0.0),
+        true,
+        Activation::Relu,
+    );
+}
+
+#[test]
+fn tensor_core_gemm_epilogues_match_the_reference() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(93);
+    for tk in [MmaTileK::K32, MmaTileK::K64] {
+        check_epilogues(&ctx, &mut rng, Path::Mma(tk));
+    }
+    if !ctx.has_sm90a() {
+        eprintln!(
+            "SKIPPED (wgmma epilogues): {} is not sm_90",
+            ctx.device().name
+        );
+        return;
+    }
+    for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+        check_epilogues(&ctx, &mut rng, Path::Wgmma(tn));
+    }
 }

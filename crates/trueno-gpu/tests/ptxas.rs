@@ -162,22 +162,25 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::Kernel;
     use trueno_gpu::kernels::flash_attention::{FlashAttentionKernel, HEAD_DIMS};
+    use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
     let hmma = |ty| match ty {
         HalfType::Bf16 => "HMMA.16816.F32.BF16",
         HalfType::F16 => "HMMA.16816.F32 ",
     };
-    // (kernel, its HMMA spelling, packs expected)
-    let mut kernels: Vec<(Box<dyn Kernel>, &str, bool)> = Vec::new();
+    // (kernel, its HMMA spelling, the GEMM's output type; attention packs P to 16 bits)
+    let mut kernels: Vec<(Box<dyn Kernel>, &str, Option<FloatType>)> = Vec::new();
     for ty in [HalfType::Bf16, HalfType::F16] {
         for tk in [MmaTileK::K32, MmaTileK::K64] {
-            kernels.push((Box::new(MmaGemmKernel(ty, tk)), hmma(ty), false));
+            for out in FloatType::ALL {
+                kernels.push((Box::new(MmaGemmKernel(ty, tk, out)), hmma(ty), Some(out)));
+            }
         }
         for d in HEAD_DIMS {
-            kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), true));
+            kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), None));
         }
     }
-    for (k, hmma, packs) in &kernels {
+    for (k, hmma, out) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&**k, target);
             let count = |op: &str| code.matches(op).count();
@@ -190,11 +193,44 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
                 count("LDSM.16.MT88.4") >= 4,
                 "{stem}: no transposed ldmatrix"
             );
-            if *packs {
-                assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)");
+            match out {
+                Some(out) => assert_staged_epilogue(&stem, &code, *out),
+                None => assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)"),
             }
         }
     }
+}
+
+/// A tensor-core GEMM's epilogue in machine code: the accumulators staged in shared
+/// memory as pairs (STS.64: 32 a thread for 128 x 128 tiles), read back 16 bytes at a
+/// time (LDS.128) and stored coalesced, 16 bytes of f32 (STG.E.128) or 8 of 16-bit
+/// values packed in pairs (F2FP, STG.E.64), in a loop of two rows a step: two store
+/// instructions, not one
+/// per accumulator pair.
+fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::float_type::FloatType) {
+    use trueno_gpu::kernels::float_type::FloatType;
+    let count = |op: &str| code.matches(op).count();
+    assert!(
+        count("STS.64") >= 32,
+        "{stem}: {} staging stores",
+        count("STS.64")
+    );
+    assert!(
+        count("LDS.128") >= 1,
+        "{stem}: no 16-byte reads of the staged tile"
+    );
+    // Two rows a loop step: two stores (and two pairs of packs) of each kind.
+    let (store, packs) = match out {
+        FloatType::F32 => ("STG.E.128", 0),
+        _ => ("STG.E.64", 4),
+    };
+    assert_eq!(
+        count("STG."),
+        count(store),
+        "{stem}: stores other than {store}"
+    );
+    assert_eq!(count(store), 2, "{stem}: {store}");
+    assert_eq!(count("F2FP"), packs, "{stem}: F2FP packs");
 }
 
 /// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
@@ -204,11 +240,15 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 #[test]
 fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::gemm_mma::HalfType;
     use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
     for ty in [HalfType::Bf16, HalfType::F16] {
-        for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
-            let k = WgmmaGemmKernel(ty, tn);
+        for (tn, out) in [WgmmaTileN::N128, WgmmaTileN::N256]
+            .into_iter()
+            .flat_map(|tn| FloatType::ALL.map(|out| (tn, out)))
+        {
+            let k = WgmmaGemmKernel(ty, tn, out);
             let (stem, code) = sass.of(&k, Target::Sm90a);
             let count = |op: &str| code.matches(op).count();
             let hgmma = format!(
@@ -235,6 +275,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 0,
                 "{stem}: an mma.sync product on the wgmma path"
             );
+            assert_staged_epilogue(&stem, &code, out);
         }
     }
 }

@@ -4,7 +4,7 @@
 use super::helpers::{grid_vec4, load_cols, store_cols};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims, math};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg};
+use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Reg};
 
 /// Threads per block.
 pub const THREADS: u32 = 256;
@@ -99,11 +99,7 @@ impl ElementwiseOp {
             (ElementwiseOp::Add, Some(y), _) => b.add(x, y),
             (ElementwiseOp::Mul, Some(y), _) => b.mul(x, y),
             (ElementwiseOp::Scale, _, Some(a)) => b.mul(a, x),
-            (ElementwiseOp::Relu, ..) => {
-                // x > 0 or x is NaN: keep x.
-                let keep = b.setp::<F32>(Cmp::Gtu, x, 0.0f32);
-                b.selp(x, 0.0f32, keep)
-            }
+            (ElementwiseOp::Relu, ..) => math::relu(b, x),
             (ElementwiseOp::Gelu, ..) => math::gelu(b, x),
             (ElementwiseOp::Silu, ..) => math::silu(b, x),
             (ElementwiseOp::Swiglu, Some(y), _) => {

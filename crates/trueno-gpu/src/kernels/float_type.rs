@@ -119,3 +119,22 @@ pub(crate) fn store_elem(b: &mut KernelBuilder, addr: Reg<U64>, x: Reg<F32>, ty:
         }
     }
 }
+
+/// Stores 2 or 4 adjacent values at `addr` as `ty` in one access (f32 as they are,
+/// 16-bit types rounded to nearest and packed in pairs; `addr` aligned to the access),
+/// the counterpart of [`load_row`].
+pub(crate) fn store_row(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>], ty: FloatType) {
+    match ty {
+        FloatType::F32 => b.st_vec::<F32, U64>(Space::Global, addr, 0, v),
+        _ => {
+            let words: Vec<Reg<U32>> = v
+                .chunks(2)
+                .map(|p| b.cvt_pack(ty.ptx(), p[0], p[1]))
+                .collect();
+            match words.as_slice() {
+                [w] => b.st::<U32, U64>(Space::Global, addr, 0, *w),
+                _ => b.st_vec::<U32, U64>(Space::Global, addr, 0, &words),
+            }
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! Tensor-core GEMM for sm_80 and later: `C = alpha * A B + beta * C` with row-major
-//! f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32 `C` (m x n).
+//! Tensor-core GEMM for sm_80 and later: `C = act(alpha * A B + beta * C + bias)` with
+//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32, bf16
+//! or f16 `C` (m x n); the epilogue is [`super::gemm_epilogue`]'s.
 //!
 //! A 128 x 128 block tile, 8 warps of 64 x 32, a k-step of 32 or 64 ([`MmaTileK`]).
 //! Tiles move from global to shared memory by `cp.async` (16 bytes per copy, no
@@ -12,12 +13,14 @@
 //! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
 //! the copies (`src_bytes` 0) and masked at the store.
 
+use super::float_type::FloatType;
 use super::gemm::gemm_dims;
+use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
 use super::helpers::elem_addr;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::ir::{Dim, SpecialReg};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, U32, U64};
 
 /// Block tile rows and columns.
 pub const TILE: u32 = 128;
@@ -73,9 +76,10 @@ impl MmaTileK {
         }
     }
 
-    /// Dynamic shared memory of all stages.
+    /// Dynamic shared memory: all stages, or C staged for the epilogue (two groups of
+    /// 64 rows) where that is more (k-step 32).
     pub fn shared_bytes(self) -> u32 {
-        STAGES * stage_bytes(self.elems())
+        (STAGES * stage_bytes(self.elems())).max(2 * staged_bytes(TILE))
     }
 }
 
@@ -84,10 +88,11 @@ fn stage_bytes(bk: u32) -> u32 {
     2 * TILE * bk * 2
 }
 
-/// The tensor-core GEMM for one input type and k-step: parameters `a`, `b`, `c`, `m`,
-/// `n`, `k`, `alpha`, `beta` (`beta == 0` never reads `c`).
+/// The tensor-core GEMM for one input type, k-step and output type: parameters `a`,
+/// `b`, `c`, `m`, `n`, `k`, then the epilogue's `alpha`, `beta` (`beta == 0` never reads
+/// `c`), `bias`, `epilogue` ([`Activation::flags`](super::gemm_epilogue::Activation::flags)).
 #[derive(Clone, Copy, Debug)]
-pub struct MmaGemmKernel(pub HalfType, pub MmaTileK);
+pub struct MmaGemmKernel(pub HalfType, pub MmaTileK, pub FloatType);
 
 /// Per-thread addressing of the copies into one stage: the shared offsets (within a
 /// stage) and global pointers of this thread's A and B chunks (`bk / 16` of each).
@@ -117,74 +122,6 @@ pub(super) fn cp_chunk(
     (bytes, src)
 }
 
-/// The C side of a tensor-core epilogue: `C = alpha * acc + beta * C` (C not read when
-/// `beta == 0`), f32 and row-major, stored from accumulators in the mma layout (each
-/// lane holds pairs of adjacent columns of a row).
-pub(super) struct CStore {
-    gc: Reg<U64>,
-    m: Reg<U32>,
-    n: Reg<U32>,
-    alpha: Reg<F32>,
-    beta: Reg<F32>,
-    read_c: Reg<Pred>,
-}
-
-impl CStore {
-    pub(super) fn new(
-        b: &mut KernelBuilder,
-        gc: Reg<U64>,
-        m: Reg<U32>,
-        n: Reg<U32>,
-        alpha: Reg<F32>,
-        beta: Reg<F32>,
-    ) -> CStore {
-        let read_c = b.setp::<F32>(Cmp::Ne, beta, 0.0f32);
-        CStore {
-            gc,
-            m,
-            n,
-            alpha,
-            beta,
-            read_c,
-        }
-    }
-
-    /// Stores row `r` at columns `c_base + off` and the next for each `(off, pair)`;
-    /// `n` is even, so a pair is in or out together. Rows and columns past the edges
-    /// are skipped.
-    pub(super) fn row(
-        &self,
-        b: &mut KernelBuilder,
-        r: Reg<U32>,
-        c_base: Reg<U32>,
-        pairs: impl Iterator<Item = (u32, [Reg<F32>; 2])>,
-    ) {
-        let r_ok = b.setp::<U32>(Cmp::Lt, r, self.m);
-        let row_start = b.mul(r, self.n);
-        for (off, [x0, x1]) in pairs {
-            let c = b.add(c_base, off);
-            let c_ok = b.setp::<U32>(Cmp::Lt, c, self.n);
-            let ok = b.and_pred(r_ok, c_ok);
-            let idx = b.add(row_start, c);
-            let addr = elem_addr(b, self.gc, idx, 4);
-            let v0 = b.mul(self.alpha, x0);
-            let v1 = b.mul(self.alpha, x1);
-            let with_c = b.and_pred(ok, self.read_c);
-            let beta = self.beta;
-            b.if_then(with_c, false, |b| {
-                let old = b.ld_vec::<F32, U64, 2>(Space::Global, addr, 0);
-                let w0 = b.fma(beta, old[0], v0);
-                let w1 = b.fma(beta, old[1], v1);
-                b.assign(v0, w0);
-                b.assign(v1, w1);
-            });
-            b.predicated(ok, |b| {
-                b.st_vec::<F32, U64>(Space::Global, addr, 0, &[v0, v1])
-            });
-        }
-    }
-}
-
 /// Block-rows per launch group of [`raster`].
 const RASTER_ROWS: u32 = 8;
 
@@ -210,7 +147,7 @@ pub(super) fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
     (x, y)
 }
 
-fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
+fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> KernelIr {
     let bk = tile_k.elems();
     // 16-byte chunks per A row, copies per thread of each operand, bytes per A row.
     let (a_chunks, per_thread, a_row_bytes) = (bk / 8, bk / 16, bk * 2);
@@ -218,14 +155,16 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
     let stage = stage_bytes(bk);
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
+    // Two blocks a multiprocessor (128 registers a thread): left to itself, ptxas gave
+    // an epilogue unrolled four rows a step up to 177 registers, halving the main
+    // loop's occupancy.
+    b.min_blocks(2);
     let ga = b.param_ptr("a", input.ptx());
     let gb = b.param_ptr("b", input.ptx());
-    let gc = b.param_ptr("c", PtxType::F32);
+    let gc = b.param_ptr("c", out.ptx());
     let m = b.param_u32("m");
     let n = b.param_u32("n");
     let k = b.param_u32("k");
-    let alpha = b.param_f32("alpha");
-    let beta = b.param_f32("beta");
     let smem = b.dynamic_shared();
 
     let t = b.tid_x();
@@ -434,39 +373,55 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK) -> KernelIr {
         next_stage(b, use_stage);
     });
     b.cp_async_wait(0);
+    // Every warp is done with the stages: the epilogue stages C there.
+    b.bar_sync();
 
-    // Epilogue: fragment (mi, ni) holds rows r + lane/4 and r + 8 + lane/4, columns
-    // c + 2 * (lane % 4) and the next; n is even, so a pair is in or out together.
+    // The epilogue's parameters come last in the list and are read only now, so
+    // nothing of theirs is held through the main loop.
+    let store = CStore::declare(&mut b, gc, out, m, n);
+    // Fragment (mi, ni) holds rows 16 mi + lane/4 (+ 8) of the warp's 64, columns
+    // 8 ni + 2 (lane % 4) (+ 1) of its 32. The warps of one row (wm) are a group of
+    // 128 threads with 64 rows. The tile's corner is computed again rather than held
+    // through the loop (where it cost a spill at 128 registers).
+    let area = b.mad(wm, staged_bytes(TILE), smem);
     let g = b.shr(lane, 2u32);
     let tq = b.and(lane, 3u32);
-    let r_base = b.mad(wm, WARP_M, row0);
-    let r_base = b.add(r_base, g);
-    let c_base = b.mad(wn, WARP_N, col0);
-    let c_base = b.mad(tq, 2u32, c_base);
-    let store = CStore::new(&mut b, gc, m, n, alpha, beta);
-    for (mi, acc_m) in acc.iter().enumerate() {
-        for half in 0..2usize {
-            let r = b.add(r_base, (mi * 16 + half * 8) as u32);
-            let pairs = acc_m.iter().enumerate().map(|(ni, acc_mn)| {
-                let pair = [acc_mn[2 * half], acc_mn[2 * half + 1]];
-                ((ni * 8) as u32, pair)
-            });
-            store.row(&mut b, r, c_base, pairs);
-        }
-    }
+    let col = b.mul(wn, WARP_N);
+    let col = b.mad(tq, 2u32, col);
+    let pairs = acc.iter().enumerate().flat_map(|(mi, acc_m)| {
+        acc_m.iter().enumerate().flat_map(move |(ni, f)| {
+            (0..2).map(move |h| {
+                let pair = [f[2 * h], f[2 * h + 1]];
+                ((mi * 16 + h * 8) as u32, (ni * 8) as u32, pair)
+            })
+        })
+    });
+    store.stage(&mut b, (area, TILE), (g, col), pairs);
+    b.bar_sync();
+    let (cx, cy) = raster(&mut b);
+    let row0 = b.mul(cy, TILE);
+    let row0 = b.mad(wm, WARP_M, row0);
+    let col0 = b.mul(cx, TILE);
+    let t_group = b.and(t, GROUP_THREADS - 1);
+    store.store(&mut b, (area, TILE), (row0, col0), t_group);
     b.ret();
     b.finish()
 }
 
 impl Kernel for MmaGemmKernel {
     fn name(&self) -> String {
-        format!("trueno_gemm_mma_{}_f32_k{}", self.0.name(), self.1.elems())
+        format!(
+            "trueno_gemm_mma_{}_{}_k{}",
+            self.0.name(),
+            self.2.name(),
+            self.1.elems()
+        )
     }
     fn family(&self) -> Family {
         Family::GemmMma
     }
     fn build(&self) -> KernelIr {
-        build(&self.name(), self.0, self.1)
+        build(&self.name(), self.0, self.1, self.2)
     }
     /// `[m, n, k]`; `n` and `k` multiples of 8.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
@@ -517,7 +472,9 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for t in [HalfType::Bf16, HalfType::F16] {
         for kt in [MmaTileK::K32, MmaTileK::K64] {
-            v.push(Box::new(MmaGemmKernel(t, kt)));
+            for out in FloatType::ALL {
+                v.push(Box::new(MmaGemmKernel(t, kt, out)));
+            }
         }
     }
     v
@@ -529,7 +486,7 @@ mod tests {
 
     #[test]
     fn launch_config_covers_ragged_m_and_rejects_what_the_copies_cannot_do() {
-        let k = MmaGemmKernel(HalfType::Bf16, MmaTileK::K64);
+        let k = MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32);
         let c = k.launch_config(&[129, 264, 72]).unwrap();
         assert_eq!(c.shared_bytes, 3 * 32 * 1024);
         assert_eq!((c.grid, c.block.0), ((3, 2, 1), THREADS));
@@ -542,8 +499,10 @@ mod tests {
 
     #[test]
     fn the_stages_use_dynamic_shared_memory_sized_at_launch() {
-        let ir = MmaGemmKernel(HalfType::F16, MmaTileK::K32).build();
+        let ir = MmaGemmKernel(HalfType::F16, MmaTileK::K32, FloatType::Bf16).build();
         assert!(ir.dynamic_shared && ir.shared.is_empty());
-        assert_eq!(MmaTileK::K32.shared_bytes(), 48 * 1024);
+        // Three 16 KiB stages, less than two groups of 64 staged rows of 128 + 8 floats.
+        assert_eq!(MmaTileK::K32.shared_bytes(), 2 * 64 * (128 * 4 + 32));
+        assert_eq!(MmaTileK::K64.shared_bytes(), 3 * 32 * 1024);
     }
 }

@@ -1,6 +1,7 @@
-//! Tensor-core GEMM for Hopper (sm_90a): `C = alpha * A B + beta * C` with row-major
-//! f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32 `C`, by
-//! warpgroup products (`wgmma`) fed by the bulk tensor copy engine (TMA).
+//! Tensor-core GEMM for Hopper (sm_90a): `C = act(alpha * A B + beta * C + bias)` with
+//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32, bf16
+//! or f16 `C`, by warpgroup products (`wgmma`) fed by the bulk tensor copy engine (TMA);
+//! the epilogue is [`super::gemm_epilogue`]'s.
 //!
 //! One block computes a 128 x `BN` tile with three warpgroups. The first is the
 //! producer: one of its threads asks the copy engine for the next k-tile of A (128 x 64)
@@ -17,10 +18,12 @@
 //! tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are multiples
 //! of 8.
 
-use super::gemm_mma::{CStore, HalfType, raster, tensor_core_launch};
+use super::float_type::FloatType;
+use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
+use super::gemm_mma::{HalfType, raster, tensor_core_launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
 pub const TILE_M: u32 = 128;
@@ -83,9 +86,11 @@ impl WgmmaTileN {
 /// The Hopper GEMM for one input type and tile width: parameters `map_a`, `map_b`
 /// (tensor maps of A in 128 x 64 boxes and of B in 64 x 64, see
 /// [`KernelArg::half_tensor_map`](crate::driver::KernelArg::half_tensor_map)), `c`, `m`, `n`, `k`,
-/// `alpha`, `beta` (`beta == 0` never reads `c`).
+/// then the epilogue's `alpha`, `beta` (`beta == 0` never reads `c`), `bias`, `epilogue`
+/// ([`Activation::flags`](super::gemm_epilogue::Activation::flags)); `c` of the output
+/// type.
 #[derive(Clone, Copy, Debug)]
-pub struct WgmmaGemmKernel(pub HalfType, pub WgmmaTileN);
+pub struct WgmmaGemmKernel(pub HalfType, pub WgmmaTileN, pub FloatType);
 
 /// The fixed upper half of a 128-byte-swizzle descriptor: swizzle mode 1 (bits 62-63)
 /// and a stride of 1024 bytes between 8-row groups (bits 32-45, in 16-byte units).
@@ -102,7 +107,7 @@ fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
     b.or(lo, DESC_HI)
 }
 
-fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
+fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
     let bn = tile_n.elems();
     let stages = tile_n.stages();
     let stage_bytes = tile_n.stage_bytes();
@@ -112,12 +117,10 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
     b.min_blocks(1);
     let map_a = b.param_tensor_map("map_a");
     let map_b = b.param_tensor_map("map_b");
-    let gc = b.param_ptr("c", PtxType::F32);
+    let gc = b.param_ptr("c", out.ptx());
     let m = b.param_u32("m");
     let n = b.param_u32("n");
     let k = b.param_u32("k");
-    let alpha = b.param_f32("alpha");
-    let beta = b.param_f32("beta");
     let raw = b.dynamic_shared();
     let base = b.add(raw, ALIGN_SLACK - 1);
     let base = b.and(base, !(ALIGN_SLACK - 1));
@@ -230,26 +233,29 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
         advance(b);
     });
     b.wgmma_wait(0);
+    // Both consumers are done with the ring: the epilogue stages C there.
+    b.bar_sync_named(1, 2 * GROUP_THREADS);
 
-    // Epilogue: warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8); accumulators
+    // The epilogue's parameters come last in the list and are read only now, so
+    // nothing of theirs is held through the main loop.
+    let store = CStore::declare(&mut b, gc, out, m, n);
+    // Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8) of its 64; accumulators
     // 4 i .. 4 i + 3 are columns 8 i + 2 (lane % 4) (+ 1) of those two rows.
+    let area = b.mad(rows, staged_bytes(bn), base);
     let warp = b.shr(t, 5u32);
     let warp = b.and(warp, 3u32);
-    let r_base = b.mad(rows, TILE_M / 2, row0);
-    let r_base = b.mad(warp, 16u32, r_base);
     let g = b.shr(lane, 2u32);
-    let r_base = b.add(r_base, g);
+    let row = b.mad(warp, 16u32, g);
     let tq = b.and(lane, 3u32);
-    let c_base = b.mad(tq, 2u32, col0);
-    let store = CStore::new(&mut b, gc, m, n, alpha, beta);
-    for half in 0..2usize {
-        let r = b.add(r_base, 8 * half as u32);
-        let pairs = acc.chunks(4).enumerate().map(|(i, f)| {
-            let pair = [f[2 * half], f[2 * half + 1]];
-            ((i * 8) as u32, pair)
-        });
-        store.row(&mut b, r, c_base, pairs);
-    }
+    let col = b.shl(tq, 1u32);
+    let pairs = acc.chunks(4).enumerate().flat_map(|(i, f)| {
+        (0..2).map(move |h| ((h * 8) as u32, (i * 8) as u32, [f[2 * h], f[2 * h + 1]]))
+    });
+    store.stage(&mut b, (area, bn), (row, col), pairs);
+    b.bar_sync_named(1, 2 * GROUP_THREADS);
+    let row0 = b.mad(rows, TILE_M / 2, row0);
+    let t_group = b.and(t, GROUP_THREADS - 1);
+    store.store(&mut b, (area, bn), (row0, col0), t_group);
     b.ret();
     b.finish()
 }
@@ -257,8 +263,9 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN) -> KernelIr {
 impl Kernel for WgmmaGemmKernel {
     fn name(&self) -> String {
         format!(
-            "trueno_gemm_wgmma_{}_f32_n{}",
+            "trueno_gemm_wgmma_{}_{}_n{}",
             self.0.name(),
+            self.2.name(),
             self.1.elems()
         )
     }
@@ -266,7 +273,7 @@ impl Kernel for WgmmaGemmKernel {
         Family::GemmWgmma
     }
     fn build(&self) -> KernelIr {
-        build(&self.name(), self.0, self.1)
+        build(&self.name(), self.0, self.1, self.2)
     }
     fn targets(&self) -> &'static [Target] {
         &[Target::Sm90a]
@@ -288,7 +295,9 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for t in [HalfType::Bf16, HalfType::F16] {
         for n in [WgmmaTileN::N128, WgmmaTileN::N256] {
-            v.push(Box::new(WgmmaGemmKernel(t, n)));
+            for out in FloatType::ALL {
+                v.push(Box::new(WgmmaGemmKernel(t, n, out)));
+            }
         }
     }
     v
@@ -300,12 +309,16 @@ mod tests {
 
     #[test]
     fn launch_config_covers_ragged_shapes_and_rejects_what_the_copies_cannot_read() {
-        let k = WgmmaGemmKernel(HalfType::Bf16, WgmmaTileN::N256);
+        let k = WgmmaGemmKernel(HalfType::Bf16, WgmmaTileN::N256, FloatType::F16);
         let c = k.launch_config(&[129, 264, 72]).unwrap();
         assert_eq!((c.grid, c.block.0), ((2, 2, 1), 384));
         // 4 stages of 16 KiB (A) + 32 KiB (B), 8 barrier bytes twice per stage, 1 KiB slack.
         assert_eq!(c.shared_bytes, 4 * (48 * 1024 + 16) + 1024);
         assert_eq!(WgmmaTileN::N128.shared_bytes(), 6 * (32 * 1024 + 16) + 1024);
+        // The epilogue stages both consumers' 64 rows in the ring.
+        for t in [WgmmaTileN::N128, WgmmaTileN::N256] {
+            assert!(2 * staged_bytes(t.elems()) <= t.stages() * t.stage_bytes());
+        }
         for bad in [[16, 12, 16], [16, 16, 12], [0, 8, 8], [8, 8, 0]] {
             assert!(k.launch_config(&bad).is_err(), "{bad:?}");
         }
@@ -314,7 +327,7 @@ mod tests {
 
     #[test]
     fn the_kernel_is_written_for_sm_90a_only_and_splits_registers() {
-        let k = WgmmaGemmKernel(HalfType::F16, WgmmaTileN::N128);
+        let k = WgmmaGemmKernel(HalfType::F16, WgmmaTileN::N128, FloatType::F32);
         assert_eq!(k.targets(), &[Target::Sm90a]);
         let ir = k.build();
         assert_eq!((ir.max_threads, ir.min_blocks), (Some(THREADS), Some(1)));

@@ -13,12 +13,33 @@ pub(crate) fn exp(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     b.ex2(t)
 }
 
-/// x * sigmoid(x), written as x / (1 + e^-x) (one division, -0 for very negative x).
+/// max(x, 0), NaN kept (x > 0 or unordered: keep x).
+pub(crate) fn relu(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
+    let keep = b.setp::<F32>(Cmp::Gtu, x, 0.0f32);
+    b.selp(x, 0.0f32, keep)
+}
+
+/// x * sigmoid(x), written as x / (1 + e^-x) (one 2-ulp division, -0 for very negative
+/// x).
 pub(crate) fn silu(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
     let nx = b.neg(x);
     let e = exp(b, nx);
     let d = b.add(e, 1.0f32);
-    let r = b.div(x, d);
+    let r = b.div_full(x, d);
+    vanishing_at_neg_inf(b, x, r)
+}
+
+/// GELU's tanh approximation, 0.5 x (1 + tanh(u)) with u = sqrt(2/pi) (x + 0.044715 x^3),
+/// written as x / (1 + e^(-2u)): the same function without the cancellation of
+/// 1 + tanh(u) for negative x, and the form of the CPU reference.
+pub(crate) fn gelu_tanh(b: &mut KernelBuilder, x: Reg<F32>) -> Reg<F32> {
+    let k = -2.0 * (2.0 / std::f64::consts::PI).sqrt();
+    let x2 = b.mul(x, x);
+    let p = b.fma(x2, (k * 0.044715) as f32, k as f32);
+    let t = b.mul(p, x);
+    let e = exp(b, t);
+    let d = b.add(e, 1.0f32);
+    let r = b.div_full(x, d);
     vanishing_at_neg_inf(b, x, r)
 }
 
@@ -31,7 +52,7 @@ fn vanishing_at_neg_inf(b: &mut KernelBuilder, x: Reg<F32>, r: Reg<F32>) -> Reg<
 /// erfc(z) for z >= 0 (Chebyshev fit, relative error below 1.2e-7 in exact arithmetic).
 fn erfc_nonneg(b: &mut KernelBuilder, z: Reg<F32>) -> Reg<F32> {
     let d = b.fma(z, 0.5f32, 1.0f32);
-    let t = b.div(1.0f32, d);
+    let t = b.div_full(1.0f32, d);
     const C: [f32; 10] = [
         0.170_872_77,
         -0.822_152_23,

@@ -172,6 +172,7 @@ fn mnemonic(i: &Instr) -> String {
             format!("st.{}{}{ty}", space.name(), vec(n))
         }
         Op::BarSync => "bar.sync 0".into(),
+        Op::BarSyncNamed { id, threads } => format!("bar.sync {id}, {threads}"),
         Op::Shfl(m) => format!("shfl.sync.{}{ty}", format!("{m:?}").to_lowercase()),
         Op::Atom(space, op) => format!(
             "atom.{}.{}{ty}",

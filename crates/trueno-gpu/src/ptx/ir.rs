@@ -329,6 +329,15 @@ pub enum Op {
     St(Space),
     /// `bar.sync 0`
     BarSync,
+    /// `bar.sync id, threads`: a named barrier for a subset of the block (a warpgroup),
+    /// `threads` a multiple of 32. Validation's barrier-safety check covers `bar.sync 0`
+    /// only; the subsets are the kernel's to keep apart.
+    BarSyncNamed {
+        /// Barrier 1-15 (0 is the block's).
+        id: u32,
+        /// Threads that arrive.
+        threads: u32,
+    },
     /// `shfl.sync.mode.b32` dst <- (a, b, c, mask)
     Shfl(ShflMode),
     /// `atom.space.op.ty` dst <- `[addr]` (srcs: addr, value, and new for cas)
@@ -417,6 +426,7 @@ impl Op {
             self,
             Op::St(_)
                 | Op::BarSync
+                | Op::BarSyncNamed { .. }
                 | Op::Atom(..)
                 | Op::Bra { .. }
                 | Op::Place

@@ -188,6 +188,13 @@ fn check_types(i: &Instr) -> Result<(), String> {
     let Some(ty) = i.ty else {
         return match i.op {
             Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => Ok(()),
+            Op::BarSyncNamed { id, threads } => {
+                if (1..16).contains(&id) && threads > 0 && threads.is_multiple_of(32) {
+                    Ok(())
+                } else {
+                    Err(format!("named barrier {id} for {threads} threads"))
+                }
+            }
             Op::CpAsyncCommit | Op::CpAsyncWait(_) => Ok(()),
             Op::CpAsync => match i.srcs.as_slice() {
                 [dst, src, Operand::Imm(_), n] if reg_ok(PtxType::U32, n) => {
@@ -359,7 +366,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
             dsts_ok(i, ty)?;
             srcs_ok(i, PtxType::Pred, &i.srcs[..1])
         }
-        Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => {
+        Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync | Op::BarSyncNamed { .. } => {
             Err(format!("{:?} takes no type", i.op))
         }
         Op::CpAsync | Op::CpAsyncCommit | Op::CpAsyncWait(_) | Op::Ldmatrix { .. } => {

@@ -99,6 +99,18 @@ impl KernelBuilder {
         self.push(Instr::new(Op::BarSync, None, Vec::new(), Vec::new()));
     }
 
+    /// `bar.sync id, threads`: the `threads` (a multiple of 32) that use barrier `id`
+    /// (1-15) wait for each other; the rest of the block goes on (validation rejects
+    /// other ids and counts).
+    pub fn bar_sync_named(&mut self, id: u32, threads: u32) {
+        self.push(Instr::new(
+            Op::BarSyncNamed { id, threads },
+            None,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+
     /// Warp shuffle of a 32-bit value over all 32 lanes.
     pub fn shfl<T: RegType>(
         &mut self,

@@ -279,6 +279,12 @@ impl KernelBuilder {
     pub fn div<T: Float>(&mut self, a: impl Into<Src<T>>, b: impl Into<Src<T>>) -> Reg<T> {
         self.bin(Op::Div, Some(Rounding::Rn), a.into(), b.into())
     }
+    /// `a / b` within 2 ulp over the full range (`div.full`: a reciprocal and a
+    /// product, where the correctly rounded division takes a refinement and a slow-path
+    /// check).
+    pub fn div_full(&mut self, a: impl Into<Src<F32>>, b: impl Into<Src<F32>>) -> Reg<F32> {
+        self.bin(Op::Div, Some(Rounding::Full), a.into(), b.into())
+    }
     /// Integer `a / b`.
     pub fn div_int<T: Int>(&mut self, a: impl Into<Src<T>>, b: impl Into<Src<T>>) -> Reg<T> {
         self.bin(Op::Div, None, a.into(), b.into())

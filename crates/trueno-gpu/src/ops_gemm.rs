@@ -1,0 +1,323 @@
+//! The tensor-core GEMMs on a recording stream: the sm_80 path (`mma.sync`) and
+//! Hopper's (`wgmma` fed by the copy engine), with the epilogue options every caller of
+//! a GEMM in a network wants fused: alpha/beta, a bias per column, an activation, and
+//! an f32, bf16 or f16 output.
+
+use crate::driver::{KernelArg, Recording, Stream};
+use crate::error::{Result, shape_err};
+use crate::kernels::gemm_epilogue::Activation;
+use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
+use crate::kernels::gemm_wgmma::{BOX_N, TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
+use crate::kernels::{Family, Kernel};
+use crate::memory::{DeviceBuffer, FloatElem, HalfElem};
+use crate::ops::expect_len;
+
+/// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
+/// `j`: `c[r, j] = activation(alpha * p + beta * c[r, j] + bias[j])`, rounded to `c`'s
+/// type last (to nearest even). `beta == 0` never reads `c` (NaN there does not leak).
+/// The default is `c = p`.
+///
+/// ```
+/// use trueno_gpu::GemmEpilogue;
+/// use trueno_gpu::kernels::gemm_epilogue::Activation;
+///
+/// let e = GemmEpilogue::scaled(0.5, 0.0).with_activation(Activation::Gelu);
+/// assert_eq!((e.alpha, e.beta, e.activation), (0.5, 0.0, Activation::Gelu));
+/// assert!(e.bias.is_none());
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct GemmEpilogue<'a> {
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of `c`'s old values (0: `c` is not read).
+    pub beta: f32,
+    /// One value per column of `c` (`n`), added before the activation.
+    pub bias: Option<&'a DeviceBuffer<f32>>,
+    /// Applied last.
+    pub activation: Activation,
+}
+
+impl Default for GemmEpilogue<'_> {
+    fn default() -> Self {
+        GemmEpilogue::scaled(1.0, 0.0)
+    }
+}
+
+impl<'a> GemmEpilogue<'a> {
+    /// `c = alpha * p + beta * c`, no bias or activation.
+    pub fn scaled(alpha: f32, beta: f32) -> Self {
+        GemmEpilogue {
+            alpha,
+            beta,
+            bias: None,
+            activation: Activation::Identity,
+        }
+    }
+
+    /// The same with a bias (`n` values) added before the activation.
+    pub fn with_bias(self, bias: &'a DeviceBuffer<f32>) -> Self {
+        GemmEpilogue {
+            bias: Some(bias),
+            ..self
+        }
+    }
+
+    /// The same with `activation` applied last.
+    pub fn with_activation(self, activation: Activation) -> Self {
+        GemmEpilogue { activation, ..self }
+    }
+}
+
+impl<'a> Stream<Recording<'a>> {
+    /// `c = alpha * a b + beta * c` on the tensor cores: row-major `a` (m x k) and `b`
+    /// (k x n) of f16 or bf16, f32 accumulation, `c` (m x n) f32, bf16 or f16. `n` and
+    /// `k` must be multiples of 8; `beta == 0` never reads `c` (NaN there does not
+    /// leak). Runs the fastest path the device has: [`gemm_wgmma`](Self::gemm_wgmma) on
+    /// sm_90 (1.2-1.8x the mma.sync path at 1024-8192 on an H100),
+    /// [`gemm_mma_tiled`](Self::gemm_mma_tiled) elsewhere.
+    /// [`gemm_mma_with`](Self::gemm_mma_with) adds a bias and an activation.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (m, n, k) = (256, 128, 64);
+    /// let a = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// let b = ctx.upload(&vec![bf16::from_f32(2.0); k * n])?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_mma(&a, &b, &c, m, n, k, 1.0, 0.0)?;
+    /// s.sync()?;
+    /// assert_eq!(c.to_vec()?[0], 64.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma<T: HalfElem, C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        self.gemm_mma_with(a, b, c, m, n, k, GemmEpilogue::scaled(alpha, beta))
+    }
+
+    /// [`gemm_mma`](Self::gemm_mma) with the whole epilogue: `c = act(alpha * a b +
+    /// beta * c + bias)` in one launch (see [`GemmEpilogue`]), e.g. a projection with
+    /// its bias written straight to bf16 for the next product.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::gemm_epilogue::Activation;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (m, n, k) = (128, 64, 32);
+    /// let a = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// let b = ctx.upload(&vec![bf16::from_f32(2.0); k * n])?;
+    /// let bias: Vec<f32> = (0..n).map(|j| -(j as f32)).collect();
+    /// let bias = ctx.upload(&bias)?;
+    /// let mut c = ctx.alloc::<bf16>(m * n)?;
+    /// let epilogue = GemmEpilogue::default()
+    ///     .with_bias(&bias)
+    ///     .with_activation(Activation::Relu);
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_mma_with(&a, &b, &c, m, n, k, epilogue)?;
+    /// s.sync()?;
+    /// let c = c.to_vec()?;
+    /// // Each product is 32; column j adds -j, then relu.
+    /// assert_eq!((c[1].to_f32(), c[40].to_f32()), (31.0, 0.0));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma_with<T: HalfElem, C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        if self.context().has_sm90a() {
+            return self.gemm_wgmma(a, b, c, m, n, k, epilogue);
+        }
+        self.gemm_mma_tiled(MmaTileK::K64, a, b, c, m, n, k, epilogue)
+    }
+
+    /// The sm_80 path (`mma.sync`, any device from sm_80) with the k-step chosen by the
+    /// caller (for tuning and benchmarks; [`gemm_mma`](Self::gemm_mma) takes the
+    /// measured best, or Hopper's own path where there is one).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma_tiled<T: HalfElem, C: FloatElem>(
+        &mut self,
+        tile_k: MmaTileK,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let kern = MmaGemmKernel(T::TYPE, tile_k, C::TYPE);
+        let names = ["gemm_mma a", "gemm_mma b", "gemm_mma c"];
+        let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
+        self.tensor_core_gemm(
+            Family::GemmMma,
+            &kern,
+            names,
+            (a, b, c),
+            (m, n, k),
+            epilogue,
+            operands,
+        )
+    }
+
+    /// [`gemm_mma_with`](Self::gemm_mma_with) on Hopper's own path (sm_90a: H100,
+    /// H200): warpgroup products fed by the copy engine, a producer warpgroup and two
+    /// consumers per 128 x 256 tile (128 x 128 where 256-wide tiles would leave most of
+    /// the GPU idle). The same contract (row-major f16/bf16 `a` (m x k) and `b` (k x n),
+    /// `n` and `k` multiples of 8, the epilogue of [`GemmEpilogue`]); an error on other
+    /// devices ([`Context::has_sm90a`](crate::driver::Context::has_sm90a) says which).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// if !ctx.has_sm90a() {
+    ///     return Ok(()); // not a Hopper: gemm_mma is the path
+    /// }
+    /// let (m, n, k) = (256, 128, 64);
+    /// let a = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// let b = ctx.upload(&vec![bf16::from_f32(2.0); k * n])?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_wgmma(&a, &b, &c, m, n, k, GemmEpilogue::default())?;
+    /// s.sync()?;
+    /// assert_eq!(c.to_vec()?[0], 64.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_wgmma<T: HalfElem, C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        // 256-wide tiles unless they would leave more than half the multiprocessors idle:
+        // on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256)
+        // against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+        let sms = self.context().device().multiprocessors as usize;
+        let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
+        let tile_n = if 2 * tiles_256 < sms {
+            WgmmaTileN::N128
+        } else {
+            WgmmaTileN::N256
+        };
+        self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, epilogue)
+    }
+
+    /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
+    /// tuning and benchmarks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_wgmma_tiled<T: HalfElem, C: FloatElem>(
+        &mut self,
+        tile_n: WgmmaTileN,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let kern = WgmmaGemmKernel(T::TYPE, tile_n, C::TYPE);
+        let names = ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"];
+        let operands = |a, b| {
+            Ok([
+                KernelArg::half_tensor_map(a, m, k, TILE_M, TILE_K)?,
+                KernelArg::half_tensor_map(b, k, n, TILE_K, BOX_N)?,
+            ])
+        };
+        self.tensor_core_gemm(
+            Family::GemmWgmma,
+            &kern,
+            names,
+            (a, b, c),
+            (m, n, k),
+            epilogue,
+            operands,
+        )
+    }
+
+    /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A
+    /// and B as `operands` passes them (buffers, or tensor maps of them), C, m, n, k
+    /// and the epilogue's alpha, beta, bias and flags.
+    #[allow(clippy::too_many_arguments)]
+    fn tensor_core_gemm<T: HalfElem, C: FloatElem>(
+        &mut self,
+        family: Family,
+        kern: &dyn Kernel,
+        names: [&'static str; 3],
+        (a, b, c): (
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<C>,
+        ),
+        (m, n, k): (usize, usize, usize),
+        epilogue: GemmEpilogue<'a>,
+        operands: impl FnOnce(&'a DeviceBuffer<T>, &'a DeviceBuffer<T>) -> Result<[KernelArg<'a>; 2]>,
+    ) -> Result<()> {
+        let cfg = kern.launch_config(&[m, n, k])?;
+        let inputs = [a.device_ptr(), b.device_ptr()]
+            .into_iter()
+            .chain(epilogue.bias.map(|x| x.device_ptr()));
+        if inputs.into_iter().any(|p| p == c.device_ptr()) {
+            return shape_err(&kern.name(), "the output may not alias an input");
+        }
+        expect_len(names[0], a, m * k)?;
+        expect_len(names[1], b, k * n)?;
+        expect_len(names[2], c, m * n)?;
+        if let Some(bias) = epilogue.bias {
+            expect_len("gemm bias", bias, n)?;
+        }
+        let f = self.context().function(family, &kern.name())?;
+        let [a, b] = operands(a, b)?;
+        // Without a bias the kernel never reads its pointer: an empty buffer stands in
+        // (no allocation, nothing the stream must keep alive).
+        let no_bias = self.context().alloc::<f32>(0)?;
+        let bias = match epilogue.bias {
+            Some(x) => KernelArg::buf(x),
+            None => KernelArg::scratch(&no_bias),
+        };
+        self.launch(&f)
+            .config(cfg)
+            .arg(a)
+            .arg(b)
+            .arg(KernelArg::buf_mut(c))
+            .arg(KernelArg::U32(m as u32))
+            .arg(KernelArg::U32(n as u32))
+            .arg(KernelArg::U32(k as u32))
+            .arg(KernelArg::F32(epilogue.alpha))
+            .arg(KernelArg::F32(epilogue.beta))
+            .arg(bias)
+            .arg(KernelArg::U32(
+                epilogue.activation.flags(epilogue.bias.is_some()),
+            ))
+            .run()
+    }
+}
