@@ -6,12 +6,13 @@
 
 use half::bf16;
 
+use crate::GemmEpilogue;
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, HalfElem, QuantMatrix};
+use crate::memory::{DeviceBuffer, FloatElem, HalfElem, QuantMatrix};
 use crate::ops::expect_len;
 
 impl<'a> Stream<Recording<'a>> {
@@ -97,6 +98,23 @@ impl<'a> Stream<Recording<'a>> {
         wt: &'a DeviceBuffer<bf16>,
         xh: &'a DeviceBuffer<bf16>,
     ) -> Result<()> {
+        self.qgemm_with(w, x, y, tokens, (wt, xh), GemmEpilogue::default())
+    }
+
+    /// [`qgemm`](Self::qgemm) with the GEMM's epilogue ([`GemmEpilogue`]: a bias per
+    /// output row of `w`, an activation, alpha/beta) and an f32, bf16 or f16 `y`: a
+    /// projection with its bias (Qwen2's q/k/v) written straight to bf16, in the same
+    /// three launches. `scratch` is `(wt, xh)` as `qgemm` takes them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn qgemm_with<C: FloatElem>(
+        &mut self,
+        w: &'a QuantMatrix,
+        x: &'a DeviceBuffer<f32>,
+        y: &'a DeviceBuffer<C>,
+        tokens: usize,
+        (wt, xh): (&'a DeviceBuffer<bf16>, &'a DeviceBuffer<bf16>),
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
         let (rows, cols) = (w.rows(), w.cols());
         if tokens == 0 {
             return shape_err("qgemm", "no tokens");
@@ -104,8 +122,11 @@ impl<'a> Stream<Recording<'a>> {
         expect_len("qgemm input", x, tokens * cols)?;
         expect_len("qgemm output", y, tokens * rows)?;
         expect_len("qgemm bf16 activations", xh, tokens * cols)?;
+        if let Some(bias) = epilogue.bias {
+            expect_len("qgemm bias", bias, rows)?;
+        }
         self.dequantize_transposed(w, wt)?;
         self.to_half(x, xh)?;
-        self.gemm_mma(xh, wt, y, tokens, rows, cols, 1.0, 0.0)
+        self.gemm_mma_with(xh, wt, y, tokens, rows, cols, epilogue)
     }
 }

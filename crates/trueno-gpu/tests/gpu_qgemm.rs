@@ -149,6 +149,59 @@ fn qgemm_matches_the_bf16_rounded_product() {
     }
 }
 
+/// The epilogue through `qgemm_with`: a bias per output row of `W`, SiLU, a bf16 `Y`,
+/// against the f64 sums of bf16-rounded operands plus the bias; the stored value lies
+/// between the bf16 roundings of the reference widened by the bound of the test above
+/// (SiLU's slope is at most 1.1; its `ex2.approx` adds 3e-5 relative).
+#[test]
+fn qgemm_with_a_bias_and_activation_writes_bf16() {
+    use trueno_gpu::GemmEpilogue;
+    use trueno_gpu::kernels::gemm_epilogue::Activation;
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x9e4);
+    let (tokens, rows, cols) = (33, 136, 768);
+    for f in [QuantFormat::Q4K, QuantFormat::Q8_0] {
+        let w = &weight_cases(&mut rng, f, rows, cols)[0].1;
+        let x = rng.vec(tokens * cols, -1.0, 1.0);
+        let bias = rng.vec(rows, -2.0, 2.0);
+        let wf = dequantized(f, w, rows, cols);
+        let wd = ctx.upload_quant(f, rows, cols, w).unwrap();
+        let (xd, bd) = (ctx.upload(&x).unwrap(), ctx.upload(&bias).unwrap());
+        let wt = ctx.alloc::<bf16>(rows * cols).unwrap();
+        let xh = ctx.alloc::<bf16>(tokens * cols).unwrap();
+        let mut yd = ctx.upload(&vec![bf16::NAN; tokens * rows]).unwrap();
+        let e = GemmEpilogue::default()
+            .with_bias(&bd)
+            .with_activation(Activation::Silu);
+        let mut s = ctx.stream().unwrap().record();
+        s.qgemm_with(&wd, &xd, &yd, tokens, (&wt, &xh), e).unwrap();
+        s.sync().unwrap();
+        let y = yd.to_vec().unwrap();
+        let b = |v: f32| bf16::from_f32(v).to_f64();
+        for t in 0..tokens {
+            for r in 0..rows {
+                let (xs, ws) = (&x[t * cols..][..cols], &wf[r * cols..][..cols]);
+                let dot: f64 = xs.iter().zip(ws).map(|(&a, &w)| b(a) * b(w)).sum();
+                let mass: f64 = xs.iter().zip(ws).map(|(&a, &w)| (b(a) * b(w)).abs()).sum();
+                let pre = dot + bias[r] as f64;
+                let want = trueno::activations::silu(pre as f32) as f64;
+                let bound = 1.1
+                    * (((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass
+                        + f32::EPSILON as f64 * pre.abs())
+                    + 3e-5 * want.abs();
+                let lo = bf16::from_f64(want - bound).to_f64();
+                let hi = bf16::from_f64(want + bound).to_f64();
+                let got = y[t * rows + r].to_f64();
+                assert!(
+                    lo <= got && got <= hi,
+                    "{} y[{t}, {r}]: {got} vs {want} ({lo}..={hi})",
+                    f.name()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn qgemm_shapes_are_checked_before_launch() {
     let Some(ctx) = ctx() else { return };
@@ -167,6 +220,7 @@ fn qgemm_shapes_are_checked_before_launch() {
     let wt_short = ctx.alloc::<bf16>(16 * 256 - 1).unwrap();
     let xh = ctx.alloc::<bf16>(2 * 256).unwrap();
     let short = ctx.alloc::<f16>(3).unwrap();
+    let bias15 = ctx.alloc::<f32>(15).unwrap();
     let mut s = ctx.stream().unwrap().record();
     assert!(s.to_half(&x, &short).is_err(), "to_half length");
     assert!(s.qgemm(&w, &x, &y, 0, &wt, &xh).is_err(), "no tokens");
@@ -183,6 +237,9 @@ fn qgemm_shapes_are_checked_before_launch() {
         s.dequantize_transposed(&w96, &wt).is_err(),
         "columns not whole groups"
     );
+    let e = trueno_gpu::GemmEpilogue::default().with_bias(&bias15);
+    let err = s.qgemm_with(&w, &x, &y, 2, (&wt, &xh), e).unwrap_err();
+    assert!(err.to_string().contains("bias"), "{err}");
     s.qgemm(&w, &x, &y, 2, &wt, &xh).unwrap();
     s.sync().unwrap();
 }
