@@ -281,6 +281,69 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
+        self.flash_attention_launch((q, k, v, out), None, (cu_q, cu_k), shape, scale)
+    }
+
+    /// [`flash_attention`](Self::flash_attention) that also writes each row's
+    /// log-sum-exp, `lse[h, t] = ln sum_j e^(scale q_t . k_j)` over the keys the row sees
+    /// (`-inf` where it sees none), f32 `[heads_q, total_q]` as flash-attn's varlen
+    /// `softmax_lse`: what merging attention over split key ranges (or a backward pass)
+    /// needs. Same launch, same speed; rows of tokens not in a sequence are not written.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::flash_attention::FlashShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = FlashShape {
+    ///     batch: 1, heads_q: 1, heads_kv: 1, dim: 64,
+    ///     total_q: 3, total_k: 3, max_seqlen_q: 3, causal: true,
+    /// };
+    /// // Every score is 0.125 * 64 * 0.5 * 0.25 = 1: row i sees i + 1 keys.
+    /// let q = ctx.upload(&vec![bf16::from_f32(0.5); 3 * 64])?;
+    /// let k = ctx.upload(&vec![bf16::from_f32(0.25); 3 * 64])?;
+    /// let v = ctx.upload(&vec![bf16::from_f32(2.0); 3 * 64])?;
+    /// let cu = ctx.upload(&[0u32, 3])?;
+    /// let out = ctx.alloc::<bf16>(3 * 64)?;
+    /// let mut lse = ctx.alloc::<f32>(3)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.flash_attention_lse(&q, &k, &v, &out, &lse, &cu, &cu, shape, 0.125)?;
+    /// s.sync()?;
+    /// let lse = lse.to_vec()?;
+    /// assert!((lse[2] - (1.0 + 3f32.ln())).abs() < 1e-4);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn flash_attention_lse<T: HalfElem>(
+        &mut self,
+        q: &'a DeviceBuffer<T>,
+        k: &'a DeviceBuffer<T>,
+        v: &'a DeviceBuffer<T>,
+        out: &'a DeviceBuffer<T>,
+        lse: &'a DeviceBuffer<f32>,
+        cu_q: &'a DeviceBuffer<u32>,
+        cu_k: &'a DeviceBuffer<u32>,
+        shape: FlashShape,
+        scale: f32,
+    ) -> Result<()> {
+        self.flash_attention_launch((q, k, v, out), Some(lse), (cu_q, cu_k), shape, scale)
+    }
+
+    /// The FlashAttention launch, with or without the log-sum-exp output.
+    fn flash_attention_launch<T: HalfElem>(
+        &mut self,
+        (q, k, v, out): (
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+        ),
+        lse: Option<&'a DeviceBuffer<f32>>,
+        (cu_q, cu_k): (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>),
+        shape: FlashShape,
+        scale: f32,
+    ) -> Result<()> {
         let kern = FlashAttentionKernel(T::TYPE, shape.dim as u32);
         shape.check(&kern.name())?;
         if !(scale.is_finite() && scale > 0.0) {
@@ -301,10 +364,20 @@ impl<'a> Stream<Recording<'a>> {
         if [q.device_ptr(), k.device_ptr(), v.device_ptr()].contains(&o) {
             return shape_err(&kern.name(), "the output may not alias an input");
         }
+        if let Some(lse) = lse {
+            expect_len("flash_attention lse", lse, shape.heads_q * shape.total_q)?;
+        }
         let cfg = kern.launch_config(&[shape.max_seqlen_q, shape.heads_q, shape.batch])?;
         let f = self
             .context()
             .function(Family::FlashAttention, &kern.name())?;
+        // Without an lse the kernel never reads its pointer: an empty buffer stands in
+        // (no allocation, nothing the stream must keep alive).
+        let no_lse = self.context().alloc::<f32>(0)?;
+        let lse_arg = match lse {
+            Some(x) => KernelArg::buf_mut(x),
+            None => KernelArg::scratch(&no_lse),
+        };
         self.launch(&f)
             .config(cfg)
             .arg(KernelArg::buf(q))
@@ -320,6 +393,8 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32((shape.heads_q / shape.heads_kv) as u32))
             .arg(KernelArg::F32(flash_attention::scale_log2(scale)))
             .arg(KernelArg::U32(shape.causal as u32))
+            .arg(lse_arg)
+            .arg(KernelArg::U32(lse.is_some() as u32))
             .run()
     }
 }

@@ -1,14 +1,15 @@
 //! FlashAttention forward on the device against an f64 softmax of the same 16-bit
 //! inputs: packed variable-length batches (empty, 1-token and tile-ragged sequences),
 //! causal and not, queries fewer and more than keys, GQA and MQA, every head dimension,
-//! flat and peaked softmaxes, and the shape errors. Skipped without a GPU.
+//! flat and peaked softmaxes, and the shape errors; the log-sum-exp output against an f64
+//! one, with the output unchanged by asking for it. Skipped without a GPU.
 
 mod common;
 use common::device::{Half, Rng, ctx, halves, small};
 
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
-use trueno_gpu::kernels::flash_attention::{FlashShape, HEAD_DIMS, reference};
+use trueno_gpu::kernels::flash_attention::{FlashShape, HEAD_DIMS, reference, reference_lse};
 
 /// One case: per-sequence query and key lengths, heads, dim, causal, scale.
 struct Case<'a> {
@@ -59,6 +60,23 @@ fn check<T: Half>(ctx: &Context, rng: &mut Rng, c: &Case) {
         .unwrap();
     s.sync().unwrap();
     let got = out.to_vec().unwrap();
+    // Again with the log-sum-exp: the same output bit for bit.
+    let mut lse = ctx.upload(&vec![f32::NAN; hq * shape.total_q]).unwrap();
+    let out2 = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    s.flash_attention_lse(&dq, &dk, &dv, &out2, &lse, &dcq, &dck, shape, c.scale)
+        .unwrap();
+    s.sync().unwrap();
+    let mut out2 = out2;
+    let same = out2.to_vec().unwrap();
+    assert!(
+        got.iter()
+            .zip(&same)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "the output changed with the lse"
+    );
+    let lse = lse.to_vec().unwrap();
+    let want_lse = reference_lse(&f(&q), &f(&k), &cu_q, &cu_k, shape, c.scale);
     let what = format!(
         "{} d{} heads {hq}/{hkv} causal {} scale {} lens {:?}",
         std::any::type_name::<T>(),
@@ -71,6 +89,21 @@ fn check<T: Half>(ctx: &Context, rng: &mut Rng, c: &Case) {
     // UNIT of max |v| in the output) and the output once more (UNIT of it); the f32
     // scores and exponentials add far less. Twice that, for the approximate ex2.
     let bound = |w: f64| 2.0 * T::UNIT * (1.0 + w.abs()) + 1e-6;
+    // Scores are exact products of 16-bit values summed in f32 (dim roundings of at
+    // most scale * dim in size), then ex2.approx and lg2.approx (2^-22 each).
+    let lse_bound =
+        |w: f64| 1e-5 * (1.0 + w.abs()) + (c.dim * c.dim) as f64 * c.scale as f64 * 2f64.powi(-23);
+    for (i, (&g, &w)) in lse.iter().zip(&want_lse).enumerate() {
+        let (h, tok) = (i / shape.total_q, i % shape.total_q);
+        if w == f32::NEG_INFINITY {
+            assert_eq!(g, w, "{what}: lse head {h} token {tok}");
+        } else {
+            assert!(
+                (g as f64 - w as f64).abs() <= lse_bound(w as f64),
+                "{what}: lse head {h} token {tok}: got {g}, want {w}"
+            );
+        }
+    }
     for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
         let g = g.to_f64();
         let (tok, h, e) = (i / (hq * c.dim), i / c.dim % hq, i % c.dim);
@@ -174,7 +207,13 @@ fn flash_attention_rejects_what_it_cannot_serve() {
     let small_out = ctx.alloc::<bf16>(8).unwrap();
     let q16 = ctx.upload(&[f16::ONE; 8]).unwrap();
     let cu = ctx.upload(&[0u32, 4]).unwrap();
+    let lse7 = ctx.alloc::<f32>(7).unwrap();
     let mut s = ctx.stream().unwrap().record();
+    // The log-sum-exp needs heads_q * total_q = 8 values.
+    let e = s
+        .flash_attention_lse(&q, &kv, &kv, &out, &lse7, &cu, &cu, shape, 1.0)
+        .unwrap_err();
+    assert!(e.to_string().contains("lse"), "{e}");
     let mut err = |shape: FlashShape, out, scale| {
         s.flash_attention(&q, &kv, &kv, out, &cu, &cu, shape, scale)
             .unwrap_err()

@@ -438,7 +438,16 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     b.cp_async_wait(0);
 
     // Epilogue: the row sums are spread over the four lanes of a row; divide, round to
-    // 16 bits in pairs, store the rows inside the sequence.
+    // 16 bits in pairs, store the rows inside the sequence. The log-sum-exp parameters
+    // come last and are read only here (the loop's registers are at their limit).
+    let g_lse = b.param_ptr("lse", PtxType::F32);
+    let want_lse = b.param_u32("want_lse");
+    let want_lse = b.setp::<U32>(Cmp::Ne, want_lse, 0u32);
+    let lane0 = b.setp::<U32>(Cmp::Eq, tq, 0u32);
+    let lse_lane = b.and_pred(want_lse, lane0);
+    // lse[h, token]: this head's row of the [heads_q, total_q] array.
+    let lse_row = b.mul(h, total_q);
+    let lse_row = b.add(lse_row, q_start);
     let o_head = b.mul(h, row_bytes);
     let o_col = b.shl(tq, 2u32);
     let o_head = b.add(o_head, o_col);
@@ -460,6 +469,17 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             let off = b.mul_wide(tok, q_stride);
             let addr = b.add(go, off);
             let addr = b.add(addr, o_head);
+            // ln sum_j e^(scale s_j) = (m + log2 l) ln 2, m the running max in base 2;
+            // -inf for a row that sees no key (l = 0).
+            let with_lse = b.and_pred(ok, lse_lane);
+            b.predicated(with_lse, |b| {
+                let lg = b.lg2(l);
+                let lse = b.add(m_run[idx], lg);
+                let lse = b.mul(lse, std::f32::consts::LN_2);
+                let at = b.add(lse_row, r);
+                let at = elem_addr(b, g_lse, at, 4);
+                b.st::<F32, U64>(Space::Global, at, 0, lse);
+            });
             b.predicated(ok, |b| {
                 for (ni, frag) in acc[mi as usize].iter().enumerate() {
                     let x = b.mul(frag[2 * half as usize], inv);

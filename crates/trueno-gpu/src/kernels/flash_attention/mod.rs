@@ -162,9 +162,53 @@ pub fn reference(
     out
 }
 
+/// CPU reference of the log-sum-exp of each row's scaled scores, `ln sum_j e^(scale
+/// q . k_j)` over the keys the row sees, in f64 (`-inf` for a row that sees none), laid
+/// out `[heads_q, total_q]` as flash-attn's `softmax_lse` for packed sequences.
+pub fn reference_lse(
+    q: &[f32],
+    k: &[f32],
+    cu_q: &[u32],
+    cu_k: &[u32],
+    shape: FlashShape,
+    scale: f32,
+) -> Vec<f32> {
+    let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.dim);
+    let group = hq / hkv;
+    let mut lse = vec![f32::NEG_INFINITY; hq * shape.total_q];
+    for b in 0..shape.batch {
+        let (q0, q1) = (cu_q[b] as usize, cu_q[b + 1] as usize);
+        let (k0, k1) = (cu_k[b] as usize, cu_k[b + 1] as usize);
+        let (lq, lk) = (q1 - q0, k1 - k0);
+        for i in 0..lq {
+            let seen = if shape.causal {
+                (i + 1 + lk).saturating_sub(lq).min(lk)
+            } else {
+                lk
+            };
+            for h in 0..hq {
+                let qr = &q[((q0 + i) * hq + h) * d..][..d];
+                let scores: Vec<f64> = (0..seen)
+                    .map(|t| {
+                        let kr = &k[((k0 + t) * hkv + h / group) * d..][..d];
+                        let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                        scale as f64 * dot
+                    })
+                    .collect();
+                if let Some(m) = scores.iter().copied().reduce(f64::max) {
+                    let sum: f64 = scores.iter().map(|s| (s - m).exp()).sum();
+                    lse[h * shape.total_q + q0 + i] = (m + sum.ln()) as f32;
+                }
+            }
+        }
+    }
+    lse
+}
+
 /// The forward kernel for one input type and head dimension: parameters `q`, `k`, `v`,
 /// `out`, `cu_q`, `cu_k`, `total_q`, `total_k`, `heads_q`, `heads_kv`, `group`
-/// (`heads_q / heads_kv`), `scale_log2` (`scale * log2 e`), `causal` (0 or 1).
+/// (`heads_q / heads_kv`), `scale_log2` (`scale * log2 e`), `causal` (0 or 1), `lse`
+/// (f32 `[heads_q, total_q]`, written when `want_lse` is not 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlashAttentionKernel(pub HalfType, pub u32);
 
