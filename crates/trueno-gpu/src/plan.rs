@@ -272,7 +272,7 @@ fn gap(what: &str, why: String, bytes: u64, flops: u64, math: Math) -> Step {
 const F32: u64 = 4;
 
 /// An elementwise op over `n` values reading `reads` arrays and writing one.
-fn elementwise(what: &str, op: ElementwiseOp, n: usize, reads: u64) -> Result<Step> {
+pub(super) fn elementwise(what: &str, op: ElementwiseOp, n: usize, reads: u64) -> Result<Step> {
     launch(
         what,
         &ElementwiseKernel(op),
@@ -476,12 +476,8 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
             ],
             h,
             tokens,
+            m.qkv_bias,
         )?);
-        if m.qkv_bias {
-            for (what, rows) in [("q bias", hq * d), ("k bias", hkv * d), ("v bias", hkv * d)] {
-                s.push(elementwise(what, ElementwiseOp::Add, tokens * rows, 2)?);
-            }
-        }
         for (what, heads) in [("rope q", hq), ("rope k", hkv)] {
             let n = (tokens * heads * d) as u64;
             let bytes = 2 * n * F32 + t * F32 + (d / 2) as u64 * F32;
@@ -498,6 +494,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
             &[("output projection", &w.o, h)],
             hq * d,
             tokens,
+            false,
         )?);
         s.push(add_rmsnorm("ffn norm (+ residual)", tokens, h)?);
         s.extend(projections(
@@ -507,6 +504,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
             ],
             h,
             tokens,
+            false,
         )?);
         s.push(elementwise(
             "swiglu",
@@ -518,6 +516,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
             &[("down projection", &w.down, h)],
             m.ffn,
             tokens,
+            false,
         )?);
         layers.push(s);
     }
@@ -527,6 +526,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
         &[("output projection (logits)", &m.output, m.vocab)],
         h,
         1,
+        false,
     )?);
     epilogue.extend([launch(
         "argmax (greedy sampling)",

@@ -2,10 +2,11 @@
 //! matrix-vector products for a decode step (the integer path where the input is whole
 //! Q8_K blocks) or `Stream::qgemm`'s launches for a prefill.
 
-use super::{F32, Math, Step, WeightType, gap, launch};
+use super::{F32, Math, Step, WeightType, elementwise, gap, launch};
 use crate::error::Result;
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
+use crate::kernels::elementwise::ElementwiseOp;
 use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
 use crate::kernels::qgemv::QgemvKernel;
@@ -91,11 +92,14 @@ fn projection(
 /// and the projections take the `dp4a` path (on the H100, with the
 /// quantization's own launch paid by one projection alone, as fast as the f32 path at
 /// 4096x4096 and 1.3-1.9x faster on larger matrices: BENCHMARKS.md); the rest as
-/// [`projection`].
+/// [`projection`]. With `bias`, each output gets its bias: fused into the GEMM's
+/// epilogue where the projection is one (`Stream::qgemm_with`), else an elementwise add
+/// after it (`q projection` -> `q bias`).
 pub(super) fn projections(
     group: &[(&str, &WeightType, usize)],
     cols: usize,
     tokens: usize,
+    bias: bool,
 ) -> Result<Vec<Step>> {
     let integer = |w: &WeightType| {
         w.qgemv_format().filter(|f| {
@@ -116,6 +120,7 @@ pub(super) fn projections(
         )?);
     }
     for &(what, w, rows) in group {
+        let first = steps.len();
         match integer(w) {
             Some(f) => {
                 let r = rows as u64;
@@ -129,6 +134,25 @@ pub(super) fn projections(
                 )?);
             }
             None => steps.extend(projection(what, w, rows, cols, tokens)?),
+        }
+        if !bias {
+            continue;
+        }
+        let gemm = steps[first..].iter_mut().find(|s| {
+            s.kernel
+                .as_deref()
+                .is_some_and(|k| k.starts_with("trueno_gemm"))
+        });
+        match gemm {
+            Some(g) => {
+                g.what = format!("{what} (GEMM + bias)");
+                g.bytes += rows as u64 * F32;
+                g.flops += (tokens * rows) as u64;
+            }
+            None => {
+                let name = format!("{} bias", what.trim_end_matches(" projection"));
+                steps.push(elementwise(&name, ElementwiseOp::Add, tokens * rows, 2)?);
+            }
         }
     }
     Ok(steps)

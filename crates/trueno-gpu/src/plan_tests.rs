@@ -244,6 +244,24 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     // Its bytes still count: 14336 x 4096 / 256 blocks of 74 bytes.
     assert!(gate.bytes > 14336 * 4096 / 256 * 74);
     assert_eq!(p.missing(), 1);
+    // A prefill takes the biases into the q/k/v GEMMs' epilogue: no add launches, and
+    // each GEMM reads its bias (one f32 per output row) besides what it read before.
+    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, 132).unwrap();
+    let l0 = &p.layers[0];
+    assert!(!l0.iter().any(|s| s.what.ends_with(" bias")));
+    let fused: Vec<_> = l0
+        .iter()
+        .filter(|s| s.what.ends_with("(GEMM + bias)"))
+        .collect();
+    assert_eq!(fused.len(), 3);
+    m.qkv_bias = false;
+    let plain = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, 132).unwrap();
+    let q = plain.layers[0]
+        .iter()
+        .find(|s| s.what == "q projection (GEMM)")
+        .unwrap();
+    assert_eq!(fused[0].bytes, q.bytes + 4096 * 4);
+    assert_eq!(l0.len(), plain.layers[0].len());
 }
 
 #[test]
