@@ -100,6 +100,13 @@ fn dequantize_transposed_is_trueno_quants_values_in_bf16() {
     }
 }
 
+/// The f64 dot product of two rows rounded to bf16, and the sum of its terms' sizes.
+fn bf16_dot(xs: &[f32], ws: &[f32]) -> (f64, f64) {
+    let b = |v: f32| bf16::from_f32(v).to_f64();
+    let terms = xs.iter().zip(ws).map(|(&a, &w)| b(a) * b(w));
+    (terms.clone().sum(), terms.map(f64::abs).sum())
+}
+
 /// `Y = X Wᵀ` against f64 sums of bf16-rounded operands: the bound is `(k + 64) eps`
 /// of the f32 accumulation plus one bf16 step (2^-7) of the weights, times the sum of
 /// `|x w|`.
@@ -125,12 +132,9 @@ fn qgemm_matches_the_bf16_rounded_product() {
             s.qgemm(&wd, &xd, &yd, tokens, &wt, &xh).unwrap();
             s.sync().unwrap();
             let y = yd.to_vec().unwrap();
-            let b = |v: f32| bf16::from_f32(v).to_f64();
             for t in 0..tokens {
                 for r in 0..rows {
-                    let (xs, ws) = (&x[t * cols..][..cols], &wf[r * cols..][..cols]);
-                    let dot: f64 = xs.iter().zip(ws).map(|(&a, &w)| b(a) * b(w)).sum();
-                    let mass: f64 = xs.iter().zip(ws).map(|(&a, &w)| (b(a) * b(w)).abs()).sum();
+                    let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
                     let bound = ((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass;
                     let got = y[t * rows + r];
                     assert!(
@@ -177,12 +181,9 @@ fn qgemm_with_a_bias_and_activation_writes_bf16() {
         s.qgemm_with(&wd, &xd, &yd, tokens, (&wt, &xh), e).unwrap();
         s.sync().unwrap();
         let y = yd.to_vec().unwrap();
-        let b = |v: f32| bf16::from_f32(v).to_f64();
         for t in 0..tokens {
             for r in 0..rows {
-                let (xs, ws) = (&x[t * cols..][..cols], &wf[r * cols..][..cols]);
-                let dot: f64 = xs.iter().zip(ws).map(|(&a, &w)| b(a) * b(w)).sum();
-                let mass: f64 = xs.iter().zip(ws).map(|(&a, &w)| (b(a) * b(w)).abs()).sum();
+                let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
                 let pre = dot + bias[r] as f64;
                 let want = trueno::activations::silu(pre as f32) as f64;
                 let bound = 1.1

@@ -122,20 +122,17 @@ impl FlashShape {
     }
 }
 
-/// CPU reference in f64 on the same layouts (inputs as f32): varlen sequences, GQA,
-/// bottom-right causal mask; rows that see no key give zeros.
-pub fn reference(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    cu_q: &[u32],
-    cu_k: &[u32],
+/// Visits every (query token, query head) of the packed sequences with the keys that
+/// row sees: `f(token, head, keys)`, `keys` the element offsets of its key rows (the same
+/// for V) in sequence order: varlen offsets, GQA head sharing, the bottom-right causal
+/// mask.
+fn for_each_row(
+    (cu_q, cu_k): (&[u32], &[u32]),
     shape: FlashShape,
-    scale: f32,
-) -> Vec<f32> {
+    mut f: impl FnMut(usize, usize, &dyn Fn(usize) -> usize, usize),
+) {
     let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.dim);
     let group = hq / hkv;
-    let mut out = vec![0.0f32; q.len()];
     for b in 0..shape.batch {
         let (q0, q1) = (cu_q[b] as usize, cu_q[b + 1] as usize);
         let (k0, k1) = (cu_k[b] as usize, cu_k[b + 1] as usize);
@@ -147,18 +144,29 @@ pub fn reference(
                 lk
             };
             for h in 0..hq {
-                let at = ((q0 + i) * hq + h) * d;
-                attend_f64(
-                    &q[at..][..d],
-                    (k, v),
-                    seen,
-                    |t| ((k0 + t) * hkv + h / group) * d,
-                    scale,
-                    &mut out[at..][..d],
-                );
+                f(q0 + i, h, &|t| ((k0 + t) * hkv + h / group) * d, seen);
             }
         }
     }
+}
+
+/// CPU reference in f64 on the same layouts (inputs as f32): varlen sequences, GQA,
+/// bottom-right causal mask; rows that see no key give zeros.
+pub fn reference(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    cu_q: &[u32],
+    cu_k: &[u32],
+    shape: FlashShape,
+    scale: f32,
+) -> Vec<f32> {
+    let (hq, d) = (shape.heads_q, shape.dim);
+    let mut out = vec![0.0f32; q.len()];
+    for_each_row((cu_q, cu_k), shape, |tok, h, key, seen| {
+        let at = (tok * hq + h) * d;
+        attend_f64(&q[at..][..d], (k, v), seen, key, scale, &mut out[at..][..d]);
+    });
     out
 }
 
@@ -173,35 +181,22 @@ pub fn reference_lse(
     shape: FlashShape,
     scale: f32,
 ) -> Vec<f32> {
-    let (hq, hkv, d) = (shape.heads_q, shape.heads_kv, shape.dim);
-    let group = hq / hkv;
+    let (hq, d) = (shape.heads_q, shape.dim);
     let mut lse = vec![f32::NEG_INFINITY; hq * shape.total_q];
-    for b in 0..shape.batch {
-        let (q0, q1) = (cu_q[b] as usize, cu_q[b + 1] as usize);
-        let (k0, k1) = (cu_k[b] as usize, cu_k[b + 1] as usize);
-        let (lq, lk) = (q1 - q0, k1 - k0);
-        for i in 0..lq {
-            let seen = if shape.causal {
-                (i + 1 + lk).saturating_sub(lq).min(lk)
-            } else {
-                lk
-            };
-            for h in 0..hq {
-                let qr = &q[((q0 + i) * hq + h) * d..][..d];
-                let scores: Vec<f64> = (0..seen)
-                    .map(|t| {
-                        let kr = &k[((k0 + t) * hkv + h / group) * d..][..d];
-                        let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
-                        scale as f64 * dot
-                    })
-                    .collect();
-                if let Some(m) = scores.iter().copied().reduce(f64::max) {
-                    let sum: f64 = scores.iter().map(|s| (s - m).exp()).sum();
-                    lse[h * shape.total_q + q0 + i] = (m + sum.ln()) as f32;
-                }
-            }
+    for_each_row((cu_q, cu_k), shape, |tok, h, key, seen| {
+        let qr = &q[(tok * hq + h) * d..][..d];
+        let scores: Vec<f64> = (0..seen)
+            .map(|t| {
+                let kr = &k[key(t)..][..d];
+                let dot: f64 = qr.iter().zip(kr).map(|(&a, &b)| a as f64 * b as f64).sum();
+                scale as f64 * dot
+            })
+            .collect();
+        if let Some(m) = scores.iter().copied().reduce(f64::max) {
+            let sum: f64 = scores.iter().map(|s| (s - m).exp()).sum();
+            lse[h * shape.total_q + tok] = (m + sum.ln()) as f32;
         }
-    }
+    });
     lse
 }
 
@@ -326,5 +321,10 @@ mod tests {
         assert!(o[..64].iter().all(|&x| x == 0.0));
         assert!(o[64..128].iter().all(|&x| x == 1.0));
         assert!(o[128..].iter().all(|&x| (x - 2.0).abs() < 1e-6));
+        // Zero scores: the log-sum-exp is ln of the keys seen, -inf for none.
+        let lse = reference_lse(&q, &k, &[0, 3], &[0, 2], shape, 0.1);
+        assert_eq!(lse[0], f32::NEG_INFINITY);
+        assert_eq!(lse[1], 0.0);
+        assert!((lse[2] - 2f32.ln()).abs() < 1e-7);
     }
 }
