@@ -5,7 +5,8 @@
 //!
 //! The accumulators go through shared memory first (the main loop's stages are free by
 //! then): each group of four warps writes its 64 rows there, then walks them four
-//! columns a thread at a time in a loop, loads and stores 16 bytes wide and coalesced.
+//! columns a thread at a time in a loop, with 16-byte reads and coalesced 16-byte (f32)
+//! or 8-byte (16-bit) stores.
 //! The loop is what keeps the code small: applied in the registers the accumulators
 //! sit in, every value needs its own copy of the epilogue, and a 128 x 256 tile's
 //! unrolled GELU ran to hundreds of KiB of machine code, fetched from L2 as it ran.
