@@ -105,6 +105,30 @@ impl<'a> Stream<Recording<'a>> {
     /// output row of `w`, an activation, alpha/beta) and an f32, bf16 or f16 `y`: a
     /// projection with its bias (Qwen2's q/k/v) written straight to bf16, in the same
     /// three launches. `scratch` is `(wt, xh)` as `qgemm` takes them.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // An 8 x 256 Q8_0 matrix of ones (scale 1, every quant 1), one token of 0.5.
+    /// let w: Vec<u8> = (0..8 * 8)
+    ///     .flat_map(|_| half::f16::ONE.to_le_bytes().into_iter().chain([1u8; 32]))
+    ///     .collect();
+    /// let w = ctx.upload_quant(QuantFormat::Q8_0, 8, 256, &w)?;
+    /// let x = ctx.upload(&[0.5f32; 256])?;
+    /// let bias: Vec<f32> = (0..8).map(|r| r as f32).collect();
+    /// let bias = ctx.upload(&bias)?;
+    /// let (wt, xh) = (ctx.alloc::<bf16>(8 * 256)?, ctx.alloc::<bf16>(256)?);
+    /// let mut y = ctx.alloc::<bf16>(8)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.qgemm_with(&w, &x, &y, 1, (&wt, &xh), GemmEpilogue::default().with_bias(&bias))?;
+    /// s.sync()?;
+    /// assert_eq!(y.to_vec()?[3].to_f32(), 131.0); // 256 * 0.5 + 3
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
     #[allow(clippy::too_many_arguments)]
     pub fn qgemm_with<C: FloatElem>(
         &mut self,
