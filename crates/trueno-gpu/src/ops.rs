@@ -53,6 +53,19 @@ fn rows_cols(kernel: &str, rows: usize, cols: usize) -> Result<usize> {
 }
 
 impl<'a> Stream<Recording<'a>> {
+    /// A buffer argument the kernel reads only when a flag beside it says so: the
+    /// buffer, or an empty one standing in (no allocation, nothing to free, so nothing
+    /// the stream must keep alive).
+    pub(crate) fn optional_arg<T: crate::memory::DeviceCopy>(
+        &self,
+        b: Option<&'a DeviceBuffer<T>>,
+    ) -> Result<KernelArg<'a>> {
+        match b {
+            Some(b) => Ok(KernelArg::buf(b)),
+            None => Ok(KernelArg::scratch(&self.context().alloc::<T>(0)?)),
+        }
+    }
+
     /// `out = op(x[, y][, alpha])` elementwise. `y` is required by binary ops (add, mul,
     /// swiglu: `x` is the gate), `alpha` read by scale.
     pub fn elementwise(

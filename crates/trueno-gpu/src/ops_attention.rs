@@ -371,13 +371,7 @@ impl<'a> Stream<Recording<'a>> {
         let f = self
             .context()
             .function(Family::FlashAttention, &kern.name())?;
-        // Without an lse the kernel never reads its pointer: an empty buffer stands in
-        // (no allocation, nothing the stream must keep alive).
-        let no_lse = self.context().alloc::<f32>(0)?;
-        let lse_arg = match lse {
-            Some(x) => KernelArg::buf_mut(x),
-            None => KernelArg::scratch(&no_lse),
-        };
+        let lse_arg = self.optional_arg(lse)?;
         self.launch(&f)
             .config(cfg)
             .arg(KernelArg::buf(q))

@@ -129,13 +129,8 @@ impl<'a> Stream<Recording<'a>> {
         let cfg = k.launch_config(&[rows, w.cols()])?;
         expect_len("dequantized rows", out, rows * w.cols())?;
         let f = self.context().function(Family::Qgemv, &k.name())?;
-        // Without ids the kernel never reads its ids pointer: an empty buffer stands in
-        // (no allocation, nothing to free, so nothing the stream must keep alive).
-        let no_ids = self.context().alloc::<u32>(0)?;
-        let ids_arg = match ids {
-            Some(i) => KernelArg::buf(i),
-            None => KernelArg::scratch(&no_ids),
-        };
+        // Without ids the kernel never reads its ids pointer.
+        let ids_arg = self.optional_arg(ids)?;
         self.launch(&f)
             .config(cfg)
             .arg(KernelArg::buf(w.words()))

@@ -297,13 +297,7 @@ impl<'a> Stream<Recording<'a>> {
         }
         let f = self.context().function(family, &kern.name())?;
         let [a, b] = operands(a, b)?;
-        // Without a bias the kernel never reads its pointer: an empty buffer stands in
-        // (no allocation, nothing the stream must keep alive).
-        let no_bias = self.context().alloc::<f32>(0)?;
-        let bias = match epilogue.bias {
-            Some(x) => KernelArg::buf(x),
-            None => KernelArg::scratch(&no_bias),
-        };
+        let bias = self.optional_arg(epilogue.bias)?;
         self.launch(&f)
             .config(cfg)
             .arg(a)

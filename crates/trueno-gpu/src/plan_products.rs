@@ -17,19 +17,24 @@ use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 /// kernel and there is one vector; for several, `Stream::qgemm`'s three launches (the
 /// weights dequantized to transposed bf16, the activations rounded to bf16, the
 /// tensor-core GEMM; the mma.sync kernel's configuration, which Hopper runs as wgmma)
-/// where the shape allows (`rows` a multiple of 8, `cols` of 256).
+/// where the shape allows (`rows` a multiple of 8, `cols` of 256). With `bias`, the GEMM
+/// adds it in its epilogue (`Stream::qgemm_with`); the other paths return `false` for
+/// the caller to add it.
 fn projection(
     what: &str,
     w: &WeightType,
     rows: usize,
     cols: usize,
     tokens: usize,
-) -> Result<Vec<Step>> {
+    bias: bool,
+) -> Result<(Vec<Step>, bool)> {
     let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
     let bytes = w.bytes(r, c) + t * (r + c) * F32;
     let flops = 2 * t * r * c;
     let qgemm_fits = rows.is_multiple_of(8) && cols.is_multiple_of(256);
-    Ok(match (w.qgemv_format(), tokens) {
+    // The bias's bytes (and an add a value) where the GEMM takes it.
+    let fused = if bias { r * F32 } else { 0 };
+    let steps = match (w.qgemv_format(), tokens) {
         (Some(f), 1) => vec![launch(
             what,
             &QgemvKernel(f, FloatType::F32),
@@ -39,12 +44,13 @@ fn projection(
         )?],
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
+            let name = if bias { "GEMM + bias" } else { "GEMM" };
             let mut gemm = launch(
-                &format!("{what} (GEMM)"),
+                &format!("{what} ({name})"),
                 &MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32),
                 &[tokens, rows, cols],
-                t * c * 2 + wt + t * r * F32,
-                flops,
+                t * c * 2 + wt + t * r * F32 + fused,
+                flops + fused / F32 * t,
             )?;
             gemm.math = Math::Tensor;
             vec![
@@ -83,7 +89,10 @@ fn projection(
             flops,
             Math::F32,
         )],
-    })
+    };
+    // The GEMM path is the one arm above with a launch per matrix and several tokens.
+    let gemm_path = tokens > 1 && qgemm_fits && w.qgemv_format().is_some();
+    Ok((steps, bias && gemm_path))
 }
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
@@ -120,8 +129,7 @@ pub(super) fn projections(
         )?);
     }
     for &(what, w, rows) in group {
-        let first = steps.len();
-        match integer(w) {
+        let fused = match integer(w) {
             Some(f) => {
                 let r = rows as u64;
                 let bytes = w.bytes(r, c) + act + r * F32;
@@ -132,27 +140,17 @@ pub(super) fn projections(
                     bytes,
                     2 * r * c,
                 )?);
-            }
-            None => steps.extend(projection(what, w, rows, cols, tokens)?),
-        }
-        if !bias {
-            continue;
-        }
-        let gemm = steps[first..].iter_mut().find(|s| {
-            s.kernel
-                .as_deref()
-                .is_some_and(|k| k.starts_with("trueno_gemm"))
-        });
-        match gemm {
-            Some(g) => {
-                g.what = format!("{what} (GEMM + bias)");
-                g.bytes += rows as u64 * F32;
-                g.flops += (tokens * rows) as u64;
+                false
             }
             None => {
-                let name = format!("{} bias", what.trim_end_matches(" projection"));
-                steps.push(elementwise(&name, ElementwiseOp::Add, tokens * rows, 2)?);
+                let (s, fused) = projection(what, w, rows, cols, tokens, bias)?;
+                steps.extend(s);
+                fused
             }
+        };
+        if bias && !fused {
+            let name = format!("{} bias", what.trim_end_matches(" projection"));
+            steps.push(elementwise(&name, ElementwiseOp::Add, tokens * rows, 2)?);
         }
     }
     Ok(steps)

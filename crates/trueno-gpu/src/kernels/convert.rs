@@ -1,11 +1,12 @@
 //! f32 to f16 or bf16 (round to nearest even): activations made the 16-bit operand of a
 //! tensor-core product (a prefill's projections, FlashAttention's inputs).
 
+use super::float_type::{store_elem, store_row};
 use super::gemm_mma::HalfType;
 use super::helpers::{elem_addr, grid_vec4};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
-use crate::ptx::{Bf16, F16, F32, KernelBuilder, KernelIr, PtxType, Rounding, Space, U64};
+use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Space, U64};
 
 /// Threads per block.
 const THREADS: u32 = 256;
@@ -36,21 +37,10 @@ impl Kernel for ToHalfKernel {
             if width == 4 {
                 // Four values in, two words of two halves out (8-byte store).
                 let v = b.ld_vec::<F32, U64, 4>(Space::Global, src, 0);
-                let lo = b.cvt_pack(ty.ptx(), v[0], v[1]);
-                let hi = b.cvt_pack(ty.ptx(), v[2], v[3]);
-                b.st_vec::<crate::ptx::U32, U64>(Space::Global, dst, 0, &[lo, hi]);
+                store_row(b, dst, &v, ty.into());
             } else {
                 let v = b.ld::<F32, U64>(Space::Global, src, 0);
-                match ty {
-                    HalfType::Bf16 => {
-                        let h = b.cvt::<Bf16, F32>(v, Some(Rounding::Rn));
-                        b.st::<Bf16, U64>(Space::Global, dst, 0, h);
-                    }
-                    HalfType::F16 => {
-                        let h = b.cvt::<F16, F32>(v, Some(Rounding::Rn));
-                        b.st::<F16, U64>(Space::Global, dst, 0, h);
-                    }
-                }
+                store_elem(b, dst, v, ty.into());
             }
         });
         b.ret();

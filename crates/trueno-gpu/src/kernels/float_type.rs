@@ -47,6 +47,15 @@ impl FloatType {
     }
 }
 
+impl From<super::gemm_mma::HalfType> for FloatType {
+    fn from(t: super::gemm_mma::HalfType) -> FloatType {
+        match t {
+            super::gemm_mma::HalfType::F16 => FloatType::F16,
+            super::gemm_mma::HalfType::Bf16 => FloatType::Bf16,
+        }
+    }
+}
+
 /// The two 16-bit floats of a loaded word as f32 (low half first). bf16 widens by
 /// moving its bits to the top of the word (exact); f16 through `cvt` (exact too).
 fn widen_pair(b: &mut KernelBuilder, w: Reg<U32>, ty: FloatType) -> [Reg<F32>; 2] {

@@ -1,0 +1,113 @@
+//! The GEMM sections: `gemm` (the FP32 SIMT kernels) and `gemm_mma` (the tensor-core
+//! kernels at each configuration, then the default path's epilogues with a bf16 output).
+
+use trueno_gpu::kernels::gemm::GemmVariant;
+use trueno_gpu::kernels::gemm_epilogue::Activation;
+use trueno_gpu::kernels::gemm_mma::MmaTileK;
+use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
+use trueno_gpu::{GemmEpilogue, Result};
+
+use super::{Bench, random};
+
+impl Bench {
+    pub(super) fn gemm(&mut self) -> Result<()> {
+        let sizes: &[usize] = if self.quick {
+            &[1024]
+        } else {
+            &[512, 1024, 2048, 4096, 8192]
+        };
+        for &s in sizes {
+            let a = self.ctx.upload(&random(s * s, 1))?;
+            let b = self.ctx.upload(&random(s * s, 2))?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            for v in [GemmVariant::Tiled, GemmVariant::Naive] {
+                if v == GemmVariant::Naive && s > 2048 {
+                    continue;
+                }
+                let ms = self.time(1, |st, _| st.gemm(v, &a, &b, &c, s, s, s))?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(r#"{{"kind":"gemm","variant":"{v:?}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor-core GEMMs (bf16 in, f32 accumulation and output), square sizes: the
+    /// mma.sync path, and on sm_90 the wgmma path; then the default path (`gemm_mma_with`)
+    /// with a bf16 output, plain and with a bias and GELU fused.
+    pub(super) fn gemm_mma(&mut self) -> Result<()> {
+        let sizes: &[usize] = if self.quick {
+            &[1024]
+        } else {
+            &[1024, 2048, 4096, 8192]
+        };
+        let to_bf16 =
+            |v: Vec<f32>| -> Vec<half::bf16> { v.into_iter().map(half::bf16::from_f32).collect() };
+        for &s in sizes {
+            let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
+            let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            for tk in [MmaTileK::K32, MmaTileK::K64] {
+                let ms = self.time(1, |st, _| {
+                    st.gemm_mma_tiled(tk, &a, &b, &c, s, s, s, GemmEpilogue::default())
+                })?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_mma","type":"bf16 k{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    tk.elems()
+                ));
+            }
+            if !self.ctx.has_sm90a() {
+                continue;
+            }
+            for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+                let ms = self.time(1, |st, _| {
+                    st.gemm_wgmma_tiled(tn, &a, &b, &c, s, s, s, GemmEpilogue::default())
+                })?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_mma","type":"bf16 wgmma n{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    tn.elems()
+                ));
+            }
+        }
+        for &s in sizes {
+            let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
+            let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
+            let c = self.ctx.alloc::<half::bf16>(s * s)?;
+            let bias = self.ctx.upload(&random(s, 3))?;
+            let plain = GemmEpilogue::default();
+            let act = |a| plain.with_activation(a);
+            // (row, epilogue, the torch op it is timed against)
+            let rows = [
+                ("bf16 out", plain, "matmul"),
+                ("bf16 out +bias", plain.with_bias(&bias), "addmm"),
+                ("bf16 out +silu", act(Activation::Silu), "matmul"),
+                ("bf16 out +gelu", act(Activation::Gelu), "matmul"),
+                (
+                    "bf16 out +bias+gelu_tanh",
+                    act(Activation::GeluTanh).with_bias(&bias),
+                    "addmm_gelu",
+                ),
+                (
+                    "bf16 out +bias+gelu",
+                    act(Activation::Gelu).with_bias(&bias),
+                    "addmm_gelu",
+                ),
+            ];
+            // Each epilogue timed next to the plain product: at 8192 the times drift by
+            // up to 12% over a sequence of rows (a repeat of the first row measured it),
+            // which a lone row would put on its epilogue.
+            for (what, e, peer) in rows {
+                let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, e))?;
+                let plain_ms =
+                    self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, plain))?;
+                let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_mma","type":"{what}","peer":"{peer}","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
+                ));
+            }
+        }
+        Ok(())
+    }
+}
