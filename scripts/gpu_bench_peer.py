@@ -139,6 +139,25 @@ def main():
             note += f"; {r['ms']/r['plain_ms']:.2f}x the plain product's time"
         table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
+    # TF32: cuBLAS with TF32 allowed (torch.backends.cuda.matmul.allow_tf32), f32 in and
+    # out, on the same layouts: a @ w.t() for the transposed-B rows, a @ b for row-major B.
+    for r in [r for r in rows_in if r["kind"] == "gemm_tf32"]:
+        s = r["size"]
+        a = torch.rand(s, s, device="cuda") * 2 - 1
+        b = torch.rand(s, s, device="cuda") * 2 - 1
+        c = torch.empty(s, s, device="cuda")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        if r["layout"] == "nt":
+            t = bench(lambda i: torch.matmul(a, b.t(), out=c), 1, quick)
+        else:
+            t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        tf = 2 * s**3 / (t * 1e-3) / 1e12
+        note = f"{r['tflops']:.1f} vs cuBLAS TF32 {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
+        if "transpose_ms" in r:
+            note += f"; the transpose alone {1000*r['transpose_ms']:.0f} us"
+        table.append((f"gemm {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
+
     # FlashAttention forward: torch SDPA's flash (FlashAttention-2) and cuDNN backends on
     # the same [batch, seq, heads, dim] tensors (viewed as SDPA's [batch, heads, seq, dim]).
     for r in [r for r in rows_in if r["kind"] == "flash_attn"]:

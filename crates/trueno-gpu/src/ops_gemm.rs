@@ -1,15 +1,16 @@
 //! The tensor-core GEMMs on a recording stream: the sm_80 path (`mma.sync`) and
-//! Hopper's (`wgmma` fed by the copy engine), with the epilogue options every caller of
-//! a GEMM in a network wants fused: alpha/beta, a bias per column, an activation, and
-//! an f32, bf16 or f16 output.
+//! Hopper's (`wgmma` fed by the copy engine, 16-bit or TF32), with the epilogue options
+//! every caller of a GEMM in a network wants fused: alpha/beta, a bias per column, an
+//! activation, and an f32, bf16 or f16 output.
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::gemm_epilogue::Activation;
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
-use crate::kernels::gemm_wgmma::{BOX_N, TILE_K, TILE_M, WgmmaGemmKernel, WgmmaTileN};
+use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaInput, WgmmaTileN};
+use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, FloatElem, HalfElem};
+use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
 
 /// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
@@ -218,17 +219,21 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        // 256-wide tiles unless they would leave more than half the multiprocessors idle:
-        // on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256)
-        // against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+        let tile_n = self.wgmma_tile_n(m, n);
+        self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, epilogue)
+    }
+
+    /// 256-wide tiles unless they would leave more than half the multiprocessors idle:
+    /// on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256)
+    /// against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+    fn wgmma_tile_n(&self, m: usize, n: usize) -> WgmmaTileN {
         let sms = self.context().device().multiprocessors as usize;
         let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
-        let tile_n = if 2 * tiles_256 < sms {
+        if 2 * tiles_256 < sms {
             WgmmaTileN::N128
         } else {
             WgmmaTileN::N256
-        };
-        self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, epilogue)
+        }
     }
 
     /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
@@ -245,12 +250,13 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = WgmmaGemmKernel(T::TYPE, tile_n, C::TYPE);
+        let input = WgmmaInput::Half(T::TYPE);
+        let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
         let names = ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"];
         let operands = |a, b| {
             Ok([
-                KernelArg::half_tensor_map(a, m, k, TILE_M, TILE_K)?,
-                KernelArg::half_tensor_map(b, k, n, TILE_K, BOX_N)?,
+                KernelArg::tensor_map(a, m, k, TILE_M, input.tile_k())?,
+                KernelArg::tensor_map(b, k, n, input.tile_k(), BOX_N)?,
             ])
         };
         self.tensor_core_gemm(
@@ -264,11 +270,134 @@ impl<'a> Stream<Recording<'a>> {
         )
     }
 
+    /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
+    /// both row-major, on Hopper's tensor cores in TF32: each product reads 10 of the
+    /// 23 mantissa bits of its operands (relative error up to about 2^-10 a product),
+    /// the sums stay f32, as cuBLAS's TF32 mode (`torch.backends.cuda.matmul.allow_tf32`).
+    /// `b_t` is B transposed, the `[out, in]` layout of a linear layer's weights, because
+    /// the tensor cores read TF32 operands only k-major; a row-major `k x n` B is
+    /// transposed first ([`transpose`](Self::transpose)). `n` and `k` multiples of 8;
+    /// sm_90a only ([`Context::has_sm90a`](crate::driver::Context::has_sm90a)), an error
+    /// elsewhere ([`gemm`](Self::gemm) is exact f32 on any device).
+    ///
+    /// ```
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// if !ctx.has_sm90a() {
+    ///     return Ok(()); // TF32 products are Hopper's path only
+    /// }
+    /// let (m, n, k) = (256, 128, 64);
+    /// let a = ctx.upload(&vec![0.5f32; m * k])?;
+    /// // Row j of b_t is column j of B: here B[p][j] = j, exactly representable in TF32.
+    /// let b_t: Vec<f32> = (0..n * k).map(|i| (i / k) as f32).collect();
+    /// let b_t = ctx.upload(&b_t)?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_tf32(&a, &b_t, &c, m, n, k, GemmEpilogue::default())?;
+    /// s.sync()?;
+    /// // c[r][j] = 64 * 0.5 * j.
+    /// assert_eq!(c.to_vec()?[3], 96.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_tf32<C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<f32>,
+        b_t: &'a DeviceBuffer<f32>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let tile_n = self.wgmma_tile_n(m, n);
+        self.gemm_tf32_tiled(tile_n, a, b_t, c, m, n, k, epilogue)
+    }
+
+    /// [`gemm_tf32`](Self::gemm_tf32) with the tile width chosen by the caller (for
+    /// tuning and benchmarks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_tf32_tiled<C: FloatElem>(
+        &mut self,
+        tile_n: WgmmaTileN,
+        a: &'a DeviceBuffer<f32>,
+        b_t: &'a DeviceBuffer<f32>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let kern = WgmmaGemmKernel(WgmmaInput::Tf32, tile_n, C::TYPE);
+        if !self.context().has_sm90a() {
+            return shape_err(&kern.name(), "TF32 products need an sm_90a device (Hopper)");
+        }
+        let names = ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"];
+        let tile_k = WgmmaInput::Tf32.tile_k();
+        let operands = |a, b_t| {
+            Ok([
+                KernelArg::tensor_map(a, m, k, TILE_M, tile_k)?,
+                KernelArg::tensor_map(b_t, n, k, tile_n.elems(), tile_k)?,
+            ])
+        };
+        self.tensor_core_gemm(
+            Family::GemmWgmma,
+            &kern,
+            names,
+            (a, b_t, c),
+            (m, n, k),
+            epilogue,
+            operands,
+        )
+    }
+
+    /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): a
+    /// row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read and one
+    /// write of each value, both coalesced (32 x 32 tiles through shared memory).
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let x = ctx.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?; // 2 x 3
+    /// let mut out = ctx.alloc::<f32>(6)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.transpose(&x, &out, 2, 3)?;
+    /// s.sync()?;
+    /// assert_eq!(out.to_vec()?, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn transpose(
+        &mut self,
+        x: &'a DeviceBuffer<f32>,
+        out: &'a DeviceBuffer<f32>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let kern = TransposeKernel;
+        let cfg = kern.launch_config(&[rows, cols])?;
+        if x.device_ptr() == out.device_ptr() {
+            return shape_err(&kern.name(), "the output may not alias the input");
+        }
+        expect_len("transpose x", x, rows * cols)?;
+        expect_len("transpose out", out, rows * cols)?;
+        let f = self.context().function(Family::Elementwise, &kern.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::buf(x))
+            .arg(KernelArg::buf_mut(out))
+            .arg(KernelArg::U32(rows as u32))
+            .arg(KernelArg::U32(cols as u32))
+            .run()
+    }
+
     /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A
     /// and B as `operands` passes them (buffers, or tensor maps of them), C, m, n, k
     /// and the epilogue's alpha, beta, bias and flags.
     #[allow(clippy::too_many_arguments)]
-    fn tensor_core_gemm<T: HalfElem, C: FloatElem>(
+    fn tensor_core_gemm<T: DeviceCopy, C: FloatElem>(
         &mut self,
         family: Family,
         kern: &dyn Kernel,

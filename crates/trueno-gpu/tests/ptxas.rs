@@ -234,35 +234,48 @@ fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::floa
 }
 
 /// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
-/// products (HGMMA of the tile's width), its tiles arrive by the copy engine (UTMALDG,
-/// one box of A and `BN / 64` of B per k-tile) on transaction barriers (SYNCS), the
-/// warpgroups trade registers (USETMAXREG), and no mma.sync path (HMMA) is left.
+/// products (HGMMA of the tile's width: k16 for 16-bit inputs, k8 TF32 for f32), its
+/// tiles arrive by the copy engine (UTMALDG, one box of A and `BN / 64` of 16-bit B, or
+/// one of TF32 `Bᵀ`, per k-tile) on transaction barriers (SYNCS), the warpgroups trade
+/// registers (USETMAXREG), and no mma.sync path (HMMA) is left.
 #[test]
 fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::gemm_mma::HalfType;
-    use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
-    for ty in [HalfType::Bf16, HalfType::F16] {
+    use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaInput, WgmmaTileN};
+    let inputs = [
+        WgmmaInput::Half(HalfType::Bf16),
+        WgmmaInput::Half(HalfType::F16),
+        WgmmaInput::Tf32,
+    ];
+    for input in inputs {
         for (tn, out) in [WgmmaTileN::N128, WgmmaTileN::N256]
             .into_iter()
             .flat_map(|tn| FloatType::ALL.map(|out| (tn, out)))
         {
-            let k = WgmmaGemmKernel(ty, tn, out);
+            let k = WgmmaGemmKernel(input, tn, out);
             let (stem, code) = sass.of(&k, Target::Sm90a);
             let count = |op: &str| code.matches(op).count();
             let hgmma = format!(
-                "HGMMA.64x{}x16.F32{}",
+                "HGMMA.64x{}x{}",
                 tn.elems(),
-                if ty == HalfType::Bf16 { ".BF16" } else { " " }
+                match input {
+                    WgmmaInput::Half(HalfType::Bf16) => "16.F32.BF16",
+                    WgmmaInput::Half(HalfType::F16) => "16.F32 ",
+                    WgmmaInput::Tf32 => "8.F32.TF32",
+                }
             );
-            // Four k16 products per 64-wide k-tile.
+            // Four products per 128-byte k-tile.
             assert!(
                 count(&hgmma) >= 4,
                 "{stem}: {} {hgmma}\n{code}",
                 count(&hgmma)
             );
-            let boxes = 1 + tn.elems() as usize / 64;
+            let boxes = match input {
+                WgmmaInput::Tf32 => 2,
+                _ => 1 + tn.elems() as usize / 64,
+            };
             assert!(
                 count("UTMALDG.2D") >= boxes,
                 "{stem}: {} copy-engine loads",

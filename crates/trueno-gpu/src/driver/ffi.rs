@@ -216,6 +216,8 @@ driver_fns! {
 pub mod tensor_map {
     /// `CU_TENSOR_MAP_DATA_TYPE_FLOAT16`
     pub const DATA_F16: i32 = 6;
+    /// `CU_TENSOR_MAP_DATA_TYPE_FLOAT32`
+    pub const DATA_F32: i32 = 7;
     /// `CU_TENSOR_MAP_DATA_TYPE_BFLOAT16`
     pub const DATA_BF16: i32 = 9;
     /// `CU_TENSOR_MAP_SWIZZLE_128B`

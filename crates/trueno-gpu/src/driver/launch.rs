@@ -72,13 +72,14 @@ impl<'a> KernelArg<'a> {
         buffer_arg(b)
     }
 
-    /// A tensor map of `of`, the row-major `rows x cols` matrix of 16-bit floats read in
-    /// boxes of `box_rows x box_cols` (columns 8 to 64 in steps of 8, rows 1 to 256),
-    /// written to shared memory in the 128-byte swizzled layout, parts of a box outside
-    /// the matrix as zeros; `cols` a multiple of 8 (rows on 16-byte boundaries). The
-    /// buffer stays borrowed by the recording, as with [`buf`](Self::buf), and the map
-    /// describes no other.
-    pub fn half_tensor_map<T: crate::memory::HalfElem>(
+    /// A tensor map of `of`, the row-major `rows x cols` matrix of f32, bf16 or f16 read
+    /// in boxes of `box_rows x box_cols` (rows 1 to 256; a box row 16 to 128 bytes in
+    /// steps of 16: up to 64 16-bit values or 32 f32), written to shared memory in the
+    /// 128-byte swizzled layout, parts of a box outside the matrix as zeros; rows on
+    /// 16-byte boundaries (`cols` a multiple of 8 16-bit values or 4 f32); other element
+    /// types are an error. The buffer stays borrowed by the recording, as with
+    /// [`buf`](Self::buf), and the map describes no other.
+    pub fn tensor_map<T: DeviceCopy>(
         of: &'a DeviceBuffer<T>,
         rows: usize,
         cols: usize,
@@ -86,7 +87,7 @@ impl<'a> KernelArg<'a> {
         box_cols: u32,
     ) -> crate::error::Result<Self> {
         Ok(KernelArg::TensorMap {
-            map: super::TensorMap::half_2d(of, rows, cols, box_rows, box_cols)?,
+            map: super::TensorMap::tiled_2d(of, rows, cols, box_rows, box_cols)?,
             ctx: of.context_id(),
             _borrow: std::marker::PhantomData,
         })

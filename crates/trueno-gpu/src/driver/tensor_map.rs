@@ -5,11 +5,11 @@ use std::ffi::c_void;
 
 use super::ffi;
 use crate::error::{GpuError, Result};
-use crate::kernels::gemm_mma::HalfType;
-use crate::memory::{DeviceBuffer, HalfElem};
+use crate::memory::{DeviceBuffer, DeviceCopy};
+use crate::ptx::PtxType;
 
 /// A `CUtensorMap`: opaque to the host, 64-byte aligned as the driver requires. Made only
-/// with the buffer it describes ([`KernelArg::half_tensor_map`](super::KernelArg::half_tensor_map)).
+/// with the buffer it describes ([`KernelArg::tensor_map`](super::KernelArg::tensor_map)).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
 pub struct TensorMap {
@@ -23,11 +23,12 @@ impl std::fmt::Debug for TensorMap {
 }
 
 impl TensorMap {
-    /// A map of the row-major `rows x cols` matrix of 16-bit floats in `buf` read in
+    /// A map of the row-major `rows x cols` matrix of f32, bf16 or f16 in `buf` read in
     /// boxes of `box_rows x box_cols` elements, written to shared memory in the 128-byte
-    /// swizzled layout (so `box_cols` is at most 64); parts of a box outside the matrix
-    /// arrive as zeros. Rows must start on 16-byte boundaries (`cols` a multiple of 8).
-    pub(crate) fn half_2d<T: HalfElem>(
+    /// swizzled layout (so a box row is 16 to 128 bytes: `box_cols` up to 64 16-bit
+    /// values or 32 f32); parts of a box outside the matrix arrive as zeros. Rows must
+    /// start on 16-byte boundaries (`cols` a multiple of 8 16-bit values or 4 f32).
+    pub(crate) fn tiled_2d<T: DeviceCopy>(
         buf: &DeviceBuffer<T>,
         rows: usize,
         cols: usize,
@@ -46,29 +47,39 @@ impl TensorMap {
                 buf.len()
             ));
         }
-        if !cols.is_multiple_of(8) || rows > u32::MAX as usize || cols > u32::MAX as usize {
+        let dtype = match T::PTX {
+            PtxType::F32 => ffi::tensor_map::DATA_F32,
+            PtxType::F16 => ffi::tensor_map::DATA_F16,
+            PtxType::Bf16 => ffi::tensor_map::DATA_BF16,
+            t => {
+                return bad(format!(
+                    "{t} elements: the copy engine's maps here take f32, f16, bf16"
+                ));
+            }
+        };
+        let bytes = T::PTX.bytes();
+        let per_16 = (16 / bytes) as usize;
+        if !cols.is_multiple_of(per_16) || rows > u32::MAX as usize || cols > u32::MAX as usize {
             return bad(format!(
-                "{rows} x {cols}: rows must be a multiple of 16 bytes (cols % 8 == 0), \
+                "{rows} x {cols}: rows must be a multiple of 16 bytes (cols % {per_16} == 0), \
                  each dimension below 2^32"
             ));
         }
+        let max_cols = 128 / bytes;
         if !(1..=256).contains(&box_rows)
-            || !(8..=64).contains(&box_cols)
-            || !box_cols.is_multiple_of(8)
+            || !(1..=max_cols).contains(&box_cols)
+            || !(box_cols * bytes).is_multiple_of(16)
         {
             return bad(format!(
-                "box {box_rows} x {box_cols}: rows 1 to 256, columns 8 to 64 in steps of 8"
+                "box {box_rows} x {box_cols}: rows 1 to 256, columns {per_16} to {max_cols} \
+                 in steps of {per_16}"
             ));
         }
         if !buf.device_ptr().is_multiple_of(16) {
             return bad("the buffer does not start on a 16-byte boundary".into());
         }
-        let dtype = match T::TYPE {
-            HalfType::F16 => ffi::tensor_map::DATA_F16,
-            HalfType::Bf16 => ffi::tensor_map::DATA_BF16,
-        };
         let dims = [cols as u64, rows as u64];
-        let strides = [cols as u64 * 2];
+        let strides = [cols as u64 * bytes as u64];
         let boxes = [box_cols, box_rows];
         let elem_strides = [1u32, 1];
         let mut map = TensorMap { words: [0; 16] };

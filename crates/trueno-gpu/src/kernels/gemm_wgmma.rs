@@ -1,34 +1,38 @@
 //! Tensor-core GEMM for Hopper (sm_90a): `C = act(alpha * A B + beta * C + bias)` with
-//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32, bf16
-//! or f16 `C`, by warpgroup products (`wgmma`) fed by the bulk tensor copy engine (TMA);
-//! the epilogue is [`super::gemm_epilogue`]'s.
+//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), or f32 `A` and `Bᵀ` (n x k)
+//! multiplied as TF32, f32 accumulation and an f32, bf16 or f16 `C`, by warpgroup
+//! products (`wgmma`) fed by the bulk tensor copy engine (TMA); the epilogue is
+//! [`super::gemm_epilogue`]'s.
 //!
 //! One block computes a 128 x `BN` tile with three warpgroups. The first is the
-//! producer: one of its threads asks the copy engine for the next k-tile of A (128 x 64)
-//! and B (64 x `BN`, in 64-column boxes) into a ring of shared-memory stages, each stage
+//! producer: one of its threads asks the copy engine for the next k-tile of A (128 rows
+//! x 128 bytes: 64 halves or 32 f32) and B (128 bytes of k by `BN`) into a ring of
+//! shared-memory stages, each stage
 //! guarded by two transaction barriers (full: the bytes have landed; empty: both consumers
 //! are done with it). The other two are consumers, each multiplying 64 rows of the tile
 //! with `wgmma.m64n{BN}k16` straight from shared memory, accumulators in registers. The
 //! producer gives registers back (`setmaxnreg`) so the consumers can hold theirs.
 //!
 //! The copy engine writes the tiles in the 128-byte swizzled layout the products read:
-//! A k-major (rows of 64 halves, 8-row groups 1024 bytes apart), B n-major (k-rows of
-//! 64 halves per box, boxes 8 KiB apart). Parts of a box outside the matrices arrive as
-//! zeros, so ragged m, n and k need no masks until the store. Rows are read through
-//! tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are multiples
-//! of 8.
+//! A k-major (rows of 128 bytes, 8-row groups 1024 bytes apart); 16-bit B n-major (k-rows
+//! of 64 halves per 64-column box, boxes 8 KiB apart); TF32 B k-major like A (`wgmma`
+//! transposes only 16-bit operands, so the TF32 product takes B already transposed: the
+//! `[out, in]` layout of a linear layer's weights). Parts of a box outside the matrices
+//! arrive as zeros, so ragged m, n and k need no masks until the store. Rows are read
+//! through tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are
+//! multiples of 8.
 
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
 use super::gemm_mma::{HalfType, raster, tensor_core_launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
 pub const TILE_M: u32 = 128;
-/// The k-step of one stage: 64 halves, one 128-byte swizzle row.
-pub const TILE_K: u32 = 64;
+/// The k-step of one stage in bytes: one 128-byte swizzle row (64 halves, 32 f32).
+pub const TILE_K_BYTES: u32 = 128;
 /// Threads per block: a producer warpgroup and two consumers.
 pub const THREADS: u32 = 384;
 /// Columns per copy-engine box of B (one 128-byte swizzle row).
@@ -42,6 +46,50 @@ const CONSUMER_WARPS: u32 = 8;
 /// Bytes of shared memory kept to round the dynamic base up to 1024 (the swizzle
 /// pattern repeats every 1024 bytes and the descriptors assume tiles start on it).
 const ALIGN_SLACK: u32 = 1024;
+
+/// What the products multiply, and so how B is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WgmmaInput {
+    /// f16 or bf16 `A` (m x k) and `B` (k x n), both row-major.
+    Half(HalfType),
+    /// f32 `A` (m x k) and `Bᵀ` (n x k), both row-major, multiplied as TF32 (the
+    /// products read 10 of the 23 mantissa bits; sums stay f32).
+    Tf32,
+}
+
+impl From<HalfType> for WgmmaInput {
+    fn from(t: HalfType) -> Self {
+        WgmmaInput::Half(t)
+    }
+}
+
+impl WgmmaInput {
+    /// The kernel-name part (`bf16`, `f16`, `tf32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            WgmmaInput::Half(t) => t.name(),
+            WgmmaInput::Tf32 => "tf32",
+        }
+    }
+
+    /// Elements of k per stage (one 128-byte row).
+    pub fn tile_k(self) -> u32 {
+        TILE_K_BYTES / self.ptx().bytes()
+    }
+
+    /// The element type in memory (f32 for TF32).
+    fn ptx(self) -> PtxType {
+        match self {
+            WgmmaInput::Half(t) => t.ptx(),
+            WgmmaInput::Tf32 => PtxType::F32,
+        }
+    }
+
+    /// Whether B is stored k-major (`Bᵀ` row-major) rather than n-major.
+    pub fn b_k_major(self) -> bool {
+        self == WgmmaInput::Tf32
+    }
+}
 
 /// The tile width (columns of C per block).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,11 +118,11 @@ impl WgmmaTileN {
     }
 
     fn a_bytes() -> u32 {
-        TILE_M * TILE_K * 2
+        TILE_M * TILE_K_BYTES
     }
 
     fn stage_bytes(self) -> u32 {
-        Self::a_bytes() + self.elems() * TILE_K * 2
+        Self::a_bytes() + self.elems() * TILE_K_BYTES
     }
 
     /// Dynamic shared memory: the stages, two barriers per stage, alignment slack.
@@ -83,14 +131,15 @@ impl WgmmaTileN {
     }
 }
 
-/// The Hopper GEMM for one input type and tile width: parameters `map_a`, `map_b`
-/// (tensor maps of A in 128 x 64 boxes and of B in 64 x 64, see
-/// [`KernelArg::half_tensor_map`](crate::driver::KernelArg::half_tensor_map)), `c`, `m`, `n`, `k`,
-/// then the epilogue's `alpha`, `beta` (`beta == 0` never reads `c`), `bias`, `epilogue`
+/// The Hopper GEMM for one input, tile width and output: parameters `map_a`, `map_b`
+/// (tensor maps, see [`KernelArg::tensor_map`](crate::driver::KernelArg::tensor_map): A
+/// in boxes of 128 rows x [`WgmmaInput::tile_k`]; 16-bit B in boxes of `tile_k` rows x
+/// [`BOX_N`], TF32 `Bᵀ` in boxes of `BN` rows x `tile_k`), `c`, `m`, `n`, `k`, then the
+/// epilogue's `alpha`, `beta` (`beta == 0` never reads `c`), `bias`, `epilogue`
 /// ([`Activation::flags`](super::gemm_epilogue::Activation::flags)); `c` of the output
 /// type.
 #[derive(Clone, Copy, Debug)]
-pub struct WgmmaGemmKernel(pub HalfType, pub WgmmaTileN, pub FloatType);
+pub struct WgmmaGemmKernel(pub WgmmaInput, pub WgmmaTileN, pub FloatType);
 
 /// The fixed upper half of a 128-byte-swizzle descriptor: swizzle mode 1 (bits 62-63)
 /// and a stride of 1024 bytes between 8-row groups (bits 32-45, in 16-byte units).
@@ -107,8 +156,10 @@ fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
     b.or(lo, DESC_HI)
 }
 
-fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
+fn build(name: &str, input: WgmmaInput, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
     let bn = tile_n.elems();
+    let tile_k = input.tile_k();
+    let b_k_major = input.b_k_major();
     let stages = tile_n.stages();
     let stage_bytes = tile_n.stage_bytes();
     let a_bytes = WgmmaTileN::a_bytes();
@@ -141,8 +192,8 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> Ker
     let (cx, cy) = raster(&mut b);
     let row0 = b.mul(cy, TILE_M);
     let col0 = b.mul(cx, bn);
-    let k_tiles = b.add(k, TILE_K - 1);
-    let k_tiles = b.shr(k_tiles, TILE_K.trailing_zeros());
+    let k_tiles = b.add(k, tile_k - 1);
+    let k_tiles = b.shr(k_tiles, tile_k.trailing_zeros());
     let warpgroup = b.shr(t, 7u32);
     // The ring position: slot, its byte offset and the parity of its current phase,
     // advanced after each k-tile by both roles alike.
@@ -181,12 +232,17 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> Ker
         let full = barrier(b, 0);
         b.mbar_arrive_expect_tx(full, 0, stage_bytes);
         let dst = b.add(base, stage);
-        let kx = b.mul(kt, TILE_K);
+        let kx = b.mul(kt, tile_k);
         b.tma_load_2d(dst, map_a, kx, row0, full);
-        for j in 0..bn / BOX_N {
-            let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K * 2);
-            let x = b.add(col0, j * BOX_N);
-            b.tma_load_2d(dst, map_b, x, kx, full);
+        if b_k_major {
+            let dst = b.add(dst, a_bytes);
+            b.tma_load_2d(dst, map_b, kx, col0, full);
+        } else {
+            for j in 0..bn / BOX_N {
+                let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K_BYTES);
+                let x = b.add(col0, j * BOX_N);
+                b.tma_load_2d(dst, map_b, x, kx, full);
+            }
         }
         advance(b);
     });
@@ -199,10 +255,15 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> Ker
     let acc: Vec<Reg<F32>> = (0..bn / 2).map(|_| b.mov(0.0f32)).collect();
     // scale-d: always accumulate (the accumulators start at zero above).
     let accumulate = b.setp::<U32>(Cmp::Eq, t, t);
-    let a_tile = b.mad(rows, TILE_M / 2 * TILE_K * 2, base);
+    let a_tile = b.mad(rows, TILE_M / 2 * TILE_K_BYTES, base);
     let a_desc0 = descriptor(&mut b, a_tile, 16);
     let b_tile = b.add(base, a_bytes);
-    let b_desc0 = descriptor(&mut b, b_tile, BOX_N * TILE_K * 2);
+    let b_leading = if b_k_major { 16 } else { BOX_N * TILE_K_BYTES };
+    let b_desc0 = descriptor(&mut b, b_tile, b_leading);
+    // One product's k: 32 bytes along a k-major row (16 halves or 8 TF32); down an
+    // n-major B, 16 k-rows (two 8-row groups, 2048 bytes).
+    let k_step = 32 / input.ptx().bytes();
+    let b_step = if b_k_major { 32 } else { 2048 };
     let lane = b.and(t, 31u32);
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
     // The empty barrier of the k-tile before this one: released once its products are
@@ -216,12 +277,11 @@ fn build(name: &str, input: HalfType, tile_n: WgmmaTileN, out: FloatType) -> Ker
         let a_desc = b.add(a_desc0, offset);
         let b_desc = b.add(b_desc0, offset);
         b.wgmma_fence();
-        for ks in 0..TILE_K / 16 {
-            // k16 step ks: 32 bytes along A's swizzled rows, 16 k-rows (two 8-row
-            // groups, 2048 bytes) down B's boxes; in 16-byte descriptor units.
+        for ks in 0..tile_k / k_step {
+            // Descriptor addresses are in 16-byte units.
             let ad = b.add(a_desc, (ks * 32 / 16) as u64);
-            let bd = b.add(b_desc, (ks * 2048 / 16) as u64);
-            b.wgmma(input.ptx(), true, &acc, ad, bd, accumulate);
+            let bd = b.add(b_desc, (ks * b_step / 16) as u64);
+            b.wgmma(input.ptx(), !b_k_major, &acc, ad, bd, accumulate);
         }
         b.wgmma_commit();
         b.wgmma_wait(1);
@@ -293,7 +353,12 @@ impl Kernel for WgmmaGemmKernel {
 /// Every Hopper GEMM configuration.
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    for t in [HalfType::Bf16, HalfType::F16] {
+    let inputs = [
+        WgmmaInput::Half(HalfType::Bf16),
+        WgmmaInput::Half(HalfType::F16),
+        WgmmaInput::Tf32,
+    ];
+    for t in inputs {
         for n in [WgmmaTileN::N128, WgmmaTileN::N256] {
             for out in FloatType::ALL {
                 v.push(Box::new(WgmmaGemmKernel(t, n, out)));
@@ -309,7 +374,7 @@ mod tests {
 
     #[test]
     fn launch_config_covers_ragged_shapes_and_rejects_what_the_copies_cannot_read() {
-        let k = WgmmaGemmKernel(HalfType::Bf16, WgmmaTileN::N256, FloatType::F16);
+        let k = WgmmaGemmKernel(HalfType::Bf16.into(), WgmmaTileN::N256, FloatType::F16);
         let c = k.launch_config(&[129, 264, 72]).unwrap();
         assert_eq!((c.grid, c.block.0), ((2, 2, 1), 384));
         // 4 stages of 16 KiB (A) + 32 KiB (B), 8 barrier bytes twice per stage, 1 KiB slack.
@@ -327,7 +392,7 @@ mod tests {
 
     #[test]
     fn the_kernel_is_written_for_sm_90a_only_and_splits_registers() {
-        let k = WgmmaGemmKernel(HalfType::F16, WgmmaTileN::N128, FloatType::F32);
+        let k = WgmmaGemmKernel(HalfType::F16.into(), WgmmaTileN::N128, FloatType::F32);
         assert_eq!(k.targets(), &[Target::Sm90a]);
         let ir = k.build();
         assert_eq!((ir.max_threads, ir.min_blocks), (Some(THREADS), Some(1)));

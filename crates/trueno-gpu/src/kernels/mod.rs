@@ -32,6 +32,7 @@ pub mod quantize_q8k;
 pub mod reduce;
 pub mod rope;
 pub mod softmax;
+pub mod transpose;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -178,6 +179,7 @@ impl Family {
             Family::Elementwise => elementwise::all()
                 .into_iter()
                 .chain(convert::all())
+                .chain([Box::new(transpose::TransposeKernel) as Box<dyn Kernel>])
                 .collect(),
             Family::Reduce => reduce::all(),
             Family::Softmax => softmax::all(),

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use super::Target;
 use super::ir::{AddrBase, DYNAMIC_SHARED, Imm, Instr, KernelIr, Op, Operand};
 use super::regalloc::Allocation;
-use super::types::{RegClass, VReg};
+use super::types::{PtxType, RegClass, VReg};
 
 /// PTX ISA version written in the header; 8.0 covers sm_90 and every driver since CUDA 12.
 pub const PTX_VERSION: &str = "8.0";
@@ -211,10 +211,14 @@ fn mnemonic(i: &Instr) -> String {
         Op::WgmmaFence => "wgmma.fence.sync.aligned".into(),
         Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
         Op::WgmmaWait(n) => format!("wgmma.wait_group.sync.aligned {n}"),
-        Op::Wgmma { n, .. } => {
-            let t = i.ty.map(|t| t.name()).unwrap_or("bf16");
-            format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}")
-        }
+        // f32 operands are multiplied as TF32, eight k a product.
+        Op::Wgmma { n, .. } => match i.ty {
+            Some(PtxType::F32) => format!("wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32"),
+            t => {
+                let t = t.map(|t| t.name()).unwrap_or("bf16");
+                format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}")
+            }
+        },
         Op::SetMaxNreg { inc, regs } => format!(
             "setmaxnreg.{}.sync.aligned.u32 {regs}",
             if *inc { "inc" } else { "dec" }
@@ -239,17 +243,22 @@ fn special_operands(i: &Instr, a: &Allocation) -> Option<Vec<String>> {
             o(4),
         ]),
         // The accumulators are read and written: listed once; then the descriptors, the
-        // scale-d predicate, A and B unscaled, A k-major, B as stored.
-        Op::Wgmma { trans_b, .. } => Some(vec![
-            operand(&Operand::Vector(i.dsts.clone()), a),
-            o(1),
-            o(2),
-            o(3),
-            "1".into(),
-            "1".into(),
-            "0".into(),
-            u8::from(*trans_b).to_string(),
-        ]),
+        // scale-d predicate, A and B unscaled, A k-major, B as stored (TF32 products
+        // take no transpose flags: both operands are k-major).
+        Op::Wgmma { trans_b, .. } => {
+            let mut ops = vec![
+                operand(&Operand::Vector(i.dsts.clone()), a),
+                o(1),
+                o(2),
+                o(3),
+                "1".into(),
+                "1".into(),
+            ];
+            if i.ty != Some(PtxType::F32) {
+                ops.extend(["0".into(), u8::from(*trans_b).to_string()]);
+            }
+            Some(ops)
+        }
         _ => None,
     }
 }

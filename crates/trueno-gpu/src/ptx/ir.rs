@@ -400,7 +400,8 @@ pub enum Op {
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {d}, a_desc, b_desc, p, 1,
     /// 1, 0, trans_b`: a warpgroup's 64 x n product from two shared-memory descriptors,
     /// added to `d` when `p` (dsts: the n / 2 accumulators; srcs: the same accumulators,
-    /// A's descriptor, B's, the scale-d predicate).
+    /// A's descriptor, B's, the scale-d predicate). With `ty` f32 the operands are read
+    /// as TF32: `m64n{n}k8.f32.tf32.tf32`, both k-major, no transpose flags.
     Wgmma {
         /// The product's width (8 to 256, a multiple of 8).
         n: u32,

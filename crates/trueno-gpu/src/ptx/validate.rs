@@ -300,15 +300,20 @@ fn check_types(i: &Instr) -> Result<(), String> {
             dsts_ok(i, PtxType::U64)?;
             srcs_ok(i, PtxType::U64, &i.srcs)
         }
-        Op::Wgmma { n, .. } => {
-            if !matches!(ty, PtxType::F16 | PtxType::Bf16) {
-                return Err(format!("wgmma inputs are f16 or bf16, not {ty}"));
+        Op::Wgmma { n, trans_b } => {
+            if !matches!(ty, PtxType::F16 | PtxType::Bf16 | PtxType::F32) {
+                return Err(format!(
+                    "wgmma inputs are f16, bf16 or f32 (as tf32), not {ty}"
+                ));
+            }
+            if ty == PtxType::F32 && *trans_b {
+                return Err("a tf32 wgmma reads B k-major only (no transpose)".into());
             }
             if !(8..=256).contains(n) || n % 8 != 0 {
-                return Err(format!("wgmma m64n{n}k16: n is 8 to 256, a multiple of 8"));
+                return Err(format!("wgmma m64n{n}: n is 8 to 256, a multiple of 8"));
             }
             if i.dsts.len() != *n as usize / 2 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
-                return Err(format!("wgmma m64n{n}k16 writes {} f32 registers", n / 2));
+                return Err(format!("wgmma m64n{n} writes {} f32 registers", n / 2));
             }
             match i.srcs.as_slice() {
                 [Operand::Vector(acc), a, b, p]

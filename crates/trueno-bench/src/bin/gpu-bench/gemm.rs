@@ -1,5 +1,6 @@
-//! The GEMM sections: `gemm` (the FP32 SIMT kernels) and `gemm_mma` (the tensor-core
-//! kernels at each configuration, then the default path's epilogues with a bf16 output).
+//! The GEMM sections: `gemm` (the FP32 SIMT kernels), `gemm_mma` (the tensor-core
+//! kernels at each configuration, then the default path's epilogues with a bf16 output)
+//! and `gemm_tf32` (f32 inputs on Hopper's tensor cores).
 
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_epilogue::Activation;
@@ -107,6 +108,46 @@ impl Bench {
                     r#"{{"kind":"gemm_mma","type":"{what}","peer":"{peer}","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The TF32 GEMM (sm_90a only), square sizes: `a bᵀ` with B given transposed (the
+    /// layout the tensor cores read) at both tile widths and the default, then a
+    /// row-major B through the device transpose first (both launches timed together).
+    pub(super) fn gemm_tf32(&mut self) -> Result<()> {
+        if !self.ctx.has_sm90a() {
+            return Ok(());
+        }
+        let sizes: &[usize] = if self.quick {
+            &[1024]
+        } else {
+            &[1024, 2048, 4096, 8192]
+        };
+        for &s in sizes {
+            let a = self.ctx.upload(&random(s * s, 1))?;
+            let b = self.ctx.upload(&random(s * s, 2))?;
+            let bt = self.ctx.alloc::<f32>(s * s)?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            let e = GemmEpilogue::default();
+            let tflops = |ms: f64| 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+            for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+                let ms = self.time(1, |st, _| st.gemm_tf32_tiled(tn, &a, &b, &c, s, s, s, e))?;
+                self.emit(format!(
+                    r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT n{}","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
+                    tn.elems(),
+                    tflops(ms)
+                ));
+            }
+            let ms = self.time(1, |st, _| {
+                st.transpose(&b, &bt, s, s)?;
+                st.gemm_tf32(&a, &bt, &c, s, s, s, e)
+            })?;
+            let tms = self.time(1, |st, _| st.transpose(&b, &bt, s, s))?;
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (transpose + a bT)","size":{s},"ms":{ms:.5},"transpose_ms":{tms:.5},"tflops":{:.3}}}"#,
+                tflops(ms)
+            ));
         }
         Ok(())
     }

@@ -125,8 +125,9 @@ impl KernelBuilder {
 
     /// One warpgroup product `acc += A B` (`acc = A B` where `accumulate` is false) of
     /// shape 64 x `acc.len() * 2` x 16, both operands in shared memory described by
-    /// `a_desc` (k-major) and `b_desc` (n-major when `trans_b`). The accumulators are
-    /// written in the background until [`wgmma_wait`](Self::wgmma_wait).
+    /// `a_desc` (k-major) and `b_desc` (n-major when `trans_b`). `input` f32 multiplies
+    /// f32 operands as TF32, 64 x `acc.len() * 2` x 8, B k-major (`trans_b` false). The
+    /// accumulators are written in the background until [`wgmma_wait`](Self::wgmma_wait).
     pub fn wgmma(
         &mut self,
         input: PtxType,
@@ -188,6 +189,7 @@ mod tests {
         let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
         b.wgmma_fence();
         b.wgmma(PtxType::Bf16, true, &acc, desc, desc, yes);
+        b.wgmma(PtxType::F32, false, &acc[..8], desc, desc, yes);
         b.wgmma_commit();
         b.wgmma_wait(0);
         b.mbar_arrive(smem, 1024);
@@ -213,6 +215,7 @@ mod tests {
             "wgmma.fence.sync.aligned;",
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 \t{%f",
             ", 1, 1, 0, 1;",
+            "wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32 \t{%f",
             "wgmma.commit_group.sync.aligned;",
             "wgmma.wait_group.sync.aligned 0;",
             "mbarrier.arrive.shared::cta.b64 \t_, [%r",
@@ -221,6 +224,28 @@ mod tests {
         }
         // The copy's tensor operand: the map's address and the two coordinates.
         assert!(text.contains("[%rd") && text.contains(", {%r"), "{text}");
+    }
+
+    #[test]
+    fn a_tf32_wgmma_takes_no_transpose_flags() {
+        let text = emit_module(Target::Sm90a, &[compile(tiny(64)).unwrap()]);
+        let tf32 = text
+            .lines()
+            .find(|l| l.contains("k8.f32.tf32.tf32"))
+            .unwrap();
+        assert!(tf32.trim_end().ends_with(", 1, 1;"), "{tf32}");
+        let mut b = KernelBuilder::new("tf32_transposed");
+        let acc: Vec<_> = (0..4).map(|_| b.mov(0.0f32)).collect();
+        let desc = b.mov(0u64);
+        let zero = b.mov(0u32);
+        let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
+        b.wgmma(PtxType::F32, true, &acc, desc, desc, yes);
+        b.ret();
+        let faults = validate::validate(&b.finish());
+        assert!(
+            faults.iter().any(|f| f.to_string().contains("k-major")),
+            "{faults:?}"
+        );
     }
 
     #[test]

@@ -1,0 +1,239 @@
+//! The TF32 GEMM (Hopper's wgmma path, `Stream::gemm_tf32`) and the f32 transpose on the
+//! device: the product against an f64 product of the full f32 inputs, within the error
+//! TF32 allows (each operand keeps 10 of its 23 mantissa bits), at ragged shapes, with
+//! alpha/beta, a NaN-poisoned C under beta = 0, a bias and activation, a 16-bit output,
+//! a row-major B transposed on the device first; the transpose exactly; the shape
+//! errors. Skipped without a GPU (the GEMM also without an sm_90 one).
+
+mod common;
+use common::device::{POISON, Rng, ctx, poisoned, small};
+
+use half::bf16;
+use trueno_gpu::GemmEpilogue;
+use trueno_gpu::driver::Context;
+use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
+use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
+
+/// `x` (rows x cols, row-major) transposed on the host.
+fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; x.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = x[r * cols + c];
+        }
+    }
+    t
+}
+
+/// f64 `a b` (B row-major k x n) and, per element, `sum |a| |b|`.
+fn product(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> (Vec<f64>, Vec<f64>) {
+    let mut out = vec![0.0; m * n];
+    let mut mag = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            let av = a[i * k + p] as f64;
+            for j in 0..n {
+                let t = av * b[p * n + j] as f64;
+                out[i * n + j] += t;
+                mag[i * n + j] += t.abs();
+            }
+        }
+    }
+    (out, mag)
+}
+
+/// How far a TF32 product with f32 sums may be from the exact one, for a term of
+/// magnitude sum `mag`: each operand loses up to 2^-10 of itself (truncated to 10
+/// mantissa bits; 2^-11 if rounded), so each product up to about 2^-9; the k f32
+/// additions 2^-24 each of the running sum.
+fn tf32_bound(mag: f64, k: usize) -> f64 {
+    (2f64.powi(-9) + (k as f64 + 2.0) * 2f64.powi(-24)) * mag
+}
+
+/// One TF32 product `c = alpha a b + beta c` on `tile`, B passed transposed.
+fn check(
+    ctx: &Context,
+    rng: &mut Rng,
+    tile: WgmmaTileN,
+    shape: (usize, usize, usize),
+    ab: (f32, f32),
+) {
+    let (m, n, k) = shape;
+    let (alpha, beta) = ab;
+    let a = rng.vec(m * k, -1.0, 1.0);
+    let b = rng.vec(k * n, -1.0, 1.0);
+    let c0 = rng.vec(m * n, -2.0, 2.0);
+    let (prod, mag) = product(&a, &b, shape);
+    let da = ctx.upload(&a).unwrap();
+    let dbt = ctx.upload(&transposed(&b, k, n)).unwrap();
+    let mut dc = if beta == 0.0 {
+        poisoned(ctx, m * n)
+    } else {
+        ctx.upload(&c0).unwrap()
+    };
+    let mut s = ctx.stream().unwrap().record();
+    let e = GemmEpilogue::scaled(alpha, beta);
+    s.gemm_tf32_tiled(tile, &da, &dbt, &dc, m, n, k, e).unwrap();
+    s.sync().unwrap();
+    let got = dc.to_vec().unwrap();
+    let what = format!("tf32 {tile:?} {m}x{n}x{k} alpha {alpha} beta {beta}");
+    for (i, &g) in got.iter().enumerate() {
+        assert!(g.to_bits() != POISON, "{what}: element {i} never written");
+        let bc = if beta == 0.0 {
+            0.0
+        } else {
+            beta as f64 * c0[i] as f64
+        };
+        let want = alpha as f64 * prod[i] + bc;
+        let bound = tf32_bound(alpha.abs() as f64 * mag[i], k) + 2f64.powi(-22) * bc.abs() + 1e-30;
+        assert!(
+            (g as f64 - want).abs() <= bound,
+            "{what}[{} {}]: got {g}, want {want} (bound {bound:e})",
+            i / n,
+            i % n
+        );
+    }
+}
+
+/// More k-tiles than stages, tiles ragged in every dimension, k below one k-tile.
+#[test]
+fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
+    let Some(ctx) = ctx() else { return };
+    if !ctx.has_sm90a() {
+        eprintln!(
+            "SKIPPED: {} is not sm_90 (wgmma needs sm_90a)",
+            ctx.device().name
+        );
+        return;
+    }
+    let mut rng = Rng(94);
+    let mut shapes = vec![
+        (1, 8, 8),
+        (7, 16, 24),
+        (17, 24, 40),
+        (128, 128, 32),
+        (129, 136, 72),
+        (255, 264, 8),
+        (300, 8, 520),
+        (64, 1000, 1000),
+    ];
+    if !small() {
+        shapes.push((520, 392, 2056));
+    }
+    for tile in [WgmmaTileN::N128, WgmmaTileN::N256] {
+        for &shape in &shapes {
+            check(&ctx, &mut rng, tile, shape, (1.0, 0.0));
+        }
+        for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
+            check(&ctx, &mut rng, tile, (129, 136, 72), ab);
+        }
+    }
+}
+
+/// A row-major B transposed on the device, then the product with a bias and SiLU into
+/// bf16 (the epilogue is the 16-bit GEMMs'; this checks it is wired to the TF32 one).
+#[test]
+fn tf32_gemm_after_a_device_transpose_with_bias_silu_and_bf16_output() {
+    let Some(ctx) = ctx() else { return };
+    if !ctx.has_sm90a() {
+        eprintln!("SKIPPED: {} is not sm_90", ctx.device().name);
+        return;
+    }
+    let mut rng = Rng(95);
+    let (m, n, k) = (200, 136, 264);
+    let a = rng.vec(m * k, -1.0, 1.0);
+    let b = rng.vec(k * n, -1.0, 1.0);
+    let bias = rng.vec(n, -1.5, 1.5);
+    let (prod, mag) = product(&a, &b, (m, n, k));
+    let (da, db, dbias) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b).unwrap(),
+        ctx.upload(&bias).unwrap(),
+    );
+    let dbt = poisoned(&ctx, k * n);
+    let mut dc = ctx.upload(&vec![bf16::from_bits(0x7FC5); m * n]).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    s.transpose(&db, &dbt, k, n).unwrap();
+    let e = GemmEpilogue::default()
+        .with_bias(&dbias)
+        .with_activation(Activation::Silu);
+    s.gemm_tf32(&da, &dbt, &dc, m, n, k, e).unwrap();
+    s.sync().unwrap();
+    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+        assert_ne!(g.to_bits(), 0x7FC5, "element {i} never written");
+        let want = gemm_epilogue::reference(
+            prod[i],
+            0.0,
+            (1.0, 0.0),
+            Some(bias[i % n]),
+            Activation::Silu,
+        ) as f64;
+        // SiLU's slope is at most 1.1; ex2.approx and div.full add 3e-5 of the value.
+        let bound = 1.1 * (tf32_bound(mag[i], k) + 2f64.powi(-21) * (prod[i].abs() + 2.0))
+            + 3e-5 * want.abs()
+            + 1e-30;
+        let lo = bf16::from_f64(want - bound).to_f64();
+        let hi = bf16::from_f64(want + bound).to_f64();
+        let g = g.to_f64();
+        assert!(
+            lo <= g && g <= hi,
+            "[{} {}]: got {g}, want {want} ({lo}..={hi})",
+            i / n,
+            i % n
+        );
+    }
+}
+
+#[test]
+fn transpose_moves_every_value_at_ragged_shapes() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(96);
+    for (rows, cols) in [
+        (1, 1),
+        (1, 33),
+        (33, 1),
+        (31, 33),
+        (64, 64),
+        (100, 257),
+        (1000, 37),
+    ] {
+        let x = rng.vec(rows * cols, -4.0, 4.0);
+        let dx = ctx.upload(&x).unwrap();
+        let mut out = poisoned(&ctx, rows * cols);
+        let mut s = ctx.stream().unwrap().record();
+        s.transpose(&dx, &out, rows, cols).unwrap();
+        s.sync().unwrap();
+        let got = out.to_vec().unwrap();
+        let want = transposed(&x, rows, cols);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{rows}x{cols}: element {i}");
+        }
+    }
+}
+
+#[test]
+fn tf32_gemm_and_transpose_reject_bad_shapes() {
+    let Some(ctx) = ctx() else { return };
+    let a = ctx.upload(&vec![1.0f32; 16 * 16]).unwrap();
+    let b = ctx.upload(&vec![1.0f32; 16 * 16]).unwrap();
+    let c = poisoned(&ctx, 16 * 16);
+    let mut s = ctx.stream().unwrap().record();
+    let none = GemmEpilogue::default();
+    if ctx.has_sm90a() {
+        let e = s.gemm_tf32(&a, &b, &c, 16, 12, 16, none).unwrap_err();
+        assert!(e.to_string().contains("multiples of 8"), "{e}");
+        // A too short for 32 rows; the output aliasing B.
+        assert!(s.gemm_tf32(&a, &b, &c, 32, 8, 16, none).is_err());
+        let e = s.gemm_tf32(&a, &b, &b, 16, 16, 16, none).unwrap_err();
+        assert!(e.to_string().contains("alias"), "{e}");
+    } else {
+        let e = s.gemm_tf32(&a, &b, &c, 16, 16, 16, none).unwrap_err();
+        assert!(e.to_string().contains("sm_90a"), "{e}");
+    }
+    let e = s.transpose(&a, &c, 16, 17).unwrap_err();
+    assert!(e.to_string().contains("transpose x"), "{e}");
+    let e = s.transpose(&a, &a, 16, 16).unwrap_err();
+    assert!(e.to_string().contains("alias"), "{e}");
+    assert!(s.transpose(&a, &c, 0, 16).is_err());
+    s.sync().unwrap();
+}
