@@ -6,8 +6,8 @@
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::gemm_epilogue::Activation;
-use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
-use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaInput, WgmmaTileN};
+use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
+use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
 use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
@@ -168,7 +168,7 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = MmaGemmKernel(T::TYPE, tile_k, C::TYPE);
+        let kern = MmaGemmKernel(T::TYPE.into(), tile_k, C::TYPE);
         let names = ["gemm_mma a", "gemm_mma b", "gemm_mma c"];
         let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
         self.tensor_core_gemm(
@@ -250,13 +250,13 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let input = WgmmaInput::Half(T::TYPE);
+        let input = GemmInput::Half(T::TYPE);
         let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
         let names = ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"];
         let operands = |a, b| {
             Ok([
-                KernelArg::tensor_map(a, m, k, TILE_M, input.tile_k())?,
-                KernelArg::tensor_map(b, k, n, input.tile_k(), BOX_N)?,
+                KernelArg::tensor_map(a, m, k, TILE_M, tile_k(input))?,
+                KernelArg::tensor_map(b, k, n, tile_k(input), BOX_N)?,
             ])
         };
         self.tensor_core_gemm(
@@ -271,23 +271,20 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
-    /// both row-major, on Hopper's tensor cores in TF32: each product reads 10 of the
-    /// 23 mantissa bits of its operands (relative error up to about 2^-10 a product),
-    /// the sums stay f32, as cuBLAS's TF32 mode (`torch.backends.cuda.matmul.allow_tf32`).
-    /// `b_t` is B transposed, the `[out, in]` layout of a linear layer's weights, because
-    /// the tensor cores read TF32 operands only k-major; a row-major `k x n` B is
-    /// transposed first ([`transpose`](Self::transpose)). `n` and `k` multiples of 8;
-    /// sm_90a only ([`Context::has_sm90a`](crate::driver::Context::has_sm90a)), an error
-    /// elsewhere ([`gemm`](Self::gemm) is exact f32 on any device).
+    /// both row-major, on the tensor cores in TF32: each product reads 10 of the 23
+    /// mantissa bits of its operands (relative error up to about 2^-10 a product), the
+    /// sums stay f32, as cuBLAS's TF32 mode (`torch.backends.cuda.matmul.allow_tf32`).
+    /// `b_t` is B transposed, the `[out, in]` layout of a linear layer's weights,
+    /// because the tensor cores read TF32 operands only k-major; a row-major `k x n` B
+    /// is transposed first ([`transpose`](Self::transpose)). `n` and `k` multiples of 8.
+    /// Hopper's path (wgmma, as [`gemm_wgmma`](Self::gemm_wgmma)) on sm_90a, the
+    /// `mma.sync` path elsewhere ([`gemm`](Self::gemm) is exact f32 on any device).
     ///
     /// ```
     /// use trueno_gpu::GemmEpilogue;
     /// use trueno_gpu::driver::Context;
     ///
     /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
-    /// if !ctx.has_sm90a() {
-    ///     return Ok(()); // TF32 products are Hopper's path only
-    /// }
     /// let (m, n, k) = (256, 128, 64);
     /// let a = ctx.upload(&vec![0.5f32; m * k])?;
     /// // Row j of b_t is column j of B: here B[p][j] = j, exactly representable in TF32.
@@ -312,14 +309,44 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let tile_n = self.wgmma_tile_n(m, n);
-        self.gemm_tf32_tiled(tile_n, a, b_t, c, m, n, k, epilogue)
+        if self.context().has_sm90a() {
+            let tile_n = self.wgmma_tile_n(m, n);
+            return self.gemm_tf32_wgmma(tile_n, a, b_t, c, m, n, k, epilogue);
+        }
+        self.gemm_tf32_mma(a, b_t, c, m, n, k, epilogue)
     }
 
-    /// [`gemm_tf32`](Self::gemm_tf32) with the tile width chosen by the caller (for
-    /// tuning and benchmarks).
+    /// [`gemm_tf32`](Self::gemm_tf32) on the sm_80 path (`mma.sync.m16n8k8`, any device
+    /// from sm_80), for tuning, benchmarks and tests.
     #[allow(clippy::too_many_arguments)]
-    pub fn gemm_tf32_tiled<C: FloatElem>(
+    pub fn gemm_tf32_mma<C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<f32>,
+        b_t: &'a DeviceBuffer<f32>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let kern = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, C::TYPE);
+        let names = ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"];
+        let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
+        self.tensor_core_gemm(
+            Family::GemmMma,
+            &kern,
+            names,
+            (a, b_t, c),
+            (m, n, k),
+            epilogue,
+            operands,
+        )
+    }
+
+    /// [`gemm_tf32`](Self::gemm_tf32) on Hopper's path with the tile width chosen by the
+    /// caller (for tuning and benchmarks); an error on devices without sm_90a.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_tf32_wgmma<C: FloatElem>(
         &mut self,
         tile_n: WgmmaTileN,
         a: &'a DeviceBuffer<f32>,
@@ -330,16 +357,16 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = WgmmaGemmKernel(WgmmaInput::Tf32, tile_n, C::TYPE);
+        let kern = WgmmaGemmKernel(GemmInput::Tf32, tile_n, C::TYPE);
         if !self.context().has_sm90a() {
-            return shape_err(&kern.name(), "TF32 products need an sm_90a device (Hopper)");
+            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
         }
         let names = ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"];
-        let tile_k = WgmmaInput::Tf32.tile_k();
+        let tk = tile_k(GemmInput::Tf32);
         let operands = |a, b_t| {
             Ok([
-                KernelArg::tensor_map(a, m, k, TILE_M, tile_k)?,
-                KernelArg::tensor_map(b_t, n, k, tile_n.elems(), tile_k)?,
+                KernelArg::tensor_map(a, m, k, TILE_M, tk)?,
+                KernelArg::tensor_map(b_t, n, k, tile_n.elems(), tk)?,
             ])
         };
         self.tensor_core_gemm(

@@ -47,7 +47,7 @@ fn projection(
             let name = if bias { "GEMM + bias" } else { "GEMM" };
             let mut gemm = launch(
                 &format!("{what} ({name})"),
-                &MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32),
+                &MmaGemmKernel(HalfType::Bf16.into(), MmaTileK::K64, FloatType::F32),
                 &[tokens, rows, cols],
                 t * c * 2 + wt + t * r * F32 + fused,
                 flops + fused / F32 * t,

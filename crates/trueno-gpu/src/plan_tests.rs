@@ -172,7 +172,7 @@ fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     assert_eq!(
         gemm.config,
         Some(
-            MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32)
+            MmaGemmKernel(HalfType::Bf16.into(), MmaTileK::K64, FloatType::F32)
                 .launch_config(&[512, 4096, 4096])
                 .unwrap()
         )

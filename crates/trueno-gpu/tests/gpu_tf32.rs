@@ -1,9 +1,10 @@
-//! The TF32 GEMM (Hopper's wgmma path, `Stream::gemm_tf32`) and the f32 transpose on the
-//! device: the product against an f64 product of the full f32 inputs, within the error
-//! TF32 allows (each operand keeps 10 of its 23 mantissa bits), at ragged shapes, with
-//! alpha/beta, a NaN-poisoned C under beta = 0, a bias and activation, a 16-bit output,
-//! a row-major B transposed on the device first; the transpose exactly; the shape
-//! errors. Skipped without a GPU (the GEMM also without an sm_90 one).
+//! The TF32 GEMM (`Stream::gemm_tf32`: the sm_80 mma.sync path and Hopper's wgmma path)
+//! and the f32 transpose on the device: the product against an f64 product of the full
+//! f32 inputs, within the error TF32 allows (each operand keeps 10 of its 23 mantissa
+//! bits), at ragged shapes, with alpha/beta, a NaN-poisoned C under beta = 0, a bias and
+//! activation, a 16-bit output, a row-major B transposed on the device first; the
+//! transpose exactly; the shape errors. Skipped without a GPU (the wgmma path also
+//! without an sm_90 one).
 
 mod common;
 use common::device::{POISON, Rng, ctx, poisoned, small};
@@ -50,14 +51,15 @@ fn tf32_bound(mag: f64, k: usize) -> f64 {
     (2f64.powi(-9) + (k as f64 + 2.0) * 2f64.powi(-24)) * mag
 }
 
-/// One TF32 product `c = alpha a b + beta c` on `tile`, B passed transposed.
-fn check(
-    ctx: &Context,
-    rng: &mut Rng,
-    tile: WgmmaTileN,
-    shape: (usize, usize, usize),
-    ab: (f32, f32),
-) {
+/// Which kernel.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Mma,
+    Wgmma(WgmmaTileN),
+}
+
+/// One TF32 product `c = alpha a b + beta c` on `path`, B passed transposed.
+fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize), ab: (f32, f32)) {
     let (m, n, k) = shape;
     let (alpha, beta) = ab;
     let a = rng.vec(m * k, -1.0, 1.0);
@@ -73,10 +75,14 @@ fn check(
     };
     let mut s = ctx.stream().unwrap().record();
     let e = GemmEpilogue::scaled(alpha, beta);
-    s.gemm_tf32_tiled(tile, &da, &dbt, &dc, m, n, k, e).unwrap();
+    match path {
+        Path::Mma => s.gemm_tf32_mma(&da, &dbt, &dc, m, n, k, e),
+        Path::Wgmma(tile) => s.gemm_tf32_wgmma(tile, &da, &dbt, &dc, m, n, k, e),
+    }
+    .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
-    let what = format!("tf32 {tile:?} {m}x{n}x{k} alpha {alpha} beta {beta}");
+    let what = format!("tf32 {path:?} {m}x{n}x{k} alpha {alpha} beta {beta}");
     for (i, &g) in got.iter().enumerate() {
         assert!(g.to_bits() != POISON, "{what}: element {i} never written");
         let bc = if beta == 0.0 {
@@ -95,16 +101,16 @@ fn check(
     }
 }
 
-/// More k-tiles than stages, tiles ragged in every dimension, k below one k-tile.
+/// More k-tiles than stages, tiles ragged in every dimension, k below one k-tile, on
+/// both paths.
 #[test]
 fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
     let Some(ctx) = ctx() else { return };
-    if !ctx.has_sm90a() {
-        eprintln!(
-            "SKIPPED: {} is not sm_90 (wgmma needs sm_90a)",
-            ctx.device().name
-        );
-        return;
+    let mut paths = vec![Path::Mma];
+    if ctx.has_sm90a() {
+        paths.extend([Path::Wgmma(WgmmaTileN::N128), Path::Wgmma(WgmmaTileN::N256)]);
+    } else {
+        eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
     }
     let mut rng = Rng(94);
     let mut shapes = vec![
@@ -120,25 +126,22 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
     if !small() {
         shapes.push((520, 392, 2056));
     }
-    for tile in [WgmmaTileN::N128, WgmmaTileN::N256] {
+    for path in paths {
         for &shape in &shapes {
-            check(&ctx, &mut rng, tile, shape, (1.0, 0.0));
+            check(&ctx, &mut rng, path, shape, (1.0, 0.0));
         }
         for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
-            check(&ctx, &mut rng, tile, (129, 136, 72), ab);
+            check(&ctx, &mut rng, path, (129, 136, 72), ab);
         }
     }
 }
 
 /// A row-major B transposed on the device, then the product with a bias and SiLU into
-/// bf16 (the epilogue is the 16-bit GEMMs'; this checks it is wired to the TF32 one).
+/// bf16 (the epilogue is the 16-bit GEMMs'; this checks it is wired to the TF32 one),
+/// on the device's default path.
 #[test]
 fn tf32_gemm_after_a_device_transpose_with_bias_silu_and_bf16_output() {
     let Some(ctx) = ctx() else { return };
-    if !ctx.has_sm90a() {
-        eprintln!("SKIPPED: {} is not sm_90", ctx.device().name);
-        return;
-    }
     let mut rng = Rng(95);
     let (m, n, k) = (200, 136, 264);
     let a = rng.vec(m * k, -1.0, 1.0);
@@ -219,15 +222,20 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
     let c = poisoned(&ctx, 16 * 16);
     let mut s = ctx.stream().unwrap().record();
     let none = GemmEpilogue::default();
-    if ctx.has_sm90a() {
-        let e = s.gemm_tf32(&a, &b, &c, 16, 12, 16, none).unwrap_err();
-        assert!(e.to_string().contains("multiples of 8"), "{e}");
-        // A too short for 32 rows; the output aliasing B.
-        assert!(s.gemm_tf32(&a, &b, &c, 32, 8, 16, none).is_err());
-        let e = s.gemm_tf32(&a, &b, &b, 16, 16, 16, none).unwrap_err();
-        assert!(e.to_string().contains("alias"), "{e}");
-    } else {
-        let e = s.gemm_tf32(&a, &b, &c, 16, 16, 16, none).unwrap_err();
+    let e = s.gemm_tf32(&a, &b, &c, 16, 12, 16, none).unwrap_err();
+    assert!(e.to_string().contains("multiples of 8"), "{e}");
+    let e = s.gemm_tf32_mma(&a, &b, &c, 16, 16, 12, none).unwrap_err();
+    assert!(e.to_string().contains("multiples of 8"), "{e}");
+    // A too short for 32 rows; the output aliasing B.
+    assert!(s.gemm_tf32(&a, &b, &c, 32, 8, 16, none).is_err());
+    assert!(s.gemm_tf32_mma(&a, &b, &c, 32, 8, 16, none).is_err());
+    let e = s.gemm_tf32(&a, &b, &b, 16, 16, 16, none).unwrap_err();
+    assert!(e.to_string().contains("alias"), "{e}");
+    if !ctx.has_sm90a() {
+        let tile = WgmmaTileN::N128;
+        let e = s
+            .gemm_tf32_wgmma(tile, &a, &b, &c, 16, 16, 16, none)
+            .unwrap_err();
         assert!(e.to_string().contains("sm_90a"), "{e}");
     }
     let e = s.transpose(&a, &c, 16, 17).unwrap_err();

@@ -154,16 +154,17 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
 
 /// The tensor-core kernels' machine code, read back with cuobjdump (same wheel folder as
 /// ptxas): their multiplies are HMMA (tensor-core) instructions, their tiles arrive by
-/// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for the operand
-/// stored k-major), on every target they claim; FlashAttention's probabilities become
-/// 16-bit operands by F2FP packs, in registers.
+/// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for a 16-bit
+/// operand stored n-major; TF32's both k-major, so none transposed), on every target
+/// they claim; FlashAttention's probabilities become 16-bit operands by F2FP packs, in
+/// registers.
 #[test]
 fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::Kernel;
     use trueno_gpu::kernels::flash_attention::{FlashAttentionKernel, HEAD_DIMS};
     use trueno_gpu::kernels::float_type::FloatType;
-    use trueno_gpu::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
+    use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaGemmKernel, MmaTileK};
     let hmma = |ty| match ty {
         HalfType::Bf16 => "HMMA.16816.F32.BF16",
         HalfType::F16 => "HMMA.16816.F32 ",
@@ -173,12 +174,17 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     for ty in [HalfType::Bf16, HalfType::F16] {
         for tk in [MmaTileK::K32, MmaTileK::K64] {
             for out in FloatType::ALL {
-                kernels.push((Box::new(MmaGemmKernel(ty, tk, out)), hmma(ty), Some(out)));
+                let k = MmaGemmKernel(ty.into(), tk, out);
+                kernels.push((Box::new(k), hmma(ty), Some(out)));
             }
         }
         for d in HEAD_DIMS {
             kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), None));
         }
+    }
+    for out in FloatType::ALL {
+        let k = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, out);
+        kernels.push((Box::new(k), "HMMA.1688.F32.TF32", Some(out)));
     }
     for (k, hmma, out) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
@@ -189,8 +195,9 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
             assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
             assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
+            let transposed = if hmma.contains("TF32") { 0 } else { 4 };
             assert!(
-                count("LDSM.16.MT88.4") >= 4,
+                count("LDSM.16.MT88.4") >= transposed,
                 "{stem}: no transposed ldmatrix"
             );
             match out {
@@ -242,12 +249,12 @@ fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::floa
 fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::float_type::FloatType;
-    use trueno_gpu::kernels::gemm_mma::HalfType;
-    use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaInput, WgmmaTileN};
+    use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
+    use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
     let inputs = [
-        WgmmaInput::Half(HalfType::Bf16),
-        WgmmaInput::Half(HalfType::F16),
-        WgmmaInput::Tf32,
+        GemmInput::Half(HalfType::Bf16),
+        GemmInput::Half(HalfType::F16),
+        GemmInput::Tf32,
     ];
     for input in inputs {
         for (tn, out) in [WgmmaTileN::N128, WgmmaTileN::N256]
@@ -261,9 +268,9 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 "HGMMA.64x{}x{}",
                 tn.elems(),
                 match input {
-                    WgmmaInput::Half(HalfType::Bf16) => "16.F32.BF16",
-                    WgmmaInput::Half(HalfType::F16) => "16.F32 ",
-                    WgmmaInput::Tf32 => "8.F32.TF32",
+                    GemmInput::Half(HalfType::Bf16) => "16.F32.BF16",
+                    GemmInput::Half(HalfType::F16) => "16.F32 ",
+                    GemmInput::Tf32 => "8.F32.TF32",
                 }
             );
             // Four products per 128-byte k-tile.
@@ -273,7 +280,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 count(&hgmma)
             );
             let boxes = match input {
-                WgmmaInput::Tf32 => 2,
+                GemmInput::Tf32 => 2,
                 _ => 1 + tn.elems() as usize / 64,
             };
             assert!(

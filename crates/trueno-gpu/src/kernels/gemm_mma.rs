@@ -1,13 +1,17 @@
 //! Tensor-core GEMM for sm_80 and later: `C = act(alpha * A B + beta * C + bias)` with
-//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), f32 accumulation and an f32, bf16
-//! or f16 `C` (m x n); the epilogue is [`super::gemm_epilogue`]'s.
+//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), or f32 `A` and `Bᵀ` (n x k)
+//! multiplied as TF32 ([`GemmInput`]), f32 accumulation and an f32, bf16 or f16 `C`
+//! (m x n); the epilogue is [`super::gemm_epilogue`]'s.
 //!
 //! A 128 x 128 block tile, 8 warps of 64 x 32, a k-step of 32 or 64 ([`MmaTileK`]).
 //! Tiles move from global to shared memory by `cp.async` (16 bytes per copy, no
 //! registers on the way) through three stages, so two tiles are in flight while one is
 //! multiplied; `ldmatrix` reads the warp's fragments out of shared memory and
-//! `mma.sync.m16n8k16` multiplies them (16 per warp per k16 step). Shared rows are XOR-swizzled in 16-byte chunks so both
-//! the copies' writes and ldmatrix's eight-row reads hit eight different bank groups.
+//! `mma.sync` multiplies them (`m16n8k16` for 16-bit inputs, `m16n8k8` for TF32: 16 per
+//! warp per 32 bytes of k). Shared rows are XOR-swizzled in 16-byte chunks so both the
+//! copies' writes and ldmatrix's eight-row reads hit eight different bank groups. A
+//! 16-bit B is stored n-major as it arrives and read with `ldmatrix.trans`; a TF32 `Bᵀ`
+//! k-major like A (32-bit values cannot be transposed by `ldmatrix`), and read as A is.
 //!
 //! Rows are copied in 16-byte chunks, so `k` and `n` must be multiples of 8 (a row of A
 //! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
@@ -39,6 +43,52 @@ pub enum HalfType {
     F16,
     /// bfloat16.
     Bf16,
+}
+
+/// What a tensor-core GEMM multiplies, and so how B is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GemmInput {
+    /// f16 or bf16 `A` (m x k) and `B` (k x n), both row-major.
+    Half(HalfType),
+    /// f32 `A` (m x k) and `Bᵀ` (n x k), both row-major, multiplied as TF32 (the
+    /// products read 10 of the 23 mantissa bits; sums stay f32). The tensor cores read
+    /// TF32 operands only k-major, so B comes transposed: the `[out, in]` layout of a
+    /// linear layer's weights.
+    Tf32,
+}
+
+impl From<HalfType> for GemmInput {
+    fn from(t: HalfType) -> Self {
+        GemmInput::Half(t)
+    }
+}
+
+impl GemmInput {
+    /// The kernel-name part (`bf16`, `f16`, `tf32`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmInput::Half(t) => t.name(),
+            GemmInput::Tf32 => "tf32",
+        }
+    }
+
+    /// The element type in memory (f32 for TF32).
+    pub(crate) fn ptx(self) -> PtxType {
+        match self {
+            GemmInput::Half(t) => t.ptx(),
+            GemmInput::Tf32 => PtxType::F32,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> u32 {
+        self.ptx().bytes()
+    }
+
+    /// Whether B is stored k-major (`Bᵀ` row-major) rather than n-major.
+    pub fn b_k_major(self) -> bool {
+        self == GemmInput::Tf32
+    }
 }
 
 impl HalfType {
@@ -76,38 +126,146 @@ impl MmaTileK {
         }
     }
 
-    /// Dynamic shared memory: all stages, or C staged for the epilogue (two groups of
-    /// 64 rows) where that is more (k-step 32).
+    /// Dynamic shared memory for 16-bit inputs: all stages, or C staged for the
+    /// epilogue (two groups of 64 rows) where that is more (k-step 32).
     pub fn shared_bytes(self) -> u32 {
-        (STAGES * stage_bytes(self.elems())).max(2 * staged_bytes(TILE))
+        self.shared_bytes_for(HalfType::Bf16.into())
+    }
+
+    /// Dynamic shared memory for `input`'s elements.
+    pub fn shared_bytes_for(self, input: GemmInput) -> u32 {
+        (STAGES * stage_bytes(self.elems() * input.bytes())).max(2 * staged_bytes(TILE))
     }
 }
 
-/// One stage: an A tile (128 rows of `bk` halves) and a B tile (`bk` rows of 128).
-fn stage_bytes(bk: u32) -> u32 {
-    2 * TILE * bk * 2
+/// One stage: an A tile (128 rows of `row_bytes`) and a B tile of as many bytes (`bk`
+/// rows of 128 halves, or 128 k-major rows of `bk` TF32 values).
+fn stage_bytes(row_bytes: u32) -> u32 {
+    2 * TILE * row_bytes
 }
 
-/// The tensor-core GEMM for one input type, k-step and output type: parameters `a`,
-/// `b`, `c`, `m`, `n`, `k`, then the epilogue's `alpha`, `beta` (`beta == 0` never reads
-/// `c`), `bias`, `epilogue` ([`Activation::flags`](super::gemm_epilogue::Activation::flags)).
+/// The tensor-core GEMM for one input, k-step and output type: parameters `a`, `b`
+/// (`Bᵀ` for TF32), `c`, `m`, `n`, `k`, then the epilogue's `alpha`, `beta` (`beta == 0`
+/// never reads `c`), `bias`, `epilogue`
+/// ([`Activation::flags`](super::gemm_epilogue::Activation::flags)). TF32 runs with the
+/// 32-wide k-step only (64 would need 192 KiB of shared memory).
 #[derive(Clone, Copy, Debug)]
-pub struct MmaGemmKernel(pub HalfType, pub MmaTileK, pub FloatType);
+pub struct MmaGemmKernel(pub GemmInput, pub MmaTileK, pub FloatType);
 
-/// Per-thread addressing of the copies into one stage: the shared offsets (within a
-/// stage) and global pointers of this thread's A and B chunks (`bk / 16` of each).
-struct Copies {
-    a_smem: Reg<U32>,
-    b_smem: Reg<U32>,
-    a_ptr: Reg<U64>,
-    b_ptr: Reg<U64>,
-    a_rows_ok: Vec<Reg<Pred>>,
-    b_col_ok: Reg<Pred>,
-    a_k: Reg<U32>,
-    b_k: Reg<U32>,
-    a_next_rows: Reg<U64>,
-    b_next_rows: Reg<U64>,
-    b_tile_step: Reg<U64>,
+/// How far an operand's copy pointer moves from one k-tile to the next: a constant
+/// along k-major rows, a register (`bk` rows of `n`) down an n-major B.
+#[derive(Clone, Copy)]
+enum TileStep {
+    Bytes(u64),
+    Reg(Reg<U64>),
+}
+
+/// Which of a thread's chunks lie inside the matrix (before the k check).
+enum ChunkOk {
+    /// One predicate per chunk, computed once and held through the loop.
+    Held(Vec<Reg<Pred>>),
+    /// The rows left in the matrix from the thread's first row (0 past it): chunk `j`,
+    /// `j * step` rows on, is inside when `left > j * step`. Tested at each copy, so a
+    /// second k-major operand (TF32's `Bᵀ`) adds no predicates to A's held ones (the
+    /// hardware has seven).
+    RowsLeft {
+        left: Reg<U32>,
+        step: u32,
+        chunks: u32,
+    },
+}
+
+impl ChunkOk {
+    fn chunks(&self) -> u32 {
+        match self {
+            ChunkOk::Held(v) => v.len() as u32,
+            ChunkOk::RowsLeft { chunks, .. } => *chunks,
+        }
+    }
+
+    fn get(&self, b: &mut KernelBuilder, j: u32) -> Reg<Pred> {
+        match self {
+            ChunkOk::Held(v) => v[j as usize],
+            ChunkOk::RowsLeft { left, step, .. } => b.setp::<U32>(Cmp::Gt, *left, j * step),
+        }
+    }
+}
+
+/// Per-thread addressing of one operand's copies into a stage: the shared offset
+/// (within the stage) and global pointer of this thread's first chunk, what each later
+/// chunk adds, and which chunks lie inside the matrix: chunk `j` copies when `ok` says
+/// so and its k, `k0 + k_first + j * k_stride`, is below `k`.
+struct OperandCopies {
+    smem: Reg<U32>,
+    smem_step: u32,
+    ptr: Reg<U64>,
+    next: Reg<U64>,
+    tile_step: TileStep,
+    ok: ChunkOk,
+    k_first: Reg<U32>,
+    k_stride: u32,
+}
+
+/// The copies of a k-major operand (A, or a TF32 `Bᵀ`): 128 rows from `row0` (of
+/// `rows`) of `row_bytes` each, chunk (row r, 16-byte column q) for r = t / chunks + j *
+/// row_step, q = t % chunks, stored at chunk q ^ swizzle(r) of its row from `smem_at`;
+/// the row checks held as predicates or tested at each copy (`held`).
+#[allow(clippy::too_many_arguments)]
+fn k_major_copies(
+    b: &mut KernelBuilder,
+    t: Reg<U32>,
+    g: Reg<U64>,
+    (row0, rows, k): (Reg<U32>, Reg<U32>, Reg<U32>),
+    row_bytes: u32,
+    eb: u32,
+    smem_at: u32,
+    held: bool,
+    swizzle: impl Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
+) -> OperandCopies {
+    let chunks = row_bytes / 16;
+    let row_step = THREADS / chunks;
+    let per_thread = TILE * chunks / THREADS;
+    let r = b.shr(t, chunks.trailing_zeros());
+    let q = b.and(t, chunks - 1);
+    let sw = swizzle(b, r);
+    let sq = b.xor(q, sw);
+    let smem = b.mul(r, row_bytes);
+    let mut smem = b.mad(sq, 16u32, smem);
+    if smem_at != 0 {
+        smem = b.add(smem, smem_at);
+    }
+    let row = b.add(row0, r);
+    let ok = if held {
+        ChunkOk::Held(
+            (0..per_thread)
+                .map(|j| {
+                    let rj = b.add(row, j * row_step);
+                    b.setp::<U32>(Cmp::Lt, rj, rows)
+                })
+                .collect(),
+        )
+    } else {
+        let top = b.max(rows, row);
+        ChunkOk::RowsLeft {
+            left: b.sub(top, row),
+            step: row_step,
+            chunks: per_thread,
+        }
+    };
+    let k_first = b.shl(q, (16 / eb).trailing_zeros());
+    let idx = b.mad(row, k, k_first);
+    let ptr = elem_addr(b, g, idx, eb);
+    let next = b.mul_wide(k, row_step * eb);
+    OperandCopies {
+        smem,
+        smem_step: row_step * row_bytes,
+        ptr,
+        next,
+        tile_step: TileStep::Bytes((row_bytes) as u64),
+        ok,
+        k_first,
+        k_stride: 0,
+    }
 }
 
 /// `p ? 16 : 0` bytes and the address to read (`base` when nothing is read).
@@ -147,12 +305,14 @@ pub(super) fn raster(b: &mut KernelBuilder) -> (Reg<U32>, Reg<U32>) {
     (x, y)
 }
 
-fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> KernelIr {
+fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> KernelIr {
     let bk = tile_k.elems();
-    // 16-byte chunks per A row, copies per thread of each operand, bytes per A row.
-    let (a_chunks, per_thread, a_row_bytes) = (bk / 8, bk / 16, bk * 2);
+    let eb = input.bytes();
+    let b_k_major = input.b_k_major();
+    // 16-byte chunks per k-major row, bytes per k-major row.
+    let (a_chunks, a_row_bytes) = (bk * eb / 16, bk * eb);
     let a_tile_bytes = TILE * a_row_bytes;
-    let stage = stage_bytes(bk);
+    let stage = stage_bytes(a_row_bytes);
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     // Two blocks a multiprocessor (128 registers a thread): left to itself, ptxas gave
@@ -176,12 +336,10 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
     let row0 = b.mul(cy, TILE);
     let col0 = b.mul(cx, TILE);
 
-    // Copies. A: chunk (row r, 16-byte column q) for r = t / a_chunks + j * a_row_step,
-    // q = t % a_chunks, stored at chunk q ^ swizzle(r) of its row: (r / 2) % 4 for 4
+    // Copies. A (and a TF32 Bᵀ): see `k_major_copies`; the swizzle is (r / 2) % 4 for 4
     // chunks a row, r % 8 for 8 (eight consecutive rows read by one ldmatrix then land
-    // in eight different 16-byte bank groups). B: k-row t / 16 + 16 j, chunk t % 16,
-    // stored at chunk q ^ (row % 8) of its 256-byte row.
-    let a_row_step = THREADS / a_chunks;
+    // in eight different 16-byte bank groups). A 16-bit B: k-row t / 16 + 16 j, chunk
+    // t % 16, stored at chunk q ^ (row % 8) of its 256-byte row.
     let a_swizzle = |b: &mut KernelBuilder, row: Reg<U32>| -> Reg<U32> {
         if a_chunks == 4 {
             let h = b.shr(row, 1u32);
@@ -190,25 +348,21 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
             b.and(row, 7u32)
         }
     };
-    let cp = {
-        let ar = b.shr(t, a_chunks.trailing_zeros());
-        let aq = b.and(t, a_chunks - 1);
-        let sw = a_swizzle(&mut b, ar);
-        let sq = b.xor(aq, sw);
-        let a_smem = b.mul(ar, a_row_bytes);
-        let a_smem = b.mad(sq, 16u32, a_smem);
-        let a_row = b.add(row0, ar);
-        let a_rows_ok = (0..per_thread)
-            .map(|j| {
-                let r = b.add(a_row, j * a_row_step);
-                b.setp::<U32>(Cmp::Lt, r, m)
-            })
-            .collect();
-        let a_k = b.shl(aq, 3u32);
-        let a_idx = b.mad(a_row, k, a_k);
-        let a_ptr = elem_addr(&mut b, ga, a_idx, 2);
-        let a_next_rows = b.mul_wide(k, a_row_step * 2);
-
+    let a_cp = k_major_copies(
+        &mut b,
+        t,
+        ga,
+        (row0, m, k),
+        a_row_bytes,
+        eb,
+        0,
+        true,
+        a_swizzle,
+    );
+    let b_cp = if b_k_major {
+        let (at, rb) = (a_tile_bytes, a_row_bytes);
+        k_major_copies(&mut b, t, gb, (col0, n, k), rb, eb, at, false, a_swizzle)
+    } else {
         let br = b.shr(t, 4u32);
         let bq = b.and(t, 15u32);
         let sw = b.and(br, 7u32);
@@ -220,21 +374,18 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
         let b_col = b.add(col0, b_col);
         let b_col_ok = b.setp::<U32>(Cmp::Lt, b_col, n);
         let b_idx = b.mad(br, n, b_col);
-        let b_ptr = elem_addr(&mut b, gb, b_idx, 2);
-        let b_next_rows = b.mul_wide(n, 16 * 2);
-        let b_tile_step = b.mul_wide(n, bk * 2);
-        Copies {
-            a_smem,
-            b_smem,
-            a_ptr,
-            b_ptr,
-            a_rows_ok,
-            b_col_ok,
-            a_k,
-            b_k: br,
-            a_next_rows,
-            b_next_rows,
-            b_tile_step,
+        let b_ptr = elem_addr(&mut b, gb, b_idx, eb);
+        let b_next_rows = b.mul_wide(n, 16 * eb);
+        let b_tile_step = b.mul_wide(n, bk * eb);
+        OperandCopies {
+            smem: b_smem,
+            smem_step: 16 * 256,
+            ptr: b_ptr,
+            next: b_next_rows,
+            tile_step: TileStep::Reg(b_tile_step),
+            ok: ChunkOk::Held(vec![b_col_ok; (bk / 16) as usize]),
+            k_first: br,
+            k_stride: 16,
         }
     };
     // Issues the copies of k-tile `kt` (pointers already advanced to it) into the stage
@@ -242,32 +393,29 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
     let issue =
         |b: &mut KernelBuilder, stage: Reg<U32>, k0: Reg<U32>, a: Reg<U64>, bp: Reg<U64>| {
             let base = b.add(smem, stage);
-            let ak = b.add(k0, cp.a_k);
-            let ak_ok = b.setp::<U32>(Cmp::Lt, ak, k);
-            let a_dst = b.add(base, cp.a_smem);
-            let mut ptr = a;
-            for (j, &row_ok) in cp.a_rows_ok.iter().enumerate() {
-                let p = b.and_pred(row_ok, ak_ok);
-                if j > 0 {
-                    ptr = b.add(ptr, cp.a_next_rows);
+            for (cp, first, g) in [(&a_cp, a, ga), (&b_cp, bp, gb)] {
+                let k_first = b.add(k0, cp.k_first);
+                // Along k-major rows every chunk has the same k; down an n-major B each its own.
+                let row_k_ok = (cp.k_stride == 0).then(|| b.setp::<U32>(Cmp::Lt, k_first, k));
+                let dst = b.add(base, cp.smem);
+                let mut ptr = first;
+                for j in 0..cp.ok.chunks() {
+                    let ok = cp.ok.get(b, j);
+                    let k_ok = match row_k_ok {
+                        Some(p) => p,
+                        None => {
+                            let kj = b.add(k_first, j * cp.k_stride);
+                            b.setp::<U32>(Cmp::Lt, kj, k)
+                        }
+                    };
+                    let p = b.and_pred(ok, k_ok);
+                    if j > 0 {
+                        ptr = b.add(ptr, cp.next);
+                    }
+                    let (bytes, src) = cp_chunk(b, p, ptr, g);
+                    let dst = b.add(dst, j * cp.smem_step);
+                    b.cp_async_16(dst, src, bytes);
                 }
-                let (bytes, src) = cp_chunk(b, p, ptr, ga);
-                let dst = b.add(a_dst, j as u32 * a_row_step * a_row_bytes);
-                b.cp_async_16(dst, src, bytes);
-            }
-            let b0 = b.add(k0, cp.b_k);
-            let b_dst = b.add(base, cp.b_smem);
-            let mut ptr = bp;
-            for j in 0..per_thread {
-                let bk = b.add(b0, 16 * j);
-                let k_ok = b.setp::<U32>(Cmp::Lt, bk, k);
-                let p = b.and_pred(cp.b_col_ok, k_ok);
-                if j > 0 {
-                    ptr = b.add(ptr, cp.b_next_rows);
-                }
-                let (bytes, src) = cp_chunk(b, p, ptr, gb);
-                let dst = b.add(b_dst, j * 16 * 256);
-                b.cp_async_16(dst, src, bytes);
             }
             b.cp_async_commit();
         };
@@ -277,6 +425,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
     // which is that of l % 8 because the other row terms are multiples of 8.
     let q = b.shr(lane, 3u32);
     let l8 = b.and(lane, 7u32);
+    let k_steps = a_row_bytes / 32;
     let a_frag: Vec<Reg<U32>> = {
         let qlo = b.and(q, 1u32);
         let r = b.mad(qlo, 8u32, l8);
@@ -285,7 +434,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
         let rbytes = b.mul(r, a_row_bytes);
         let sw = a_swizzle(&mut b, l8);
         let qhi = b.shr(q, 1u32);
-        (0..bk / 16)
+        (0..k_steps)
             .map(|ks| {
                 let c = b.add(qhi, 2 * ks);
                 let c = b.xor(c, sw);
@@ -293,21 +442,40 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
             })
             .collect()
     };
-    // B (ldmatrix.x4.trans): lane l addresses k-row (l/8 % 2) * 8 + l % 8 and column
-    // chunk 4 * wn + 2 * np + l / 16 (np: which pair of n8 fragments), swizzled by the
-    // row % 8 = l % 8; k16 step ks adds 16 rows (4096 bytes, same swizzle).
-    let b_frag: [Reg<U32>; 2] = {
+    // B, 16-bit (ldmatrix.x4.trans): lane l addresses k-row (l/8 % 2) * 8 + l % 8 and
+    // column chunk 4 * wn + 2 * np + l / 16 (np: which pair of n8 fragments), swizzled by
+    // the row % 8 = l % 8; k16 step ks adds 16 rows (4096 bytes, same swizzle), an
+    // immediate offset. TF32 (ldmatrix.x4 on k-major rows, as A): lane l addresses n-row
+    // 32 wn + 16 np + (l / 16) * 8 + l % 8, chunk 2 ks + (l/8 % 2), swizzled as A's rows
+    // (by l % 8); one address per (np, ks).
+    let b_frag: Vec<[Reg<U32>; 2]> = if b_k_major {
+        let qlo = b.and(q, 1u32);
+        let qhi = b.shr(q, 1u32);
+        let r = b.mad(qhi, 8u32, l8);
+        let r = b.mad(wn, WARP_N, r);
+        let rbytes = b.mul(r, a_row_bytes);
+        let rbytes = b.add(rbytes, a_tile_bytes);
+        let sw = a_swizzle(&mut b, l8);
+        (0..k_steps)
+            .map(|ks| {
+                let c = b.add(qlo, 2 * ks);
+                let c = b.xor(c, sw);
+                let at = b.mad(c, 16u32, rbytes);
+                std::array::from_fn(|np| b.add(at, np as u32 * 16 * a_row_bytes))
+            })
+            .collect()
+    } else {
         let qlo = b.and(q, 1u32);
         let r = b.mad(qlo, 8u32, l8);
         let rbytes = b.shl(r, 8u32);
         let rbytes = b.add(rbytes, a_tile_bytes);
         let qhi = b.shr(q, 1u32);
         let c0 = b.mad(wn, 4u32, qhi);
-        std::array::from_fn(|np| {
+        vec![std::array::from_fn(|np| {
             let c = b.add(c0, 2 * np as u32);
             let c = b.xor(c, l8);
             b.mad(c, 16u32, rbytes)
-        })
+        })]
     };
 
     let acc: [[[Reg<F32>; 4]; 4]; 4] =
@@ -317,8 +485,8 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
 
     // The copies run two tiles ahead of the multiplies: their pointers, k offset and
     // stage, each advanced by `next_tile` after a tile's copies are issued.
-    let a_next = b.mov(cp.a_ptr);
-    let b_next = b.mov(cp.b_ptr);
+    let a_next = b.mov(a_cp.ptr);
+    let b_next = b.mov(b_cp.ptr);
     let k_next = b.mov(0u32);
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
@@ -331,8 +499,12 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
     };
     let issue_next = |b: &mut KernelBuilder| {
         issue(b, load_stage, k_next, a_next, b_next);
-        let an = b.add(a_next, (bk * 2) as u64);
-        let bn = b.add(b_next, cp.b_tile_step);
+        let step = |b: &mut KernelBuilder, p: Reg<U64>, s: TileStep| match s {
+            TileStep::Bytes(x) => b.add(p, x),
+            TileStep::Reg(r) => b.add(p, r),
+        };
+        let an = step(b, a_next, a_cp.tile_step);
+        let bn = step(b, b_next, b_cp.tile_step);
         let kn = b.add(k_next, bk);
         b.assign(a_next, an);
         b.assign(b_next, bn);
@@ -353,9 +525,15 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
         let base = b.add(smem, use_stage);
         for (ks, &a_off) in a_frag.iter().enumerate() {
             let mut bf: [[Reg<U32>; 2]; 4] = [[zero; 2]; 4];
-            for (np, &off) in b_frag.iter().enumerate() {
+            let (offs, imm) = match b_k_major {
+                true => (b_frag[ks], 0),
+                false => (b_frag[0], (ks as i64) * 16 * 256),
+            };
+            for (np, &off) in offs.iter().enumerate() {
                 let addr = b.add(base, off);
-                let r = b.ldmatrix_x4(addr, (ks as i64) * 16 * 256, true);
+                // Transposed, a pair of n8 fragments' (b0, b1) are r[0..2] and r[2..4];
+                // k-major, the matrices are (n 0-7, k lo), (n 0-7, k hi), (n 8-15, ..).
+                let r = b.ldmatrix_x4(addr, imm, !b_k_major);
                 bf[2 * np] = [r[0], r[1]];
                 bf[2 * np + 1] = [r[2], r[3]];
             }
@@ -363,6 +541,7 @@ fn build(name: &str, input: HalfType, tile_k: MmaTileK, out: FloatType) -> Kerne
             for (mi, acc_m) in acc.iter().enumerate() {
                 let af = b.ldmatrix_x4(a_addr, (mi as i64) * 16 * a_row_bytes as i64, false);
                 for (ni, acc_mn) in acc_m.iter().enumerate() {
+                    // mma_m16n8k16 with f32 operands is the m16n8k8 TF32 product.
                     let d = b.mma_m16n8k16(input.ptx(), af, bf[ni], *acc_mn);
                     for (x, y) in acc_mn.iter().zip(d) {
                         b.assign(*x, y);
@@ -425,12 +604,18 @@ impl Kernel for MmaGemmKernel {
     }
     /// `[m, n, k]`; `n` and `k` multiples of 8.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        if self.0 == GemmInput::Tf32 && self.1 != MmaTileK::K32 {
+            return shape_err(
+                &self.name(),
+                "TF32 runs with the 32-wide k-step (64 would need 192 KiB of shared memory)",
+            );
+        }
         tensor_core_launch(
             &self.name(),
             dims,
             (TILE, TILE),
             THREADS,
-            self.1.shared_bytes(),
+            self.1.shared_bytes_for(self.0),
         )
     }
 }
@@ -473,9 +658,12 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     for t in [HalfType::Bf16, HalfType::F16] {
         for kt in [MmaTileK::K32, MmaTileK::K64] {
             for out in FloatType::ALL {
-                v.push(Box::new(MmaGemmKernel(t, kt, out)));
+                v.push(Box::new(MmaGemmKernel(t.into(), kt, out)));
             }
         }
+    }
+    for out in FloatType::ALL {
+        v.push(Box::new(MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, out)));
     }
     v
 }
@@ -486,7 +674,7 @@ mod tests {
 
     #[test]
     fn launch_config_covers_ragged_m_and_rejects_what_the_copies_cannot_do() {
-        let k = MmaGemmKernel(HalfType::Bf16, MmaTileK::K64, FloatType::F32);
+        let k = MmaGemmKernel(HalfType::Bf16.into(), MmaTileK::K64, FloatType::F32);
         let c = k.launch_config(&[129, 264, 72]).unwrap();
         assert_eq!(c.shared_bytes, 3 * 32 * 1024);
         assert_eq!((c.grid, c.block.0), ((3, 2, 1), THREADS));
@@ -499,10 +687,17 @@ mod tests {
 
     #[test]
     fn the_stages_use_dynamic_shared_memory_sized_at_launch() {
-        let ir = MmaGemmKernel(HalfType::F16, MmaTileK::K32, FloatType::Bf16).build();
+        let ir = MmaGemmKernel(HalfType::F16.into(), MmaTileK::K32, FloatType::Bf16).build();
         assert!(ir.dynamic_shared && ir.shared.is_empty());
         // Three 16 KiB stages, less than two groups of 64 staged rows of 128 + 8 floats.
         assert_eq!(MmaTileK::K32.shared_bytes(), 2 * 64 * (128 * 4 + 32));
         assert_eq!(MmaTileK::K64.shared_bytes(), 3 * 32 * 1024);
+        // TF32's 32-wide k-step: 128-byte rows, 32 KiB stages.
+        assert_eq!(
+            MmaTileK::K32.shared_bytes_for(GemmInput::Tf32),
+            3 * 32 * 1024
+        );
+        let tf32 = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K64, FloatType::F32);
+        assert!(tf32.launch_config(&[128, 128, 128]).is_err());
     }
 }

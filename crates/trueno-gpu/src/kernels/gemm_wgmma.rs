@@ -24,10 +24,10 @@
 
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
-use super::gemm_mma::{HalfType, raster, tensor_core_launch};
+use super::gemm_mma::{GemmInput, HalfType, raster, tensor_core_launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
 pub const TILE_M: u32 = 128;
@@ -47,48 +47,9 @@ const CONSUMER_WARPS: u32 = 8;
 /// pattern repeats every 1024 bytes and the descriptors assume tiles start on it).
 const ALIGN_SLACK: u32 = 1024;
 
-/// What the products multiply, and so how B is laid out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum WgmmaInput {
-    /// f16 or bf16 `A` (m x k) and `B` (k x n), both row-major.
-    Half(HalfType),
-    /// f32 `A` (m x k) and `Bᵀ` (n x k), both row-major, multiplied as TF32 (the
-    /// products read 10 of the 23 mantissa bits; sums stay f32).
-    Tf32,
-}
-
-impl From<HalfType> for WgmmaInput {
-    fn from(t: HalfType) -> Self {
-        WgmmaInput::Half(t)
-    }
-}
-
-impl WgmmaInput {
-    /// The kernel-name part (`bf16`, `f16`, `tf32`).
-    pub fn name(self) -> &'static str {
-        match self {
-            WgmmaInput::Half(t) => t.name(),
-            WgmmaInput::Tf32 => "tf32",
-        }
-    }
-
-    /// Elements of k per stage (one 128-byte row).
-    pub fn tile_k(self) -> u32 {
-        TILE_K_BYTES / self.ptx().bytes()
-    }
-
-    /// The element type in memory (f32 for TF32).
-    fn ptx(self) -> PtxType {
-        match self {
-            WgmmaInput::Half(t) => t.ptx(),
-            WgmmaInput::Tf32 => PtxType::F32,
-        }
-    }
-
-    /// Whether B is stored k-major (`Bᵀ` row-major) rather than n-major.
-    pub fn b_k_major(self) -> bool {
-        self == WgmmaInput::Tf32
-    }
+/// Elements of k per stage for `input` (one 128-byte row: 64 halves or 32 TF32).
+pub fn tile_k(input: GemmInput) -> u32 {
+    TILE_K_BYTES / input.bytes()
 }
 
 /// The tile width (columns of C per block).
@@ -133,13 +94,13 @@ impl WgmmaTileN {
 
 /// The Hopper GEMM for one input, tile width and output: parameters `map_a`, `map_b`
 /// (tensor maps, see [`KernelArg::tensor_map`](crate::driver::KernelArg::tensor_map): A
-/// in boxes of 128 rows x [`WgmmaInput::tile_k`]; 16-bit B in boxes of `tile_k` rows x
+/// in boxes of 128 rows x [`tile_k`]; 16-bit B in boxes of `tile_k` rows x
 /// [`BOX_N`], TF32 `Bᵀ` in boxes of `BN` rows x `tile_k`), `c`, `m`, `n`, `k`, then the
 /// epilogue's `alpha`, `beta` (`beta == 0` never reads `c`), `bias`, `epilogue`
 /// ([`Activation::flags`](super::gemm_epilogue::Activation::flags)); `c` of the output
 /// type.
 #[derive(Clone, Copy, Debug)]
-pub struct WgmmaGemmKernel(pub WgmmaInput, pub WgmmaTileN, pub FloatType);
+pub struct WgmmaGemmKernel(pub GemmInput, pub WgmmaTileN, pub FloatType);
 
 /// The fixed upper half of a 128-byte-swizzle descriptor: swizzle mode 1 (bits 62-63)
 /// and a stride of 1024 bytes between 8-row groups (bits 32-45, in 16-byte units).
@@ -156,9 +117,9 @@ fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
     b.or(lo, DESC_HI)
 }
 
-fn build(name: &str, input: WgmmaInput, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
+fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
     let bn = tile_n.elems();
-    let tile_k = input.tile_k();
+    let tile_k = tile_k(input);
     let b_k_major = input.b_k_major();
     let stages = tile_n.stages();
     let stage_bytes = tile_n.stage_bytes();
@@ -262,7 +223,7 @@ fn build(name: &str, input: WgmmaInput, tile_n: WgmmaTileN, out: FloatType) -> K
     let b_desc0 = descriptor(&mut b, b_tile, b_leading);
     // One product's k: 32 bytes along a k-major row (16 halves or 8 TF32); down an
     // n-major B, 16 k-rows (two 8-row groups, 2048 bytes).
-    let k_step = 32 / input.ptx().bytes();
+    let k_step = 32 / input.bytes();
     let b_step = if b_k_major { 32 } else { 2048 };
     let lane = b.and(t, 31u32);
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
@@ -354,9 +315,9 @@ impl Kernel for WgmmaGemmKernel {
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     let inputs = [
-        WgmmaInput::Half(HalfType::Bf16),
-        WgmmaInput::Half(HalfType::F16),
-        WgmmaInput::Tf32,
+        GemmInput::Half(HalfType::Bf16),
+        GemmInput::Half(HalfType::F16),
+        GemmInput::Tf32,
     ];
     for t in inputs {
         for n in [WgmmaTileN::N128, WgmmaTileN::N256] {

@@ -195,10 +195,14 @@ fn mnemonic(i: &Instr) -> String {
             "ldmatrix.sync.aligned.m8n8.x4{}.shared.b16",
             if *trans { ".trans" } else { "" }
         ),
-        Op::Mma => {
-            let t = i.ty.map(|t| t.name()).unwrap_or("bf16");
-            format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")
-        }
+        // f32 operands are multiplied as TF32, eight k a product.
+        Op::Mma => match i.ty {
+            Some(PtxType::F32) => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32".into(),
+            t => {
+                let t = t.map(|t| t.name()).unwrap_or("bf16");
+                format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")
+            }
+        },
         Op::MbarInit => "mbarrier.init.shared::cta.b64".into(),
         Op::MbarArriveExpectTx => "mbarrier.arrive.expect_tx.shared::cta.b64".into(),
         Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),

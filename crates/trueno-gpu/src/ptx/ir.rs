@@ -367,7 +367,8 @@ pub enum Op {
         trans: bool,
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32` (ty: f16 or bf16): four f32
-    /// results <- (a: four b32, b: two b32, c: four f32).
+    /// results <- (a: four b32, b: two b32, c: four f32). With `ty` f32 the operands are
+    /// TF32: `m16n8k8.row.col.f32.tf32.tf32.f32`, the same registers.
     Mma,
     /// `mbarrier.init.shared::cta.b64 [bar], count` (srcs: barrier address, arrival
     /// count immediate).

@@ -388,8 +388,10 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::WgmmaWait(_)
         | Op::SetMaxNreg { .. } => Err(format!("{:?} takes no type", i.op)),
         Op::Mma => {
-            if !matches!(ty, PtxType::F16 | PtxType::Bf16) {
-                return Err(format!("mma inputs are f16 or bf16, not {ty}"));
+            if !matches!(ty, PtxType::F16 | PtxType::Bf16 | PtxType::F32) {
+                return Err(format!(
+                    "mma inputs are f16, bf16 or f32 (as tf32), not {ty}"
+                ));
             }
             let vec_of = |o: Option<&Operand>, n: usize, class: PtxType| match o {
                 Some(Operand::Vector(v)) => {

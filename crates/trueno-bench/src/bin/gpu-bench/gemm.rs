@@ -112,9 +112,10 @@ impl Bench {
         Ok(())
     }
 
-    /// The TF32 GEMM (sm_90a only), square sizes: `a bᵀ` with B given transposed (the
-    /// layout the tensor cores read) at both tile widths and the default, then a
-    /// row-major B through the device transpose first (both launches timed together).
+    /// The TF32 GEMM (on sm_90a, where both paths run), square sizes: `a bᵀ` with B
+    /// given transposed (the layout the tensor cores read) on the mma.sync path and at
+    /// both wgmma tile widths, then a row-major B through the device transpose first on
+    /// the default path (both launches timed together).
     pub(super) fn gemm_tf32(&mut self) -> Result<()> {
         if !self.ctx.has_sm90a() {
             return Ok(());
@@ -131,8 +132,13 @@ impl Bench {
             let c = self.ctx.alloc::<f32>(s * s)?;
             let e = GemmEpilogue::default();
             let tflops = |ms: f64| 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+            let ms = self.time(1, |st, _| st.gemm_tf32_mma(&a, &b, &c, s, s, s, e))?;
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT mma.sync","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
+                tflops(ms)
+            ));
             for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
-                let ms = self.time(1, |st, _| st.gemm_tf32_tiled(tn, &a, &b, &c, s, s, s, e))?;
+                let ms = self.time(1, |st, _| st.gemm_tf32_wgmma(tn, &a, &b, &c, s, s, s, e))?;
                 self.emit(format!(
                     r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT n{}","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
                     tn.elems(),

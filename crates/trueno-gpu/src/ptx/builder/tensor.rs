@@ -89,6 +89,19 @@ impl KernelBuilder {
         ));
         d
     }
+
+    /// One `m16n8k8` TF32 product: `a` (16x8, row) times `b` (8x8, column) of f32 values
+    /// read as TF32 (one per register), plus `c`, in f32. The fragments are laid out as
+    /// the 16-bit product's with each 32-bit word one value instead of a pair, so the
+    /// same `ldmatrix` reads fill them from k-major tiles.
+    pub fn mma_m16n8k8_tf32(
+        &mut self,
+        a: [Reg<U32>; 4],
+        b: [Reg<U32>; 2],
+        c: [Reg<F32>; 4],
+    ) -> [Reg<F32>; 4] {
+        self.mma_m16n8k16(PtxType::F32, a, b, c)
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +122,7 @@ mod tests {
         let t = b.ldmatrix_x4(smem, 256, true);
         let c = std::array::from_fn(|_| b.mov(0.0f32));
         let d = b.mma_m16n8k16(PtxType::Bf16, a, [t[0], t[1]], c);
+        let d = b.mma_m16n8k8_tf32(a, [t[2], t[3]], d);
         if bad_mma {
             // Three A registers instead of four.
             let x = b.reg::<U32>();
@@ -142,6 +156,7 @@ mod tests {
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16 \t{%r",
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \t{%f",
+            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 \t{%f",
             "cvt.rn.f16x2.f32 \t%r",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
