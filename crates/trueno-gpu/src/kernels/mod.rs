@@ -13,6 +13,7 @@ pub mod flash_attention;
 pub mod float_type;
 pub mod gather_rows;
 pub mod gemm;
+pub(crate) mod gemm_copies;
 pub mod gemm_epilogue;
 pub mod gemm_mma;
 pub mod gemm_wgmma;

@@ -2,7 +2,8 @@
 //! addressing, and the loop over key/value tiles (see the module above for the design).
 
 use super::{THREADS, block_rows, tiles};
-use crate::kernels::gemm_mma::{HalfType, cp_chunk};
+use crate::kernels::gemm_copies::cp_chunk;
+use crate::kernels::gemm_mma::HalfType;
 use crate::kernels::helpers::elem_addr;
 use crate::ptx::ir::{Dim, Rounding, ShflMode, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U32, U64};
