@@ -158,6 +158,19 @@ def main():
             note += f"; the transpose alone {1000*r['transpose_ms']:.0f} us"
         table.append((f"gemm {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
+    # Tuned GEMM configurations: cuBLAS bf16 (torch.matmul, bf16 out) at the same shape.
+    for r in [r for r in rows_in if r["kind"] == "gemm_tune"]:
+        m, n, k = r["m"], r["n"], r["k"]
+        a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
+        b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        tf = 2 * m * n * k / (t * 1e-3) / 1e12
+        tune = ", ".join(f"{name} {1000*ms:.0f}" for name, ms in r["tune_ms"].items())
+        note = (f"{r['tflops']:.0f} vs cuBLAS {tf:.0f} TFLOP/s; tuned {r['tuned']}, rule {r['rule']} "
+                f"({r['rule_ms']/r['ms']:.2f}x the tuned time); tuning us: {tune}")
+        table.append(("gemm tuned bf16", f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
+
     # FlashAttention forward: torch SDPA's flash (FlashAttention-2) and cuDNN backends on
     # the same [batch, seq, heads, dim] tensors (viewed as SDPA's [batch, heads, seq, dim]).
     for r in [r for r in rows_in if r["kind"] == "flash_attn"]:

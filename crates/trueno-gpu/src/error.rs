@@ -76,6 +76,9 @@ pub enum GpuError {
     /// No kernel or configuration by that name.
     #[error("unknown kernel {0}")]
     UnknownKernel(String),
+    /// A file could not be read or written (the GEMM tune file).
+    #[error("file error: {0}")]
+    Io(String),
 }
 
 /// The crate's result type.

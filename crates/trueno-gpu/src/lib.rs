@@ -53,6 +53,7 @@
 pub mod analyze;
 pub mod driver;
 pub mod error;
+pub mod gemm_tune;
 pub mod kernels;
 pub mod memory;
 mod ops;

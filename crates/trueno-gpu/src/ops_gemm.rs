@@ -5,12 +5,14 @@
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
+use crate::gemm_tune::{GemmClass, GemmConfig};
+use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_epilogue::Activation;
 use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
 use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
+use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, GemmElem, HalfElem};
 use crate::ops::expect_len;
 
 /// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
@@ -147,10 +149,51 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        if self.context().has_sm90a() {
-            return self.gemm_wgmma(a, b, c, m, n, k, epilogue);
+        let config = self.gemm_choice(T::TYPE.into(), C::TYPE, (m, n, k));
+        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
+    }
+
+    /// The configuration the GEMM ops run `input -> out` at `m x n x k` with: the one
+    /// tuned for its class on this device ([`Context::tune_gemm`]), else the measured
+    /// rule: on Hopper the wgmma path with 256-wide tiles unless they would leave more
+    /// than half the multiprocessors idle, elsewhere the sm_80 path with the 64-wide
+    /// k-step (TF32: 32).
+    ///
+    /// [`Context::tune_gemm`]: crate::driver::Context::tune_gemm
+    pub fn gemm_choice(
+        &self,
+        input: GemmInput,
+        out: FloatType,
+        (m, n, k): (usize, usize, usize),
+    ) -> GemmConfig {
+        let ctx = self.context();
+        if let Some(c) = ctx.tuned_gemm(GemmClass::of(input, out, m, n, k)) {
+            return c;
         }
-        self.gemm_mma_tiled(MmaTileK::K64, a, b, c, m, n, k, epilogue)
+        match (ctx.has_sm90a(), input) {
+            (true, _) => GemmConfig::Wgmma(self.wgmma_tile_n(m, n)),
+            (false, GemmInput::Tf32) => GemmConfig::Mma(MmaTileK::K32),
+            (false, _) => GemmConfig::Mma(MmaTileK::K64),
+        }
+    }
+
+    /// The product with a configuration chosen by the caller (tuning, benchmarks): `a`
+    /// and `b` as the input type asks (16-bit: B `k x n`; f32: `Bᵀ`, `n x k`, TF32), the
+    /// epilogue of [`GemmEpilogue`]; an error where the configuration cannot run (wgmma
+    /// off Hopper, TF32 with the 64-wide k-step).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_with_config<T: GemmElem, C: FloatElem>(
+        &mut self,
+        config: GemmConfig,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        self.config_gemm(T::INPUT, config, (a, b, c), (m, n, k), epilogue)
     }
 
     /// The sm_80 path (`mma.sync`, any device from sm_80) with the k-step chosen by the
@@ -168,18 +211,8 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = MmaGemmKernel(T::TYPE.into(), tile_k, C::TYPE);
-        let names = ["gemm_mma a", "gemm_mma b", "gemm_mma c"];
-        let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
-        self.tensor_core_gemm(
-            Family::GemmMma,
-            &kern,
-            names,
-            (a, b, c),
-            (m, n, k),
-            epilogue,
-            operands,
-        )
+        let config = GemmConfig::Mma(tile_k);
+        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
     }
 
     /// [`gemm_mma_with`](Self::gemm_mma_with) on Hopper's own path (sm_90a: H100,
@@ -219,7 +252,10 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let tile_n = self.wgmma_tile_n(m, n);
+        let tile_n = match self.gemm_choice(T::TYPE.into(), C::TYPE, (m, n, k)) {
+            GemmConfig::Wgmma(t) => t,
+            GemmConfig::Mma(_) => self.wgmma_tile_n(m, n),
+        };
         self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, epilogue)
     }
 
@@ -250,24 +286,8 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let input = GemmInput::Half(T::TYPE);
-        let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
-        let names = ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"];
-        let operands = |a, b| {
-            Ok([
-                KernelArg::tensor_map(a, m, k, TILE_M, tile_k(input))?,
-                KernelArg::tensor_map(b, k, n, tile_k(input), BOX_N)?,
-            ])
-        };
-        self.tensor_core_gemm(
-            Family::GemmWgmma,
-            &kern,
-            names,
-            (a, b, c),
-            (m, n, k),
-            epilogue,
-            operands,
-        )
+        let config = GemmConfig::Wgmma(tile_n);
+        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
     }
 
     /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
@@ -309,11 +329,8 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        if self.context().has_sm90a() {
-            let tile_n = self.wgmma_tile_n(m, n);
-            return self.gemm_tf32_wgmma(tile_n, a, b_t, c, m, n, k, epilogue);
-        }
-        self.gemm_tf32_mma(a, b_t, c, m, n, k, epilogue)
+        let config = self.gemm_choice(GemmInput::Tf32, C::TYPE, (m, n, k));
+        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
     }
 
     /// [`gemm_tf32`](Self::gemm_tf32) on the sm_80 path (`mma.sync.m16n8k8`, any device
@@ -329,18 +346,8 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, C::TYPE);
-        let names = ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"];
-        let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
-        self.tensor_core_gemm(
-            Family::GemmMma,
-            &kern,
-            names,
-            (a, b_t, c),
-            (m, n, k),
-            epilogue,
-            operands,
-        )
+        let config = GemmConfig::Mma(MmaTileK::K32);
+        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
     }
 
     /// [`gemm_tf32`](Self::gemm_tf32) on Hopper's path with the tile width chosen by the
@@ -357,27 +364,8 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let kern = WgmmaGemmKernel(GemmInput::Tf32, tile_n, C::TYPE);
-        if !self.context().has_sm90a() {
-            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
-        }
-        let names = ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"];
-        let tk = tile_k(GemmInput::Tf32);
-        let operands = |a, b_t| {
-            Ok([
-                KernelArg::tensor_map(a, m, k, TILE_M, tk)?,
-                KernelArg::tensor_map(b_t, n, k, tile_n.elems(), tk)?,
-            ])
-        };
-        self.tensor_core_gemm(
-            Family::GemmWgmma,
-            &kern,
-            names,
-            (a, b_t, c),
-            (m, n, k),
-            epilogue,
-            operands,
-        )
+        let config = GemmConfig::Wgmma(tile_n);
+        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
     }
 
     /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): a
@@ -418,6 +406,78 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32(rows as u32))
             .arg(KernelArg::U32(cols as u32))
             .run()
+    }
+
+    /// Every tensor-core GEMM op ends here: the kernel for `input` (the type of `a` and
+    /// `b`, checked) and `config`, its operands as that kernel reads them (buffers for
+    /// the sm_80 path, tensor maps for the copy engine: B's boxes n-major for 16-bit
+    /// inputs, k-major for TF32), then the common launch.
+    fn config_gemm<T: DeviceCopy, C: FloatElem>(
+        &mut self,
+        input: GemmInput,
+        config: GemmConfig,
+        (a, b, c): (
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<T>,
+            &'a DeviceBuffer<C>,
+        ),
+        (m, n, k): (usize, usize, usize),
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let names = match input {
+            GemmInput::Tf32 => ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"],
+            _ => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
+        };
+        match config {
+            GemmConfig::Mma(tile_k) => {
+                let kern = MmaGemmKernel(input, tile_k, C::TYPE);
+                if T::PTX != input.ptx() {
+                    return shape_err(
+                        &kern.name(),
+                        format!("inputs of {} for {}", T::PTX, input.name()),
+                    );
+                }
+                let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
+                self.tensor_core_gemm(
+                    Family::GemmMma,
+                    &kern,
+                    names,
+                    (a, b, c),
+                    (m, n, k),
+                    epilogue,
+                    operands,
+                )
+            }
+            GemmConfig::Wgmma(tile_n) => {
+                let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
+                if T::PTX != input.ptx() {
+                    return shape_err(
+                        &kern.name(),
+                        format!("inputs of {} for {}", T::PTX, input.name()),
+                    );
+                }
+                if !self.context().has_sm90a() {
+                    return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
+                }
+                let tk = tile_k(input);
+                let operands = |a, b| {
+                    let b_map = match input.b_k_major() {
+                        true => KernelArg::tensor_map(b, n, k, tile_n.elems(), tk)?,
+                        false => KernelArg::tensor_map(b, k, n, tk, BOX_N)?,
+                    };
+                    Ok([KernelArg::tensor_map(a, m, k, TILE_M, tk)?, b_map])
+                };
+                self.tensor_core_gemm(
+                    Family::GemmWgmma,
+                    &kern,
+                    names,
+                    (a, b, c),
+                    (m, n, k),
+                    epilogue,
+                    operands,
+                )
+            }
+        }
     }
 
     /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A

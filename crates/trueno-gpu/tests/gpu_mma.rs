@@ -11,7 +11,7 @@ use half::{bf16, f16};
 use trueno_gpu::GemmEpilogue;
 use trueno_gpu::driver::Context;
 use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
-use trueno_gpu::kernels::gemm_mma::MmaTileK;
+use trueno_gpu::kernels::gemm_mma::{HalfType, MmaTileK};
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 
 /// Which kernel and configuration.
@@ -420,4 +420,62 @@ fn tensor_core_gemm_epilogues_match_the_reference() {
     for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
         check_epilogues(&ctx, &mut rng, Path::Wgmma(tn));
     }
+}
+
+/// Tuning times every configuration the device runs, keeps the fastest for the shape's
+/// class, and the GEMM ops then run it (and still compute the product).
+#[test]
+fn tuning_keeps_the_fastest_configuration_and_the_ops_take_it() {
+    use trueno_gpu::gemm_tune::{GemmClass, GemmConfig};
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::gemm_mma::GemmInput;
+    let Some(ctx) = ctx() else { return };
+    let hopper = ctx.has_sm90a();
+    let (m, n, k) = (200, 264, 136);
+    let (times, best) = ctx.tune_gemm::<bf16, f32>(m, n, k).unwrap();
+    let ran: Vec<GemmConfig> = times.iter().map(|t| t.0).collect();
+    assert_eq!(ran.len(), if hopper { 4 } else { 2 }, "{times:?}");
+    let fastest = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(best, fastest);
+    assert!(
+        times.iter().all(|t| t.1 > 0.0 && t.1.is_finite()),
+        "{times:?}"
+    );
+    let class = GemmClass::of(HalfType::Bf16.into(), FloatType::F32, m, n, k);
+    assert_eq!(ctx.tuned_gemm(class), Some(best));
+    // Another shape of the same class (each dimension rounds up to the same power of
+    // two) runs the tuned configuration, and still multiplies correctly.
+    let (m, n, k) = (256, 264, 144);
+    let mut rng = Rng(97);
+    let a: Vec<bf16> = halves(&mut rng, m * k);
+    let b: Vec<bf16> = halves(&mut rng, k * n);
+    let s = ctx.stream().unwrap().record();
+    assert_eq!(
+        s.gemm_choice(HalfType::Bf16.into(), FloatType::F32, (m, n, k)),
+        best
+    );
+    drop(s);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.to_f64()).collect(),
+        b.iter().map(|x| x.to_f64()).collect(),
+    );
+    let (want, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
+    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let mut dc = poisoned(&ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    s.gemm_mma_with(&da, &db, &dc, m, n, k, GemmEpilogue::default())
+        .unwrap();
+    s.sync().unwrap();
+    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * mag[i] + 1e-30;
+        assert!(
+            (g as f64 - want[i]).abs() <= bound,
+            "{best:?} [{i}]: {g} vs {}",
+            want[i]
+        );
+    }
+    // TF32 has one sm_80 configuration (the 32-wide k-step).
+    let (times, _) = ctx.tune_gemm::<f32, bf16>(128, 256, 64).unwrap();
+    assert_eq!(times.len(), if hopper { 3 } else { 1 }, "{times:?}");
+    assert!(times.iter().all(|t| t.0.runs(GemmInput::Tf32, hopper)));
 }

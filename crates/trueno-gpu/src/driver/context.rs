@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::ffi::{self, CuHandle};
 use super::{DeviceInfo, device_handle, device_info};
 use crate::error::{GpuError, Result};
+use crate::gemm_tune::{GemmClass, GemmConfig};
 use crate::kernels::{Family, family_module};
 use crate::memory::pool::Pool;
 use crate::ptx::{Param, Target};
@@ -23,6 +24,8 @@ pub(crate) struct ContextInner {
     arch_specific: Option<Target>,
     modules: Mutex<HashMap<Family, Arc<LoadedModule>>>,
     pub(crate) pool: Mutex<Pool>,
+    /// Tensor-core GEMM configurations tuned on this device (`crate::gemm_tune`).
+    pub(crate) gemm_tuned: Mutex<HashMap<GemmClass, GemmConfig>>,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread once made current there;
@@ -142,6 +145,7 @@ impl Context {
         let mut raw: CuHandle = std::ptr::null_mut();
         // SAFETY: `raw` is a valid out-pointer and `dev` a device handle.
         unsafe { ffi::cuDevicePrimaryCtxRetain(&mut raw, dev) }?;
+        let gemm_tuned = Mutex::new(crate::gemm_tune::load(&info.name));
         let inner = ContextInner {
             raw,
             dev,
@@ -150,6 +154,7 @@ impl Context {
             arch_specific: ((major, minor) == (9, 0)).then_some(Target::Sm90a),
             modules: Mutex::new(HashMap::new()),
             pool: Mutex::new(Pool::default()),
+            gemm_tuned,
         };
         inner.bind()?;
         Ok(Context {

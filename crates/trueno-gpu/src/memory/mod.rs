@@ -69,6 +69,38 @@ impl HalfElem for half::bf16 {
     const TYPE: crate::kernels::gemm_mma::HalfType = crate::kernels::gemm_mma::HalfType::Bf16;
 }
 
+/// The input types of the tensor-core GEMMs: f16 and bf16, and f32 multiplied as TF32
+/// (whose B the kernels take transposed).
+pub trait GemmElem: DeviceCopy {
+    /// Which input, and so which kernels and B layout.
+    const INPUT: crate::kernels::gemm_mma::GemmInput;
+    /// `x` rounded to this type (to nearest even; f32 as is).
+    fn from_f32(x: f32) -> Self;
+}
+
+impl GemmElem for half::f16 {
+    const INPUT: crate::kernels::gemm_mma::GemmInput =
+        crate::kernels::gemm_mma::GemmInput::Half(crate::kernels::gemm_mma::HalfType::F16);
+    fn from_f32(x: f32) -> Self {
+        half::f16::from_f32(x)
+    }
+}
+
+impl GemmElem for half::bf16 {
+    const INPUT: crate::kernels::gemm_mma::GemmInput =
+        crate::kernels::gemm_mma::GemmInput::Half(crate::kernels::gemm_mma::HalfType::Bf16);
+    fn from_f32(x: f32) -> Self {
+        half::bf16::from_f32(x)
+    }
+}
+
+impl GemmElem for f32 {
+    const INPUT: crate::kernels::gemm_mma::GemmInput = crate::kernels::gemm_mma::GemmInput::Tf32;
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+}
+
 /// The float types kernels read and write around their f32 math: a KV cache's elements
 /// (16-bit for half the bytes a step), the activations the quantized products take
 /// (`Stream::qgemv`, `Stream::quantize_q8k`), dense embedding tables.

@@ -157,4 +157,60 @@ impl Bench {
         }
         Ok(())
     }
+
+    /// Tuning (`Context::tune_gemm`), bf16 in and out: square sizes and a prefill's
+    /// shapes (tokens x out x in), each configuration's time, the rule's choice and
+    /// the tuned one; the tuned choice is then timed on the default path (`gemm_mma`).
+    pub(super) fn gemm_tune(&mut self) -> Result<()> {
+        let shapes: &[(usize, usize, usize)] = if self.quick {
+            &[(1024, 1024, 1024)]
+        } else {
+            &[
+                (1024, 1024, 1024),
+                (2048, 2048, 2048),
+                (4096, 4096, 4096),
+                (8192, 8192, 8192),
+                (128, 4096, 4096),
+                (512, 4096, 4096),
+                (512, 14336, 4096),
+                (512, 4096, 14336),
+                (2048, 4096, 4096),
+                (2048, 14336, 4096),
+            ]
+        };
+        type B = half::bf16;
+        for &(m, n, k) in shapes {
+            let s0 = self.ctx.stream()?.record();
+            let rule = s0.gemm_choice(
+                trueno_gpu::kernels::gemm_mma::GemmInput::Half(
+                    trueno_gpu::kernels::gemm_mma::HalfType::Bf16,
+                ),
+                trueno_gpu::kernels::float_type::FloatType::Bf16,
+                (m, n, k),
+            );
+            drop(s0);
+            let (times, best) = self.ctx.tune_gemm::<B, B>(m, n, k)?;
+            let to_bf16 =
+                |v: Vec<f32>| -> Vec<B> { v.into_iter().map(half::bf16::from_f32).collect() };
+            let a = self.ctx.upload(&to_bf16(random(m * k, 1)))?;
+            let b = self.ctx.upload(&to_bf16(random(k * n, 2)))?;
+            let c = self.ctx.alloc::<B>(m * n)?;
+            let e = GemmEpilogue::default();
+            let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, m, n, k, e))?;
+            let rule_ms =
+                self.time(1, |st, _| st.gemm_with_config(rule, &a, &b, &c, m, n, k, e))?;
+            let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+            let all: Vec<String> = times
+                .iter()
+                .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
+                .collect();
+            self.emit(format!(
+                r#"{{"kind":"gemm_tune","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"tflops":{tflops:.3},"tuned":"{}","rule":"{}","rule_ms":{rule_ms:.5},"tune_ms":{{{}}}}}"#,
+                best.name(),
+                rule.name(),
+                all.join(",")
+            ));
+        }
+        Ok(())
+    }
 }

@@ -5,7 +5,7 @@
 //! same command and prints the comparison table.
 //!
 //! Usage: `gpu-bench [--quick] [--out FILE] [--only SECTION,...]` (sections: overheads,
-//! elementwise, rows, gemm, gemm_mma, gemm_tf32, flash_attention, qgemv, dequant, qgemm, rope,
+//! elementwise, rows, gemm, gemm_mma, gemm_tf32, gemm_tune, flash_attention, qgemv, dequant, qgemm, rope,
 //! decode_attention)
 
 mod dequant;
@@ -482,13 +482,14 @@ fn main() {
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let run = || -> Result<()> {
         type Section = fn(&mut Bench) -> Result<()>;
-        let sections: [(&str, Section); 12] = [
+        let sections: [(&str, Section); 13] = [
             ("overheads", Bench::overheads),
             ("elementwise", Bench::elementwise),
             ("rows", Bench::rows),
             ("gemm", Bench::gemm),
             ("gemm_mma", Bench::gemm_mma),
             ("gemm_tf32", Bench::gemm_tf32),
+            ("gemm_tune", Bench::gemm_tune),
             ("flash_attention", Bench::flash_attention),
             ("qgemv", Bench::qgemv),
             ("dequant", Bench::dequant),
