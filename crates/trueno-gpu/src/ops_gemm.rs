@@ -424,19 +424,18 @@ impl<'a> Stream<Recording<'a>> {
         (m, n, k): (usize, usize, usize),
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let names = match input {
-            GemmInput::Tf32 => ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"],
-            _ => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
+        if T::PTX != input.ptx() {
+            let what = format!("{} inputs for a {} product", T::PTX, input.name());
+            return shape_err("tensor-core gemm", what);
+        }
+        let names = match (input, config) {
+            (GemmInput::Tf32, _) => ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"],
+            (_, GemmConfig::Mma(_)) => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
+            (_, GemmConfig::Wgmma(_)) => ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"],
         };
         match config {
             GemmConfig::Mma(tile_k) => {
                 let kern = MmaGemmKernel(input, tile_k, C::TYPE);
-                if T::PTX != input.ptx() {
-                    return shape_err(
-                        &kern.name(),
-                        format!("inputs of {} for {}", T::PTX, input.name()),
-                    );
-                }
                 let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
                 self.tensor_core_gemm(
                     Family::GemmMma,
@@ -450,12 +449,6 @@ impl<'a> Stream<Recording<'a>> {
             }
             GemmConfig::Wgmma(tile_n) => {
                 let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
-                if T::PTX != input.ptx() {
-                    return shape_err(
-                        &kern.name(),
-                        format!("inputs of {} for {}", T::PTX, input.name()),
-                    );
-                }
                 if !self.context().has_sm90a() {
                     return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
                 }

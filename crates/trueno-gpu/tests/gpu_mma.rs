@@ -5,7 +5,7 @@
 //! a GPU (the wgmma tests also without an sm_90 one).
 
 mod common;
-use common::device::{Half, POISON, Rng, ctx, halves, poisoned, small};
+use common::device::{Half, POISON, Rng, ctx, gemm_shapes, halves, poisoned};
 
 use half::{bf16, f16};
 use trueno_gpu::GemmEpilogue;
@@ -129,26 +129,8 @@ fn run<'a, T: Half, O: trueno_gpu::memory::FloatElem>(
     }
 }
 
-fn ragged_shapes() -> Vec<(usize, usize, usize)> {
-    let mut shapes = vec![
-        (1, 8, 8),
-        (7, 16, 24),
-        (17, 24, 40),
-        (128, 128, 32),
-        (128, 128, 96),
-        (129, 136, 72),
-        (255, 264, 8),
-        (300, 8, 520),
-        (64, 1000, 1000),
-    ];
-    if !small() {
-        shapes.push((520, 392, 2056));
-    }
-    shapes
-}
-
 fn check_all(ctx: &trueno_gpu::driver::Context, rng: &mut Rng, path: Path) {
-    for &shape in &ragged_shapes() {
+    for &shape in &gemm_shapes() {
         check::<bf16>(ctx, rng, path, shape, 1.0, 0.0);
         check::<f16>(ctx, rng, path, shape, 1.0, 0.0);
     }

@@ -7,7 +7,7 @@
 //! without an sm_90 one).
 
 mod common;
-use common::device::{POISON, Rng, ctx, poisoned, small};
+use common::device::{POISON, Rng, ctx, gemm_shapes, poisoned};
 
 use half::bf16;
 use trueno_gpu::GemmEpilogue;
@@ -113,21 +113,8 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
         eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
     }
     let mut rng = Rng(94);
-    let mut shapes = vec![
-        (1, 8, 8),
-        (7, 16, 24),
-        (17, 24, 40),
-        (128, 128, 32),
-        (129, 136, 72),
-        (255, 264, 8),
-        (300, 8, 520),
-        (64, 1000, 1000),
-    ];
-    if !small() {
-        shapes.push((520, 392, 2056));
-    }
     for path in paths {
-        for &shape in &shapes {
+        for &shape in &gemm_shapes() {
             check(&ctx, &mut rng, path, shape, (1.0, 0.0));
         }
         for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {

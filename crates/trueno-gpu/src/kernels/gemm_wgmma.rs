@@ -7,11 +7,11 @@
 //! One block computes a 128 x `BN` tile with three warpgroups. The first is the
 //! producer: one of its threads asks the copy engine for the next k-tile of A (128 rows
 //! x 128 bytes: 64 halves or 32 f32) and B (128 bytes of k by `BN`) into a ring of
-//! shared-memory stages, each stage
-//! guarded by two transaction barriers (full: the bytes have landed; empty: both consumers
-//! are done with it). The other two are consumers, each multiplying 64 rows of the tile
-//! with `wgmma.m64n{BN}k16` straight from shared memory, accumulators in registers. The
-//! producer gives registers back (`setmaxnreg`) so the consumers can hold theirs.
+//! shared-memory stages, each stage guarded by two transaction barriers (full: the bytes
+//! have landed; empty: both consumers are done with it). The other two are consumers,
+//! each multiplying 64 rows of the tile with `wgmma.m64n{BN}k16` (`k8` for TF32) straight
+//! from shared memory, accumulators in registers. The producer gives registers back
+//! (`setmaxnreg`) so the consumers can hold theirs.
 //!
 //! The copy engine writes the tiles in the 128-byte swizzled layout the products read:
 //! A k-major (rows of 128 bytes, 8-row groups 1024 bytes apart); 16-bit B n-major (k-rows

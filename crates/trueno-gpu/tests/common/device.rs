@@ -50,6 +50,27 @@ pub fn halves<T: Half>(rng: &mut Rng, n: usize) -> Vec<T> {
     rng.vec(n, -1.0, 1.0).into_iter().map(T::from_f32).collect()
 }
 
+/// The tensor-core GEMM suites' shapes (m, n, k): one row, a k below one k-tile, tiles
+/// ragged in every dimension, more k-tiles than pipeline stages (the rings wrap), an
+/// eight-column output; a large one unless `TRUENO_GPU_SMALL` (the sanitizers' runs).
+pub fn gemm_shapes() -> Vec<(usize, usize, usize)> {
+    let mut shapes = vec![
+        (1, 8, 8),
+        (7, 16, 24),
+        (17, 24, 40),
+        (128, 128, 32),
+        (128, 128, 96),
+        (129, 136, 72),
+        (255, 264, 8),
+        (300, 8, 520),
+        (64, 1000, 1000),
+    ];
+    if !small() {
+        shapes.push((520, 392, 2056));
+    }
+    shapes
+}
+
 pub fn poisoned(ctx: &Context, n: usize) -> DeviceBuffer<f32> {
     let mut b = ctx.alloc::<f32>(n).unwrap();
     b.fill_u32(POISON).unwrap();
