@@ -131,6 +131,8 @@ def main():
             t = bench(lambda i: addmm_gelu(bias, a, b), 1, quick)
         elif r.get("peer") == "addmm":
             t = bench(lambda i: torch.addmm(bias, a, b, out=c), 1, quick)
+        elif r.get("peer") == "matmul_bt":
+            t = bench(lambda i: torch.matmul(a, b.t(), out=c), 1, quick)
         else:
             t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
         tf = 2 * s**3 / (t * 1e-3) / 1e12

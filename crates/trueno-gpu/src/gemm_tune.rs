@@ -10,7 +10,7 @@ use std::io::Write;
 use crate::driver::Context;
 use crate::error::{GpuError, Result};
 use crate::kernels::float_type::FloatType;
-use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
+use crate::kernels::gemm_mma::{GemmInput, MmaTileK};
 use crate::kernels::gemm_wgmma::WgmmaTileN;
 use crate::memory::{FloatElem, GemmElem};
 use crate::ops_gemm::GemmEpilogue;
@@ -99,12 +99,7 @@ impl GemmClass {
         if dev != device.replace(['\t', '\n'], " ") {
             return None;
         }
-        let input = match input {
-            "bf16" => GemmInput::Half(HalfType::Bf16),
-            "f16" => GemmInput::Half(HalfType::F16),
-            "tf32" => GemmInput::Tf32,
-            _ => return None,
-        };
+        let input = GemmInput::ALL.into_iter().find(|i| i.name() == input)?;
         let out = FloatType::ALL.into_iter().find(|t| t.name() == out)?;
         let dims: Vec<u64> = shape
             .split('x')
@@ -236,6 +231,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::gemm_mma::HalfType;
 
     #[test]
     fn classes_round_each_dimension_up_to_a_power_of_two() {

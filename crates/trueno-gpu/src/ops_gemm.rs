@@ -196,6 +196,64 @@ impl<'a> Stream<Recording<'a>> {
         self.config_gemm(T::INPUT, config, (a, b, c), (m, n, k), epilogue)
     }
 
+    /// [`gemm_mma_with`](Self::gemm_mma_with) with B given transposed: `c = act(alpha *
+    /// a b_tᵀ + beta * c + bias)` for row-major f16/bf16 `a` (m x k) and `b_t` (n x k), a
+    /// linear layer's `[out, in]` weights as they are stored (PyTorch's `x @ w.t()`), so
+    /// they need no transpose; the same paths (wgmma on Hopper), the same contract.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (m, n, k) = (128, 64, 32);
+    /// let x = ctx.upload(&vec![bf16::from_f32(0.5); m * k])?;
+    /// // Weight row j (output feature j) holds j everywhere.
+    /// let w: Vec<bf16> = (0..n * k).map(|i| bf16::from_f32((i / k) as f32)).collect();
+    /// let w = ctx.upload(&w)?;
+    /// let mut y = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_mma_bt(&x, &w, &y, m, n, k, GemmEpilogue::default())?;
+    /// s.sync()?;
+    /// // y[r][j] = 32 * 0.5 * j.
+    /// assert_eq!(y.to_vec()?[3], 48.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma_bt<T: HalfElem, C: FloatElem>(
+        &mut self,
+        a: &'a DeviceBuffer<T>,
+        b_t: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let input = GemmInput::HalfBt(T::TYPE);
+        let config = self.gemm_choice(input, C::TYPE, (m, n, k));
+        self.config_gemm(input, config, (a, b_t, c), (m, n, k), epilogue)
+    }
+
+    /// [`gemm_mma_bt`](Self::gemm_mma_bt) with the configuration chosen by the caller
+    /// (tuning, benchmarks, tests).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_mma_bt_with_config<T: HalfElem, C: FloatElem>(
+        &mut self,
+        config: GemmConfig,
+        a: &'a DeviceBuffer<T>,
+        b_t: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let input = GemmInput::HalfBt(T::TYPE);
+        self.config_gemm(input, config, (a, b_t, c), (m, n, k), epilogue)
+    }
+
     /// The sm_80 path (`mma.sync`, any device from sm_80) with the k-step chosen by the
     /// caller (for tuning and benchmarks; [`gemm_mma`](Self::gemm_mma) takes the
     /// measured best, or Hopper's own path where there is one).
@@ -430,6 +488,7 @@ impl<'a> Stream<Recording<'a>> {
         }
         let names = match (input, config) {
             (GemmInput::Tf32, _) => ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"],
+            (GemmInput::HalfBt(_), _) => ["gemm_bt a", "gemm_bt b_t", "gemm_bt c"],
             (_, GemmConfig::Mma(_)) => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
             (_, GemmConfig::Wgmma(_)) => ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"],
         };

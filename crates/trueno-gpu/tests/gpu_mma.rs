@@ -10,15 +10,25 @@ use common::device::{Half, POISON, Rng, ctx, gemm_shapes, halves, poisoned};
 use half::{bf16, f16};
 use trueno_gpu::GemmEpilogue;
 use trueno_gpu::driver::Context;
+use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
 use trueno_gpu::kernels::gemm_mma::{HalfType, MmaTileK};
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 
-/// Which kernel and configuration.
+/// Which kernel and configuration; `Bt`: B uploaded transposed (`gemm_mma_bt`).
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Mma(MmaTileK),
     Wgmma(WgmmaTileN),
+    Bt(GemmConfig),
+}
+
+/// `b` (k x n) as the path reads it: transposed to n x k for `Bt`.
+fn b_for<T: Copy>(path: Path, b: &[T], k: usize, n: usize) -> Vec<T> {
+    match path {
+        Path::Bt(_) => (0..n * k).map(|i| b[(i % k) * n + i / k]).collect(),
+        _ => b.to_vec(),
+    }
 }
 
 /// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
@@ -74,7 +84,10 @@ fn check<T: Half>(
         alpha as f64,
         beta as f64,
     );
-    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let (da, db) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b_for(path, &b, k, n)).unwrap(),
+    );
     let mut dc = if beta == 0.0 {
         poisoned(ctx, m * n)
     } else {
@@ -126,6 +139,7 @@ fn run<'a, T: Half, O: trueno_gpu::memory::FloatElem>(
     match path {
         Path::Mma(tk) => s.gemm_mma_tiled(tk, a, b, c, m, n, k, e),
         Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, a, b, c, m, n, k, e),
+        Path::Bt(config) => s.gemm_mma_bt_with_config(config, a, b, c, m, n, k, e),
     }
 }
 
@@ -164,6 +178,54 @@ fn hopper_gemm_matches_an_f64_product_at_ragged_shapes() {
     let mut rng = Rng(92);
     for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
         check_all(&ctx, &mut rng, Path::Wgmma(tn));
+    }
+}
+
+/// B given transposed (`[out, in]` weights): every configuration, products and
+/// epilogues, against the same references.
+#[test]
+fn tensor_core_gemm_with_b_transposed_matches_the_reference() {
+    let Some(ctx) = ctx() else { return };
+    let mut configs = vec![
+        GemmConfig::Mma(MmaTileK::K32),
+        GemmConfig::Mma(MmaTileK::K64),
+    ];
+    if ctx.has_sm90a() {
+        configs.extend([
+            GemmConfig::Wgmma(WgmmaTileN::N128),
+            GemmConfig::Wgmma(WgmmaTileN::N256),
+        ]);
+    } else {
+        eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
+    }
+    let mut rng = Rng(98);
+    for config in configs {
+        check_all(&ctx, &mut rng, Path::Bt(config));
+        check_epilogues(&ctx, &mut rng, Path::Bt(config));
+    }
+    // The default path picks its configuration.
+    let (m, n, k) = (64, 40, 24);
+    let a: Vec<bf16> = halves(&mut rng, m * k);
+    let b: Vec<bf16> = halves(&mut rng, k * n);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.to_f64()).collect(),
+        b.iter().map(|x| x.to_f64()).collect(),
+    );
+    let (want, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
+    let bt = b_for(Path::Bt(GemmConfig::Mma(MmaTileK::K32)), &b, k, n);
+    let (da, dbt) = (ctx.upload(&a).unwrap(), ctx.upload(&bt).unwrap());
+    let mut dc = poisoned(&ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    s.gemm_mma_bt(&da, &dbt, &dc, m, n, k, GemmEpilogue::default())
+        .unwrap();
+    s.sync().unwrap();
+    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * mag[i] + 1e-30;
+        assert!(
+            (g as f64 - want[i]).abs() <= bound,
+            "[{i}]: {g} vs {}",
+            want[i]
+        );
     }
 }
 
@@ -305,7 +367,10 @@ fn check_epilogue<T: Half, O: Out>(
         b.iter().map(|x| x.to_f64()).collect(),
     );
     let (prod, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
-    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let (da, db) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b_for(path, &b, k, n)).unwrap(),
+    );
     let dbias = ctx.upload(&bias).unwrap();
     let start: Vec<O> = if beta == 0.0 {
         vec![O::poison(); m * n]

@@ -155,7 +155,7 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
 /// The tensor-core kernels' machine code, read back with cuobjdump (same wheel folder as
 /// ptxas): their multiplies are HMMA (tensor-core) instructions, their tiles arrive by
 /// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for a 16-bit
-/// operand stored n-major; TF32's both k-major, so none transposed), on every target
+/// operand stored n-major; a `Bᵀ` is k-major, so none transposed), on every target
 /// they claim; FlashAttention's probabilities become 16-bit operands by F2FP packs, in
 /// registers.
 #[test]
@@ -169,24 +169,32 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
         HalfType::Bf16 => "HMMA.16816.F32.BF16",
         HalfType::F16 => "HMMA.16816.F32 ",
     };
-    // (kernel, its HMMA spelling, the GEMM's output type; attention packs P to 16 bits)
-    let mut kernels: Vec<(Box<dyn Kernel>, &str, Option<FloatType>)> = Vec::new();
-    for ty in [HalfType::Bf16, HalfType::F16] {
+    // (kernel, its HMMA spelling, the GEMM's output type (attention packs P to 16 bits),
+    // whether an operand is read transposed: a 16-bit n-major B, attention's V)
+    type Case = (Box<dyn Kernel>, &'static str, Option<FloatType>, bool);
+    let mut kernels: Vec<Case> = Vec::new();
+    for input in GemmInput::ALL {
+        let (spelling, transposed) = match input {
+            GemmInput::Half(t) => (hmma(t), true),
+            GemmInput::HalfBt(t) => (hmma(t), false),
+            GemmInput::Tf32 => ("HMMA.1688.F32.TF32", false),
+        };
         for tk in [MmaTileK::K32, MmaTileK::K64] {
+            if input == GemmInput::Tf32 && tk == MmaTileK::K64 {
+                continue;
+            }
             for out in FloatType::ALL {
-                let k = MmaGemmKernel(ty.into(), tk, out);
-                kernels.push((Box::new(k), hmma(ty), Some(out)));
+                let k = MmaGemmKernel(input, tk, out);
+                kernels.push((Box::new(k), spelling, Some(out), transposed));
             }
         }
+    }
+    for ty in [HalfType::Bf16, HalfType::F16] {
         for d in HEAD_DIMS {
-            kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), None));
+            kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), None, true));
         }
     }
-    for out in FloatType::ALL {
-        let k = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, out);
-        kernels.push((Box::new(k), "HMMA.1688.F32.TF32", Some(out)));
-    }
-    for (k, hmma, out) in &kernels {
+    for (k, hmma, out, transposed) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&**k, target);
             let count = |op: &str| code.matches(op).count();
@@ -195,9 +203,9 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
             assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
             assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
-            let transposed = if hmma.contains("TF32") { 0 } else { 4 };
+            let least = if *transposed { 4 } else { 0 };
             assert!(
-                count("LDSM.16.MT88.4") >= transposed,
+                count("LDSM.16.MT88.4") >= least,
                 "{stem}: no transposed ldmatrix"
             );
             match out {
@@ -243,7 +251,7 @@ fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::floa
 /// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
 /// products (HGMMA of the tile's width: k16 for 16-bit inputs, k8 TF32 for f32), its
 /// tiles arrive by the copy engine (UTMALDG, one box of A and `BN / 64` of 16-bit B, or
-/// one of TF32 `Bᵀ`, per k-tile) on transaction barriers (SYNCS), the warpgroups trade
+/// one of a `Bᵀ`, per k-tile) on transaction barriers (SYNCS), the warpgroups trade
 /// registers (USETMAXREG), and no mma.sync path (HMMA) is left.
 #[test]
 fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
@@ -251,12 +259,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
     use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
-    let inputs = [
-        GemmInput::Half(HalfType::Bf16),
-        GemmInput::Half(HalfType::F16),
-        GemmInput::Tf32,
-    ];
-    for input in inputs {
+    for input in GemmInput::ALL {
         for (tn, out) in [WgmmaTileN::N128, WgmmaTileN::N256]
             .into_iter()
             .flat_map(|tn| FloatType::ALL.map(|out| (tn, out)))
@@ -268,8 +271,12 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 "HGMMA.64x{}x{}",
                 tn.elems(),
                 match input {
-                    GemmInput::Half(HalfType::Bf16) => "16.F32.BF16",
-                    GemmInput::Half(HalfType::F16) => "16.F32 ",
+                    GemmInput::Half(HalfType::Bf16) | GemmInput::HalfBt(HalfType::Bf16) => {
+                        "16.F32.BF16"
+                    }
+                    GemmInput::Half(HalfType::F16) | GemmInput::HalfBt(HalfType::F16) => {
+                        "16.F32 "
+                    }
                     GemmInput::Tf32 => "8.F32.TF32",
                 }
             );
@@ -279,9 +286,9 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 "{stem}: {} {hgmma}\n{code}",
                 count(&hgmma)
             );
-            let boxes = match input {
-                GemmInput::Tf32 => 2,
-                _ => 1 + tn.elems() as usize / 64,
+            let boxes = match input.b_k_major() {
+                true => 2,
+                false => 1 + tn.elems() as usize / 64,
             };
             assert!(
                 count("UTMALDG.2D") >= boxes,

@@ -10,8 +10,9 @@
 //! `mma.sync` multiplies them (`m16n8k16` for 16-bit inputs, `m16n8k8` for TF32: 16 per
 //! warp per 32 bytes of k). Shared rows are XOR-swizzled in 16-byte chunks so both the
 //! copies' writes and ldmatrix's eight-row reads hit eight different bank groups. A
-//! 16-bit B is stored n-major as it arrives and read with `ldmatrix.trans`; a TF32 `Bᵀ`
-//! k-major like A (32-bit values cannot be transposed by `ldmatrix`), and read as A is.
+//! 16-bit B is stored n-major as it arrives and read with `ldmatrix.trans`; a `Bᵀ` (TF32,
+//! whose 32-bit values `ldmatrix` cannot transpose, or 16-bit weights stored `[out, in]`)
+//! k-major like A, and read as A is.
 //!
 //! Rows are copied in 16-byte chunks, so `k` and `n` must be multiples of 8 (a row of A
 //! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
@@ -51,6 +52,9 @@ pub enum HalfType {
 pub enum GemmInput {
     /// f16 or bf16 `A` (m x k) and `B` (k x n), both row-major.
     Half(HalfType),
+    /// f16 or bf16 `A` (m x k) and `Bᵀ` (n x k), both row-major: a linear layer's
+    /// `[out, in]` weights as they are stored, no transpose.
+    HalfBt(HalfType),
     /// f32 `A` (m x k) and `Bᵀ` (n x k), both row-major, multiplied as TF32 (the
     /// products read 10 of the 23 mantissa bits; sums stay f32). The tensor cores read
     /// TF32 operands only k-major, so B comes transposed: the `[out, in]` layout of a
@@ -69,6 +73,8 @@ impl GemmInput {
     pub fn name(self) -> &'static str {
         match self {
             GemmInput::Half(t) => t.name(),
+            GemmInput::HalfBt(HalfType::F16) => "f16_bt",
+            GemmInput::HalfBt(HalfType::Bf16) => "bf16_bt",
             GemmInput::Tf32 => "tf32",
         }
     }
@@ -76,7 +82,7 @@ impl GemmInput {
     /// The element type in memory (f32 for TF32).
     pub(crate) fn ptx(self) -> PtxType {
         match self {
-            GemmInput::Half(t) => t.ptx(),
+            GemmInput::Half(t) | GemmInput::HalfBt(t) => t.ptx(),
             GemmInput::Tf32 => PtxType::F32,
         }
     }
@@ -88,8 +94,17 @@ impl GemmInput {
 
     /// Whether B is stored k-major (`Bᵀ` row-major) rather than n-major.
     pub fn b_k_major(self) -> bool {
-        self == GemmInput::Tf32
+        !matches!(self, GemmInput::Half(_))
     }
+
+    /// Every input: 16-bit with B as stored or transposed, and TF32.
+    pub const ALL: [GemmInput; 5] = [
+        GemmInput::Half(HalfType::Bf16),
+        GemmInput::Half(HalfType::F16),
+        GemmInput::HalfBt(HalfType::Bf16),
+        GemmInput::HalfBt(HalfType::F16),
+        GemmInput::Tf32,
+    ];
 }
 
 impl HalfType {
@@ -484,15 +499,15 @@ pub(super) fn tensor_core_launch(
 /// Every tensor-core GEMM configuration.
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    for t in [HalfType::Bf16, HalfType::F16] {
+    for input in GemmInput::ALL {
         for kt in [MmaTileK::K32, MmaTileK::K64] {
+            if input == GemmInput::Tf32 && kt == MmaTileK::K64 {
+                continue;
+            }
             for out in FloatType::ALL {
-                v.push(Box::new(MmaGemmKernel(t.into(), kt, out)));
+                v.push(Box::new(MmaGemmKernel(input, kt, out)));
             }
         }
-    }
-    for out in FloatType::ALL {
-        v.push(Box::new(MmaGemmKernel(GemmInput::Tf32, MmaTileK::K32, out)));
     }
     v
 }

@@ -15,16 +15,16 @@
 //!
 //! The copy engine writes the tiles in the 128-byte swizzled layout the products read:
 //! A k-major (rows of 128 bytes, 8-row groups 1024 bytes apart); 16-bit B n-major (k-rows
-//! of 64 halves per 64-column box, boxes 8 KiB apart); TF32 B k-major like A (`wgmma`
-//! transposes only 16-bit operands, so the TF32 product takes B already transposed: the
-//! `[out, in]` layout of a linear layer's weights). Parts of a box outside the matrices
+//! of 64 halves per 64-column box, boxes 8 KiB apart); a `Bᵀ` k-major like A, in one box
+//! of `BN` rows (TF32 always: `wgmma` transposes only 16-bit operands; 16-bit weights
+//! stored `[out, in]` as a linear layer's are). Parts of a box outside the matrices
 //! arrive as zeros, so ragged m, n and k need no masks until the store. Rows are read
 //! through tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are
 //! multiples of 8.
 
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
-use super::gemm_mma::{GemmInput, HalfType, raster, tensor_core_launch};
+use super::gemm_mma::{GemmInput, raster, tensor_core_launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
@@ -314,12 +314,7 @@ impl Kernel for WgmmaGemmKernel {
 /// Every Hopper GEMM configuration.
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    let inputs = [
-        GemmInput::Half(HalfType::Bf16),
-        GemmInput::Half(HalfType::F16),
-        GemmInput::Tf32,
-    ];
-    for t in inputs {
+    for t in GemmInput::ALL {
         for n in [WgmmaTileN::N128, WgmmaTileN::N256] {
             for out in FloatType::ALL {
                 v.push(Box::new(WgmmaGemmKernel(t, n, out)));
@@ -332,6 +327,7 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::gemm_mma::HalfType;
 
     #[test]
     fn launch_config_covers_ragged_shapes_and_rejects_what_the_copies_cannot_read() {

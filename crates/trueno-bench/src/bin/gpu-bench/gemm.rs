@@ -99,6 +99,14 @@ impl Bench {
             // Each epilogue timed next to the plain product: at 8192 the times drift by
             // up to 12% over a sequence of rows (a repeat of the first row measured it),
             // which a lone row would put on its epilogue.
+            // B given transposed (square, so the same buffer serves as Bᵀ): against
+            // torch's `a @ b.t()`.
+            let ms = self.time(1, |st, _| st.gemm_mma_bt(&a, &b, &c, s, s, s, plain))?;
+            let plain_ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, plain))?;
+            let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
+            self.emit(format!(
+                r#"{{"kind":"gemm_mma","type":"bf16 out, a bT","peer":"matmul_bt","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
+            ));
             for (what, e, peer) in rows {
                 let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, e))?;
                 let plain_ms =
