@@ -31,6 +31,44 @@ fn b_for<T: Copy>(path: Path, b: &[T], k: usize, n: usize) -> Vec<T> {
     }
 }
 
+/// One bf16 product on the default path, which picks its configuration
+/// (`gemm_mma_with`, or `gemm_mma_bt` with B uploaded transposed), against the f64
+/// reference.
+fn check_default_path(ctx: &Context, rng: &mut Rng, (m, n, k): (usize, usize, usize), bt: bool) {
+    let a: Vec<bf16> = halves(rng, m * k);
+    let b: Vec<bf16> = halves(rng, k * n);
+    let (af, bf): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.to_f64()).collect(),
+        b.iter().map(|x| x.to_f64()).collect(),
+    );
+    let (want, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
+    let path = match bt {
+        true => Path::Bt(GemmConfig::Mma(MmaTileK::K32)),
+        false => Path::Mma(MmaTileK::K32),
+    };
+    let (da, db) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b_for(path, &b, k, n)).unwrap(),
+    );
+    let mut dc = poisoned(ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    let e = GemmEpilogue::default();
+    match bt {
+        true => s.gemm_mma_bt(&da, &db, &dc, m, n, k, e),
+        false => s.gemm_mma_with(&da, &db, &dc, m, n, k, e),
+    }
+    .unwrap();
+    s.sync().unwrap();
+    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * mag[i] + 1e-30;
+        assert!(
+            (g as f64 - want[i]).abs() <= bound,
+            "bt {bt} {m}x{n}x{k} [{i}]: {g} vs {}",
+            want[i]
+        );
+    }
+}
+
 /// f64 `alpha * a b + beta * c` and, per element, `sum |a| |b|` (the scale of the
 /// rounding error an f32 accumulation may make).
 fn reference(
@@ -204,29 +242,7 @@ fn tensor_core_gemm_with_b_transposed_matches_the_reference() {
         check_epilogues(&ctx, &mut rng, Path::Bt(config));
     }
     // The default path picks its configuration.
-    let (m, n, k) = (64, 40, 24);
-    let a: Vec<bf16> = halves(&mut rng, m * k);
-    let b: Vec<bf16> = halves(&mut rng, k * n);
-    let (af, bf): (Vec<f64>, Vec<f64>) = (
-        a.iter().map(|x| x.to_f64()).collect(),
-        b.iter().map(|x| x.to_f64()).collect(),
-    );
-    let (want, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
-    let bt = b_for(Path::Bt(GemmConfig::Mma(MmaTileK::K32)), &b, k, n);
-    let (da, dbt) = (ctx.upload(&a).unwrap(), ctx.upload(&bt).unwrap());
-    let mut dc = poisoned(&ctx, m * n);
-    let mut s = ctx.stream().unwrap().record();
-    s.gemm_mma_bt(&da, &dbt, &dc, m, n, k, GemmEpilogue::default())
-        .unwrap();
-    s.sync().unwrap();
-    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
-        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * mag[i] + 1e-30;
-        assert!(
-            (g as f64 - want[i]).abs() <= bound,
-            "[{i}]: {g} vs {}",
-            want[i]
-        );
-    }
+    check_default_path(&ctx, &mut rng, (64, 40, 24), true);
 }
 
 #[test]
@@ -493,34 +509,13 @@ fn tuning_keeps_the_fastest_configuration_and_the_ops_take_it() {
     // Another shape of the same class (each dimension rounds up to the same power of
     // two) runs the tuned configuration, and still multiplies correctly.
     let (m, n, k) = (256, 264, 144);
-    let mut rng = Rng(97);
-    let a: Vec<bf16> = halves(&mut rng, m * k);
-    let b: Vec<bf16> = halves(&mut rng, k * n);
     let s = ctx.stream().unwrap().record();
     assert_eq!(
         s.gemm_choice(HalfType::Bf16.into(), FloatType::F32, (m, n, k)),
         best
     );
     drop(s);
-    let (af, bf): (Vec<f64>, Vec<f64>) = (
-        a.iter().map(|x| x.to_f64()).collect(),
-        b.iter().map(|x| x.to_f64()).collect(),
-    );
-    let (want, mag) = reference(&af, &bf, None, (m, n, k), 1.0, 0.0);
-    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
-    let mut dc = poisoned(&ctx, m * n);
-    let mut s = ctx.stream().unwrap().record();
-    s.gemm_mma_with(&da, &db, &dc, m, n, k, GemmEpilogue::default())
-        .unwrap();
-    s.sync().unwrap();
-    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
-        let bound = (k as f64 + 2.0) * 2f64.powi(-23) * mag[i] + 1e-30;
-        assert!(
-            (g as f64 - want[i]).abs() <= bound,
-            "{best:?} [{i}]: {g} vs {}",
-            want[i]
-        );
-    }
+    check_default_path(&ctx, &mut Rng(97), (m, n, k), false);
     // TF32 has one sm_80 configuration (the 32-wide k-step).
     let (times, _) = ctx.tune_gemm::<f32, bf16>(128, 256, 64).unwrap();
     assert_eq!(times.len(), if hopper { 3 } else { 1 }, "{times:?}");
