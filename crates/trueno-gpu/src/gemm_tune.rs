@@ -157,8 +157,10 @@ impl Context {
 
     /// Times every configuration that runs `T` inputs into `C` outputs on this device at
     /// `m x n x k` (two warm-up launches, then the median of five, on random operands),
-    /// keeps the fastest for the shape's [`GemmClass`] (the GEMM ops use it from then
-    /// on) and appends it to the tune file where `TRUENO_GPU_TUNE_FILE` names one.
+    /// keeps the fastest for the shape's [`GemmClass`] (`gemm_mma`, `gemm_mma_with`,
+    /// `gemm_wgmma` and, for f32, `gemm_tf32` use it from then on; `gemm_mma_bt`'s class
+    /// is its own and is not tuned here, so it keeps the rule) and appends it to the tune
+    /// file where `TRUENO_GPU_TUNE_FILE` names one.
     /// Returns every configuration's time in milliseconds and the choice. Needs room
     /// for the operands (`(m k + k n) * size_of::<T>() + m n * size_of::<C>()` bytes).
     ///
@@ -189,12 +191,12 @@ impl Context {
             let mut s = self.stream()?.record();
             let e = GemmEpilogue::default();
             for _ in 0..2 {
-                s.gemm_with_config(config, &a, &b, &c, m, n, k, e)?;
+                s.gemm_with_config(T::INPUT, config, &a, &b, &c, m, n, k, e)?;
             }
             let mut ms = Vec::new();
             for _ in 0..5 {
                 let t0 = s.record_event()?;
-                s.gemm_with_config(config, &a, &b, &c, m, n, k, e)?;
+                s.gemm_with_config(T::INPUT, config, &a, &b, &c, m, n, k, e)?;
                 let t1 = s.record_event()?;
                 ms.push(t0.elapsed_ms(&t1)? as f64);
             }

@@ -12,7 +12,7 @@ use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
 use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel};
-use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, GemmElem, HalfElem};
+use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
 
 /// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
@@ -150,7 +150,7 @@ impl<'a> Stream<Recording<'a>> {
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         let config = self.gemm_choice(T::TYPE.into(), C::TYPE, (m, n, k));
-        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
+        self.gemm_with_config(T::TYPE.into(), config, a, b, c, m, n, k, epilogue)
     }
 
     /// The configuration the GEMM ops run `input -> out` at `m x n x k` with: the one
@@ -175,25 +175,6 @@ impl<'a> Stream<Recording<'a>> {
             (false, GemmInput::Tf32) => GemmConfig::Mma(MmaTileK::K32),
             (false, _) => GemmConfig::Mma(MmaTileK::K64),
         }
-    }
-
-    /// The product with a configuration chosen by the caller (tuning, benchmarks): `a`
-    /// and `b` as the input type asks (16-bit: B `k x n`; f32: `Bᵀ`, `n x k`, TF32), the
-    /// epilogue of [`GemmEpilogue`]; an error where the configuration cannot run (wgmma
-    /// off Hopper, TF32 with the 64-wide k-step).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_with_config<T: GemmElem, C: FloatElem>(
-        &mut self,
-        config: GemmConfig,
-        a: &'a DeviceBuffer<T>,
-        b: &'a DeviceBuffer<T>,
-        c: &'a DeviceBuffer<C>,
-        m: usize,
-        n: usize,
-        k: usize,
-        epilogue: GemmEpilogue<'a>,
-    ) -> Result<()> {
-        self.config_gemm(T::INPUT, config, (a, b, c), (m, n, k), epilogue)
     }
 
     /// [`gemm_mma_with`](Self::gemm_mma_with) with B given transposed: `c = act(alpha *
@@ -233,25 +214,7 @@ impl<'a> Stream<Recording<'a>> {
     ) -> Result<()> {
         let input = GemmInput::HalfBt(T::TYPE);
         let config = self.gemm_choice(input, C::TYPE, (m, n, k));
-        self.config_gemm(input, config, (a, b_t, c), (m, n, k), epilogue)
-    }
-
-    /// [`gemm_mma_bt`](Self::gemm_mma_bt) with the configuration chosen by the caller
-    /// (tuning, benchmarks, tests).
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_mma_bt_with_config<T: HalfElem, C: FloatElem>(
-        &mut self,
-        config: GemmConfig,
-        a: &'a DeviceBuffer<T>,
-        b_t: &'a DeviceBuffer<T>,
-        c: &'a DeviceBuffer<C>,
-        m: usize,
-        n: usize,
-        k: usize,
-        epilogue: GemmEpilogue<'a>,
-    ) -> Result<()> {
-        let input = GemmInput::HalfBt(T::TYPE);
-        self.config_gemm(input, config, (a, b_t, c), (m, n, k), epilogue)
+        self.gemm_with_config(input, config, a, b_t, c, m, n, k, epilogue)
     }
 
     /// The sm_80 path (`mma.sync`, any device from sm_80) with the k-step chosen by the
@@ -270,7 +233,7 @@ impl<'a> Stream<Recording<'a>> {
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         let config = GemmConfig::Mma(tile_k);
-        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
+        self.gemm_with_config(T::TYPE.into(), config, a, b, c, m, n, k, epilogue)
     }
 
     /// [`gemm_mma_with`](Self::gemm_mma_with) on Hopper's own path (sm_90a: H100,
@@ -345,7 +308,7 @@ impl<'a> Stream<Recording<'a>> {
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         let config = GemmConfig::Wgmma(tile_n);
-        self.config_gemm(T::TYPE.into(), config, (a, b, c), (m, n, k), epilogue)
+        self.gemm_with_config(T::TYPE.into(), config, a, b, c, m, n, k, epilogue)
     }
 
     /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
@@ -388,42 +351,7 @@ impl<'a> Stream<Recording<'a>> {
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         let config = self.gemm_choice(GemmInput::Tf32, C::TYPE, (m, n, k));
-        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
-    }
-
-    /// [`gemm_tf32`](Self::gemm_tf32) on the sm_80 path (`mma.sync.m16n8k8`, any device
-    /// from sm_80), for tuning, benchmarks and tests.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_tf32_mma<C: FloatElem>(
-        &mut self,
-        a: &'a DeviceBuffer<f32>,
-        b_t: &'a DeviceBuffer<f32>,
-        c: &'a DeviceBuffer<C>,
-        m: usize,
-        n: usize,
-        k: usize,
-        epilogue: GemmEpilogue<'a>,
-    ) -> Result<()> {
-        let config = GemmConfig::Mma(MmaTileK::K32);
-        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
-    }
-
-    /// [`gemm_tf32`](Self::gemm_tf32) on Hopper's path with the tile width chosen by the
-    /// caller (for tuning and benchmarks); an error on devices without sm_90a.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_tf32_wgmma<C: FloatElem>(
-        &mut self,
-        tile_n: WgmmaTileN,
-        a: &'a DeviceBuffer<f32>,
-        b_t: &'a DeviceBuffer<f32>,
-        c: &'a DeviceBuffer<C>,
-        m: usize,
-        n: usize,
-        k: usize,
-        epilogue: GemmEpilogue<'a>,
-    ) -> Result<()> {
-        let config = GemmConfig::Wgmma(tile_n);
-        self.config_gemm(GemmInput::Tf32, config, (a, b_t, c), (m, n, k), epilogue)
+        self.gemm_with_config(GemmInput::Tf32, config, a, b_t, c, m, n, k, epilogue)
     }
 
     /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): a
@@ -466,20 +394,24 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// Every tensor-core GEMM op ends here: the kernel for `input` (the type of `a` and
-    /// `b`, checked) and `config`, its operands as that kernel reads them (buffers for
-    /// the sm_80 path, tensor maps for the copy engine: B's boxes n-major for 16-bit
-    /// inputs, k-major for TF32), then the common launch.
-    fn config_gemm<T: DeviceCopy, C: FloatElem>(
+    /// Every tensor-core GEMM op ends here, and tuning, benchmarks and tests call it to
+    /// force a configuration: the kernel for `input` (the element type of `a` and `b`,
+    /// checked; B as the input says: `k x n` for [`GemmInput::Half`], `n x k` for
+    /// [`GemmInput::HalfBt`] and [`GemmInput::Tf32`]) and `config` (an error where it
+    /// cannot run: wgmma off Hopper, TF32 with the 64-wide k-step), its operands as that
+    /// kernel reads them (buffers for the sm_80 path, tensor maps for the copy engine),
+    /// then the common launch with the epilogue of [`GemmEpilogue`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_with_config<T: DeviceCopy, C: FloatElem>(
         &mut self,
         input: GemmInput,
         config: GemmConfig,
-        (a, b, c): (
-            &'a DeviceBuffer<T>,
-            &'a DeviceBuffer<T>,
-            &'a DeviceBuffer<C>,
-        ),
-        (m, n, k): (usize, usize, usize),
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         if T::PTX != input.ptx() {

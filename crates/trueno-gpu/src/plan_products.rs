@@ -34,14 +34,18 @@ fn projection(
     let qgemm_fits = rows.is_multiple_of(8) && cols.is_multiple_of(256);
     // The bias's bytes (and an add a value) where the GEMM takes it.
     let fused = if bias { r * F32 } else { 0 };
-    let steps = match (w.qgemv_format(), tokens) {
-        (Some(f), 1) => vec![launch(
-            what,
-            &QgemvKernel(f, FloatType::F32),
-            &[rows, cols],
-            bytes,
-            flops,
-        )?],
+    // Each arm: its steps, and whether its GEMM took the bias.
+    Ok(match (w.qgemv_format(), tokens) {
+        (Some(f), 1) => (
+            vec![launch(
+                what,
+                &QgemvKernel(f, FloatType::F32),
+                &[rows, cols],
+                bytes,
+                flops,
+            )?],
+            false,
+        ),
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
             let name = if bias { "GEMM + bias" } else { "GEMM" };
@@ -53,7 +57,7 @@ fn projection(
                 flops + fused / F32 * t,
             )?;
             gemm.math = Math::Tensor;
-            vec![
+            let steps = vec![
                 launch(
                     &format!("{what} (weights to bf16)"),
                     &DequantTransposedKernel(f),
@@ -69,30 +73,34 @@ fn projection(
                     0,
                 )?,
                 gemm,
-            ]
+            ];
+            (steps, bias)
         }
-        (Some(_), _) => vec![gap(
-            what,
-            format!(
-                "no quantized GEMM for a {rows}x{cols} {} matrix (rows a multiple of 8, \
+        (Some(_), _) => (
+            vec![gap(
+                what,
+                format!(
+                    "no quantized GEMM for a {rows}x{cols} {} matrix (rows a multiple of 8, \
                  columns of 256)",
-                w.name
-            ),
-            bytes,
-            flops,
-            Math::Tensor,
-        )],
-        (None, _) => vec![gap(
-            what,
-            format!("no {} matrix-vector kernel", w.name),
-            bytes,
-            flops,
-            Math::F32,
-        )],
-    };
-    // The GEMM path is the one arm above with a launch per matrix and several tokens.
-    let gemm_path = tokens > 1 && qgemm_fits && w.qgemv_format().is_some();
-    Ok((steps, bias && gemm_path))
+                    w.name
+                ),
+                bytes,
+                flops,
+                Math::Tensor,
+            )],
+            false,
+        ),
+        (None, _) => (
+            vec![gap(
+                what,
+                format!("no {} matrix-vector kernel", w.name),
+                bytes,
+                flops,
+                Math::F32,
+            )],
+            false,
+        ),
+    })
 }
 
 /// The projections of `group` (what, weights, rows) that read one input of `cols`

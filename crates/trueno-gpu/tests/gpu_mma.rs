@@ -12,7 +12,7 @@ use trueno_gpu::GemmEpilogue;
 use trueno_gpu::driver::Context;
 use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
-use trueno_gpu::kernels::gemm_mma::{HalfType, MmaTileK};
+use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 
 /// Which kernel and configuration; `Bt`: B uploaded transposed (`gemm_mma_bt`).
@@ -177,7 +177,9 @@ fn run<'a, T: Half, O: trueno_gpu::memory::FloatElem>(
     match path {
         Path::Mma(tk) => s.gemm_mma_tiled(tk, a, b, c, m, n, k, e),
         Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, a, b, c, m, n, k, e),
-        Path::Bt(config) => s.gemm_mma_bt_with_config(config, a, b, c, m, n, k, e),
+        Path::Bt(config) => {
+            s.gemm_with_config(GemmInput::HalfBt(T::TYPE), config, a, b, c, m, n, k, e)
+        }
     }
 }
 

@@ -12,7 +12,9 @@ use common::device::{POISON, Rng, ctx, gemm_shapes, poisoned};
 use half::bf16;
 use trueno_gpu::GemmEpilogue;
 use trueno_gpu::driver::Context;
+use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::gemm_epilogue::{self, Activation};
+use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 
 /// `x` (rows x cols, row-major) transposed on the host.
@@ -75,11 +77,12 @@ fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize),
     };
     let mut s = ctx.stream().unwrap().record();
     let e = GemmEpilogue::scaled(alpha, beta);
-    match path {
-        Path::Mma => s.gemm_tf32_mma(&da, &dbt, &dc, m, n, k, e),
-        Path::Wgmma(tile) => s.gemm_tf32_wgmma(tile, &da, &dbt, &dc, m, n, k, e),
-    }
-    .unwrap();
+    let config = match path {
+        Path::Mma => GemmConfig::Mma(MmaTileK::K32),
+        Path::Wgmma(tile) => GemmConfig::Wgmma(tile),
+    };
+    s.gemm_with_config(GemmInput::Tf32, config, &da, &dbt, &dc, m, n, k, e)
+        .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
     let what = format!("tf32 {path:?} {m}x{n}x{k} alpha {alpha} beta {beta}");
@@ -209,19 +212,37 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
     let c = poisoned(&ctx, 16 * 16);
     let mut s = ctx.stream().unwrap().record();
     let none = GemmEpilogue::default();
+    let tf32 = GemmInput::Tf32;
+    let mma = GemmConfig::Mma(MmaTileK::K32);
     let e = s.gemm_tf32(&a, &b, &c, 16, 12, 16, none).unwrap_err();
     assert!(e.to_string().contains("multiples of 8"), "{e}");
-    let e = s.gemm_tf32_mma(&a, &b, &c, 16, 16, 12, none).unwrap_err();
+    let e = s
+        .gemm_with_config(tf32, mma, &a, &b, &c, 16, 16, 12, none)
+        .unwrap_err();
     assert!(e.to_string().contains("multiples of 8"), "{e}");
     // A too short for 32 rows; the output aliasing B.
     assert!(s.gemm_tf32(&a, &b, &c, 32, 8, 16, none).is_err());
-    assert!(s.gemm_tf32_mma(&a, &b, &c, 32, 8, 16, none).is_err());
+    assert!(
+        s.gemm_with_config(tf32, mma, &a, &b, &c, 32, 8, 16, none)
+            .is_err()
+    );
     let e = s.gemm_tf32(&a, &b, &b, 16, 16, 16, none).unwrap_err();
     assert!(e.to_string().contains("alias"), "{e}");
+    // TF32 has no 64-wide k-step; f32 buffers are not a bf16 product's.
+    let k64 = GemmConfig::Mma(MmaTileK::K64);
+    assert!(
+        s.gemm_with_config(tf32, k64, &a, &b, &c, 16, 16, 16, none)
+            .is_err()
+    );
+    let bf16_in = GemmInput::Half(HalfType::Bf16);
+    let e = s
+        .gemm_with_config(bf16_in, mma, &a, &b, &c, 16, 16, 16, none)
+        .unwrap_err();
+    assert!(e.to_string().contains("f32 inputs for a bf16"), "{e}");
     if !ctx.has_sm90a() {
-        let tile = WgmmaTileN::N128;
+        let wgmma = GemmConfig::Wgmma(WgmmaTileN::N128);
         let e = s
-            .gemm_tf32_wgmma(tile, &a, &b, &c, 16, 16, 16, none)
+            .gemm_with_config(tf32, wgmma, &a, &b, &c, 16, 16, 16, none)
             .unwrap_err();
         assert!(e.to_string().contains("sm_90a"), "{e}");
     }

@@ -8,7 +8,7 @@
 use super::helpers::elem_addr;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Space, U32};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32};
 
 /// Tile side.
 const TILE: u32 = 32;
@@ -46,40 +46,36 @@ impl Kernel for TransposeKernel {
         let col0 = b.mul(bx, TILE);
         let row0 = b.mul(by, TILE);
         // Read: thread (tx, ty) takes column col0 + tx of rows row0 + ty + 8 i.
-        let c = b.add(col0, tx);
-        let c_in = b.setp::<U32>(Cmp::Lt, c, cols);
-        for i in 0..TILE / ROWS_PER_PASS {
-            let r_local = b.add(ty, i * ROWS_PER_PASS);
-            let r = b.add(row0, r_local);
-            let r_in = b.setp::<U32>(Cmp::Lt, r, rows);
-            let inside = b.and_pred(r_in, c_in);
-            b.if_then(inside, false, |b| {
+        passes(
+            &mut b,
+            (ty, tx),
+            (row0, rows),
+            (col0, cols),
+            |b, r_local, r, c| {
                 let idx = b.mad(r, cols, c);
                 let src = elem_addr(b, x, idx, 4);
                 let v = b.ld::<F32, _>(Space::Global, src, 0);
                 let slot = b.mad(r_local, PITCH, tx);
                 let at = b.mad(slot, 4u32, tile);
                 b.st::<F32, U32>(Space::Shared, at, 0, v);
-            });
-        }
+            },
+        );
         b.bar_sync();
         // Write: thread (tx, ty) writes row col0 + ty + 8 i of `out`, column row0 + tx.
-        let oc = b.add(row0, tx);
-        let oc_in = b.setp::<U32>(Cmp::Lt, oc, rows);
-        for i in 0..TILE / ROWS_PER_PASS {
-            let c_local = b.add(ty, i * ROWS_PER_PASS);
-            let orow = b.add(col0, c_local);
-            let or_in = b.setp::<U32>(Cmp::Lt, orow, cols);
-            let inside = b.and_pred(or_in, oc_in);
-            b.if_then(inside, false, |b| {
+        passes(
+            &mut b,
+            (ty, tx),
+            (col0, cols),
+            (row0, rows),
+            |b, c_local, orow, oc| {
                 let slot = b.mad(tx, PITCH, c_local);
                 let at = b.mad(slot, 4u32, tile);
                 let v = b.ld::<F32, U32>(Space::Shared, at, 0);
                 let idx = b.mad(orow, rows, oc);
                 let dst = elem_addr(b, out, idx, 4);
                 b.st::<F32, _>(Space::Global, dst, 0, v);
-            });
-        }
+            },
+        );
         b.ret();
         b.finish()
     }
@@ -95,6 +91,27 @@ impl Kernel for TransposeKernel {
             block: (TILE * ROWS_PER_PASS, 1, 1),
             shared_bytes: 0,
         })
+    }
+}
+
+/// The tile's passes over its rows, both ways: thread (tx, ty) visits rows `ty + 8 i`
+/// from `row0` (of `rows`) at column `col0 + tx` (of `cols`), calling `f(b, local row,
+/// row, column)` where both lie inside the matrix.
+fn passes(
+    b: &mut KernelBuilder,
+    (ty, tx): (Reg<U32>, Reg<U32>),
+    (row0, rows): (Reg<U32>, Reg<U32>),
+    (col0, cols): (Reg<U32>, Reg<U32>),
+    f: impl Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, Reg<U32>),
+) {
+    let c = b.add(col0, tx);
+    let c_in = b.setp::<U32>(Cmp::Lt, c, cols);
+    for i in 0..TILE / ROWS_PER_PASS {
+        let local = b.add(ty, i * ROWS_PER_PASS);
+        let r = b.add(row0, local);
+        let r_in = b.setp::<U32>(Cmp::Lt, r, rows);
+        let inside = b.and_pred(r_in, c_in);
+        b.if_then(inside, false, |b| f(b, local, r, c));
     }
 }
 

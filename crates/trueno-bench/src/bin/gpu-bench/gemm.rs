@@ -2,13 +2,15 @@
 //! kernels at each configuration, then the default path's epilogues with a bf16 output)
 //! and `gemm_tf32` (f32 inputs on Hopper's tensor cores).
 
+use trueno_gpu::gemm_tune::GemmConfig;
+use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_epilogue::Activation;
-use trueno_gpu::kernels::gemm_mma::MmaTileK;
+use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 use trueno_gpu::{GemmEpilogue, Result};
 
-use super::{Bench, random};
+use super::{Bench, random, random_bf16};
 
 impl Bench {
     pub(super) fn gemm(&mut self) -> Result<()> {
@@ -42,11 +44,9 @@ impl Bench {
         } else {
             &[1024, 2048, 4096, 8192]
         };
-        let to_bf16 =
-            |v: Vec<f32>| -> Vec<half::bf16> { v.into_iter().map(half::bf16::from_f32).collect() };
         for &s in sizes {
-            let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
-            let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
+            let a = self.ctx.upload(&random_bf16(s * s, 1))?;
+            let b = self.ctx.upload(&random_bf16(s * s, 2))?;
             let c = self.ctx.alloc::<f32>(s * s)?;
             for tk in [MmaTileK::K32, MmaTileK::K64] {
                 let ms = self.time(1, |st, _| {
@@ -73,8 +73,8 @@ impl Bench {
             }
         }
         for &s in sizes {
-            let a = self.ctx.upload(&to_bf16(random(s * s, 1)))?;
-            let b = self.ctx.upload(&to_bf16(random(s * s, 2)))?;
+            let a = self.ctx.upload(&random_bf16(s * s, 1))?;
+            let b = self.ctx.upload(&random_bf16(s * s, 2))?;
             let c = self.ctx.alloc::<half::bf16>(s * s)?;
             let bias = self.ctx.upload(&random(s, 3))?;
             let plain = GemmEpilogue::default();
@@ -139,14 +139,19 @@ impl Bench {
             let bt = self.ctx.alloc::<f32>(s * s)?;
             let c = self.ctx.alloc::<f32>(s * s)?;
             let e = GemmEpilogue::default();
+            let tf32 = GemmInput::Tf32;
             let tflops = |ms: f64| 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
-            let ms = self.time(1, |st, _| st.gemm_tf32_mma(&a, &b, &c, s, s, s, e))?;
+            let ms = self.time(1, |st, _| {
+                st.gemm_with_config(tf32, GemmConfig::Mma(MmaTileK::K32), &a, &b, &c, s, s, s, e)
+            })?;
             self.emit(format!(
                 r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT mma.sync","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
                 tflops(ms)
             ));
             for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
-                let ms = self.time(1, |st, _| st.gemm_tf32_wgmma(tn, &a, &b, &c, s, s, s, e))?;
+                let ms = self.time(1, |st, _| {
+                    st.gemm_with_config(tf32, GemmConfig::Wgmma(tn), &a, &b, &c, s, s, s, e)
+                })?;
                 self.emit(format!(
                     r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT n{}","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
                     tn.elems(),
@@ -189,24 +194,18 @@ impl Bench {
         type B = half::bf16;
         for &(m, n, k) in shapes {
             let s0 = self.ctx.stream()?.record();
-            let rule = s0.gemm_choice(
-                trueno_gpu::kernels::gemm_mma::GemmInput::Half(
-                    trueno_gpu::kernels::gemm_mma::HalfType::Bf16,
-                ),
-                trueno_gpu::kernels::float_type::FloatType::Bf16,
-                (m, n, k),
-            );
+            let bf16_in = GemmInput::Half(HalfType::Bf16);
+            let rule = s0.gemm_choice(bf16_in, FloatType::Bf16, (m, n, k));
             drop(s0);
             let (times, best) = self.ctx.tune_gemm::<B, B>(m, n, k)?;
-            let to_bf16 =
-                |v: Vec<f32>| -> Vec<B> { v.into_iter().map(half::bf16::from_f32).collect() };
-            let a = self.ctx.upload(&to_bf16(random(m * k, 1)))?;
-            let b = self.ctx.upload(&to_bf16(random(k * n, 2)))?;
+            let a = self.ctx.upload(&random_bf16(m * k, 1))?;
+            let b = self.ctx.upload(&random_bf16(k * n, 2))?;
             let c = self.ctx.alloc::<B>(m * n)?;
             let e = GemmEpilogue::default();
             let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, m, n, k, e))?;
-            let rule_ms =
-                self.time(1, |st, _| st.gemm_with_config(rule, &a, &b, &c, m, n, k, e))?;
+            let rule_ms = self.time(1, |st, _| {
+                st.gemm_with_config(bf16_in, rule, &a, &b, &c, m, n, k, e)
+            })?;
             let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
             let all: Vec<String> = times
                 .iter()

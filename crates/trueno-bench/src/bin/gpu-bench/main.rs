@@ -48,6 +48,14 @@ fn random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `random(n, seed)` rounded to bf16: the tensor-core sections' 16-bit operands.
+fn random_bf16(n: usize, seed: u64) -> Vec<half::bf16> {
+    random(n, seed)
+        .into_iter()
+        .map(half::bf16::from_f32)
+        .collect()
+}
+
 /// `bytes` of random quant bytes with a small positive f16 scale in every block (Q6_K
 /// keeps its scale last).
 fn random_blocks(f: QuantFormat, bytes: usize) -> Vec<u8> {
@@ -254,12 +262,9 @@ impl Bench {
             for &seq in seqs {
                 let batch = 16384 / seq;
                 let n = batch * seq * heads * dim;
-                let to_bf16 = |v: Vec<f32>| -> Vec<half::bf16> {
-                    v.into_iter().map(half::bf16::from_f32).collect()
-                };
-                let q = self.ctx.upload(&to_bf16(random(n, 11)))?;
-                let k = self.ctx.upload(&to_bf16(random(n, 12)))?;
-                let v = self.ctx.upload(&to_bf16(random(n, 13)))?;
+                let q = self.ctx.upload(&random_bf16(n, 11))?;
+                let k = self.ctx.upload(&random_bf16(n, 12))?;
+                let v = self.ctx.upload(&random_bf16(n, 13))?;
                 let out = self.ctx.alloc::<half::bf16>(n)?;
                 let cu: Vec<u32> = (0..=batch).map(|b| (b * seq) as u32).collect();
                 let cu = self.ctx.upload(&cu)?;
