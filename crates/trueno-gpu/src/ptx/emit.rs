@@ -208,6 +208,7 @@ fn mnemonic(i: &Instr) -> String {
         Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),
         Op::MbarTryWait => "mbarrier.try_wait.parity.shared::cta.b64".into(),
         Op::FenceMbarInit => "fence.mbarrier_init.release.cluster".into(),
+        Op::FenceProxyAsync => "fence.proxy.async.shared::cta".into(),
         Op::TmaLoad2d => "cp.async.bulk.tensor.2d.shared::cluster.global.tile\
                           .mbarrier::complete_tx::bytes"
             .into(),

@@ -384,6 +384,9 @@ pub enum Op {
     /// `fence.mbarrier_init.release.cluster`: barrier initialisations visible to the
     /// copy engine before anyone uses them.
     FenceMbarInit,
+    /// `fence.proxy.async.shared::cta`: this thread's ordinary shared-memory writes
+    /// made visible to the async proxy (`wgmma`'s operand reads, the copy engine).
+    FenceProxyAsync,
     /// `cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     /// [dst], [map, {x, y}], [bar]`: one box of a tensor map copied by the copy engine,
     /// its bytes counted on the barrier (srcs: shared dst, map address (u64 generic),
@@ -442,6 +445,7 @@ impl Op {
                 | Op::MbarArriveExpectTx
                 | Op::MbarArrive
                 | Op::FenceMbarInit
+                | Op::FenceProxyAsync
                 | Op::TmaLoad2d
                 | Op::WgmmaFence
                 | Op::WgmmaCommit

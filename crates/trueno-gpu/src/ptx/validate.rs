@@ -210,7 +210,11 @@ fn check_types(i: &Instr) -> Result<(), String> {
                 }
                 dsts_ok(i, PtxType::B32)
             }
-            Op::FenceMbarInit | Op::WgmmaFence | Op::WgmmaCommit | Op::WgmmaWait(_) => Ok(()),
+            Op::FenceMbarInit
+            | Op::FenceProxyAsync
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait(_) => Ok(()),
             Op::SetMaxNreg { regs, .. } if (24..=256).contains(&regs) && regs % 8 == 0 => Ok(()),
             Op::SetMaxNreg { regs, .. } => Err(format!(
                 "setmaxnreg to {regs}: 24 to 256 registers, a multiple of 8"
@@ -382,6 +386,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::MbarArrive
         | Op::MbarTryWait
         | Op::FenceMbarInit
+        | Op::FenceProxyAsync
         | Op::TmaLoad2d
         | Op::WgmmaFence
         | Op::WgmmaCommit

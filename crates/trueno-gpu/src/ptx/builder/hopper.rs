@@ -50,6 +50,17 @@ impl KernelBuilder {
         self.push(Instr::new(Op::FenceMbarInit, None, Vec::new(), Vec::new()));
     }
 
+    /// Makes this thread's ordinary shared-memory writes visible to the async proxy:
+    /// between writing a tile with `st.shared` and the `wgmma` that reads it.
+    pub fn fence_proxy_async(&mut self) {
+        self.push(Instr::new(
+            Op::FenceProxyAsync,
+            None,
+            Vec::new(),
+            Vec::new(),
+        ));
+    }
+
     /// Arrives on `[bar + off]` and adds `bytes` to the copies its phase waits for.
     pub fn mbar_arrive_expect_tx(&mut self, bar: Reg<U32>, off: i64, bytes: u32) {
         self.bar_op(Op::MbarArriveExpectTx, bar, off, Some(bytes));
