@@ -270,6 +270,9 @@ def main():
         tf = 2 * t_ * rows * cols / (r["ms"] * 1e-3) / 1e12
         tf_peer = 2 * t_ * rows * cols / (t * 1e-3) / 1e12
         table.append((f"qgemm {r['format']}", f"{t_} x {rows}x{cols}", r["ms"], t, t / r["ms"], f"{tf:.0f} vs cuBLAS bf16 {tf_peer:.0f} TFLOP/s; dequantize {1000*r['dequant_ms']:.1f} us"))
+        for fz in [z for z in rows_in if z["kind"] == "qgemm_fused" and (z["format"], z["tokens"], z["rows"], z["cols"]) == (r["format"], t_, rows, cols)]:
+            tz = 2 * t_ * rows * cols / (fz["ms"] * 1e-3) / 1e12
+            table.append((f"qgemm fused {r['format']} m{fz['tile']}", f"{t_} x {rows}x{cols}", fz["ms"], t, t / fz["ms"], f"{tz:.0f} vs cuBLAS bf16 {tf_peer:.0f} TFLOP/s; unfused {r['ms']:.4f} ms"))
         del wb, xb
 
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the

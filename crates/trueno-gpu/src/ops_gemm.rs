@@ -3,7 +3,7 @@
 //! every caller of a GEMM in a network wants fused: alpha/beta, a bias per column, an
 //! activation, and an f32, bf16 or f16 output.
 
-use crate::driver::{KernelArg, Recording, Stream};
+use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::gemm_tune::{GemmClass, GemmConfig};
 use crate::kernels::float_type::FloatType;
@@ -11,7 +11,7 @@ use crate::kernels::gemm_epilogue::Activation;
 use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
 use crate::kernels::transpose::TransposeKernel;
-use crate::kernels::{Family, Kernel};
+use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
 
@@ -496,9 +496,23 @@ impl<'a> Stream<Recording<'a>> {
             expect_len("gemm bias", bias, n)?;
         }
         let f = self.context().function(family, &kern.name())?;
-        let [a, b] = operands(a, b)?;
+        let operands = operands(a, b)?;
+        self.launch_gemm(&f, cfg, operands, c, (m, n, k), epilogue)
+    }
+
+    /// A GEMM kernel's launch once its operands are checked: A and B as the kernel
+    /// reads them, C, m, n, k and the epilogue's alpha, beta, bias and flags.
+    pub(crate) fn launch_gemm<C: FloatElem>(
+        &mut self,
+        f: &Function,
+        cfg: LaunchConfig,
+        [a, b]: [KernelArg<'a>; 2],
+        c: &'a DeviceBuffer<C>,
+        (m, n, k): (usize, usize, usize),
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
         let bias = self.optional_arg(epilogue.bias)?;
-        self.launch(&f)
+        self.launch(f)
             .config(cfg)
             .arg(a)
             .arg(b)

@@ -1,8 +1,9 @@
-//! A prefill's projections from quantized weights on the tensor cores: the weights
-//! dequantized to a transposed bf16 matrix, the activations rounded to bf16, then the
-//! 16-bit GEMM ([`Stream::gemm_mma`]: wgmma on Hopper). Not yet one fused kernel (the
-//! weights make a trip through memory at two bytes a value), but every FLOP on the
-//! tensor cores.
+//! A prefill's projections from quantized weights on the tensor cores, two ways: the
+//! weights dequantized to a transposed bf16 matrix, the activations rounded to bf16,
+//! then the 16-bit GEMM ([`Stream::gemm_mma`]: every device from sm_80; the weights make
+//! a trip through memory at two bytes a value), or on Hopper one fused kernel that
+//! dequantizes weight tiles into shared memory ([`Stream::qgemm_wgmma`]).
+//! [`Stream::qgemm_with`] takes whichever measured faster for the format and prompt.
 
 use half::bf16;
 
@@ -11,6 +12,10 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
+use crate::kernels::gemm_mma::{GemmInput, HalfType};
+use crate::kernels::gemm_wgmma::tile_k;
+use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
+use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem, QuantMatrix};
 use crate::ops::expect_len;
@@ -57,11 +62,15 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// `y[t] = W x[t]` for `tokens` activation vectors at once (a prompt): `x` is f32
-    /// `[tokens, w.cols()]`, `y` f32 `[tokens, w.rows()]`. The weights are dequantized
-    /// into `wt` (bf16, `w.rows() * w.cols()`: see [`Self::dequantize_transposed`]) and the
-    /// activations rounded into `xh` (bf16, `tokens * w.cols()`), then multiplied on the
-    /// tensor cores with f32 accumulation, so the result is that of the bf16-rounded
-    /// weights and activations. `w.rows()` a multiple of 8, `w.cols()` of 256.
+    /// `[tokens, w.cols()]`, `y` f32 `[tokens, w.rows()]`. The activations are rounded
+    /// into `xh` (bf16, `tokens * w.cols()`) and multiplied on the tensor cores with the
+    /// weights dequantized to bf16 and f32 accumulation, so the result is that of the
+    /// bf16-rounded weights and activations. On Hopper, where it measured faster (Q4_K;
+    /// Q4_0, Q5_K and Q8_0 up to 1024 tokens), the fused kernel ([`Self::qgemm_wgmma`])
+    /// does it after the rounding and `wt` is not touched (its length is still checked);
+    /// otherwise the weights are dequantized into `wt` (bf16,
+    /// `w.rows() * w.cols()`: see [`Self::dequantize_transposed`]) first. `w.rows()` a
+    /// multiple of 8, `w.cols()` of 256.
     ///
     /// ```
     /// use half::bf16;
@@ -149,8 +158,121 @@ impl<'a> Stream<Recording<'a>> {
         if let Some(bias) = epilogue.bias {
             expect_len("qgemm bias", bias, rows)?;
         }
+        // Checked on both paths: a caller's scratch works on every device.
+        expect_len("qgemm bf16 weights", wt, rows * cols)?;
+        if fused_is_faster(self.context().has_sm90a(), w.format(), tokens) {
+            self.to_half(x, xh)?;
+            return self.qgemm_wgmma(w, xh, y, tokens, epilogue);
+        }
         self.dequantize_transposed(w, wt)?;
         self.to_half(x, xh)?;
         self.gemm_mma_with(xh, wt, y, tokens, rows, cols, epilogue)
     }
+
+    /// `y = act(alpha * xh Wᵀ + beta * y + bias)` on Hopper with the dequantization
+    /// fused into the GEMM ([`QgemmWgmmaKernel`]): the weights are read as quantized
+    /// blocks and turned into bf16 tiles in shared memory, never into a bf16 matrix in
+    /// global memory. `xh` is bf16 `[tokens, w.cols()]` (activations already in bf16, or
+    /// rounded by [`Self::to_half`]), `y` `[tokens, w.rows()]` of any output type, `bias`
+    /// one value per row of `w`. The sums are those of the bf16-rounded weights and
+    /// activations in f32. `w.rows()` a multiple of 8, `w.cols()` of 256; an error
+    /// off Hopper (sm_90a), where [`Self::qgemm_with`] runs the unfused path.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::GemmEpilogue;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// if !ctx.has_sm90a() { return Ok(()) } // the fused kernel is Hopper's
+    /// // An 8 x 256 Q8_0 matrix: row r has scale 1 and every quant r + 1.
+    /// let w: Vec<u8> = (0..8u8)
+    ///     .flat_map(|r| (0..8).flat_map(move |_| {
+    ///         half::f16::ONE.to_le_bytes().into_iter().chain([r + 1; 32])
+    ///     }))
+    ///     .collect();
+    /// let w = ctx.upload_quant(QuantFormat::Q8_0, 8, 256, &w)?;
+    /// let xh = ctx.upload(&[bf16::from_f32(0.5); 256])?; // one token of 0.5
+    /// let mut y = ctx.alloc::<f32>(8)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.qgemm_wgmma(&w, &xh, &y, 1, GemmEpilogue::default())?;
+    /// s.sync()?;
+    /// assert_eq!(y.to_vec()?[7], 1024.0); // 256 * 0.5 * 8
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn qgemm_wgmma<C: FloatElem>(
+        &mut self,
+        w: &'a QuantMatrix,
+        xh: &'a DeviceBuffer<bf16>,
+        y: &'a DeviceBuffer<C>,
+        tokens: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let tile = qgemm_tile(tokens, w.rows());
+        self.qgemm_wgmma_tiled(tile, w, xh, y, tokens, epilogue)
+    }
+
+    /// [`qgemm_wgmma`](Self::qgemm_wgmma) with the block tile's height forced (the
+    /// bench and the tests run both).
+    pub fn qgemm_wgmma_tiled<C: FloatElem>(
+        &mut self,
+        tile: QgemmTileM,
+        w: &'a QuantMatrix,
+        xh: &'a DeviceBuffer<bf16>,
+        y: &'a DeviceBuffer<C>,
+        tokens: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let kern = QgemmWgmmaKernel(w.format(), C::TYPE, tile);
+        if !self.context().has_sm90a() {
+            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
+        }
+        let (n, k) = (w.rows(), w.cols());
+        let cfg = kern.launch_config(&[tokens, n, k])?;
+        let inputs = [xh.device_ptr()]
+            .into_iter()
+            .chain(epilogue.bias.map(|x| x.device_ptr()));
+        if inputs.into_iter().any(|p| p == y.device_ptr()) {
+            return shape_err(&kern.name(), "the output may not alias an input");
+        }
+        expect_len("qgemm_wgmma activations", xh, tokens * k)?;
+        expect_len("qgemm_wgmma output", y, tokens * n)?;
+        if let Some(bias) = epilogue.bias {
+            expect_len("qgemm_wgmma bias", bias, n)?;
+        }
+        let f = self.context().function(Family::GemmWgmma, &kern.name())?;
+        let box_k = tile_k(GemmInput::HalfBt(HalfType::Bf16));
+        let a = KernelArg::tensor_map(xh, tokens, k, tile.rows(), box_k)?;
+        let operands = [a, KernelArg::buf(w.words())];
+        self.launch_gemm(&f, cfg, operands, y, (tokens, n, k), epilogue)
+    }
+}
+
+/// The fused kernel's tile height for a prompt of `tokens` against `rows` weight rows:
+/// the tall tile once it makes about a block per multiprocessor. Measured on the H100
+/// (132 multiprocessors): at 64 tall blocks (512 x 4096) the short tile is 1.26x faster,
+/// at 128 (1024 x 4096) the tall one 1.37x.
+fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
+    let tall_blocks = tokens.div_ceil(256) * rows.div_ceil(128);
+    if tall_blocks >= 128 {
+        QgemmTileM::M256
+    } else {
+        QgemmTileM::M128
+    }
+}
+
+/// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, Q4_K at every
+/// prompt length, Q4_0, Q5_K and Q8_0 up to 1024 tokens, Q6_K never. Measured on the
+/// H100 (BENCHMARKS.md, three weight shapes): Q4_K 1.00-1.38x the unfused path (which
+/// pays the weights' round trip through memory as bf16); the others 1.01-1.36x at 512
+/// tokens, 0.95-1.26x at 1024, 0.84-1.06x at 2048 (the round trip shared by more
+/// products, their 16-bit loads the fused kernel's limit); Q6_K 0.62-0.91x.
+fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
+    hopper
+        && match format {
+            QuantFormat::Q4K => true,
+            QuantFormat::Q4_0 | QuantFormat::Q5K | QuantFormat::Q8_0 => tokens <= 1024,
+            QuantFormat::Q6K => false,
+        }
 }

@@ -32,16 +32,20 @@ fn config(arch: &str) -> Config {
     }
 }
 
-/// Findings on trueno's own kernels (by name prefix) that are true and intended: the
-/// tiled GEMM holds an 8x8 accumulator block per thread (ptxas allocates 123-127
-/// registers, occupancy 12.5% at 256 threads) and keeps ten bounds predicates live across
-/// its tile loads; FlashAttention holds 32 rows' output (up to 128 f32 per thread) and
-/// scores in registers, as FlashAttention-2 does, and runs two blocks of four warps per
-/// SM where shared memory allows.
-const INTENDED: &[(&str, &str)] = &[
-    ("trueno_gemm_tiled_f32", "register-pressure"),
-    ("trueno_gemm_tiled_f32", "predicate-limit"),
-    ("trueno_flash_attn_fwd_", "register-pressure"),
+/// Findings on trueno's own kernels (by name prefix and suffix) that are true and
+/// intended: the tiled GEMM holds an 8x8 accumulator block per thread (ptxas allocates
+/// 123-127 registers, occupancy 12.5% at 256 threads) and keeps ten bounds predicates
+/// live across its tile loads; FlashAttention holds 32 rows' output (up to 128 f32 per
+/// thread) and scores in registers, as FlashAttention-2 does, and runs two blocks of four
+/// warps per SM where shared memory allows; the fused quantized GEMM's 256-row tile holds
+/// 128 accumulators a consumer thread, more than 512 threads' even share, and moves
+/// registers from its producers with `setmaxnreg` (which the estimate does not model;
+/// ptxas assembles it without spills, and tests/ptxas.rs proves the split in the SASS).
+const INTENDED: &[(&str, &str, &str)] = &[
+    ("trueno_gemm_tiled_f32", "", "register-pressure"),
+    ("trueno_gemm_tiled_f32", "", "predicate-limit"),
+    ("trueno_flash_attn_fwd_", "", "register-pressure"),
+    ("trueno_qgemm_wgmma_", "_m256", "register-pressure"),
 ];
 
 #[test]
@@ -60,9 +64,9 @@ fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
             );
             for f in &r.findings {
                 assert!(
-                    INTENDED
-                        .iter()
-                        .any(|&(n, d)| r.name.starts_with(n) && d == f.detector),
+                    INTENDED.iter().any(|&(pre, post, d)| {
+                        r.name.starts_with(pre) && r.name.ends_with(post) && d == f.detector
+                    }),
                     "{} {}: {f:?}",
                     r.name,
                     target.name()

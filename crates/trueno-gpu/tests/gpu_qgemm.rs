@@ -107,9 +107,40 @@ fn bf16_dot(xs: &[f32], ws: &[f32]) -> (f64, f64) {
     (terms.clone().sum(), terms.map(f64::abs).sum())
 }
 
-/// `Y = X Wᵀ` against f64 sums of bf16-rounded operands: the bound is `(k + 64) eps`
-/// of the f32 accumulation plus one bf16 step (2^-7) of the weights, times the sum of
-/// `|x w|`.
+/// The bound on `|y - dot|` for a product of `cols` terms whose sizes sum to `mass`:
+/// `(k + 64) eps` of the f32 accumulation plus one bf16 step (2^-7) of the weights (the
+/// device rounds its f32 dequantization, trueno-quant's may differ by a rounding).
+fn product_bound(cols: usize, mass: f64) -> f64 {
+    ((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass
+}
+
+/// `y = alpha X Wᵀ + beta y0` (`y0` absent: beta 0, `y` poisoned) against f64 sums of
+/// the bf16-rounded operands.
+fn assert_product(
+    what: &str,
+    y: &[f32],
+    (x, wf): (&[f32], &[f32]),
+    (tokens, rows, cols): (usize, usize, usize),
+    (alpha, beta, y0): (f64, f64, Option<&[f32]>),
+) {
+    for t in 0..tokens {
+        for r in 0..rows {
+            let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
+            let old = y0.map_or(0.0, |y0| y0[t * rows + r] as f64);
+            let want = alpha * dot + beta * old;
+            let bound = alpha.abs() * product_bound(cols, mass)
+                + 2.0 * f32::EPSILON as f64 * (alpha * dot).abs().max((beta * old).abs());
+            let got = y[t * rows + r];
+            assert!(got.to_bits() != POISON, "{what} y[{t}, {r}] never written");
+            assert!(
+                (got as f64 - want).abs() <= bound,
+                "{what} {tokens}x{rows}x{cols} y[{t}, {r}]: {got} vs {want} (bound {bound:e})"
+            );
+        }
+    }
+}
+
+/// `Y = X Wᵀ` through the unfused path (weights to a bf16 `Wᵀ`, then the GEMM).
 #[test]
 fn qgemm_matches_the_bf16_rounded_product() {
     let Some(ctx) = ctx() else { return };
@@ -132,28 +163,68 @@ fn qgemm_matches_the_bf16_rounded_product() {
             s.qgemm(&wd, &xd, &yd, tokens, &wt, &xh).unwrap();
             s.sync().unwrap();
             let y = yd.to_vec().unwrap();
-            for t in 0..tokens {
-                for r in 0..rows {
-                    let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
-                    let bound = ((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass;
-                    let got = y[t * rows + r];
-                    assert!(
-                        got.to_bits() != POISON,
-                        "{} y[{t}, {r}] never written",
-                        f.name()
-                    );
-                    assert!(
-                        (got as f64 - dot).abs() <= bound,
-                        "{} {tokens}x{rows}x{cols} y[{t}, {r}]: {got} vs {dot} (bound {bound:e})",
-                        f.name()
-                    );
+            let shape = (tokens, rows, cols);
+            assert_product(f.name(), &y, (&x, &wf), shape, (1.0, 0.0, None));
+        }
+    }
+}
+
+/// The Hopper context, or None (printing SKIPPED) elsewhere.
+fn hopper() -> Option<trueno_gpu::driver::Context> {
+    let ctx = ctx()?;
+    if ctx.has_sm90a() {
+        return Some(ctx);
+    }
+    eprintln!("SKIPPED: the fused quantized GEMM runs on sm_90a devices only");
+    None
+}
+
+/// The fused kernel (`qgemm_wgmma_tiled`, dequantization in shared memory) at both tile
+/// heights against the same reference: every format, token counts 1 to 300 (ragged row
+/// tiles of 128 and 256), weight rows 8 to 264 (ragged 128-row column tiles, rows past
+/// `n` read as the last), 256 to 2048 columns (up to 32 k-tiles through the rings of six
+/// and four stages), and alpha/beta over a random `y`.
+#[test]
+fn qgemm_wgmma_matches_the_bf16_rounded_product() {
+    use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
+    let Some(ctx) = hopper() else { return };
+    let mut rng = Rng(0x9e5);
+    let mut shapes = vec![(1, 8, 256), (5, 72, 512), (130, 136, 768)];
+    if !small() {
+        shapes.extend([(300, 264, 2048), (64, 512, 1536)]);
+    }
+    for f in QuantFormat::ALL {
+        for &(tokens, rows, cols) in &shapes {
+            for (kind, w) in weight_cases(&mut rng, f, rows, cols) {
+                let x = rng.vec(tokens * cols, -1.0, 1.0);
+                let xb: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+                let wf = dequantized(f, &w, rows, cols);
+                let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+                let xh = ctx.upload(&xb).unwrap();
+                let y0 = rng.vec(tokens * rows, -4.0, 4.0);
+                let e = trueno_gpu::GemmEpilogue::scaled(-1.5, 0.5);
+                for tile in [QgemmTileM::M128, QgemmTileM::M256] {
+                    let mut yd = poisoned(&ctx, tokens * rows);
+                    let mut yb = ctx.upload(&y0).unwrap();
+                    let mut s = ctx.stream().unwrap().record();
+                    s.qgemm_wgmma_tiled(tile, &wd, &xh, &yd, tokens, Default::default())
+                        .unwrap();
+                    s.qgemm_wgmma_tiled(tile, &wd, &xh, &yb, tokens, e).unwrap();
+                    s.sync().unwrap();
+                    let shape = (tokens, rows, cols);
+                    let what = format!("{} {kind} m{}", f.name(), tile.rows());
+                    let y = yd.to_vec().unwrap();
+                    assert_product(&what, &y, (&x, &wf), shape, (1.0, 0.0, None));
+                    let y = yb.to_vec().unwrap();
+                    assert_product(&what, &y, (&x, &wf), shape, (-1.5, 0.5, Some(&y0)));
                 }
             }
         }
     }
 }
 
-/// The epilogue through `qgemm_with`: a bias per output row of `W`, SiLU, a bf16 `Y`,
+/// The epilogue through `qgemm_with` (and the fused `qgemm_wgmma` on Hopper): a bias
+/// per output row of `W`, SiLU, a bf16 `Y`,
 /// against the f64 sums of bf16-rounded operands plus the bias; the stored value lies
 /// between the bf16 roundings of the reference widened by the bound of the test above
 /// (SiLU's slope is at most 1.1; its `ex2.approx` adds 3e-5 relative).
@@ -164,7 +235,9 @@ fn qgemm_with_a_bias_and_activation_writes_bf16() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x9e4);
     let (tokens, rows, cols) = (33, 136, 768);
-    for f in [QuantFormat::Q4K, QuantFormat::Q8_0] {
+    let paths = [false].into_iter().chain(ctx.has_sm90a().then_some(true));
+    let cases = paths.flat_map(|fused| [(fused, QuantFormat::Q4K), (fused, QuantFormat::Q8_0)]);
+    for (fused, f) in cases {
         let w = &weight_cases(&mut rng, f, rows, cols)[0].1;
         let x = rng.vec(tokens * cols, -1.0, 1.0);
         let bias = rng.vec(rows, -2.0, 2.0);
@@ -178,7 +251,12 @@ fn qgemm_with_a_bias_and_activation_writes_bf16() {
             .with_bias(&bd)
             .with_activation(Activation::Silu);
         let mut s = ctx.stream().unwrap().record();
-        s.qgemm_with(&wd, &xd, &yd, tokens, (&wt, &xh), e).unwrap();
+        if fused {
+            s.to_half(&xd, &xh).unwrap();
+            s.qgemm_wgmma(&wd, &xh, &yd, tokens, e).unwrap();
+        } else {
+            s.qgemm_with(&wd, &xd, &yd, tokens, (&wt, &xh), e).unwrap();
+        }
         s.sync().unwrap();
         let y = yd.to_vec().unwrap();
         for t in 0..tokens {
@@ -186,16 +264,14 @@ fn qgemm_with_a_bias_and_activation_writes_bf16() {
                 let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
                 let pre = dot + bias[r] as f64;
                 let want = trueno::activations::silu(pre as f32) as f64;
-                let bound = 1.1
-                    * (((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass
-                        + f32::EPSILON as f64 * pre.abs())
+                let bound = 1.1 * (product_bound(cols, mass) + f32::EPSILON as f64 * pre.abs())
                     + 3e-5 * want.abs();
                 let lo = bf16::from_f64(want - bound).to_f64();
                 let hi = bf16::from_f64(want + bound).to_f64();
                 let got = y[t * rows + r].to_f64();
                 assert!(
                     lo <= got && got <= hi,
-                    "{} y[{t}, {r}]: {got} vs {want} ({lo}..={hi})",
+                    "{} fused {fused} y[{t}, {r}]: {got} vs {want} ({lo}..={hi})",
                     f.name()
                 );
             }
@@ -222,6 +298,11 @@ fn qgemm_shapes_are_checked_before_launch() {
     let xh = ctx.alloc::<bf16>(2 * 256).unwrap();
     let short = ctx.alloc::<f16>(3).unwrap();
     let bias15 = ctx.alloc::<f32>(15).unwrap();
+    let (xh96, xh1) = (
+        ctx.alloc::<bf16>(96).unwrap(),
+        ctx.alloc::<bf16>(256).unwrap(),
+    );
+    let (y8, b16) = (ctx.alloc::<f32>(8).unwrap(), ctx.alloc::<f32>(16).unwrap());
     let mut s = ctx.stream().unwrap().record();
     assert!(s.to_half(&x, &short).is_err(), "to_half length");
     assert!(s.qgemm(&w, &x, &y, 0, &wt, &xh).is_err(), "no tokens");
@@ -241,6 +322,25 @@ fn qgemm_shapes_are_checked_before_launch() {
     let e = trueno_gpu::GemmEpilogue::default().with_bias(&bias15);
     let err = s.qgemm_with(&w, &x, &y, 2, (&wt, &xh), e).unwrap_err();
     assert!(err.to_string().contains("bias"), "{err}");
+    // The fused kernel's own checks (and its refusal off Hopper).
+    let d = trueno_gpu::GemmEpilogue::default();
+    if ctx.has_sm90a() {
+        assert!(s.qgemm_wgmma(&w, &xh, &y, 0, d).is_err(), "no tokens");
+        assert!(s.qgemm_wgmma(&w, &xh, &y, 3, d).is_err(), "input length");
+        assert!(s.qgemm_wgmma(&w96, &xh96, &y8, 1, d).is_err(), "k of 96");
+        let err = s
+            .qgemm_wgmma(&w, &xh, &y, 2, d.with_bias(&bias15))
+            .unwrap_err();
+        assert!(err.to_string().contains("bias"), "{err}");
+        let err = s
+            .qgemm_wgmma(&w, &xh1, &b16, 1, d.with_bias(&b16))
+            .unwrap_err();
+        assert!(err.to_string().contains("alias"), "{err}");
+        s.qgemm_wgmma(&w, &xh, &y, 2, d).unwrap();
+    } else {
+        let err = s.qgemm_wgmma(&w, &xh, &y, 2, d).unwrap_err();
+        assert!(err.to_string().contains("sm_90a"), "{err}");
+    }
     s.qgemm(&w, &x, &y, 2, &wt, &xh).unwrap();
     s.sync().unwrap();
 }

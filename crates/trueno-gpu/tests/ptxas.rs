@@ -223,6 +223,18 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 /// instructions, not one
 /// per accumulator pair.
 fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::float_type::FloatType) {
+    assert_staged_epilogues(stem, code, out, 1, 0)
+}
+
+/// [`assert_staged_epilogue`] for `tiles` staged 64-row tiles a warpgroup, in a kernel
+/// whose main loop packs `main_packs` pairs of its own (F2FP).
+fn assert_staged_epilogues(
+    stem: &str,
+    code: &str,
+    out: trueno_gpu::kernels::float_type::FloatType,
+    tiles: usize,
+    main_packs: usize,
+) {
     use trueno_gpu::kernels::float_type::FloatType;
     let count = |op: &str| code.matches(op).count();
     assert!(
@@ -244,8 +256,12 @@ fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::floa
         count(store),
         "{stem}: stores other than {store}"
     );
-    assert_eq!(count(store), 2, "{stem}: {store}");
-    assert_eq!(count("F2FP"), packs, "{stem}: F2FP packs");
+    assert_eq!(count(store), 2 * tiles, "{stem}: {store}");
+    assert_eq!(
+        count("F2FP"),
+        packs * tiles + main_packs,
+        "{stem}: F2FP packs"
+    );
 }
 
 /// The Hopper GEMM's machine code (sm_90a, cuobjdump): its products are warpgroup
@@ -303,6 +319,57 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 "{stem}: an mma.sync product on the wgmma path"
             );
             assert_staged_epilogue(&stem, &code, out);
+        }
+    }
+}
+
+/// The fused quantized GEMM's machine code (sm_90a): warpgroup products (HGMMA, two
+/// fragments' worth for the tall tile), A by the copy engine (UTMALDG), the weights
+/// read as quantized bytes and written to shared memory as bf16 in 16-byte stores (runs
+/// of eight: STS.128; Q4_0's and Q6_K's runs of four in STS.64) after F2FP packs, fenced
+/// into the async proxy (FENCE.VIEW.ASYNC) before the barrier arrival, no mma.sync, the
+/// tall tile's register split, and the staged epilogue once per fragment (its packs
+/// besides the producers' 32 a stage: 64 values of 128 rows, a pair per pack, over 128
+/// threads).
+#[test]
+fn the_fused_quantized_gemm_dequantizes_into_shared_memory_for_warpgroup_products() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    for f in QuantFormat::ALL {
+        for tile in [QgemmTileM::M128, QgemmTileM::M256] {
+            for out in FloatType::ALL {
+                let k = QgemmWgmmaKernel(f, out, tile);
+                let (stem, code) = sass.of(&k, Target::Sm90a);
+                let count = |op: &str| code.matches(op).count();
+                let frags = tile.rows() as usize / 128;
+                let hgmma = "HGMMA.64x128x16.F32.BF16";
+                assert!(
+                    count(hgmma) >= 4 * frags,
+                    "{stem}: {} {hgmma}",
+                    count(hgmma)
+                );
+                assert!(count("UTMALDG.2D") >= 1, "{stem}: A not by the copy engine");
+                assert!(count("LDG.E") >= 1, "{stem}: no weight loads");
+                let run_stores = match f {
+                    QuantFormat::Q4_0 | QuantFormat::Q6K => "STS.64",
+                    _ => "STS.128",
+                };
+                assert!(
+                    count(run_stores) >= 2,
+                    "{stem}: no {run_stores} of bf16 runs"
+                );
+                assert!(count("FENCE.VIEW.ASYNC.S") >= 2, "{stem}: no proxy fence");
+                assert!(count("SYNCS.ARRIVE") >= 2, "{stem}: no barrier arrivals");
+                assert_eq!(count("HMMA"), 0, "{stem}: an mma.sync product");
+                assert_eq!(
+                    count("USETMAXREG") >= 2,
+                    frags == 2,
+                    "{stem}: the register split belongs to the tall tile"
+                );
+                assert_staged_epilogues(&stem, &code, out, frags, 32);
+            }
         }
     }
 }

@@ -21,13 +21,19 @@
 //! arrive as zeros, so ragged m, n and k need no masks until the store. Rows are read
 //! through tensor maps whose strides must be multiples of 16 bytes: `k` and `n` are
 //! multiples of 8.
+//!
+//! The same block, with the producer role played by two warpgroups that dequantize
+//! GGML-quantized weights into B's stages and optionally two 64-row fragments a
+//! consumer (`BSource::Dequantized`), is the fused quantized GEMM of
+//! [`super::qgemm_wgmma`].
 
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
 use super::gemm_mma::{GemmInput, raster, tensor_core_launch};
+use super::qgemv::QuantFormat;
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
 pub const TILE_M: u32 = 128;
@@ -41,6 +47,10 @@ pub const BOX_N: u32 = 64;
 /// (128 x 40 + 256 x 232 <= 64 K).
 const PRODUCER_REGS: u32 = 40;
 const CONSUMER_REGS: u32 = 232;
+/// The split of a dequantizing kernel with two fragments a consumer: 2 x 128 x 80 +
+/// 2 x 128 x 176 = 64 K.
+const DEQUANT_PRODUCER_REGS: u32 = 80;
+const DEQUANT_CONSUMER_REGS: u32 = 176;
 /// Consumer warps arriving on an empty barrier.
 const CONSUMER_WARPS: u32 = 8;
 /// Bytes of shared memory kept to round the dynamic base up to 1024 (the swizzle
@@ -78,17 +88,9 @@ impl WgmmaTileN {
         }
     }
 
-    fn a_bytes() -> u32 {
-        TILE_M * TILE_K_BYTES
-    }
-
-    fn stage_bytes(self) -> u32 {
-        Self::a_bytes() + self.elems() * TILE_K_BYTES
-    }
-
     /// Dynamic shared memory: the stages, two barriers per stage, alignment slack.
     pub fn shared_bytes(self) -> u32 {
-        ALIGN_SLACK + self.stages() * (self.stage_bytes() + 16)
+        Ring::shared_bytes(self, 1)
     }
 }
 
@@ -117,18 +119,168 @@ fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
     b.or(lo, DESC_HI)
 }
 
-fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> KernelIr {
+/// Where a stage's B tile comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BSource {
+    /// The copy engine, from the tensor map `map_b`.
+    CopyEngine,
+    /// GGML-quantized `[n, k]` weights (parameter `w`), dequantized to bf16 into the
+    /// stage by [`PRODUCER_GROUPS`] whole warpgroups ([`super::qgemm_wgmma`]); each
+    /// consumer multiplies `frags` fragments of 64 rows (1 or 2: a block tile of 128 or
+    /// 256 rows, the second halving the dequantization per product).
+    Dequantized {
+        /// The weights' format.
+        format: QuantFormat,
+        /// 64-row fragments per consumer.
+        frags: u32,
+    },
+}
+
+/// Producer warpgroups that dequantize, each filling every second stage: two k-tiles'
+/// loads in flight at once (one warpgroup waits on its loads, then on its arithmetic,
+/// a stage at a time).
+pub const PRODUCER_GROUPS: u32 = 2;
+
+impl BSource {
+    /// Producer warpgroups ahead of the two consumers.
+    pub fn producer_groups(self) -> u32 {
+        match self {
+            BSource::CopyEngine => 1,
+            BSource::Dequantized { .. } => PRODUCER_GROUPS,
+        }
+    }
+
+    /// 64-row fragments per consumer warpgroup.
+    pub fn frags(self) -> u32 {
+        match self {
+            BSource::CopyEngine => 1,
+            BSource::Dequantized { frags, .. } => frags,
+        }
+    }
+
+    /// Per-thread register limits of the producers and the consumers after the split,
+    /// if the kernel splits them: the copy engine's driver needs few; two fragments of
+    /// accumulators need more than the launch's even share (128 a thread at 512).
+    fn register_split(self) -> Option<(u32, u32)> {
+        match self {
+            BSource::CopyEngine => Some((PRODUCER_REGS, CONSUMER_REGS)),
+            BSource::Dequantized { frags: 1, .. } => None,
+            BSource::Dequantized { .. } => Some((DEQUANT_PRODUCER_REGS, DEQUANT_CONSUMER_REGS)),
+        }
+    }
+
+    /// Threads per block.
+    pub fn threads(self) -> u32 {
+        (self.producer_groups() + 2) * GROUP_THREADS
+    }
+}
+
+/// The ring of stages as both roles walk it: the current slot, its byte offset and the
+/// parity of its current phase, advanced after each k-tile by both alike.
+pub(super) struct Ring {
+    slot: Reg<U32>,
+    /// Byte offset of the current slot's stage from the tiles' base.
+    pub stage: Reg<U32>,
+    /// Parity of the current slot's phase.
+    pub phase: Reg<U32>,
+    bars: Reg<U32>,
+    stages: u32,
+    stage_bytes: u32,
+}
+
+impl Ring {
+    /// Stages and bytes per stage for tile width `tile_n` and `frags` 64-row fragments a
+    /// consumer (A: `128 frags` rows of 128 bytes; B: `BN` rows or k-rows of 128 bytes):
+    /// six stages of 32 KiB or four of 48 KiB.
+    pub fn layout(tile_n: WgmmaTileN, frags: u32) -> (u32, u32) {
+        let bytes = (frags * TILE_M + tile_n.elems()) * TILE_K_BYTES;
+        let stages = if bytes > 32 * 1024 {
+            4
+        } else {
+            tile_n.stages()
+        };
+        (stages, bytes)
+    }
+
+    /// Dynamic shared memory: the stages, two barriers per stage, alignment slack.
+    pub fn shared_bytes(tile_n: WgmmaTileN, frags: u32) -> u32 {
+        let (stages, bytes) = Self::layout(tile_n, frags);
+        ALIGN_SLACK + stages * (bytes + 16)
+    }
+
+    fn new(b: &mut KernelBuilder, bars: Reg<U32>, stages: u32, stage_bytes: u32) -> Ring {
+        Ring {
+            slot: b.mov(0u32),
+            stage: b.mov(0u32),
+            phase: b.mov(0u32),
+            bars,
+            stages,
+            stage_bytes,
+        }
+    }
+
+    /// Moves to the next slot (wrapping, and flipping the parity on the wrap).
+    pub fn advance(&self, b: &mut KernelBuilder) {
+        let next = b.add(self.slot, 1u32);
+        let wrap = b.setp::<U32>(Cmp::Ge, next, self.stages);
+        let next = b.selp::<U32>(0u32, next, wrap);
+        let flipped = b.xor(self.phase, 1u32);
+        let ph = b.selp::<U32>(flipped, self.phase, wrap);
+        let off = b.mul(next, self.stage_bytes);
+        b.assign(self.slot, next);
+        b.assign(self.stage, off);
+        b.assign(self.phase, ph);
+    }
+
+    /// The current slot's barrier: `FULL` (its bytes have landed) or `EMPTY` (both
+    /// consumers are done with it).
+    pub fn barrier(&self, b: &mut KernelBuilder, group: u32) -> Reg<U32> {
+        let at = b.mad(self.slot, 8u32, self.bars);
+        b.add(at, 8 * self.stages * group)
+    }
+}
+
+/// [`Ring::barrier`]'s groups.
+pub(super) const FULL: u32 = 0;
+pub(super) const EMPTY: u32 = 1;
+
+/// What the producer of a dequantizing kernel is handed: the tiles' base, A's tensor
+/// map, the weights, the tile's first row (of A) and column (row of the weights), `n`,
+/// `k` and the count of k-tiles.
+pub(super) struct DequantProducer {
+    pub a_bytes: u32,
+    pub base: Reg<U32>,
+    pub map_a: Reg<U64>,
+    pub w: Reg<U64>,
+    pub row0: Reg<U32>,
+    pub col0: Reg<U32>,
+    pub n: Reg<U32>,
+    pub k: Reg<U32>,
+    pub k_tiles: Reg<U32>,
+}
+
+pub(super) fn build(
+    name: &str,
+    input: GemmInput,
+    tile_n: WgmmaTileN,
+    out: FloatType,
+    source: BSource,
+) -> KernelIr {
     let bn = tile_n.elems();
     let tile_k = tile_k(input);
     let b_k_major = input.b_k_major();
-    let stages = tile_n.stages();
-    let stage_bytes = tile_n.stage_bytes();
-    let a_bytes = WgmmaTileN::a_bytes();
+    let frags = source.frags();
+    let block_m = frags * TILE_M;
+    let (stages, stage_bytes) = Ring::layout(tile_n, frags);
+    let a_bytes = block_m * TILE_K_BYTES;
     let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
+    b.max_threads(source.threads());
     b.min_blocks(1);
     let map_a = b.param_tensor_map("map_a");
-    let map_b = b.param_tensor_map("map_b");
+    let map_b = match source {
+        BSource::CopyEngine => b.param_tensor_map("map_b"),
+        BSource::Dequantized { .. } => b.param_ptr("w", PtxType::U16),
+    };
     let gc = b.param_ptr("c", out.ptx());
     let m = b.param_u32("m");
     let n = b.param_u32("n");
@@ -138,12 +290,18 @@ fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> Ke
     let base = b.and(base, !(ALIGN_SLACK - 1));
     // full[s] at bars + 8 s, empty[s] at bars + 8 (stages + s).
     let bars = b.add(base, stages * stage_bytes);
+    // Arrivals that fill a stage: the copy engine's driver, and with dequantized
+    // weights every producer thread after its writes.
+    let full_arrivals = match source {
+        BSource::CopyEngine => 1,
+        BSource::Dequantized { .. } => 1 + GROUP_THREADS,
+    };
 
     let t = b.tid_x();
     let first = b.setp::<U32>(Cmp::Eq, t, 0u32);
     b.if_then(first, false, |b| {
         for s in 0..stages {
-            b.mbar_init(bars, 8 * s as i64, 1);
+            b.mbar_init(bars, 8 * s as i64, full_arrivals);
             b.mbar_init(bars, 8 * (stages + s) as i64, CONSUMER_WARPS);
         }
         b.fence_mbar_init();
@@ -151,72 +309,80 @@ fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> Ke
     b.bar_sync();
 
     let (cx, cy) = raster(&mut b);
-    let row0 = b.mul(cy, TILE_M);
+    let row0 = b.mul(cy, block_m);
     let col0 = b.mul(cx, bn);
     let k_tiles = b.add(k, tile_k - 1);
     let k_tiles = b.shr(k_tiles, tile_k.trailing_zeros());
     let warpgroup = b.shr(t, 7u32);
-    // The ring position: slot, its byte offset and the parity of its current phase,
-    // advanced after each k-tile by both roles alike.
-    let slot = b.mov(0u32);
-    let stage = b.mov(0u32);
-    let phase = b.mov(0u32);
-    let advance = |b: &mut KernelBuilder| {
-        let next = b.add(slot, 1u32);
-        let wrap = b.setp::<U32>(Cmp::Ge, next, stages);
-        let next = b.selp::<U32>(0u32, next, wrap);
-        let flipped = b.xor(phase, 1u32);
-        let ph = b.selp::<U32>(flipped, phase, wrap);
-        let off = b.mul(next, stage_bytes);
-        b.assign(slot, next);
-        b.assign(stage, off);
-        b.assign(phase, ph);
-    };
-    // The barrier of the current slot in group `group` (0 full, 1 empty).
-    let barrier = |b: &mut KernelBuilder, group: u32| {
-        let at = b.mad(slot, 8u32, bars);
-        b.add(at, 8 * stages * group)
-    };
+    let ring = Ring::new(&mut b, bars, stages, stage_bytes);
 
     let consumer = b.new_label();
-    let producer_role = b.setp::<U32>(Cmp::Eq, warpgroup, 0u32);
+    let producers = source.producer_groups();
+    let producer_role = b.setp::<U32>(Cmp::Lt, warpgroup, producers);
     b.bra_if(producer_role, true, consumer, false);
 
-    // ---- producer: one thread drives the copy engine --------------------------------
-    b.setmaxnreg(false, PRODUCER_REGS);
-    let idle = b.setp::<U32>(Cmp::Ne, t, 0u32);
-    b.exit_if(idle);
-    b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
-        let empty = barrier(b, 1);
-        let free = b.xor(phase, 1u32);
-        b.mbar_wait(empty, free);
-        let full = barrier(b, 0);
-        b.mbar_arrive_expect_tx(full, 0, stage_bytes);
-        let dst = b.add(base, stage);
-        let kx = b.mul(kt, tile_k);
-        b.tma_load_2d(dst, map_a, kx, row0, full);
-        if b_k_major {
-            let dst = b.add(dst, a_bytes);
-            b.tma_load_2d(dst, map_b, kx, col0, full);
-        } else {
-            for j in 0..bn / BOX_N {
-                let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K_BYTES);
-                let x = b.add(col0, j * BOX_N);
-                b.tma_load_2d(dst, map_b, x, kx, full);
-            }
+    // ---- producer -------------------------------------------------------------------
+    match source {
+        BSource::CopyEngine => {
+            // One thread drives the copy engine.
+            b.setmaxnreg(false, PRODUCER_REGS);
+            let idle = b.setp::<U32>(Cmp::Ne, t, 0u32);
+            b.exit_if(idle);
+            b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
+                let empty = ring.barrier(b, EMPTY);
+                let free = b.xor(ring.phase, 1u32);
+                b.mbar_wait(empty, free);
+                let full = ring.barrier(b, FULL);
+                b.mbar_arrive_expect_tx(full, 0, stage_bytes);
+                let dst = b.add(base, ring.stage);
+                let kx = b.mul(kt, tile_k);
+                b.tma_load_2d(dst, map_a, kx, row0, full);
+                if b_k_major {
+                    let dst = b.add(dst, a_bytes);
+                    b.tma_load_2d(dst, map_b, kx, col0, full);
+                } else {
+                    for j in 0..bn / BOX_N {
+                        let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K_BYTES);
+                        let x = b.add(col0, j * BOX_N);
+                        b.tma_load_2d(dst, map_b, x, kx, full);
+                    }
+                }
+                ring.advance(b);
+            });
         }
-        advance(b);
-    });
+        BSource::Dequantized { format, .. } => {
+            if let Some((regs, _)) = source.register_split() {
+                b.setmaxnreg(false, regs);
+            }
+            let p = DequantProducer {
+                a_bytes,
+                base,
+                map_a,
+                w: map_b,
+                row0,
+                col0,
+                n,
+                k,
+                k_tiles,
+            };
+            super::qgemm_wgmma::produce(&mut b, format, &ring, &p, t);
+        }
+    }
     b.ret();
 
     // ---- consumers: 64 rows each --------------------------------------------------
     b.place(consumer);
-    b.setmaxnreg(true, CONSUMER_REGS);
-    let rows = b.sub(warpgroup, 1u32);
-    let acc: Vec<Reg<F32>> = (0..bn / 2).map(|_| b.mov(0.0f32)).collect();
+    if let Some((_, regs)) = source.register_split() {
+        b.setmaxnreg(true, regs);
+    }
+    let rows = b.sub(warpgroup, producers);
+    let acc: Vec<Vec<Reg<F32>>> = (0..frags)
+        .map(|_| (0..bn / 2).map(|_| b.mov(0.0f32)).collect())
+        .collect();
     // scale-d: always accumulate (the accumulators start at zero above).
     let accumulate = b.setp::<U32>(Cmp::Eq, t, t);
-    let a_tile = b.mad(rows, TILE_M / 2 * TILE_K_BYTES, base);
+    // Consumer `rows` multiplies rows `64 frags rows..` of the block tile.
+    let a_tile = b.mad(rows, frags * TILE_M / 2 * TILE_K_BYTES, base);
     let a_desc0 = descriptor(&mut b, a_tile, 16);
     let b_tile = b.add(base, a_bytes);
     let b_leading = if b_k_major { 16 } else { BOX_N * TILE_K_BYTES };
@@ -231,27 +397,32 @@ fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> Ke
     // done (`wait_group 1`), while this tile's products run.
     let prev_empty = b.mov(0u32);
     b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
-        let full = barrier(b, 0);
-        b.mbar_wait(full, phase);
-        let offset = b.shr(stage, 4u32);
+        let full = ring.barrier(b, FULL);
+        b.mbar_wait(full, ring.phase);
+        let offset = b.shr(ring.stage, 4u32);
         let offset = b.cvt::<U64, U32>(offset, None);
         let a_desc = b.add(a_desc0, offset);
         let b_desc = b.add(b_desc0, offset);
         b.wgmma_fence();
         for ks in 0..tile_k / k_step {
-            // Descriptor addresses are in 16-byte units.
-            let ad = b.add(a_desc, (ks * 32 / 16) as u64);
+            // Descriptor addresses are in 16-byte units; fragment f's rows start 64
+            // rows (8 KiB) after the previous one's.
+            let ads: Vec<Reg<U64>> = (0..frags)
+                .map(|f| b.add(a_desc, ((ks * 32 + f * 64 * TILE_K_BYTES) / 16) as u64))
+                .collect();
             let bd = b.add(b_desc, (ks * b_step / 16) as u64);
-            b.wgmma(input.ptx(), !b_k_major, &acc, ad, bd, accumulate);
+            for (acc, ad) in acc.iter().zip(ads) {
+                b.wgmma(input.ptx(), !b_k_major, acc, ad, bd, accumulate);
+            }
         }
         b.wgmma_commit();
         b.wgmma_wait(1);
         let not_first = b.setp::<U32>(Cmp::Ne, kt, 0u32);
         let release = b.and_pred(lane0, not_first);
         b.predicated(release, |b| b.mbar_arrive(prev_empty, 0));
-        let empty = barrier(b, 1);
+        let empty = ring.barrier(b, EMPTY);
         b.assign(prev_empty, empty);
-        advance(b);
+        ring.advance(b);
     });
     b.wgmma_wait(0);
     // Both consumers are done with the ring: the epilogue stages C there.
@@ -262,21 +433,36 @@ fn build(name: &str, input: GemmInput, tile_n: WgmmaTileN, out: FloatType) -> Ke
     let store = CStore::declare(&mut b, gc, out, m, n);
     // Warp w of the warpgroup holds rows 16 w + lane / 4 (+ 8) of its 64; accumulators
     // 4 i .. 4 i + 3 are columns 8 i + 2 (lane % 4) (+ 1) of those two rows.
-    let area = b.mad(rows, staged_bytes(bn), base);
+    // Each fragment is staged in its own area of the ring.
+    let area = b.mad(rows, frags * staged_bytes(bn), base);
     let warp = b.shr(t, 5u32);
     let warp = b.and(warp, 3u32);
     let g = b.shr(lane, 2u32);
     let row = b.mad(warp, 16u32, g);
     let tq = b.and(lane, 3u32);
     let col = b.shl(tq, 1u32);
-    let pairs = acc.chunks(4).enumerate().flat_map(|(i, f)| {
-        (0..2).map(move |h| ((h * 8) as u32, (i * 8) as u32, [f[2 * h], f[2 * h + 1]]))
-    });
-    store.stage(&mut b, (area, bn), (row, col), pairs);
+    let areas: Vec<Reg<U32>> = (0..frags)
+        .map(|f| match f {
+            0 => area,
+            _ => b.add(area, f * staged_bytes(bn)),
+        })
+        .collect();
+    for (acc, &area) in acc.iter().zip(&areas) {
+        let pairs = acc.chunks(4).enumerate().flat_map(|(i, f)| {
+            (0..2).map(move |h| ((h * 8) as u32, (i * 8) as u32, [f[2 * h], f[2 * h + 1]]))
+        });
+        store.stage(&mut b, (area, bn), (row, col), pairs);
+    }
     b.bar_sync_named(1, 2 * GROUP_THREADS);
-    let row0 = b.mad(rows, TILE_M / 2, row0);
+    let row0 = b.mad(rows, frags * TILE_M / 2, row0);
     let t_group = b.and(t, GROUP_THREADS - 1);
-    store.store(&mut b, (area, bn), (row0, col0), t_group);
+    for (f, &area) in areas.iter().enumerate() {
+        let row0 = match f {
+            0 => row0,
+            _ => b.add(row0, f as u32 * TILE_M / 2),
+        };
+        store.store(&mut b, (area, bn), (row0, col0), t_group);
+    }
     b.ret();
     b.finish()
 }
@@ -294,7 +480,7 @@ impl Kernel for WgmmaGemmKernel {
         Family::GemmWgmma
     }
     fn build(&self) -> KernelIr {
-        build(&self.name(), self.0, self.1, self.2)
+        build(&self.name(), self.0, self.1, self.2, BSource::CopyEngine)
     }
     fn targets(&self) -> &'static [Target] {
         &[Target::Sm90a]
@@ -339,8 +525,14 @@ mod tests {
         assert_eq!(WgmmaTileN::N128.shared_bytes(), 6 * (32 * 1024 + 16) + 1024);
         // The epilogue stages both consumers' 64 rows in the ring.
         for t in [WgmmaTileN::N128, WgmmaTileN::N256] {
-            assert!(2 * staged_bytes(t.elems()) <= t.stages() * t.stage_bytes());
+            let (stages, bytes) = Ring::layout(t, 1);
+            assert!(2 * staged_bytes(t.elems()) <= stages * bytes);
         }
+        // Two fragments a consumer (the dequantizing kernel's 256-row tile): four 64-row
+        // areas in four stages of 48 KiB.
+        let (stages, bytes) = Ring::layout(WgmmaTileN::N128, 2);
+        assert_eq!((stages, bytes), (4, 48 * 1024));
+        assert!(4 * staged_bytes(128) <= stages * bytes);
         for bad in [[16, 12, 16], [16, 16, 12], [0, 8, 8], [8, 8, 0]] {
             assert!(k.launch_config(&bad).is_err(), "{bad:?}");
         }

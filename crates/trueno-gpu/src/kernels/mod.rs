@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod convert;
 pub mod dequant;
+mod dequant_chunk;
 pub mod dequant_t;
 pub mod elementwise;
 pub mod flash_attention;
@@ -22,6 +23,7 @@ pub mod kv_cache;
 mod math;
 pub mod norm;
 pub mod paged;
+pub mod qgemm_wgmma;
 pub mod qgemv;
 mod qgemv_block32_dp4a;
 pub mod qgemv_dp4a;
@@ -187,7 +189,10 @@ impl Family {
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
             Family::GemmMma => gemm_mma::all(),
-            Family::GemmWgmma => gemm_wgmma::all(),
+            Family::GemmWgmma => gemm_wgmma::all()
+                .into_iter()
+                .chain(qgemm_wgmma::all())
+                .collect(),
             Family::Qgemv => qgemv::all()
                 .into_iter()
                 .chain(dequant::all())

@@ -1,12 +1,15 @@
-//! The `qgemm` section: a prefill's projections from quantized weights (weights
-//! dequantized to transposed bf16, activations rounded to bf16, then the tensor-core
-//! GEMM), the whole call and the weights' dequantization alone.
+//! The `qgemm` section: a prefill's projections from quantized weights, the unfused
+//! path (weights dequantized to transposed bf16, activations rounded to bf16, then the
+//! tensor-core GEMM: the three launches, and the weights' dequantization alone) and on
+//! Hopper the fused kernel (`qgemm_wgmma_tiled`, both tile heights) from bf16
+//! activations.
 
 use half::bf16;
-use trueno_gpu::Result;
+use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
 use trueno_gpu::kernels::qgemv::QuantFormat;
+use trueno_gpu::{GemmEpilogue, Result};
 
-use super::{Bench, random, random_blocks};
+use super::{Bench, random, random_bf16, random_blocks};
 
 impl Bench {
     pub(super) fn qgemm(&mut self) -> Result<()> {
@@ -15,9 +18,13 @@ impl Bench {
         } else {
             &[(4096, 4096), (14336, 4096), (4096, 14336)]
         };
-        let token_counts: &[usize] = if self.quick { &[512] } else { &[512, 2048] };
+        let token_counts: &[usize] = if self.quick {
+            &[512]
+        } else {
+            &[512, 1024, 2048]
+        };
         for &(rows, cols) in shapes {
-            for f in [QuantFormat::Q4K, QuantFormat::Q6K, QuantFormat::Q8_0] {
+            for f in QuantFormat::ALL {
                 let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
                 let w = self
                     .ctx
@@ -28,11 +35,32 @@ impl Bench {
                     let x = self.ctx.upload(&random(tokens * cols, 11))?;
                     let xh = self.ctx.alloc::<bf16>(tokens * cols)?;
                     let y = self.ctx.alloc::<f32>(tokens * rows)?;
-                    let ms = self.time(1, |s, _| s.qgemm(&w, &x, &y, tokens, &wt, &xh))?;
+                    // The unfused path as `qgemm_with` runs it off Hopper.
+                    let ms = self.time(1, |s, _| {
+                        s.dequantize_transposed(&w, &wt)?;
+                        s.to_half(&x, &xh)?;
+                        s.gemm_mma(&xh, &wt, &y, tokens, rows, cols, 1.0, 0.0)
+                    })?;
                     self.emit(format!(
                         r#"{{"kind":"qgemm","format":"{}","tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5},"dequant_ms":{dequant_ms:.5}}}"#,
                         f.name()
                     ));
+                    if self.ctx.has_sm90a() {
+                        // The fused kernel from bf16 activations, as cuBLAS takes them,
+                        // at both tile heights.
+                        let xb = self.ctx.upload(&random_bf16(tokens * cols, 12))?;
+                        let e = GemmEpilogue::default();
+                        for tile in [QgemmTileM::M128, QgemmTileM::M256] {
+                            let ms = self.time(1, |s, _| {
+                                s.qgemm_wgmma_tiled(tile, &w, &xb, &y, tokens, e)
+                            })?;
+                            self.emit(format!(
+                                r#"{{"kind":"qgemm_fused","format":"{}","tile":{},"tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5}}}"#,
+                                f.name(),
+                                tile.rows()
+                            ));
+                        }
+                    }
                 }
             }
         }
