@@ -241,7 +241,7 @@ impl<'a> Stream<Recording<'a>> {
         if let Some(bias) = epilogue.bias {
             expect_len("qgemm_wgmma bias", bias, n)?;
         }
-        let f = self.context().function(Family::GemmWgmma, &kern.name())?;
+        let f = self.context().function(Family::QgemmWgmma, &kern.name())?;
         let box_k = tile_k(GemmInput::HalfBt(HalfType::Bf16));
         let a = KernelArg::tensor_map(xh, tokens, k, tile.rows(), box_k)?;
         let operands = [a, KernelArg::buf(w.words())];

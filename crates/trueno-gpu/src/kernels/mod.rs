@@ -119,6 +119,9 @@ pub enum Family {
     GemmMma,
     /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
     GemmWgmma,
+    /// Hopper GEMM from GGML-quantized weights dequantized into shared memory (sm_90a
+    /// only; its own module, so a plain GEMM's first call does not compile these)
+    QgemmWgmma,
     /// matrix-vector products from GGML-quantized weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K
     /// against f32 activations and against Q8_K ones), the activations' quantization,
     /// and quantized rows to f32 (embedding lookups, whole-matrix dequantization) or to a
@@ -136,7 +139,7 @@ pub enum Family {
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 11] = [
+    pub const ALL: [Family; 12] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -144,6 +147,7 @@ impl Family {
         Family::Gemm,
         Family::GemmMma,
         Family::GemmWgmma,
+        Family::QgemmWgmma,
         Family::Qgemv,
         Family::Rope,
         Family::Attention,
@@ -160,6 +164,7 @@ impl Family {
             Family::Gemm => "gemm_f32",
             Family::GemmMma => "gemm_mma",
             Family::GemmWgmma => "gemm_wgmma",
+            Family::QgemmWgmma => "qgemm_wgmma",
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
             Family::Attention => "attention_f32",
@@ -171,7 +176,7 @@ impl Family {
     /// architecture-specific instructions (`None`: the device's own target).
     pub fn required_target(self) -> Option<Target> {
         match self {
-            Family::GemmWgmma => Some(Target::Sm90a),
+            Family::GemmWgmma | Family::QgemmWgmma => Some(Target::Sm90a),
             _ => None,
         }
     }
@@ -189,10 +194,8 @@ impl Family {
             Family::Norm => norm::all(),
             Family::Gemm => gemm::all(),
             Family::GemmMma => gemm_mma::all(),
-            Family::GemmWgmma => gemm_wgmma::all()
-                .into_iter()
-                .chain(qgemm_wgmma::all())
-                .collect(),
+            Family::GemmWgmma => gemm_wgmma::all(),
+            Family::QgemmWgmma => qgemm_wgmma::all(),
             Family::Qgemv => qgemv::all()
                 .into_iter()
                 .chain(dequant::all())

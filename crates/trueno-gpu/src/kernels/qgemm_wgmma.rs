@@ -179,7 +179,7 @@ impl Kernel for QgemmWgmmaKernel {
     }
 
     fn family(&self) -> Family {
-        Family::GemmWgmma
+        Family::QgemmWgmma
     }
 
     fn build(&self) -> KernelIr {
