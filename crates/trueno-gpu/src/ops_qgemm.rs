@@ -264,10 +264,10 @@ fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
 
 /// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, Q4_K at every
 /// prompt length, Q4_0, Q5_K and Q8_0 up to 1024 tokens, Q6_K never. Measured on the
-/// H100 (BENCHMARKS.md, three weight shapes): Q4_K 1.00-1.38x the unfused path (which
-/// pays the weights' round trip through memory as bf16); the others 1.01-1.36x at 512
-/// tokens, 0.95-1.26x at 1024, 0.84-1.06x at 2048 (the round trip shared by more
-/// products, their 16-bit loads the fused kernel's limit); Q6_K 0.62-0.91x.
+/// H100 (BENCHMARKS.md, three weight shapes): Q4_K 1.01-1.40x the unfused path (which
+/// pays the weights' round trip through memory as bf16); the others 0.99-1.37x at 512
+/// tokens, 0.95-1.31x at 1024, 0.84-1.07x at 2048 (the round trip shared by more
+/// products); Q6_K 0.63-0.89x.
 fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
     hopper
         && match format {
