@@ -12,8 +12,9 @@
 //! Each value costs a byte permute and one fused multiply-add: the quant byte `u` is
 //! placed under the exponent of 2^23, at bit 16 (or bit 8 for Q8_0's full bytes), so the
 //! float is `2^23 + u 2^16`, and `scale 2^-16 * that - (scale 2^7 + offset)` is
-//! `scale u - offset` with one rounding of the f32 sum (exact wherever `scale 2^7 +
-//! offset` is, as for the block formats' `d (2^7 + bias)`).
+//! `scale u - offset`. The product is exact; the roundings are the FMA's and the sum
+//! `scale 2^7 + offset`'s (2^-24 of it: 2^-17 of a scale step for the K-quants, none for
+//! Q8_0's `d (2^15 + 128)`), both far below the bf16 rounding that follows.
 
 use super::helpers::{elem_addr, pair16};
 use super::qgemv::{QuantFormat, f16_bits};

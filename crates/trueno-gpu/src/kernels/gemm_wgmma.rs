@@ -244,9 +244,9 @@ impl Ring {
 pub(super) const FULL: u32 = 0;
 pub(super) const EMPTY: u32 = 1;
 
-/// What the producer of a dequantizing kernel is handed: the tiles' base, A's tensor
-/// map, the weights, the tile's first row (of A) and column (row of the weights), `n`,
-/// `k` and the count of k-tiles.
+/// What the producers of a dequantizing kernel are handed: A's bytes a stage, the
+/// tiles' base, A's tensor map, the weights, the tile's first row (of A) and column (row
+/// of the weights), `n`, `k` and the count of k-tiles.
 pub(super) struct DequantProducer {
     pub a_bytes: u32,
     pub base: Reg<U32>,
@@ -370,7 +370,7 @@ pub(super) fn build(
     }
     b.ret();
 
-    // ---- consumers: 64 rows each --------------------------------------------------
+    // ---- consumers: 64 rows a fragment ----------------------------------------------
     b.place(consumer);
     if let Some((_, regs)) = source.register_split() {
         b.setmaxnreg(true, regs);

@@ -96,12 +96,12 @@ pub(super) fn produce(
     let a_bytes = p.a_bytes;
     let group = b.shr(t, GROUP_THREADS.trailing_zeros());
     let t = b.and(t, GROUP_THREADS - 1);
-    let row_threads = row_threads(f);
-    let rows_per_pass = GROUP_THREADS / row_threads;
-    let i = b.and(t, row_threads - 1);
-    let r_base = b.shr(t, row_threads.trailing_zeros());
+    let per_row = row_threads(f);
+    let rows_per_pass = GROUP_THREADS / per_row;
+    let i = b.and(t, per_row - 1);
+    let r_base = b.shr(t, per_row.trailing_zeros());
     // Row r of the tile sits at r * 128 bytes, its 16-byte chunk j at chunk j ^ (r % 8);
-    // this thread's rows r_base + 16 j all share r % 8.
+    // this thread's rows r_base + rows_per_pass j (16 or 64 apart) all share r % 8.
     let swizzle = b.and(r_base, 7u32);
     let row_at = b.shl(r_base, 7u32);
     let block_elems = f.block_elems() as u32;
