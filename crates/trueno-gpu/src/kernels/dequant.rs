@@ -12,7 +12,7 @@
 use super::helpers::{clamped_row, elem_addr, lane_and_warp, pair16};
 use super::qgemv::{QuantFormat, byte_floats, f16_bits};
 use super::qgemv_k::{chunk_scales, half_of, layout, quant_bytes, scale_min};
-use super::qgemv_q6k::{self, scale};
+use super::qgemv_q6k::{self, quant_bytes6, scaled_d};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, Space, U16, U32, U64};
@@ -140,17 +140,8 @@ fn q6k_lane(b: &mut KernelBuilder, blk: Reg<U64>, lane: Reg<U32>) -> LaneValues 
     let d = f16_bits(b, d);
     let pair = b.shl(k, 1u32);
     let quarter = |b: &mut KernelBuilder, nib_shift: u32, up: u32, sc_off: i64| {
-        let lo = b.shr(ql, nib_shift);
-        let lo = b.and(lo, 0x0F0F_0F0Fu32);
-        let s = b.add(pair, up);
-        let hi = b.shr(qh, s);
-        let hi = b.and(hi, 0x0303_0303u32);
-        let hi = b.shl(hi, 4u32);
-        let q = b.or(lo, hi);
-        let w = b.ld::<U16, U64>(Space::Global, scp, sc_off);
-        let w = b.cvt::<U32, U16>(w, None);
-        let sc = scale(b, w, sel8);
-        let scale = b.mul(d, sc);
+        let q = quant_bytes6(b, ql, nib_shift, (qh, pair, up));
+        let scale = scaled_d(b, d, (scp, sc_off), sel8);
         let q = byte_floats(b, q, 32.0);
         affine(b, q, scale, None)
     };

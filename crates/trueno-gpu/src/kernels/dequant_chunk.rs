@@ -19,7 +19,7 @@
 use super::helpers::{elem_addr, pair16};
 use super::qgemv::{QuantFormat, f16_bits};
 use super::qgemv_k::{chunk_scales, half_of, layout, quant_bytes, scale_min};
-use super::qgemv_q6k::{self, scale};
+use super::qgemv_q6k::{self, quant_bytes6, scaled_d};
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, Space, U16, U32, U64};
 
 /// Threads per row's chunk for format `f` (2 or 8).
@@ -181,17 +181,8 @@ fn q6k_runs(b: &mut KernelBuilder, blk: Reg<U64>, c: Reg<U32>, j: Reg<U32>) -> V
     let d = f16_bits(b, d);
     let nib = b.shl(p, 2u32);
     let quarter = |b: &mut KernelBuilder, ql: Reg<U32>, up: u32, sc_off: i64| {
-        let lo = b.shr(ql, nib);
-        let lo = b.and(lo, 0x0F0F_0F0Fu32);
-        let s = b.add(nib, up);
-        let hi = b.shr(qh, s);
-        let hi = b.and(hi, 0x0303_0303u32);
-        let hi = b.shl(hi, 4u32);
-        let q = b.or(lo, hi);
-        let w = b.ld::<U16, U64>(Space::Global, scp, sc_off);
-        let w = b.cvt::<U32, U16>(w, None);
-        let sc = scale(b, w, sel8);
-        let scale = b.mul(d, sc);
+        let q = quant_bytes6(b, ql, nib, (qh, nib, up));
+        let scale = scaled_d(b, d, (scp, sc_off), sel8);
         let offset = b.mul(scale, 32.0f32);
         affine_bytes(b, &[q], 2, scale, offset)
     };

@@ -14,7 +14,7 @@ use super::float_type::FloatType;
 use super::helpers::elem_addr;
 use super::qgemv::{f16_bits, load_x};
 use super::qgemv_k::{row_blocks, row_warp};
-use crate::ptx::{F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
+use crate::ptx::{F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, Src, U16, U32, U64};
 
 /// Bytes per super-block.
 pub(super) const BLOCK_BYTES: u32 = 210;
@@ -49,6 +49,36 @@ pub(super) fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) ->
 pub(super) fn scale(b: &mut KernelBuilder, w: Reg<U32>, sel8: Reg<U32>) -> Reg<F32> {
     let s = signed_byte(b, w, sel8);
     b.cvt::<F32, S32>(s, Some(Rounding::Rn))
+}
+
+/// The six-bit quants of four elements as bytes: the nibbles of `ql` at `nib_shift`
+/// (0 or 4), and above them the bit pairs of `qh` at `pair + up`.
+pub(super) fn quant_bytes6(
+    b: &mut KernelBuilder,
+    ql: Reg<U32>,
+    nib_shift: impl Into<Src<U32>>,
+    (qh, pair, up): (Reg<U32>, Reg<U32>, u32),
+) -> Reg<U32> {
+    let lo = b.shr(ql, nib_shift);
+    let lo = b.and(lo, 0x0F0F_0F0Fu32);
+    let s = b.add(pair, up);
+    let hi = b.shr(qh, s);
+    let hi = b.and(hi, 0x0303_0303u32);
+    let hi = b.shl(hi, 4u32);
+    b.or(lo, hi)
+}
+
+/// `d` times the signed scale at bit `sel8` of the 16-bit word at `[scp + off]`.
+pub(super) fn scaled_d(
+    b: &mut KernelBuilder,
+    d: Reg<F32>,
+    (scp, off): (Reg<U64>, i64),
+    sel8: Reg<U32>,
+) -> Reg<F32> {
+    let w = b.ld::<U16, U64>(Space::Global, scp, off);
+    let w = b.cvt::<U32, U16>(w, None);
+    let sc = scale(b, w, sel8);
+    b.mul(d, sc)
 }
 
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
