@@ -231,7 +231,7 @@ pub fn run(o: &Options) -> Result<(), Error> {
     };
     let file = GgufFile::open(&o.file)?;
     let m = model_shape(&file)?;
-    let p = plan::plan(&m, phase, kv, device.sms)?;
+    let p = plan::plan(&m, phase, kv, device)?;
     let (bytes, flops, us) = p.totals(device);
     let tokens = match phase {
         Phase::Decode { .. } => 1.0,

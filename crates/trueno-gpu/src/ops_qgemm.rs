@@ -253,7 +253,7 @@ impl<'a> Stream<Recording<'a>> {
 /// the tall tile once it makes about a block per multiprocessor. Measured on the H100
 /// (132 multiprocessors): at 64 tall blocks (512 x 4096) the short tile is 1.26x faster,
 /// at 128 (1024 x 4096) the tall one 1.37x.
-fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
+pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
     let tall_blocks = tokens.div_ceil(256) * rows.div_ceil(128);
     if tall_blocks >= 128 {
         QgemmTileM::M256
@@ -268,7 +268,7 @@ fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
 /// pays the weights' round trip through memory as bf16); the others 0.99-1.37x at 512
 /// tokens, 0.95-1.31x at 1024, 0.84-1.07x at 2048 (the round trip shared by more
 /// products); Q6_K 0.63-0.89x.
-fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
+pub(crate) fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
     hopper
         && match format {
             QuantFormat::Q4K => true,

@@ -115,6 +115,9 @@ pub struct DevicePeak {
     pub f32_tflops: f64,
     /// Multiprocessors (decode attention's split count depends on it).
     pub sms: usize,
+    /// Hopper (sm_90a): the wgmma kernels run, and a prefill's quantized projections
+    /// take the fused kernel where `Stream::qgemm_with` does.
+    pub wgmma: bool,
 }
 
 /// The devices a plan can be priced on (vendor datasheets: SXM parts, dense rates).
@@ -126,6 +129,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 989.4,
         f32_tflops: 66.9,
         sms: 132,
+        wgmma: true,
     },
     DevicePeak {
         name: "h200",
@@ -134,6 +138,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 989.4,
         f32_tflops: 66.9,
         sms: 132,
+        wgmma: true,
     },
     DevicePeak {
         name: "a100",
@@ -142,6 +147,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 312.0,
         f32_tflops: 19.5,
         sms: 108,
+        wgmma: false,
     },
 ];
 
@@ -415,9 +421,11 @@ fn attention(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<
     }
 }
 
-/// The plan for `phase` with a KV cache of `kv` elements, priced for a device with `sms`
-/// multiprocessors (decode attention sizes its splits by them).
-pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<Plan> {
+/// The plan for `phase` with a KV cache of `kv` elements on `device` (decode attention
+/// sizes its splits by its multiprocessors; a prefill's quantized projections take the
+/// fused kernel on Hopper where `Stream::qgemm_with` does).
+pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) -> Result<Plan> {
+    let sms = device.sms;
     check(m)?;
     let tokens = match phase {
         Phase::Decode { context: 0 } => {
@@ -475,7 +483,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
                 ("v projection", &w.v, hkv * d),
             ],
             h,
-            tokens,
+            (tokens, device.wgmma),
             m.qkv_bias,
         )?);
         for (what, heads) in [("rope q", hq), ("rope k", hkv)] {
@@ -493,7 +501,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
         s.extend(projections(
             &[("output projection", &w.o, h)],
             hq * d,
-            tokens,
+            (tokens, device.wgmma),
             false,
         )?);
         s.push(add_rmsnorm("ffn norm (+ residual)", tokens, h)?);
@@ -503,7 +511,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
                 ("up projection", &w.up, m.ffn),
             ],
             h,
-            tokens,
+            (tokens, device.wgmma),
             false,
         )?);
         s.push(elementwise(
@@ -515,7 +523,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
         s.extend(projections(
             &[("down projection", &w.down, h)],
             m.ffn,
-            tokens,
+            (tokens, device.wgmma),
             false,
         )?);
         layers.push(s);
@@ -525,7 +533,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<P
     epilogue.extend(projections(
         &[("output projection (logits)", &m.output, m.vocab)],
         h,
-        1,
+        (1, device.wgmma),
         false,
     )?);
     epilogue.extend([launch(

@@ -1,6 +1,6 @@
 //! The plan's matrix products: the projections of a layer (and the logits), as
 //! matrix-vector products for a decode step (the integer path where the input is whole
-//! Q8_K blocks) or `Stream::qgemm`'s launches for a prefill.
+//! Q8_K blocks) or `Stream::qgemm_with`'s launches for a prefill.
 
 use super::{F32, Math, Step, WeightType, elementwise, gap, launch};
 use crate::error::Result;
@@ -9,23 +9,25 @@ use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::elementwise::ElementwiseOp;
 use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
+use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
+use crate::ops_qgemm::{fused_is_faster, qgemm_tile};
 
 /// `y = W x` for `tokens` activation vectors: a qgemv per vector where the format has a
-/// kernel and there is one vector; for several, `Stream::qgemm`'s three launches (the
-/// weights dequantized to transposed bf16, the activations rounded to bf16, the
-/// tensor-core GEMM; the mma.sync kernel's configuration, which Hopper runs as wgmma)
-/// where the shape allows (`rows` a multiple of 8, `cols` of 256). With `bias`, the GEMM
-/// adds it in its epilogue (`Stream::qgemm_with`); the other paths return `false` for
-/// the caller to add it.
+/// kernel and there is one vector; for several, where the shape allows (`rows` a
+/// multiple of 8, `cols` of 256), `Stream::qgemm_with`'s launches: on a `wgmma` device
+/// where it takes the fused kernel, the activations rounded to bf16 and the fused GEMM;
+/// otherwise the weights dequantized to transposed bf16, the activations rounded, the
+/// tensor-core GEMM (the mma.sync kernel's configuration, which Hopper runs as wgmma).
+/// With `bias`, the GEMM adds it in its epilogue; the other paths return `false` for the
+/// caller to add it.
 fn projection(
     what: &str,
     w: &WeightType,
-    rows: usize,
-    cols: usize,
-    tokens: usize,
+    (rows, cols): (usize, usize),
+    (tokens, wgmma): (usize, bool),
     bias: bool,
 ) -> Result<(Vec<Step>, bool)> {
     let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
@@ -46,6 +48,19 @@ fn projection(
             )?],
             false,
         ),
+        (Some(f), _) if qgemm_fits && fused_is_faster(wgmma, f, tokens) => {
+            let name = if bias { "GEMM + bias" } else { "GEMM" };
+            let kernel = QgemmWgmmaKernel(f, FloatType::F32, qgemm_tile(tokens, rows));
+            let mut gemm = launch(
+                &format!("{what} (fused {name})"),
+                &kernel,
+                &[tokens, rows, cols],
+                w.bytes(r, c) + t * c * 2 + t * r * F32 + fused,
+                flops + fused / F32 * t,
+            )?;
+            gemm.math = Math::Tensor;
+            (vec![to_bf16(what, tokens, cols)?, gemm], bias)
+        }
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
             let name = if bias { "GEMM + bias" } else { "GEMM" };
@@ -65,13 +80,7 @@ fn projection(
                     w.bytes(r, c) + wt,
                     0,
                 )?,
-                launch(
-                    &format!("{what} (input to bf16)"),
-                    &ToHalfKernel(HalfType::Bf16),
-                    &[tokens * cols],
-                    t * c * (F32 + 2),
-                    0,
-                )?,
+                to_bf16(what, tokens, cols)?,
                 gemm,
             ];
             (steps, bias)
@@ -103,6 +112,18 @@ fn projection(
     })
 }
 
+/// The activations of a projection rounded to bf16 for the tensor cores.
+fn to_bf16(what: &str, tokens: usize, cols: usize) -> Result<Step> {
+    let n = (tokens * cols) as u64;
+    launch(
+        &format!("{what} (input to bf16)"),
+        &ToHalfKernel(HalfType::Bf16),
+        &[tokens * cols],
+        n * (F32 + 2),
+        0,
+    )
+}
+
 /// The projections of `group` (what, weights, rows) that read one input of `cols`
 /// values: for a decode step whose input is whole Q8_K blocks (`cols` a multiple of 256,
 /// as every K-quant's is; Q8_0 and Q4_0 need not be), the input is quantized to Q8_K once
@@ -115,7 +136,7 @@ fn projection(
 pub(super) fn projections(
     group: &[(&str, &WeightType, usize)],
     cols: usize,
-    tokens: usize,
+    (tokens, wgmma): (usize, bool),
     bias: bool,
 ) -> Result<Vec<Step>> {
     let integer = |w: &WeightType| {
@@ -151,7 +172,7 @@ pub(super) fn projections(
                 false
             }
             None => {
-                let (s, fused) = projection(what, w, rows, cols, tokens, bias)?;
+                let (s, fused) = projection(what, w, (rows, cols), (tokens, wgmma), bias)?;
                 steps.extend(s);
                 fused
             }

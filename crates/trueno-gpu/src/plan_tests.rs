@@ -57,13 +57,7 @@ fn llama3_8b_weight_bytes() -> u64 {
 fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     let m = llama3_8b();
     let h100 = DEVICES[0];
-    let p = plan(
-        &m,
-        Phase::Decode { context: 4096 },
-        FloatType::F16,
-        h100.sms,
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 4096 }, FloatType::F16, &h100).unwrap();
     assert_eq!(p.layers.len(), 32);
     // Two norms, seven projections, two RoPEs, the cache append, attention's chunks and
     // merge, SwiGLU, and four quantizations of a projection input to Q8_K (shared by q,
@@ -124,7 +118,13 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
 #[test]
 fn launch_configs_are_the_kernels_own() {
     let m = llama3_8b();
-    let p = plan(&m, Phase::Decode { context: 32768 }, FloatType::Bf16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 32768 },
+        FloatType::Bf16,
+        &DEVICES[0],
+    )
+    .unwrap();
     let step = |name: &str| {
         p.layers[0]
             .iter()
@@ -152,7 +152,14 @@ fn launch_configs_are_the_kernels_own() {
 #[test]
 fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     let m = llama3_8b();
-    let p = plan(&m, Phase::Prefill { tokens: 512 }, FloatType::F16, 132).unwrap();
+    // An A100: no fused quantized GEMM, every projection takes the unfused path.
+    let p = plan(
+        &m,
+        Phase::Prefill { tokens: 512 },
+        FloatType::F16,
+        &DEVICES[2],
+    )
+    .unwrap();
     let l = &p.layers[0];
     assert_eq!(p.missing(), 0);
     // Each of the seven projections: weights to bf16, input to bf16, the GEMM.
@@ -222,7 +229,13 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     m.qkv_bias = true;
     m.rope = RopeMode::Neox;
     m.layer_weights[3].gate = wt("IQ2_XS", 256, 74);
-    let p = plan(&m, Phase::Decode { context: 100 }, FloatType::F32, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 100 },
+        FloatType::F32,
+        &DEVICES[0],
+    )
+    .unwrap();
     assert!(
         p.layers[0]
             .iter()
@@ -246,7 +259,13 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     assert_eq!(p.missing(), 1);
     // A prefill takes the biases into the q/k/v GEMMs' epilogue: no add launches, and
     // each GEMM reads its bias (one f32 per output row) besides what it read before.
-    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Prefill { tokens: 64 },
+        FloatType::F32,
+        &DEVICES[2],
+    )
+    .unwrap();
     let l0 = &p.layers[0];
     assert!(!l0.iter().any(|s| s.what.ends_with(" bias")));
     let fused: Vec<_> = l0
@@ -255,7 +274,13 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
         .collect();
     assert_eq!(fused.len(), 3);
     m.qkv_bias = false;
-    let plain = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, 132).unwrap();
+    let plain = plan(
+        &m,
+        Phase::Prefill { tokens: 64 },
+        FloatType::F32,
+        &DEVICES[2],
+    )
+    .unwrap();
     let q = plain.layers[0]
         .iter()
         .find(|s| s.what == "q projection (GEMM)")
@@ -264,10 +289,79 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     assert_eq!(l0.len(), plain.layers[0].len());
 }
 
+/// On an H100 a prefill's projections follow `Stream::qgemm_with`: Q4_K's take the fused
+/// kernel (the input rounded to bf16, then one GEMM that reads the quantized weights,
+/// with the tile height `qgemm_wgmma` picks), Q6_K's keep the three launches; Q8_0's
+/// fuse up to 1024 tokens; the q/k/v biases ride in either GEMM.
+#[test]
+fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
+    use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
+    let mut m = llama3_8b();
+    let p = plan(
+        &m,
+        Phase::Prefill { tokens: 512 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
+    let l = &p.layers[0];
+    assert_eq!(p.missing(), 0);
+    let named = |what: &str| l.iter().find(|s| s.what == what).cloned();
+    // q (Q4_K, 4096 rows): 2 x 32 tall blocks are too few, the 128-row tile.
+    let q = named("q projection (fused GEMM)").unwrap();
+    let kernel = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M128);
+    assert_eq!(q.kernel, Some(kernel.name()));
+    assert_eq!(
+        q.config,
+        Some(kernel.launch_config(&[512, 4096, 4096]).unwrap())
+    );
+    assert_eq!(q.math, Math::Tensor);
+    assert_eq!(
+        q.bytes,
+        4096 * 4096 / 256 * 144 + 512 * 4096 * 2 + 512 * 4096 * 4
+    );
+    assert!(named("q projection (weights to bf16)").is_none());
+    assert!(named("q projection (input to bf16)").is_some());
+    // gate (Q4_K, 14336 rows): 2 x 112 tall blocks, the 256-row tile.
+    let gate = named("gate projection (fused GEMM)").unwrap();
+    let tall = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M256);
+    assert_eq!(gate.kernel, Some(tall.name()));
+    // v and down (Q6_K): the unfused path.
+    for what in ["v", "down"] {
+        assert!(named(&format!("{what} projection (weights to bf16)")).is_some());
+        assert!(named(&format!("{what} projection (GEMM)")).is_some());
+    }
+    // Seven GEMMs, five fused; two weight conversions.
+    assert_eq!(l.iter().filter(|s| s.what.contains("GEMM")).count(), 7);
+    assert_eq!(
+        l.iter().filter(|s| s.what.contains("fused GEMM")).count(),
+        5
+    );
+    // Q8_0 weights with biases: fused up to 1024 tokens, with the bias; not at 2048.
+    let q8 = wt("Q8_0", 32, 34);
+    for l in &mut m.layer_weights {
+        l.q = q8.clone();
+    }
+    m.qkv_bias = true;
+    for (tokens, fused) in [(1024, true), (2048, false)] {
+        let p = plan(&m, Phase::Prefill { tokens }, FloatType::F16, &DEVICES[0]).unwrap();
+        let found = |what: &str| p.layers[0].iter().any(|s| s.what == what);
+        assert_eq!(found("q projection (fused GEMM + bias)"), fused, "{tokens}");
+        assert_eq!(found("q projection (GEMM + bias)"), !fused, "{tokens}");
+        assert!(!found("q bias"));
+    }
+}
+
 #[test]
 fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     let mut m = llama3_8b();
-    let p = plan(&m, Phase::Prefill { tokens: 100 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Prefill { tokens: 100 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     let embed = &p.prologue[0];
     assert_eq!(
         embed.kernel.as_deref(),
@@ -285,14 +379,26 @@ fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     assert_eq!(embed.bytes, 100 * 16 * 144 + 100 * 4096 * 4 + 100 * 4);
     // Dense tables are gathered; other formats are a gap.
     m.embedding = wt("F16", 1, 2);
-    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 10 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     assert_eq!(
         p.prologue[0].kernel.as_deref(),
         Some("trueno_gather_rows_f16")
     );
     assert_eq!(p.prologue[0].bytes, 4096 * 2 + 4096 * 4 + 4);
     m.embedding = wt("IQ2_XS", 256, 74);
-    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 10 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     assert_eq!(p.prologue[0].kernel, None);
     assert!(p.prologue[0].missing.as_deref().unwrap().contains("IQ2_XS"));
 }
@@ -303,7 +409,13 @@ fn head_dims_without_attention_kernels_are_gaps_not_errors() {
     m.heads_q = 40;
     m.heads_kv = 8;
     m.head_dim = 96;
-    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 512 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     let att = p.layers[0]
         .iter()
         .find(|s| s.what == "decode attention")
@@ -321,10 +433,34 @@ fn bad_shapes_are_errors() {
     let mut short = m.clone();
     short.layer_weights.pop();
     for bad in [odd_groups, no_layers, short] {
-        assert!(plan(&bad, Phase::Decode { context: 8 }, FloatType::F16, 132).is_err());
+        assert!(
+            plan(
+                &bad,
+                Phase::Decode { context: 8 },
+                FloatType::F16,
+                &DEVICES[0]
+            )
+            .is_err()
+        );
     }
-    assert!(plan(&m, Phase::Decode { context: 0 }, FloatType::F16, 132).is_err());
-    assert!(plan(&m, Phase::Prefill { tokens: 0 }, FloatType::F16, 132).is_err());
+    assert!(
+        plan(
+            &m,
+            Phase::Decode { context: 0 },
+            FloatType::F16,
+            &DEVICES[0]
+        )
+        .is_err()
+    );
+    assert!(
+        plan(
+            &m,
+            Phase::Prefill { tokens: 0 },
+            FloatType::F16,
+            &DEVICES[0]
+        )
+        .is_err()
+    );
 }
 
 #[test]
@@ -350,7 +486,13 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
             .filter_map(|s| s.kernel.clone())
             .collect()
     };
-    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 512 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     for what in ["q projection", "down projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_q8k"], "{what}");
     }
@@ -361,7 +503,13 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
     m.heads_kv = 2;
     m.head_dim = 64;
     m.ffn = 4864;
-    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Decode { context: 512 },
+        FloatType::F16,
+        &DEVICES[0],
+    )
+    .unwrap();
     for what in ["q projection", "gate projection", "output projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_f32"], "{what}");
     }
@@ -372,7 +520,13 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         .count();
     assert_eq!(quantize, 1, "down's input alone");
     // A prefill: 896 columns are not whole groups of 256 for the quantized GEMM.
-    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F16, 132).unwrap();
+    let p = plan(
+        &m,
+        Phase::Prefill { tokens: 64 },
+        FloatType::F16,
+        &DEVICES[2],
+    )
+    .unwrap();
     let q = p.layers[0]
         .iter()
         .find(|s| s.what == "q projection")
