@@ -140,7 +140,9 @@ fn assert_product(
     }
 }
 
-/// `Y = X Wᵀ` through the unfused path (weights to a bf16 `Wᵀ`, then the GEMM).
+/// `Y = X Wᵀ` through `qgemm` (on Hopper the fused kernel for the formats and lengths
+/// `qgemm_with` fuses) and through the unfused path spelled out (weights to a bf16 `Wᵀ`,
+/// activations to bf16, the GEMM), so both are checked on every device.
 #[test]
 fn qgemm_matches_the_bf16_rounded_product() {
     let Some(ctx) = ctx() else { return };
@@ -159,12 +161,20 @@ fn qgemm_matches_the_bf16_rounded_product() {
             let wt = ctx.alloc::<bf16>(rows * cols).unwrap();
             let xh = ctx.alloc::<bf16>(tokens * cols).unwrap();
             let mut yd = poisoned(&ctx, tokens * rows);
+            let mut yu = poisoned(&ctx, tokens * rows);
             let mut s = ctx.stream().unwrap().record();
             s.qgemm(&wd, &xd, &yd, tokens, &wt, &xh).unwrap();
+            s.dequantize_transposed(&wd, &wt).unwrap();
+            s.to_half(&xd, &xh).unwrap();
+            s.gemm_mma(&xh, &wt, &yu, tokens, rows, cols, 1.0, 0.0)
+                .unwrap();
             s.sync().unwrap();
-            let y = yd.to_vec().unwrap();
             let shape = (tokens, rows, cols);
+            let y = yd.to_vec().unwrap();
             assert_product(f.name(), &y, (&x, &wf), shape, (1.0, 0.0, None));
+            let y = yu.to_vec().unwrap();
+            let what = format!("{} unfused", f.name());
+            assert_product(&what, &y, (&x, &wf), shape, (1.0, 0.0, None));
         }
     }
 }
@@ -223,8 +233,8 @@ fn qgemm_wgmma_matches_the_bf16_rounded_product() {
     }
 }
 
-/// The epilogue through `qgemm_with` (and the fused `qgemm_wgmma` on Hopper): a bias
-/// per output row of `W`, SiLU, a bf16 `Y`,
+/// The epilogue on the unfused path (the three launches spelled out) and on Hopper the
+/// fused `qgemm_wgmma`: a bias per output row of `W`, SiLU, a bf16 `Y`,
 /// against the f64 sums of bf16-rounded operands plus the bias; the stored value lies
 /// between the bf16 roundings of the reference widened by the bound of the test above
 /// (SiLU's slope is at most 1.1; its `ex2.approx` adds 3e-5 relative).
@@ -255,7 +265,10 @@ fn qgemm_with_a_bias_and_activation_writes_bf16() {
             s.to_half(&xd, &xh).unwrap();
             s.qgemm_wgmma(&wd, &xh, &yd, tokens, e).unwrap();
         } else {
-            s.qgemm_with(&wd, &xd, &yd, tokens, (&wt, &xh), e).unwrap();
+            s.dequantize_transposed(&wd, &wt).unwrap();
+            s.to_half(&xd, &xh).unwrap();
+            s.gemm_mma_with(&xh, &wt, &yd, tokens, rows, cols, e)
+                .unwrap();
         }
         s.sync().unwrap();
         let y = yd.to_vec().unwrap();
