@@ -426,6 +426,7 @@ fn head_dims_without_attention_kernels_are_gaps_not_errors() {
 #[test]
 fn bad_shapes_are_errors() {
     let m = llama3_8b();
+    let h100 = &DEVICES[0];
     let mut odd_groups = m.clone();
     odd_groups.heads_kv = 5;
     let mut no_layers = m.clone();
@@ -433,34 +434,10 @@ fn bad_shapes_are_errors() {
     let mut short = m.clone();
     short.layer_weights.pop();
     for bad in [odd_groups, no_layers, short] {
-        assert!(
-            plan(
-                &bad,
-                Phase::Decode { context: 8 },
-                FloatType::F16,
-                &DEVICES[0]
-            )
-            .is_err()
-        );
+        assert!(plan(&bad, Phase::Decode { context: 8 }, FloatType::F16, h100).is_err());
     }
-    assert!(
-        plan(
-            &m,
-            Phase::Decode { context: 0 },
-            FloatType::F16,
-            &DEVICES[0]
-        )
-        .is_err()
-    );
-    assert!(
-        plan(
-            &m,
-            Phase::Prefill { tokens: 0 },
-            FloatType::F16,
-            &DEVICES[0]
-        )
-        .is_err()
-    );
+    assert!(plan(&m, Phase::Decode { context: 0 }, FloatType::F16, h100).is_err());
+    assert!(plan(&m, Phase::Prefill { tokens: 0 }, FloatType::F16, h100).is_err());
 }
 
 #[test]
