@@ -65,8 +65,8 @@ impl<'a> Stream<Recording<'a>> {
     /// `[tokens, w.cols()]`, `y` f32 `[tokens, w.rows()]`. The activations are rounded
     /// into `xh` (bf16, `tokens * w.cols()`) and multiplied on the tensor cores with the
     /// weights dequantized to bf16 and f32 accumulation, so the result is that of the
-    /// bf16-rounded weights and activations. On Hopper, where it measured faster (Q4_K;
-    /// Q4_0, Q5_K and Q8_0 up to 1024 tokens), the fused kernel ([`Self::qgemm_wgmma`])
+    /// bf16-rounded weights and activations. On Hopper, where it measured faster (Q4_K and
+    /// Q4_0 up to 1024 tokens), the fused kernel ([`Self::qgemm_wgmma`])
     /// does it after the rounding and `wt` is not touched (its length is still checked);
     /// otherwise the weights are dequantized into `wt` (bf16,
     /// `w.rows() * w.cols()`: see [`Self::dequantize_transposed`]) first. `w.rows()` a
@@ -262,17 +262,13 @@ pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
     }
 }
 
-/// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, Q4_K at every
-/// prompt length, Q4_0, Q5_K and Q8_0 up to 1024 tokens, Q6_K never. Measured on the
-/// H100 (BENCHMARKS.md, three weight shapes): Q4_K 1.01-1.40x the unfused path (which
-/// pays the weights' round trip through memory as bf16); the others 0.99-1.37x at 512
-/// tokens, 0.95-1.31x at 1024, 0.84-1.07x at 2048 (the round trip shared by more
-/// products); Q6_K 0.63-0.89x.
+/// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, for Q4_K and Q4_0
+/// weights up to 1024 tokens. Measured on the H100 (BENCHMARKS.md, three weight shapes,
+/// both paths from f32 activations, the rounding included): Q4_K 1.03-1.30x the unfused
+/// path (which pays the weights' round trip through memory as bf16) and Q4_0 0.98-1.30x
+/// at 512-1024 tokens, 0.86-0.98x at 2048 (the round trip shared by more products);
+/// Q5_K and Q8_0 0.90-1.20x at 512-1024 tokens, a loss at some shape of each; Q6_K
+/// 0.58-0.83x.
 pub(crate) fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
-    hopper
-        && match format {
-            QuantFormat::Q4K => true,
-            QuantFormat::Q4_0 | QuantFormat::Q5K | QuantFormat::Q8_0 => tokens <= 1024,
-            QuantFormat::Q6K => false,
-        }
+    hopper && matches!(format, QuantFormat::Q4K | QuantFormat::Q4_0) && tokens <= 1024
 }

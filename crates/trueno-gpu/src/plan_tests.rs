@@ -291,8 +291,8 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
 
 /// On an H100 a prefill's projections follow `Stream::qgemm_with`: Q4_K's take the fused
 /// kernel (the input rounded to bf16, then one GEMM that reads the quantized weights,
-/// with the tile height `qgemm_wgmma` picks), Q6_K's keep the three launches; Q8_0's
-/// fuse up to 1024 tokens; the q/k/v biases ride in either GEMM.
+/// with the tile height `qgemm_wgmma` picks) up to 1024 tokens, as Q4_0's do; Q6_K's and
+/// Q8_0's keep the three launches; the q/k/v biases ride in either GEMM.
 #[test]
 fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
@@ -337,10 +337,11 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         l.iter().filter(|s| s.what.contains("fused GEMM")).count(),
         5
     );
-    // Q8_0 weights with biases: fused up to 1024 tokens, with the bias; not at 2048.
-    let q8 = wt("Q8_0", 32, 34);
+    // Q4_0 q weights, Q8_0 k weights, with biases: q fused up to 1024 tokens, with
+    // its bias; not at 2048; k never.
+    let (q4, q8) = (wt("Q4_0", 32, 18), wt("Q8_0", 32, 34));
     for l in &mut m.layer_weights {
-        l.q = q8.clone();
+        (l.q, l.k) = (q4.clone(), q8.clone());
     }
     m.qkv_bias = true;
     for (tokens, fused) in [(1024, true), (2048, false)] {
@@ -348,6 +349,7 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         let found = |what: &str| p.layers[0].iter().any(|s| s.what == what);
         assert_eq!(found("q projection (fused GEMM + bias)"), fused, "{tokens}");
         assert_eq!(found("q projection (GEMM + bias)"), !fused, "{tokens}");
+        assert!(found("k projection (GEMM + bias)"), "{tokens}");
         assert!(!found("q bias"));
     }
 }

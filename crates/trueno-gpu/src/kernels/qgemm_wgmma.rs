@@ -19,7 +19,7 @@
 //! `setmaxnreg` (80 / 176 registers), where the 128-row tile keeps the launch's even
 //! split. The producers' work per product is what limits the kernel (the issue slots of
 //! their integer and float arithmetic, not memory): measured on the H100 it is
-//! 1.0-1.4x the unfused path for Q4_K, not for Q6_K (BENCHMARKS.md).
+//! 1.03-1.30x the unfused path for Q4_K at 512-1024 tokens, not for Q6_K (BENCHMARKS.md).
 
 use super::dequant_chunk::{chunk_runs, row_threads};
 use super::float_type::FloatType;
