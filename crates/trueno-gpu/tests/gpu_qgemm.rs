@@ -114,18 +114,32 @@ fn product_bound(cols: usize, mass: f64) -> f64 {
     ((cols as f64 + 64.0) * f32::EPSILON as f64 + 1.0 / 128.0) * mass
 }
 
-/// `y = alpha X Wᵀ + beta y0` (`y0` absent: beta 0, `y` poisoned) against f64 sums of
-/// the bf16-rounded operands.
+/// The f64 sums of the bf16-rounded operands of `X Wᵀ` and their masses, row-major
+/// `[tokens, rows]`: computed once per case, checked against every path's output.
+fn reference(
+    (x, wf): (&[f32], &[f32]),
+    (tokens, rows, cols): (usize, usize, usize),
+) -> Vec<(f64, f64)> {
+    (0..tokens * rows)
+        .map(|i| {
+            let (t, r) = (i / rows, i % rows);
+            bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols])
+        })
+        .collect()
+}
+
+/// `y = alpha X Wᵀ + beta y0` (`y0` absent: beta 0, `y` poisoned) against the
+/// [`reference`] sums `want`.
 fn assert_product(
     what: &str,
     y: &[f32],
-    (x, wf): (&[f32], &[f32]),
+    want: &[(f64, f64)],
     (tokens, rows, cols): (usize, usize, usize),
     (alpha, beta, y0): (f64, f64, Option<&[f32]>),
 ) {
     for t in 0..tokens {
         for r in 0..rows {
-            let (dot, mass) = bf16_dot(&x[t * cols..][..cols], &wf[r * cols..][..cols]);
+            let (dot, mass) = want[t * rows + r];
             let old = y0.map_or(0.0, |y0| y0[t * rows + r] as f64);
             let want = alpha * dot + beta * old;
             let bound = alpha.abs() * product_bound(cols, mass)
@@ -170,11 +184,12 @@ fn qgemm_matches_the_bf16_rounded_product() {
                 .unwrap();
             s.sync().unwrap();
             let shape = (tokens, rows, cols);
+            let want = reference((&x, &wf), shape);
             let y = yd.to_vec().unwrap();
-            assert_product(f.name(), &y, (&x, &wf), shape, (1.0, 0.0, None));
+            assert_product(f.name(), &y, &want, shape, (1.0, 0.0, None));
             let y = yu.to_vec().unwrap();
             let what = format!("{} unfused", f.name());
-            assert_product(&what, &y, (&x, &wf), shape, (1.0, 0.0, None));
+            assert_product(&what, &y, &want, shape, (1.0, 0.0, None));
         }
     }
 }
@@ -212,6 +227,8 @@ fn qgemm_wgmma_matches_the_bf16_rounded_product() {
                 let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
                 let xh = ctx.upload(&xb).unwrap();
                 let y0 = rng.vec(tokens * rows, -4.0, 4.0);
+                let shape = (tokens, rows, cols);
+                let want = reference((&x, &wf), shape);
                 let e = trueno_gpu::GemmEpilogue::scaled(-1.5, 0.5);
                 for tile in [QgemmTileM::M128, QgemmTileM::M256] {
                     let mut yd = poisoned(&ctx, tokens * rows);
@@ -221,12 +238,11 @@ fn qgemm_wgmma_matches_the_bf16_rounded_product() {
                         .unwrap();
                     s.qgemm_wgmma_tiled(tile, &wd, &xh, &yb, tokens, e).unwrap();
                     s.sync().unwrap();
-                    let shape = (tokens, rows, cols);
                     let what = format!("{} {kind} m{}", f.name(), tile.rows());
                     let y = yd.to_vec().unwrap();
-                    assert_product(&what, &y, (&x, &wf), shape, (1.0, 0.0, None));
+                    assert_product(&what, &y, &want, shape, (1.0, 0.0, None));
                     let y = yb.to_vec().unwrap();
-                    assert_product(&what, &y, (&x, &wf), shape, (-1.5, 0.5, Some(&y0)));
+                    assert_product(&what, &y, &want, shape, (-1.5, 0.5, Some(&y0)));
                 }
             }
         }
