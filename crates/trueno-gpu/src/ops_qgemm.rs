@@ -14,7 +14,7 @@ use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::gemm_mma::{GemmInput, HalfType};
 use crate::kernels::gemm_wgmma::tile_k;
-use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
+use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel, TILE_N};
 use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem, QuantMatrix};
@@ -254,7 +254,8 @@ impl<'a> Stream<Recording<'a>> {
 /// (132 multiprocessors): at 64 tall blocks (512 x 4096) the short tile is 1.26x faster,
 /// at 128 (1024 x 4096) the tall one 1.37x.
 pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
-    let tall_blocks = tokens.div_ceil(256) * rows.div_ceil(128);
+    let tall = QgemmTileM::M256.rows() as usize;
+    let tall_blocks = tokens.div_ceil(tall) * rows.div_ceil(TILE_N.elems() as usize);
     if tall_blocks >= 128 {
         QgemmTileM::M256
     } else {

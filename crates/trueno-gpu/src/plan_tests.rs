@@ -2,6 +2,10 @@ use super::*;
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 
+/// The devices the plans are priced on: Hopper (the fused quantized GEMM) and the A100.
+const H100: &DevicePeak = &DEVICES[0];
+const A100: &DevicePeak = &DEVICES[2];
+
 fn wt(name: &str, block_elems: u64, block_bytes: u64) -> WeightType {
     WeightType {
         name: name.into(),
@@ -56,8 +60,7 @@ fn llama3_8b_weight_bytes() -> u64 {
 #[test]
 fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     let m = llama3_8b();
-    let h100 = DEVICES[0];
-    let p = plan(&m, Phase::Decode { context: 4096 }, FloatType::F16, &h100).unwrap();
+    let p = plan(&m, Phase::Decode { context: 4096 }, FloatType::F16, H100).unwrap();
     assert_eq!(p.layers.len(), 32);
     // Two norms, seven projections, two RoPEs, the cache append, attention's chunks and
     // merge, SwiGLU, and four quantizations of a projection input to Q8_K (shared by q,
@@ -91,7 +94,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
         assert!(names.iter().any(|n| n == k), "{k} not in {names:?}");
     }
     let weights = llama3_8b_weight_bytes();
-    let (bytes, flops, us) = p.totals(&h100);
+    let (bytes, flops, us) = p.totals(H100);
     // Weights once, plus activations and the cache (2 x 4096 x 8 x 128 f16 a layer).
     let cache = 32 * 2 * 4096 * 8 * 128 * 2;
     assert!(
@@ -118,13 +121,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
 #[test]
 fn launch_configs_are_the_kernels_own() {
     let m = llama3_8b();
-    let p = plan(
-        &m,
-        Phase::Decode { context: 32768 },
-        FloatType::Bf16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 32768 }, FloatType::Bf16, H100).unwrap();
     let step = |name: &str| {
         p.layers[0]
             .iter()
@@ -153,13 +150,7 @@ fn launch_configs_are_the_kernels_own() {
 fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     let m = llama3_8b();
     // An A100: no fused quantized GEMM, every projection takes the unfused path.
-    let p = plan(
-        &m,
-        Phase::Prefill { tokens: 512 },
-        FloatType::F16,
-        &DEVICES[2],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 512 }, FloatType::F16, A100).unwrap();
     let l = &p.layers[0];
     assert_eq!(p.missing(), 0);
     // Each of the seven projections: weights to bf16, input to bf16, the GEMM.
@@ -229,13 +220,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     m.qkv_bias = true;
     m.rope = RopeMode::Neox;
     m.layer_weights[3].gate = wt("IQ2_XS", 256, 74);
-    let p = plan(
-        &m,
-        Phase::Decode { context: 100 },
-        FloatType::F32,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 100 }, FloatType::F32, H100).unwrap();
     assert!(
         p.layers[0]
             .iter()
@@ -259,13 +244,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     assert_eq!(p.missing(), 1);
     // A prefill takes the biases into the q/k/v GEMMs' epilogue: no add launches, and
     // each GEMM reads its bias (one f32 per output row) besides what it read before.
-    let p = plan(
-        &m,
-        Phase::Prefill { tokens: 64 },
-        FloatType::F32,
-        &DEVICES[2],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, A100).unwrap();
     let l0 = &p.layers[0];
     assert!(!l0.iter().any(|s| s.what.ends_with(" bias")));
     let fused: Vec<_> = l0
@@ -274,13 +253,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
         .collect();
     assert_eq!(fused.len(), 3);
     m.qkv_bias = false;
-    let plain = plan(
-        &m,
-        Phase::Prefill { tokens: 64 },
-        FloatType::F32,
-        &DEVICES[2],
-    )
-    .unwrap();
+    let plain = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, A100).unwrap();
     let q = plain.layers[0]
         .iter()
         .find(|s| s.what == "q projection (GEMM)")
@@ -297,13 +270,7 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
 fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
     let mut m = llama3_8b();
-    let p = plan(
-        &m,
-        Phase::Prefill { tokens: 512 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 512 }, FloatType::F16, H100).unwrap();
     let l = &p.layers[0];
     assert_eq!(p.missing(), 0);
     let named = |what: &str| l.iter().find(|s| s.what == what).cloned();
@@ -345,7 +312,7 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     }
     m.qkv_bias = true;
     for (tokens, fused) in [(1024, true), (2048, false)] {
-        let p = plan(&m, Phase::Prefill { tokens }, FloatType::F16, &DEVICES[0]).unwrap();
+        let p = plan(&m, Phase::Prefill { tokens }, FloatType::F16, H100).unwrap();
         let found = |what: &str| p.layers[0].iter().any(|s| s.what == what);
         assert_eq!(found("q projection (fused GEMM + bias)"), fused, "{tokens}");
         assert_eq!(found("q projection (GEMM + bias)"), !fused, "{tokens}");
@@ -357,13 +324,7 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
 #[test]
 fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     let mut m = llama3_8b();
-    let p = plan(
-        &m,
-        Phase::Prefill { tokens: 100 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 100 }, FloatType::F16, H100).unwrap();
     let embed = &p.prologue[0];
     assert_eq!(
         embed.kernel.as_deref(),
@@ -381,26 +342,14 @@ fn the_embedding_rows_are_a_kernel_for_quantized_and_dense_tables() {
     assert_eq!(embed.bytes, 100 * 16 * 144 + 100 * 4096 * 4 + 100 * 4);
     // Dense tables are gathered; other formats are a gap.
     m.embedding = wt("F16", 1, 2);
-    let p = plan(
-        &m,
-        Phase::Decode { context: 10 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, H100).unwrap();
     assert_eq!(
         p.prologue[0].kernel.as_deref(),
         Some("trueno_gather_rows_f16")
     );
     assert_eq!(p.prologue[0].bytes, 4096 * 2 + 4096 * 4 + 4);
     m.embedding = wt("IQ2_XS", 256, 74);
-    let p = plan(
-        &m,
-        Phase::Decode { context: 10 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 10 }, FloatType::F16, H100).unwrap();
     assert_eq!(p.prologue[0].kernel, None);
     assert!(p.prologue[0].missing.as_deref().unwrap().contains("IQ2_XS"));
 }
@@ -411,13 +360,7 @@ fn head_dims_without_attention_kernels_are_gaps_not_errors() {
     m.heads_q = 40;
     m.heads_kv = 8;
     m.head_dim = 96;
-    let p = plan(
-        &m,
-        Phase::Decode { context: 512 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, H100).unwrap();
     let att = p.layers[0]
         .iter()
         .find(|s| s.what == "decode attention")
@@ -428,7 +371,6 @@ fn head_dims_without_attention_kernels_are_gaps_not_errors() {
 #[test]
 fn bad_shapes_are_errors() {
     let m = llama3_8b();
-    let h100 = &DEVICES[0];
     let mut odd_groups = m.clone();
     odd_groups.heads_kv = 5;
     let mut no_layers = m.clone();
@@ -436,10 +378,10 @@ fn bad_shapes_are_errors() {
     let mut short = m.clone();
     short.layer_weights.pop();
     for bad in [odd_groups, no_layers, short] {
-        assert!(plan(&bad, Phase::Decode { context: 8 }, FloatType::F16, h100).is_err());
+        assert!(plan(&bad, Phase::Decode { context: 8 }, FloatType::F16, H100).is_err());
     }
-    assert!(plan(&m, Phase::Decode { context: 0 }, FloatType::F16, h100).is_err());
-    assert!(plan(&m, Phase::Prefill { tokens: 0 }, FloatType::F16, h100).is_err());
+    assert!(plan(&m, Phase::Decode { context: 0 }, FloatType::F16, H100).is_err());
+    assert!(plan(&m, Phase::Prefill { tokens: 0 }, FloatType::F16, H100).is_err());
 }
 
 #[test]
@@ -465,13 +407,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
             .filter_map(|s| s.kernel.clone())
             .collect()
     };
-    let p = plan(
-        &m,
-        Phase::Decode { context: 512 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, H100).unwrap();
     for what in ["q projection", "down projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_q8k"], "{what}");
     }
@@ -482,13 +418,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
     m.heads_kv = 2;
     m.head_dim = 64;
     m.ffn = 4864;
-    let p = plan(
-        &m,
-        Phase::Decode { context: 512 },
-        FloatType::F16,
-        &DEVICES[0],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, H100).unwrap();
     for what in ["q projection", "gate projection", "output projection"] {
         assert_eq!(kernels(&p, what), ["trueno_qgemv_q8_0_f32"], "{what}");
     }
@@ -499,13 +429,7 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         .count();
     assert_eq!(quantize, 1, "down's input alone");
     // A prefill: 896 columns are not whole groups of 256 for the quantized GEMM.
-    let p = plan(
-        &m,
-        Phase::Prefill { tokens: 64 },
-        FloatType::F16,
-        &DEVICES[2],
-    )
-    .unwrap();
+    let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F16, A100).unwrap();
     let q = p.layers[0]
         .iter()
         .find(|s| s.what == "q projection")

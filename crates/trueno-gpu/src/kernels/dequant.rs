@@ -68,7 +68,7 @@ fn affine(
 
 /// Two 16-bit loads at `[p + off]` and `[p + off + 2]` as one word (the 2-byte aligned
 /// blocks: Q8_0, Q4_0, Q6_K).
-fn word16(b: &mut KernelBuilder, p: Reg<U64>, off: i64) -> Reg<U32> {
+pub(super) fn word16(b: &mut KernelBuilder, p: Reg<U64>, off: i64) -> Reg<U32> {
     let lo = b.ld::<U16, U64>(Space::Global, p, off);
     let hi = b.ld::<U16, U64>(Space::Global, p, off + 2);
     pair16(b, lo, hi)
@@ -136,8 +136,7 @@ fn q6k_lane(b: &mut KernelBuilder, blk: Reg<U64>, lane: Reg<U32>) -> LaneValues 
     let scp = elem_addr(b, blk, sc, 1);
     let sel8 = b.shr(i, 2u32);
     let sel8 = b.shl(sel8, 3u32);
-    let d = b.ld::<U16, U64>(Space::Global, blk, i64::from(qgemv_q6k::BLOCK_BYTES) - 2);
-    let d = f16_bits(b, d);
+    let d = qgemv_q6k::block_d(b, blk);
     let pair = b.shl(k, 1u32);
     let quarter = |b: &mut KernelBuilder, nib_shift: u32, up: u32, sc_off: i64| {
         let q = quant_bytes6(b, ql, nib_shift, (qh, pair, up));

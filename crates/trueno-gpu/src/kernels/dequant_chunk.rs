@@ -16,7 +16,8 @@
 //! `scale 2^7 + offset`'s (2^-24 of it: 2^-17 of a scale step for the K-quants, none for
 //! Q8_0's `d (2^15 + 128)`), both far below the bf16 rounding that follows.
 
-use super::helpers::{elem_addr, pair16};
+use super::dequant::word16;
+use super::helpers::elem_addr;
 use super::qgemv::{QuantFormat, f16_bits};
 use super::qgemv_k::{chunk_scales, half_of, layout, quant_bytes, scale_min};
 use super::qgemv_q6k::{self, quant_bytes6, scaled_d};
@@ -147,17 +148,6 @@ fn k4_runs(
     runs
 }
 
-/// `N` consecutive 32-bit words at `[p + off]` from 16-bit loads (the 2-byte aligned
-/// blocks: Q8_0, Q4_0, Q6_K).
-fn words16<const N: usize>(b: &mut KernelBuilder, p: Reg<U64>, off: i64) -> [Reg<U32>; N] {
-    std::array::from_fn(|w| {
-        let at = off + 4 * w as i64;
-        let lo = b.ld::<U16, U64>(Space::Global, p, at);
-        let hi = b.ld::<U16, U64>(Space::Global, p, at + 2);
-        pair16(b, lo, hi)
-    })
-}
-
 /// Q6_K: chunk `c` is half `h = c / 2`, quarters `2p` and `2p + 1` (`p = c % 2`); thread
 /// `j` (of eight) takes elements `4j..+4` of each: nibble `p` of `ql` bytes `64h + 4j..`
 /// and `64h + 32 + 4j..`, bits `4p` (and `4p + 2`) of `qh` bytes `32h + 4j..`; `d * sc *
@@ -168,17 +158,16 @@ fn q6k_runs(b: &mut KernelBuilder, blk: Reg<U64>, c: Reg<U32>, j: Reg<U32>) -> V
     let e0 = b.shl(j, 2u32);
     let ql = b.mad(h, 64u32, e0);
     let qlp = elem_addr(b, blk, ql, 1);
-    let [ql0]: [Reg<U32>; 1] = words16(b, qlp, 0);
-    let [ql1]: [Reg<U32>; 1] = words16(b, qlp, 32);
+    let ql0 = word16(b, qlp, 0);
+    let ql1 = word16(b, qlp, 32);
     let qh = b.mad(h, 32u32, e0);
     let qhp = elem_addr(b, blk, qh, 1);
-    let [qh]: [Reg<U32>; 1] = words16(b, qhp, 128);
+    let qh = word16(b, qhp, 128);
     let sc = b.mad(c, 4u32, 192u32);
     let scp = elem_addr(b, blk, sc, 1);
     let sel8 = b.shr(j, 2u32);
     let sel8 = b.shl(sel8, 3u32);
-    let d = b.ld::<U16, U64>(Space::Global, blk, i64::from(qgemv_q6k::BLOCK_BYTES) - 2);
-    let d = f16_bits(b, d);
+    let d = qgemv_q6k::block_d(b, blk);
     let nib = b.shl(p, 2u32);
     let quarter = |b: &mut KernelBuilder, ql: Reg<U32>, up: u32, sc_off: i64| {
         let q = quant_bytes6(b, ql, nib, (qh, nib, up));
@@ -210,7 +199,7 @@ fn block32_runs(
     let base = b.shl(half, 5u32);
     if f == QuantFormat::Q8_0 {
         let qp = elem_addr(b, bp, part, 8);
-        let q: [Reg<U32>; 2] = words16(b, qp, 2);
+        let q = [word16(b, qp, 2), word16(b, qp, 6)];
         // Signed bytes made unsigned (+128), the 128 taken back in the offset.
         let q = q.map(|w| b.xor(w, 0x8080_8080u32));
         let offset = b.mul(d, 128.0f32);
@@ -219,7 +208,7 @@ fn block32_runs(
         vec![Run { at, v }]
     } else {
         let qp = elem_addr(b, bp, part, 4);
-        let [q]: [Reg<U32>; 1] = words16(b, qp, 2);
+        let q = word16(b, qp, 2);
         let lo = b.and(q, 0x0F0F_0F0Fu32);
         let hi = b.shr(q, 4u32);
         let hi = b.and(hi, 0x0F0F_0F0Fu32);

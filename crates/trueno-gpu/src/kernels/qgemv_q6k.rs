@@ -81,6 +81,12 @@ pub(super) fn scaled_d(
     b.mul(d, sc)
 }
 
+/// The super-block's `d` (the f16 it ends with) at `blk`, as f32.
+pub(super) fn block_d(b: &mut KernelBuilder, blk: Reg<U64>) -> Reg<F32> {
+    let d = b.ld::<U16, U64>(Space::Global, blk, i64::from(BLOCK_BYTES) - 2);
+    f16_bits(b, d)
+}
+
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_q6k(name: String, act: FloatType) -> KernelIr {
     let mut b = KernelBuilder::new(name);

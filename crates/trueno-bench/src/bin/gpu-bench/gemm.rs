@@ -96,9 +96,6 @@ impl Bench {
                     "addmm_gelu",
                 ),
             ];
-            // Each epilogue timed next to the plain product: at 8192 the times drift by
-            // up to 12% over a sequence of rows (a repeat of the first row measured it),
-            // which a lone row would put on its epilogue.
             // B given transposed (square, so the same buffer serves as Bᵀ): against
             // torch's `a @ b.t()`.
             let ms = self.time(1, |st, _| st.gemm_mma_bt(&a, &b, &c, s, s, s, plain))?;
@@ -107,6 +104,9 @@ impl Bench {
             self.emit(format!(
                 r#"{{"kind":"gemm_mma","type":"bf16 out, a bT","peer":"matmul_bt","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
             ));
+            // Each epilogue timed next to the plain product: at 8192 the times drift by
+            // up to 12% over a sequence of rows (a repeat of the first row measured it),
+            // which a lone row would put on its epilogue.
             for (what, e, peer) in rows {
                 let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, e))?;
                 let plain_ms =
