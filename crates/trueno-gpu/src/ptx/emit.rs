@@ -188,7 +188,11 @@ fn mnemonic(i: &Instr) -> String {
             }
         }
         Op::Place => String::new(),
-        Op::CpAsync => "cp.async.cg.shared.global".into(),
+        // 16 bytes may bypass L1 (`.cg`); smaller copies must go through it (`.ca`).
+        Op::CpAsync => match i.srcs.get(2) {
+            Some(Operand::Imm(Imm::Int(16))) => "cp.async.cg.shared.global".into(),
+            _ => "cp.async.ca.shared.global".into(),
+        },
         Op::CpAsyncCommit => "cp.async.commit_group".into(),
         Op::CpAsyncWait(n) => format!("cp.async.wait_group {n}"),
         Op::Ldmatrix { trans } => format!(

@@ -197,7 +197,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
             }
             Op::CpAsyncCommit | Op::CpAsyncWait(_) => Ok(()),
             Op::CpAsync => match i.srcs.as_slice() {
-                [dst, src, Operand::Imm(_), n] if reg_ok(PtxType::U32, n) => {
+                [dst, src, Operand::Imm(Imm::Int(4 | 16)), n] if reg_ok(PtxType::U32, n) => {
                     address_ok(Space::Shared, Some(dst))?;
                     address_ok(Space::Global, Some(src))
                 }

@@ -53,6 +53,23 @@ impl KernelBuilder {
             .push(Instr::new(Op::Ret, None, Vec::new(), Vec::new()));
     }
 
+    /// Runs `then` where `p` holds and `otherwise` where it does not.
+    pub fn if_else(
+        &mut self,
+        p: Reg<Pred>,
+        uniform: bool,
+        then: impl FnOnce(&mut Self),
+        otherwise: impl FnOnce(&mut Self),
+    ) {
+        let (other, end) = (self.new_label(), self.new_label());
+        self.bra_if(p, true, other, uniform);
+        then(self);
+        self.bra(end);
+        self.place(other);
+        otherwise(self);
+        self.place(end);
+    }
+
     /// Runs `body` only where `p` holds, by branching around it.
     pub fn if_then(&mut self, p: Reg<Pred>, uniform: bool, body: impl FnOnce(&mut Self)) {
         let skip = self.new_label();

@@ -9,6 +9,17 @@ impl KernelBuilder {
     /// Starts a 16-byte copy of `[src]` (global) into `[dst]` (shared, 16-byte aligned);
     /// `src_bytes` is 16 to copy or 0 to zero-fill without reading `src`.
     pub fn cp_async_16(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
+        self.cp_async(16, dst, src, src_bytes);
+    }
+
+    /// Starts a 4-byte copy (`cp.async.ca`, through L1): one element into a place of the
+    /// kernel's choosing, so a tile can land transposed or from rows with no alignment;
+    /// `src_bytes` is 4 to copy or 0 to zero-fill without reading `src`.
+    pub fn cp_async_4(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
+        self.cp_async(4, dst, src, src_bytes);
+    }
+
+    fn cp_async(&mut self, size: i64, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
         self.push(Instr::new(
             Op::CpAsync,
             None,
@@ -16,7 +27,7 @@ impl KernelBuilder {
             vec![
                 Operand::Addr(AddrBase::Reg(dst.vreg()), 0),
                 Operand::Addr(AddrBase::Reg(src.vreg()), 0),
-                Operand::Imm(Imm::Int(16)),
+                Operand::Imm(Imm::Int(size)),
                 Operand::Reg(src_bytes.vreg()),
             ],
         ));
