@@ -279,6 +279,8 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
         (1, 1000, 513),
         (300, 1, 77),
         (5, 6, 1),
+        // Whole tiles (n a multiple of 4) beside ragged rows, columns and a short last k-tile.
+        (300, 260, 100),
     ];
     if !small() {
         shapes.push((521, 263, 1031));

@@ -428,6 +428,32 @@ fn dequantized_rows_leave_in_16_byte_stores() {
     }
 }
 
+/// The FP32 SIMT GEMM's tiles reach shared memory by `cp.async` alone, on every target:
+/// element copies (LDGSTS.E: A transposed, and every edge tile), 16-byte ones for a whole
+/// tile's B (LDGSTS.E.BYPASS.128), no shared stores (nothing staged through registers),
+/// one barrier a k-tile, and 32 k of 8x8 products unrolled in the loop.
+#[test]
+fn the_simt_gemm_copies_its_tiles_asynchronously() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::gemm::{GemmKernel, GemmVariant};
+    for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+        let (stem, code) = sass.of(&GemmKernel(GemmVariant::Tiled), target);
+        let count = |op: &str| code.matches(op).count();
+        assert!(count("LDGSTS.E ") >= 32, "{stem}: element copies\n{code}");
+        assert!(
+            count("LDGSTS.E.BYPASS.128 ") >= 4,
+            "{stem}: 16-byte copies\n{code}"
+        );
+        assert_eq!(count(" STS"), 0, "{stem}: shared stores\n{code}");
+        assert_eq!(count("BAR.SYNC"), 1, "{stem}: barriers\n{code}");
+        assert!(
+            count("FFMA ") >= 32 * 64,
+            "{stem}: {} FFMA\n{code}",
+            count("FFMA ")
+        );
+    }
+}
+
 /// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
 /// kernel's machine code as text. `find` says SKIPPED (or fails under
 /// TRUENO_REQUIRE_PTXAS) when either is missing.

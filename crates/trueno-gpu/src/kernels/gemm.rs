@@ -1,10 +1,9 @@
 //! FP32 GEMM, C = A B for row-major A (m x k), B (k x n), C (m x n), any m, n, k.
 //! `naive`: one thread per output, the reference on the device. `tiled`: 128x128 block
-//! tiles with a k-step of 8 through shared memory (A stored transposed and padded against
-//! bank conflicts), an 8x8 register tile per thread in two 4-wide halves so the shared
-//! loads are 16 bytes and conflict-free, and the next k-tile fetched into registers while
-//! the current one is multiplied.
+//! tiles, an 8x8 register tile per thread, k-tiles brought into shared memory by
+//! `cp.async` while earlier ones are multiplied (gemm_simt.rs).
 
+use super::gemm_simt::{self, SimtPipeline};
 use super::helpers::elem_addr;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
@@ -12,12 +11,8 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U
 
 /// Block tile rows and columns of the tiled kernel.
 pub const TILE: u32 = 128;
-/// K-step of the tiled kernel.
-pub const TILE_K: u32 = 8;
 /// Threads per block (both kernels).
 pub const THREADS: u32 = 256;
-/// Padded row of the transposed A tile in shared memory (floats).
-const A_STRIDE: u32 = TILE + 4;
 
 /// CPU reference in f64 accumulation.
 pub fn reference(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
@@ -51,16 +46,16 @@ pub enum GemmVariant {
 #[derive(Clone, Copy, Debug)]
 pub struct GemmKernel(pub GemmVariant);
 
-struct Args {
-    a: Reg<U64>,
-    b: Reg<U64>,
-    c: Reg<U64>,
-    m: Reg<U32>,
-    n: Reg<U32>,
-    k: Reg<U32>,
+pub(super) struct Args {
+    pub a: Reg<U64>,
+    pub b: Reg<U64>,
+    pub c: Reg<U64>,
+    pub m: Reg<U32>,
+    pub n: Reg<U32>,
+    pub k: Reg<U32>,
 }
 
-fn args(b: &mut KernelBuilder) -> Args {
+pub(super) fn args(b: &mut KernelBuilder) -> Args {
     Args {
         a: b.param_ptr("a", PtxType::F32),
         b: b.param_ptr("b", PtxType::F32),
@@ -69,16 +64,6 @@ fn args(b: &mut KernelBuilder) -> Args {
         n: b.param_u32("n"),
         k: b.param_u32("k"),
     }
-}
-
-/// `v = p ? [addr] : 0.0`
-fn load_or_zero(b: &mut KernelBuilder, p: Reg<Pred>, addr: Reg<U64>) -> Reg<F32> {
-    let v = b.mov(0.0f32);
-    b.predicated(p, |b| {
-        let l = b.ld::<F32, U64>(Space::Global, addr, 0);
-        b.assign(v, l);
-    });
-    v
 }
 
 fn build_naive(name: &str) -> KernelIr {
@@ -115,122 +100,15 @@ fn build_naive(name: &str) -> KernelIr {
     b.finish()
 }
 
-fn build_tiled(name: &str) -> KernelIr {
-    let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
-    let g = args(&mut b);
-    let smem_a = b.shared_array("tile_a", TILE_K * A_STRIDE * 4, 16);
-    let smem_b = b.shared_array("tile_b", TILE_K * TILE * 4, 16);
-    let t = b.tid_x();
-    let tx = b.and(t, 15u32);
-    let ty = b.shr(t, 4u32);
-    let (cx, cy) = (b.ctaid_x(), b.ctaid_y());
-    let row0 = b.mul(cy, TILE);
-    let col0 = b.mul(cx, TILE);
-
-    // Global -> shared mapping. A: 4 loads per thread, rows t/8 + 32j, k-offset t%8.
-    let a_k = b.and(t, 7u32);
-    let a_r = b.shr(t, 3u32);
-    let a_row = b.add(row0, a_r);
-    let a_row_ok: [Reg<Pred>; 4] = std::array::from_fn(|j| {
-        let r = b.add(a_row, 32 * j as u32);
-        b.setp::<U32>(Cmp::Lt, r, g.m)
-    });
-    let a_idx = b.mad(a_row, g.k, a_k);
-    let a_ptr = elem_addr(&mut b, g.a, a_idx, 4);
-    let a_jstep = b.mul_wide(g.k, 32 * 4);
-    // B: 4 loads per thread, k-rows t/128 + 2j, column t%128.
-    let b_c = b.and(t, 127u32);
-    let b_k = b.shr(t, 7u32);
-    let b_col = b.add(col0, b_c);
-    let b_col_ok = b.setp::<U32>(Cmp::Lt, b_col, g.n);
-    let b_idx = b.mad(b_k, g.n, b_col);
-    let b_ptr = elem_addr(&mut b, g.b, b_idx, 4);
-    let b_jstep = b.mul_wide(g.n, 2 * 4);
-    let b_tile_step = b.mul_wide(g.n, TILE_K * 4);
-    // Shared store addresses.
-    let sa_idx = b.mad(a_k, A_STRIDE, a_r);
-    let sa_st = b.mad(sa_idx, 4u32, smem_a);
-    let sb_idx = b.mad(b_k, TILE, b_c);
-    let sb_st = b.mad(sb_idx, 4u32, smem_b);
-    // Shared read bases for the register tile.
-    let sa_rd = b.mad(ty, 16u32, smem_a);
-    let sb_rd = b.mad(tx, 16u32, smem_b);
-
-    let a_offs: [Reg<U64>; 4] = std::array::from_fn(|j| b.mul(a_jstep, j as u64));
-    let b_offs: [Reg<U64>; 4] = std::array::from_fn(|j| b.mul(b_jstep, j as u64));
-    let staged: [Reg<F32>; 8] = std::array::from_fn(|_| b.mov(0.0f32));
-    let fetch = |b: &mut KernelBuilder, k0: Reg<U32>, a_tile: Reg<U64>, b_tile: Reg<U64>| {
-        let ak = b.add(k0, a_k);
-        let ak_ok = b.setp::<U32>(Cmp::Lt, ak, g.k);
-        for j in 0..4 {
-            let p = b.and_pred(a_row_ok[j], ak_ok);
-            let addr = b.add(a_tile, a_offs[j]);
-            let v = load_or_zero(b, p, addr);
-            b.assign(staged[j], v);
-        }
-        for j in 0..4 {
-            let bk = b.add(k0, b_k);
-            let bk = b.add(bk, 2 * j as u32);
-            let k_ok = b.setp::<U32>(Cmp::Lt, bk, g.k);
-            let p = b.and_pred(b_col_ok, k_ok);
-            let addr = b.add(b_tile, b_offs[j]);
-            let v = load_or_zero(b, p, addr);
-            b.assign(staged[4 + j], v);
-        }
-    };
-    let stage = |b: &mut KernelBuilder| {
-        for j in 0..4 {
-            b.st::<F32, U32>(Space::Shared, sa_st, (j * 32 * 4) as i64, staged[j]);
-            b.st::<F32, U32>(
-                Space::Shared,
-                sb_st,
-                (j as u32 * 2 * TILE * 4) as i64,
-                staged[4 + j],
-            );
-        }
-    };
-    let zero = b.mov(0u32);
-    fetch(&mut b, zero, a_ptr, b_ptr);
-    stage(&mut b);
-    b.bar_sync();
-
-    let acc: [[Reg<F32>; 8]; 8] = std::array::from_fn(|_| std::array::from_fn(|_| b.mov(0.0f32)));
-    let k_tiles = b.add(g.k, TILE_K - 1);
-    let k_tiles = b.shr(k_tiles, 3u32);
-    let a_tile = b.mov(a_ptr);
-    let b_tile = b.mov(b_ptr);
-    // Every thread runs the same number of k-tiles: the loop is block-uniform.
-    b.for_loop(0u32, k_tiles, 1u32, true, |b, kt| {
-        let next_a = b.add(a_tile, (TILE_K * 4) as u64);
-        let next_b = b.add(b_tile, b_tile_step);
-        b.assign(a_tile, next_a);
-        b.assign(b_tile, next_b);
-        let kt1 = b.add(kt, 1u32);
-        let k0 = b.shl(kt1, 3u32);
-        fetch(b, k0, a_tile, b_tile);
-        for kk in 0..TILE_K as i64 {
-            let a_off = kk * (A_STRIDE as i64) * 4;
-            let b_off = kk * (TILE as i64) * 4;
-            let a_lo = b.ld_vec::<F32, U32, 4>(Space::Shared, sa_rd, a_off);
-            let a_hi = b.ld_vec::<F32, U32, 4>(Space::Shared, sa_rd, a_off + 64 * 4);
-            let b_lo = b.ld_vec::<F32, U32, 4>(Space::Shared, sb_rd, b_off);
-            let b_hi = b.ld_vec::<F32, U32, 4>(Space::Shared, sb_rd, b_off + 64 * 4);
-            let av: Vec<Reg<F32>> = a_lo.iter().chain(&a_hi).copied().collect();
-            let bv: Vec<Reg<F32>> = b_lo.iter().chain(&b_hi).copied().collect();
-            for i in 0..8 {
-                for j in 0..8 {
-                    let r = b.fma(av[i], bv[j], acc[i][j]);
-                    b.assign(acc[i][j], r);
-                }
-            }
-        }
-        b.bar_sync();
-        stage(b);
-        b.bar_sync();
-    });
-
-    // Epilogue: rows ty*4 + i and 64 + ty*4 + i, columns likewise with tx.
+/// The epilogue of a 128x128 block tile: thread (tx, ty)'s 8x8 register tile to rows
+/// ty*4 + i and 64 + ty*4 + i, columns tx*4 + j and 64 + tx*4 + j, inside m x n.
+pub(super) fn store_tile(
+    b: &mut KernelBuilder,
+    g: &Args,
+    (cx, cy): (Reg<U32>, Reg<U32>),
+    (tx, ty): (Reg<U32>, Reg<U32>),
+    acc: &[[Reg<F32>; 8]; 8],
+) {
     let r_base = b.mad(cy, TILE, 0u32);
     let r_base = b.mad(ty, 4u32, r_base);
     let c_base = b.mad(cx, TILE, 0u32);
@@ -250,12 +128,10 @@ fn build_tiled(name: &str) -> KernelIr {
         for (j, &(c, c_ok)) in cols.iter().enumerate() {
             let ok = b.and_pred(r_ok, c_ok);
             let idx = b.add(row_start, c);
-            let addr = elem_addr(&mut b, g.c, idx, 4);
+            let addr = elem_addr(b, g.c, idx, 4);
             b.predicated(ok, |b| b.st::<F32, U64>(Space::Global, addr, 0, acc_row[j]));
         }
     }
-    b.ret();
-    b.finish()
 }
 
 impl Kernel for GemmKernel {
@@ -271,7 +147,7 @@ impl Kernel for GemmKernel {
     fn build(&self) -> KernelIr {
         match self.0 {
             GemmVariant::Naive => build_naive(&self.name()),
-            GemmVariant::Tiled => build_tiled(&self.name()),
+            GemmVariant::Tiled => gemm_simt::build(&self.name(), SimtPipeline::DEFAULT),
         }
     }
     /// `[m, n, k]`.
@@ -287,7 +163,10 @@ impl Kernel for GemmKernel {
         Ok(LaunchConfig {
             grid: (gx, gy, 1),
             block: (THREADS, 1, 1),
-            shared_bytes: 0,
+            shared_bytes: match self.0 {
+                GemmVariant::Naive => 0,
+                GemmVariant::Tiled => SimtPipeline::DEFAULT.shared_bytes(),
+            },
         })
     }
 }
