@@ -82,32 +82,20 @@ fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
 /// or 25%, whichever is larger. ptxas rematerialises, schedules and reserves registers a
 /// PTX-level liveness cannot see; measured on 2026-11-22 (CUDA 13.5 ptxas, the PyPI wheel) the largest gap
 /// was 11 registers.
-/// Kernels whose loads ptxas moves next to their uses, below what the PTX keeps live:
-/// the one-vector integer quantized products issue two steps' weight and activation
-/// loads together (the estimate, 70-80 registers), ptxas spreads them through the
-/// steps' math (42-48).
-const SCHEDULED_APART: &[(&str, &str)] = &[
-    (
-        "trueno_qgemv_q4_k_q8k",
-        "ptxas sinks the loads to their uses",
-    ),
-    (
-        "trueno_qgemv_q5_k_q8k",
-        "ptxas sinks the loads to their uses",
-    ),
-    (
-        "trueno_qgemv_q6_k_q8k",
-        "ptxas sinks the loads to their uses",
-    ),
-    (
-        "trueno_qgemv_q8_0_q8k",
-        "ptxas sinks the loads to their uses",
-    ),
-    (
-        "trueno_qgemv_q4_0_q8k",
-        "ptxas sinks the loads to their uses",
-    ),
-];
+/// Kernels whose loads ptxas moves next to their uses, below what the
+/// PTX keeps live: the one-vector integer quantized products issue two steps' weight and
+/// activation loads together (the estimate, 70-80 registers), ptxas spreads them through
+/// the steps' math (42-48); the K-quants' f32/16-bit-activation kernels four super-blocks'
+/// loads (about 80), ptxas 32-34.
+fn scheduled_apart(name: &str) -> Option<&'static str> {
+    let one_vector =
+        |f: &str, acts: &[&str]| acts.iter().any(|a| name == format!("trueno_qgemv_{f}_{a}"));
+    let k_quant = ["q4_k", "q5_k", "q6_k"]
+        .iter()
+        .any(|f| one_vector(f, &["f32", "bf16", "f16", "q8k"]));
+    let block32 = ["q8_0", "q4_0"].iter().any(|f| one_vector(f, &["q8k"]));
+    (k_quant || block32).then_some("ptxas sinks the loads to their uses")
+}
 
 #[test]
 fn register_estimates_are_within_the_stated_margin_of_ptxas() {
@@ -147,7 +135,7 @@ fn register_estimates_are_within_the_stated_margin_of_ptxas() {
             }
             let gap = (ours - theirs).abs();
             let margin = 12.max(theirs / 4);
-            if let Some((_, why)) = SCHEDULED_APART.iter().find(|(n, _)| k.name() == *n) {
+            if let Some(why) = scheduled_apart(&k.name()) {
                 // The estimate must still be an upper bound there.
                 report.push(format!(
                     "{:<30} {} ours {ours:>3} ptxas {theirs:>3} ({why})",

@@ -111,30 +111,46 @@ pub(super) fn build_q6k(name: String, act: FloatType) -> KernelIr {
         .map(|o| b.cvt::<U64, U32>(o, None))
         .collect();
 
-    row_blocks(b, &rw, xp, &[], |b| {
-        let qlp = b.add(blk, offs[0]);
-        let qhp = b.add(blk, offs[1]);
-        let scp = b.add(blk, offs[2]);
-        let ql = [word(b, qlp, 0), word(b, qlp, 32)];
-        let qh = word(b, qhp, 0);
-        let sc: Vec<Reg<U32>> = (0..4).map(|k| word(b, scp, 2 * k)).collect();
-        let d = b.ld::<U16, U64>(Space::Global, blk, 208);
-        let xs: Vec<Vec<Reg<F32>>> = (0..4).map(|k| load_x(b, act, xp, 32 * k, 2)).collect();
+    let qlp = b.add(blk, offs[0]);
+    let qhp = b.add(blk, offs[1]);
+    let scp = b.add(blk, offs[2]);
+    let load = |b: &mut KernelBuilder, s: u32| {
+        let w = i64::from(s * BLOCK_BYTES);
+        let x = 256 * i64::from(s);
+        Loaded {
+            ql: [word(b, qlp, w), word(b, qlp, w + 32)],
+            qh: word(b, qhp, w),
+            sc: std::array::from_fn(|k| word(b, scp, w + 2 * k as i64)),
+            d: b.ld::<U16, U64>(Space::Global, blk, w + 208),
+            xs: std::array::from_fn(|k| load_x(b, act, xp, x + 32 * k as i64, 2)),
+        }
+    };
+    row_blocks(b, &rw, xp, &[qlp, qhp, scp], load, |b, l| {
         let mut sum: Option<Reg<F32>> = None;
         for k in 0..4u32 {
-            let low = ql[(k % 2) as usize];
-            let q0 = quant(b, low, qh, 0, k);
-            let q1 = quant(b, low, qh, 1, k);
-            let xk = &xs[k as usize];
+            let low = l.ql[(k % 2) as usize];
+            let q0 = quant(b, low, l.qh, 0, k);
+            let q1 = quant(b, low, l.qh, 1, k);
+            let xk = &l.xs[k as usize];
             let part = b.mul(q0, xk[0]);
             let part = b.fma(q1, xk[1], part);
-            let s = scale(b, sc[k as usize], sel8);
+            let s = scale(b, l.sc[k as usize], sel8);
             sum = Some(match sum {
                 None => b.mul(s, part),
                 Some(acc) => b.fma(s, part, acc),
             });
         }
-        let d = f16_bits(b, d);
+        let d = f16_bits(b, l.d);
         b.mul(d, sum.expect("four quarters"))
     })
+}
+
+/// One lane's loads for one super-block: its two `ql` words, its `qh` word, the four
+/// scale words, `d`, and two activations of each quarter.
+struct Loaded {
+    ql: [Reg<U32>; 2],
+    qh: Reg<U32>,
+    sc: [Reg<U32>; 4],
+    d: Reg<U16>,
+    xs: [Vec<Reg<F32>>; 4],
 }
