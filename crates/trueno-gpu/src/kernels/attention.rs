@@ -26,6 +26,8 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U6
 /// Threads per chunk block: four warps.
 pub const THREADS: u32 = 128;
 const WARPS: u32 = THREADS / 32;
+/// Cache rows a warp scores per step (see the chunk kernel's loop).
+const ROWS_PER_STEP: u32 = 4;
 
 /// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
 pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
@@ -274,7 +276,6 @@ pub(super) fn build_chunk(name: &str, dim: u32, ty: FloatType, paged: bool) -> K
     };
     let kp = elem_addr(&mut b, gk, first, ty.bytes());
     let vp = elem_addr(&mut b, gv, first, ty.bytes());
-    let step = (WARPS * dim * ty.bytes()) as u64;
     // Paged: the pools' addresses of this lane's first element; a row adds row * dim.
     let lane_bases = pages.as_ref().map(|_| {
         let k = elem_addr(&mut b, gk, e0, ty.bytes());
@@ -286,63 +287,76 @@ pub(super) fn build_chunk(name: &str, dim: u32, ty: FloatType, paged: bool) -> K
     let l = b.mov(0.0f32);
     let acc: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
     let p0 = b.add(start, warp);
-    // The key row of the next step is loaded one step ahead (as raw words, widened at
-    // use), so its memory latency overlaps this step's arithmetic. (Two to four rows
-    // ahead, values too, measured no faster on the H100: a step is bound by its
-    // dependent chain of shuffles and exponentials, not by loads in flight.)
-    let words = per_lane * ty.bytes() as usize / 4;
-    let kcur: Vec<Reg<U32>> = (0..words).map(|_| b.mov(0u32)).collect();
-    let any = b.setp::<U32>(Cmp::Lt, p0, end);
-    b.predicated(any, |b| load_into(b, kp, &kcur, 0, ty));
-    b.for_loop(p0, end, WARPS, false, |b, p| {
-        let next = b.add(p, WARPS);
-        let more = b.setp::<U32>(Cmp::Lt, next, end);
-        let knext: Vec<Reg<U32>> = (0..words).map(|_| b.mov(0u32)).collect();
-        // Paged: the next row's own address (its page may differ); `kp` becomes it.
-        // (The lane's element offset is folded into the pool bases, `lane_k`/`lane_v`.)
-        let next_off = pages.as_ref().map(|pg| {
-            let row = pg.row(b, next);
-            b.mul_wide(row, dim * ty.bytes())
-        });
-        let (k_ahead, ahead) = match (next_off, lane_bases) {
-            (Some(off), Some((lane_k, _))) => (b.add(lane_k, off), 0),
-            _ => (kp, step as i64),
-        };
-        b.predicated(more, |b| load_into(b, k_ahead, &knext, ahead, ty));
-        let kv = widen(b, &kcur, ty);
-        let mut dot = b.mul(qv[0], kv[0]);
-        for i in 1..per_lane {
-            dot = b.fma(qv[i], kv[i], dot);
+    // A warp step scores ROWS_PER_STEP rows, `WARPS` apart: their loads go out together
+    // and their dependent chains (dot, shuffles, exponential) run side by side, where one
+    // row a step waited on each chain in turn. A row past `end` reads the last row again
+    // (no load is predicated: ptxas keeps a predicated load's zeroed registers live
+    // beside the loaded ones), scores -inf and adds zeros, not its values (0 x inf would
+    // be NaN).
+    let last = b.sub(end, 1u32);
+    b.for_loop(p0, end, WARPS * ROWS_PER_STEP, false, |b, p| {
+        let rows: Vec<_> = (0..ROWS_PER_STEP)
+            .map(|r| {
+                let pr = b.add(p, r * WARPS);
+                let valid = b.setp::<U32>(Cmp::Lt, pr, end);
+                let pr = b.min(pr, last);
+                let (ka, va) = match (&pages, lane_bases) {
+                    // Paged: each row's own address (its page may differ).
+                    (Some(pg), Some((lane_k, lane_v))) => {
+                        let row = pg.row(b, pr);
+                        let off = b.mul_wide(row, dim * ty.bytes());
+                        (b.add(lane_k, off), b.add(lane_v, off))
+                    }
+                    _ => {
+                        let d = b.sub(pr, p);
+                        let off = b.mul_wide(d, dim * ty.bytes());
+                        (b.add(kp, off), b.add(vp, off))
+                    }
+                };
+                let kw = load_words(b, ka, per_lane, ty);
+                let vw = load_words(b, va, per_lane, ty);
+                let vw: Vec<Reg<U32>> = vw.into_iter().map(|w| b.selp(w, 0u32, valid)).collect();
+                (valid, kw, vw)
+            })
+            .collect();
+        let scores: Vec<Reg<F32>> = rows
+            .iter()
+            .map(|(valid, kw, _)| {
+                let kv = widen(b, kw, ty);
+                let mut dot = b.mul(qv[0], kv[0]);
+                for i in 1..per_lane {
+                    dot = b.fma(qv[i], kv[i], dot);
+                }
+                let s = warp_reduce(b, dot, super::helpers::add);
+                b.selp(s, f32::NEG_INFINITY, *valid)
+            })
+            .collect();
+        let mut m_new = m;
+        for &s in &scores {
+            m_new = max_nan(b, m_new, s);
         }
-        for (c, &x) in kcur.iter().zip(&knext) {
-            b.assign(*c, x);
-        }
-        // The value row is asked for while the score is reduced across the warp.
-        let vv = load_row(b, vp, per_lane, ty);
-        let s = warp_reduce(b, dot, super::helpers::add);
-        let m_new = max_nan(b, m, s);
         let c = weight(b, m, m_new);
-        let w = weight(b, s, m_new);
-        let l2 = b.fma(l, c, w);
+        let mut l2 = b.mul(l, c);
+        let mut acc2: Vec<Reg<F32>> = acc.iter().map(|&a| b.mul(a, c)).collect();
+        for (&s, (_, _, vw)) in scores.iter().zip(&rows) {
+            let w = weight(b, s, m_new);
+            l2 = b.add(l2, w);
+            let vv = widen(b, vw, ty);
+            for (a, &x) in acc2.iter_mut().zip(&vv) {
+                *a = b.fma(w, x, *a);
+            }
+        }
         b.assign(l, l2);
-        for (a, &x) in acc.iter().zip(&vv) {
-            let a2 = b.mul(*a, c);
-            let a2 = b.fma(w, x, a2);
+        for (a, &a2) in acc.iter().zip(&acc2) {
             b.assign(*a, a2);
         }
         b.assign(m, m_new);
-        match (next_off, lane_bases) {
-            // The value row of `next` sits where its key row does.
-            (Some(off), Some((_, lane_v))) => {
-                let vn = b.add(lane_v, off);
-                b.assign(vp, vn);
-            }
-            _ => {
-                let kn = b.add(kp, step);
-                let vn = b.add(vp, step);
-                b.assign(kp, kn);
-                b.assign(vp, vn);
-            }
+        if pages.is_none() {
+            let adv = u64::from(ROWS_PER_STEP * WARPS * dim * ty.bytes());
+            let kn = b.add(kp, adv);
+            let vn = b.add(vp, adv);
+            b.assign(kp, kn);
+            b.assign(vp, vn);
         }
     });
 
@@ -445,17 +459,6 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     b.st::<F32, U64>(Space::Global, oa, 0, r);
     b.ret();
     b.finish()
-}
-
-/// `dst = ` the raw words of `n` cache elements at `addr + off` (under the builder's
-/// current guard; `dst` holds `n * bytes / 4` words).
-fn load_into(b: &mut KernelBuilder, addr: Reg<U64>, dst: &[Reg<U32>], off: i64, ty: FloatType) {
-    let a = b.add(addr, off as u64);
-    let n = dst.len() * 4 / ty.bytes() as usize;
-    let v = load_words(b, a, n, ty);
-    for (d, x) in dst.iter().zip(v) {
-        b.assign(*d, x);
-    }
 }
 
 fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
