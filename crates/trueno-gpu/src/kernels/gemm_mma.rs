@@ -23,10 +23,11 @@ use super::gemm::gemm_dims;
 use super::gemm_copies::{TileStep, issue_copies, k_major_copies, n_major_copies};
 
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
+use super::helpers;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::ir::{Dim, SpecialReg};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, U32, U64};
+use crate::ptx::{F32, KernelBuilder, KernelIr, PtxType, Reg, U32, U64};
 
 /// Block tile rows and columns.
 pub const TILE: u32 = 128;
@@ -335,12 +336,7 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
     let zero = b.mov(0u32);
-    let next_stage = |b: &mut KernelBuilder, s: Reg<U32>| {
-        let next = b.add(s, stage);
-        let wrap = b.setp::<U32>(Cmp::Ge, next, STAGES * stage);
-        let next = b.selp::<U32>(0u32, next, wrap);
-        b.assign(s, next);
-    };
+    let next_stage = |b: &mut KernelBuilder, s: Reg<U32>| helpers::next_stage(b, s, stage, STAGES);
     let issue_next = |b: &mut KernelBuilder| {
         issue(b, load_stage, k_next, a_next, b_next);
         let step = |b: &mut KernelBuilder, p: Reg<U64>, s: TileStep| match s {

@@ -15,7 +15,7 @@
 //! (47.5).
 
 use super::gemm::{THREADS, TILE};
-use super::helpers::elem_addr;
+use super::helpers::{self, elem_addr};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Space, U32, U64};
 
 /// Shape of the pipeline: the k-step of a stage and the number of stages. Measured on an
@@ -206,12 +206,8 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     let k_next = b.mov(0u32);
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
-    let next_stage = |b: &mut KernelBuilder, s: Reg<U32>| {
-        let next = b.add(s, stage_bytes);
-        let wrap = b.setp::<U32>(Cmp::Ge, next, stages * stage_bytes);
-        let next = b.selp::<U32>(0u32, next, wrap);
-        b.assign(s, next);
-    };
+    let next_stage =
+        |b: &mut KernelBuilder, s: Reg<U32>| helpers::next_stage(b, s, stage_bytes, stages);
     let issue_next = |b: &mut KernelBuilder| {
         issue(b, load_stage, k_next, a_next, b_next);
         let an = b.add(a_next, u64::from(tile_k * 4));

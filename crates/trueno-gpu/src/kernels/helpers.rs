@@ -221,3 +221,12 @@ pub(crate) fn col_loop(
         f(b, c);
     });
 }
+
+/// Moves `offset` (a byte offset into a ring of `stages` shared stages of `stage_bytes`)
+/// to the next stage, wrapping to 0 after the last: the cp.async pipelines' stage cursor.
+pub(crate) fn next_stage(b: &mut KernelBuilder, offset: Reg<U32>, stage_bytes: u32, stages: u32) {
+    let next = b.add(offset, stage_bytes);
+    let wrap = b.setp::<U32>(Cmp::Ge, next, stages * stage_bytes);
+    let next = b.selp::<U32>(0u32, next, wrap);
+    b.assign(offset, next);
+}
