@@ -46,6 +46,7 @@ pub enum GemmVariant {
 #[derive(Clone, Copy, Debug)]
 pub struct GemmKernel(pub GemmVariant);
 
+/// The parameters both FP32 GEMM kernels take.
 pub(super) struct Args {
     pub a: Reg<U64>,
     pub b: Reg<U64>,
@@ -55,6 +56,7 @@ pub(super) struct Args {
     pub k: Reg<U32>,
 }
 
+/// Declares [`Args`].
 pub(super) fn args(b: &mut KernelBuilder) -> Args {
     Args {
         a: b.param_ptr("a", PtxType::F32),
