@@ -152,14 +152,16 @@ impl<'a> Stream<Recording<'a>> {
         if tokens == 0 {
             return shape_err("qgemm", "no tokens");
         }
+        // Everything checked before the first launch; the scratch on both paths, so a
+        // caller's works on every device.
         expect_len("qgemm input", x, tokens * cols)?;
-        expect_len("qgemm output", y, tokens * rows)?;
-        expect_len("qgemm bf16 activations", xh, tokens * cols)?;
-        if let Some(bias) = epilogue.bias {
-            expect_len("qgemm bias", bias, rows)?;
-        }
-        // Checked on both paths: a caller's scratch works on every device.
         expect_len("qgemm bf16 weights", wt, rows * cols)?;
+        check_io(
+            "qgemm",
+            [x.device_ptr(), wt.device_ptr()],
+            (xh, y, epilogue),
+            (tokens, rows, cols),
+        )?;
         if fused_is_faster(self.context().has_sm90a(), w.format(), tokens) {
             self.to_half(x, xh)?;
             return self.qgemm_wgmma(w, xh, y, tokens, epilogue);
@@ -230,23 +232,37 @@ impl<'a> Stream<Recording<'a>> {
         }
         let (n, k) = (w.rows(), w.cols());
         let cfg = kern.launch_config(&[tokens, n, k])?;
-        let inputs = [xh.device_ptr()]
-            .into_iter()
-            .chain(epilogue.bias.map(|x| x.device_ptr()));
-        if inputs.into_iter().any(|p| p == y.device_ptr()) {
-            return shape_err(&kern.name(), "the output may not alias an input");
-        }
-        expect_len("qgemm_wgmma activations", xh, tokens * k)?;
-        expect_len("qgemm_wgmma output", y, tokens * n)?;
-        if let Some(bias) = epilogue.bias {
-            expect_len("qgemm_wgmma bias", bias, n)?;
-        }
+        check_io(&kern.name(), [], (xh, y, epilogue), (tokens, n, k))?;
         let f = self.context().function(Family::QgemmWgmma, &kern.name())?;
         let box_k = tile_k(GemmInput::HalfBt(HalfType::Bf16));
         let a = KernelArg::tensor_map(xh, tokens, k, tile.rows(), box_k)?;
         let operands = [a, KernelArg::buf(w.words())];
         self.launch_gemm(&f, cfg, operands, y, (tokens, n, k), epilogue)
     }
+}
+
+/// The checks both quantized GEMMs make on their bf16 activations `xh`
+/// (`[tokens, k]`), output `y` (`[tokens, n]`) and bias (`n`): lengths, and `y` aliasing
+/// none of them nor the `other` inputs.
+fn check_io<C: FloatElem, const N: usize>(
+    name: &str,
+    other: [u64; N],
+    (xh, y, epilogue): (&DeviceBuffer<bf16>, &DeviceBuffer<C>, GemmEpilogue),
+    (tokens, n, k): (usize, usize, usize),
+) -> Result<()> {
+    let inputs = other
+        .into_iter()
+        .chain([xh.device_ptr()])
+        .chain(epilogue.bias.map(|b| b.device_ptr()));
+    if inputs.into_iter().any(|p| p == y.device_ptr()) {
+        return shape_err(name, "the output may not alias an input");
+    }
+    expect_len("qgemm bf16 activations", xh, tokens * k)?;
+    expect_len("qgemm output", y, tokens * n)?;
+    if let Some(bias) = epilogue.bias {
+        expect_len("qgemm bias", bias, n)?;
+    }
+    Ok(())
 }
 
 /// The fused kernel's tile height for a prompt of `tokens` against `rows` weight rows:

@@ -351,6 +351,9 @@ fn qgemm_shapes_are_checked_before_launch() {
     let e = trueno_gpu::GemmEpilogue::default().with_bias(&bias15);
     let err = s.qgemm_with(&w, &x, &y, 2, (&wt, &xh), e).unwrap_err();
     assert!(err.to_string().contains("bias"), "{err}");
+    // The output aliasing an input is refused before anything is launched.
+    let err = s.qgemm(&w, &x, &x, 2, &wt, &xh).unwrap_err();
+    assert!(err.to_string().contains("alias"), "{err}");
     // The fused kernel's own checks (and its refusal off Hopper).
     let d = trueno_gpu::GemmEpilogue::default();
     if ctx.has_sm90a() {
