@@ -159,7 +159,8 @@ impl<'a> Stream<Recording<'a>> {
         shape: DecodeShape,
         scale: f32,
     ) -> Result<()> {
-        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::TYPE);
+        let heads = shape.block_heads() as u32;
+        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::TYPE, heads);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention q", q, rows * shape.dim)?;
@@ -172,9 +173,7 @@ impl<'a> Stream<Recording<'a>> {
             return shape_err(&chunk_k.name(), "the output may not alias the query");
         }
         let split = self.decode_split(&shape, &chunk_k)?;
-        let f = self
-            .context()
-            .function(Family::Attention, &chunk_k.name())?;
+        let f = self.context().function(chunk_k.family(), &chunk_k.name())?;
         self.launch(&f)
             .config(split.cfg)
             .arg(KernelArg::buf(q))
@@ -207,7 +206,11 @@ impl<'a> Stream<Recording<'a>> {
         Ok(DecodeSplit {
             chunk,
             splits,
-            cfg: chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?,
+            cfg: chunk_k.launch_config(&[
+                splits,
+                shape.heads_q / shape.block_heads(),
+                shape.batch,
+            ])?,
             part_acc: ctx.alloc::<f32>(rows * splits * shape.dim)?,
             part_ml: ctx.alloc::<f32>(rows * splits * 2)?,
         })

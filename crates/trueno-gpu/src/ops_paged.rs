@@ -139,7 +139,8 @@ impl<'a> Stream<Recording<'a>> {
         shape: PagedShape,
         scale: f32,
     ) -> Result<()> {
-        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::TYPE);
+        let heads = shape.as_decode().block_heads() as u32;
+        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::TYPE, heads);
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention_paged q", q, rows * shape.dim)?;
@@ -157,9 +158,7 @@ impl<'a> Stream<Recording<'a>> {
         }
         let longest = shape.as_decode();
         let split = self.decode_split(&longest, &chunk_k)?;
-        let f = self
-            .context()
-            .function(Family::Attention, &chunk_k.name())?;
+        let f = self.context().function(chunk_k.family(), &chunk_k.name())?;
         self.launch(&f)
             .config(split.cfg)
             .arg(KernelArg::buf(q))

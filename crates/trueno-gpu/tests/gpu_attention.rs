@@ -56,6 +56,9 @@ fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
         (shape(1, 12, 2, 257, 64), vec![256]),
         (shape(2, 16, 2, 333, 128), vec![333, 100]),
         (shape(1, 8, 1, 90, 64), vec![77]),
+        // Eight heads a block, two blocks a group; two heads a block at dimension 256.
+        (shape(2, 16, 1, 150, 64), vec![150, 31]),
+        (shape(1, 4, 2, 77, 256), vec![70]),
     ];
     if !small() {
         cases.push((shape(1, 32, 8, 32768, 128), vec![30001]));
@@ -114,6 +117,16 @@ fn check_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut
                 dim: 256,
             },
             vec![999],
+        ),
+        (
+            DecodeShape {
+                batch: 1,
+                heads_q: 16,
+                heads_kv: 2,
+                capacity: 200,
+                dim: 128,
+            },
+            vec![187],
         ),
     ];
     for (sh, lens) in shapes {
@@ -192,25 +205,28 @@ fn kv_append_rounds_into_sixteen_bit_caches() {
 fn a_nan_query_poisons_its_own_head_only() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(18);
-    let sh = DecodeShape {
-        batch: 1,
-        heads_q: 4,
-        heads_kv: 2,
-        capacity: 700,
-        dim: 64,
-    };
-    let mut q = rng.vec(4 * 64, -1.0, 1.0);
-    q[64 + 5] = f32::NAN; // head 1
-    let k = rng.vec(2 * 700 * 64, -1.0, 1.0);
-    let v = rng.vec(2 * 700 * 64, -1.0, 1.0);
-    let got = run(&ctx, sh, &q, &k, &v, &[650]);
-    for (h, head) in got.chunks(64).enumerate() {
-        assert_eq!(
-            head.iter().all(|x| x.is_nan()),
-            h == 1,
-            "head {h}: {head:?}"
-        );
-        assert!(h == 1 || head.iter().all(|x| x.is_finite()));
+    // Two heads a block, and eight: the poisoned head shares its block with the others.
+    for (heads_q, heads_kv, bad) in [(4, 2, 1), (8, 1, 5)] {
+        let sh = DecodeShape {
+            batch: 1,
+            heads_q,
+            heads_kv,
+            capacity: 700,
+            dim: 64,
+        };
+        let mut q = rng.vec(heads_q * 64, -1.0, 1.0);
+        q[bad * 64 + 5] = f32::NAN;
+        let k = rng.vec(heads_kv * 700 * 64, -1.0, 1.0);
+        let v = rng.vec(heads_kv * 700 * 64, -1.0, 1.0);
+        let got = run(&ctx, sh, &q, &k, &v, &[650]);
+        for (h, head) in got.chunks(64).enumerate() {
+            assert_eq!(
+                head.iter().all(|x| x.is_nan()),
+                h == bad,
+                "{sh:?} head {h}: {head:?}"
+            );
+            assert!(h == bad || head.iter().all(|x| x.is_finite()));
+        }
     }
 }
 

@@ -101,6 +101,9 @@ fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng) {
         (shape(4, (4, 1), 256, 64, 16), vec![0, 999, 1024, 1100]),
         (shape(1, (32, 8), 128, 256, 20), vec![4097]),
         (shape(3, (6, 3), 64, 32, 5), vec![64, 65, 129]),
+        // Eight heads a block over two groups; two heads a block at dimension 256.
+        (shape(2, (16, 2), 128, 8, 12), vec![90, 96]),
+        (shape(1, (2, 1), 256, 4, 9), vec![33]),
     ];
     for (sh, lens) in cases {
         let q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);

@@ -1,36 +1,36 @@
 //! Decode attention: one new query token per sequence against a KV cache, and the
 //! kernel that appends the token's keys and values to the cache.
 //!
-//! Flash-decoding: the cache is cut into chunks of positions; one block per (chunk, query
-//! head, sequence) keeps an online softmax (running max, running sum, weighted value sum)
-//! over its chunk, its four warps taking every fourth position and merging at the end;
-//! a second kernel merges the chunks of each head. Long contexts so spread over the whole
-//! GPU instead of one block per head. Grouped-query attention maps query head `h` to
-//! key/value head `h / (heads_q / heads_kv)`; the blocks of one group read the same cache
-//! rows, which they mostly find in L2.
+//! Flash-decoding: the cache is cut into chunks of positions; one block per (chunk, tile
+//! of query heads, sequence) keeps an online softmax (running max, running sum, weighted
+//! value sum) per head over its chunk, its four warps taking every fourth position and
+//! merging at the end; a second kernel merges the chunks of each head. Long contexts so
+//! spread over the whole GPU instead of one block per head. Grouped-query attention maps
+//! query head `h` to key/value head `h / (heads_q / heads_kv)`; a block serves up to eight
+//! heads of one group (see [`DecodeShape::block_heads`]), reading each cache row once for
+//! all of them (`decode_chunk.rs`).
 //!
 //! Layouts (f32, row-major): `q` and `out` `[batch, heads_q, dim]`, each cache
 //! `[batch, heads_kv, capacity, dim]`, `lens` `[batch]` (positions `0..lens[b]` valid).
 //! Scores are computed in the base-2 domain (the query pre-scaled by `scale * log2 e`), so
 //! every exponential is one `ex2.approx`.
 
-use super::float_type::{FloatType, load_row, load_words, widen};
-use super::helpers::{elem_addr, max_nan, warp_reduce};
-use super::math::LOG2E;
-use super::paged::Pages;
+use super::decode_chunk::build_chunk;
+use super::float_type::FloatType;
+use super::helpers::{elem_addr, max_nan};
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::{Result, shape_err};
-use crate::ptx::ir::{Dim, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
 
 /// Threads per chunk block: four warps.
 pub const THREADS: u32 = 128;
-const WARPS: u32 = THREADS / 32;
-/// Cache rows a warp scores per step (see the chunk kernel's loop).
-const ROWS_PER_STEP: u32 = 4;
+pub(super) const WARPS: u32 = THREADS / 32;
 
 /// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
 pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
+
+/// Query heads a chunk block may serve, largest first (see [`DecodeShape::block_heads`]).
+pub const BLOCK_HEADS: [u32; 4] = [8, 4, 2, 1];
 
 /// One query row's attention in f64, the reference both attention kernels are tested
 /// against: `out = sum_t softmax(scale * q . k_t) v_t` over `n` keys, key and value `t`
@@ -161,12 +161,25 @@ impl DecodeShape {
         Ok(())
     }
 
-    /// Positions per chunk: about four blocks per SM over the whole cache, a power of
-    /// two in 64..=1024.
+    /// Query heads one chunk block serves: the most of [`BLOCK_HEADS`] that divides the
+    /// group (`heads_q / heads_kv`), at most four at head dimension 256 (each head holds
+    /// its query and accumulators in registers). Groups of 3, 5 or 7 run a head a block.
+    pub fn block_heads(&self) -> usize {
+        let group = self.heads_q / self.heads_kv.max(1);
+        let most = most_block_heads(self.dim as u32) as usize;
+        BLOCK_HEADS
+            .into_iter()
+            .map(|h| h as usize)
+            .find(|&h| h <= most && group.is_multiple_of(h))
+            .unwrap_or(1)
+    }
+
+    /// Positions per chunk: about four blocks per SM over the whole cache (a block per
+    /// tile of [`block_heads`](Self::block_heads) heads), a power of two in 64..=1024.
     pub fn chunk(&self, sms: usize) -> usize {
         let work = self
             .capacity
-            .saturating_mul(self.heads_q)
+            .saturating_mul(self.heads_q / self.block_heads())
             .saturating_mul(self.batch);
         work.div_ceil(4 * sms.max(1))
             .next_power_of_two()
@@ -174,11 +187,36 @@ impl DecodeShape {
     }
 }
 
-/// The chunk kernel for one head dimension and cache type. Parameters: `q`, `k`, `v`, `lens`,
-/// `part_acc` (`[batch, heads_q, splits, dim]`), `part_ml` (`[batch, heads_q, splits, 2]`),
-/// `heads_q`, `heads_kv`, `capacity`, `chunk`, `splits`, `scale`.
+/// The chunk kernel for one head dimension, cache type and number of query heads a block
+/// (see [`DecodeShape::block_heads`]). Parameters: `q`, `k`, `v`, `lens`, `part_acc`
+/// (`[batch, heads_q, splits, dim]`), `part_ml` (`[batch, heads_q, splits, 2]`), `heads_q`,
+/// `heads_kv`, `capacity`, `chunk`, `splits`, `scale`.
 #[derive(Clone, Copy, Debug)]
-pub struct DecodeChunkKernel(pub u32, pub FloatType);
+pub struct DecodeChunkKernel(pub u32, pub FloatType, pub u32);
+
+/// The most query heads a block serves at head dimension `dim`: each head keeps `dim / 32`
+/// query values and accumulators a lane in registers.
+fn most_block_heads(dim: u32) -> u32 {
+    if dim > 128 { 4 } else { 8 }
+}
+
+/// The kernel name's suffix for `heads` query heads a block (none for one).
+pub(super) fn heads_suffix(heads: u32) -> String {
+    match heads {
+        1 => String::new(),
+        h => format!("_h{h}"),
+    }
+}
+
+/// The (head dimension, heads a block) pairs built: every head count a shape can choose.
+pub(super) fn chunk_variants() -> impl Iterator<Item = (u32, u32)> {
+    HEAD_DIMS.into_iter().flat_map(|d| {
+        BLOCK_HEADS
+            .into_iter()
+            .filter(move |&h| h <= most_block_heads(d))
+            .map(move |h| (d, h))
+    })
+}
 
 /// The merge kernel for one head dimension: `part_acc`, `part_ml`, `out`, `splits`.
 #[derive(Clone, Copy, Debug)]
@@ -186,232 +224,16 @@ pub struct DecodeMergeKernel(pub u32);
 
 /// `2^(x - top)`, or 0 while `top` is still -inf (nothing seen yet, where the difference
 /// would be NaN). A NaN score makes `top` NaN (see `max_nan`) and so the result.
-fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
+pub(super) fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
     let d = b.sub(x, top);
     let e = b.ex2(d);
     let empty = b.setp::<F32>(Cmp::Eq, top, f32::NEG_INFINITY);
     b.selp(0.0f32, e, empty)
 }
 
-pub(super) fn build_chunk(name: &str, dim: u32, ty: FloatType, paged: bool) -> KernelIr {
-    let per_lane = (dim / 32) as usize;
-    let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
-    let gq = b.param_ptr("q", PtxType::F32);
-    let gk = b.param_ptr("k", ty.ptx());
-    let gv = b.param_ptr("v", ty.ptx());
-    let glens = b.param_ptr("lens", PtxType::U32);
-    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
-    let gacc = b.param_ptr("part_acc", PtxType::F32);
-    let gml = b.param_ptr("part_ml", PtxType::F32);
-    let heads_q = b.param_u32("heads_q");
-    let heads_kv = b.param_u32("heads_kv");
-    // Contiguous: positions per head. Paged: table entries per sequence, the pool's
-    // pages, log2 of the rows per page.
-    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
-    let paging = table.map(|table| {
-        let pool = b.param_u32("pool_pages");
-        let shift = b.param_u32("page_shift");
-        (table, pool, shift)
-    });
-    let chunk = b.param_u32("chunk");
-    let splits = b.param_u32("splits");
-    let scale = b.param_f32("scale");
-    let smem = b.shared_array("merge", WARPS * (dim + 2) * 4, 16);
-
-    let t = b.tid_x();
-    let lane = b.and(t, 31u32);
-    let warp = b.shr(t, 5u32);
-    // Heads fastest in launch order: the blocks reading one chunk of a key/value head
-    // (its query heads) run together and share the rows in L2.
-    let h = b.ctaid_x();
-    let split = b.ctaid_y();
-    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
-    let group = b.div_int(heads_q, heads_kv);
-    let hkv = b.div_int(h, group);
-    let lens_addr = elem_addr(&mut b, glens, seq, 4);
-    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
-    let limit = match paging {
-        Some((_, _, shift)) => b.shl(capacity, shift),
-        None => capacity,
-    };
-    let len = b.min(len, limit);
-    let pages = paging.map(|(table, pool, shift)| {
-        Pages::new(
-            &mut b,
-            table,
-            (seq, capacity),
-            (pool, shift),
-            (hkv, heads_kv),
-        )
-    });
-    let start = b.mul(split, chunk);
-    let end = b.add(start, chunk);
-    let end = b.min(end, len);
-
-    // This lane's slice of the query, pre-scaled into the base-2 domain.
-    let qrow = b.mad(seq, heads_q, h);
-    let e0 = b.mul(lane, per_lane as u32);
-    let qi = b.mad(qrow, dim, e0);
-    let qa = elem_addr(&mut b, gq, qi, 4);
-    let s2 = b.mul(scale, LOG2E);
-    let qv: Vec<Reg<F32>> = load_row(&mut b, qa, per_lane, FloatType::F32)
-        .into_iter()
-        .map(|x| b.mul(x, s2))
-        .collect();
-    // Row `start + warp` of this head's cache, then 4 rows a step (contiguous: the
-    // pointers advance; paged: each row's page is looked up).
-    let first = match &pages {
-        None => {
-            let head_row = b.mad(seq, heads_kv, hkv);
-            let row0 = b.mad(head_row, capacity, start);
-            let row0 = b.add(row0, warp);
-            b.mad(row0, dim, e0)
-        }
-        Some(pg) => {
-            let p0 = b.add(start, warp);
-            let row = pg.row(&mut b, p0);
-            b.mad(row, dim, e0)
-        }
-    };
-    let kp = elem_addr(&mut b, gk, first, ty.bytes());
-    let vp = elem_addr(&mut b, gv, first, ty.bytes());
-    // Paged: the pools' addresses of this lane's first element; a row adds row * dim.
-    let lane_bases = pages.as_ref().map(|_| {
-        let k = elem_addr(&mut b, gk, e0, ty.bytes());
-        let v = elem_addr(&mut b, gv, e0, ty.bytes());
-        (k, v)
-    });
-
-    let m = b.mov(f32::NEG_INFINITY);
-    let l = b.mov(0.0f32);
-    let acc: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
-    let p0 = b.add(start, warp);
-    // A warp step scores ROWS_PER_STEP rows, `WARPS` apart: their loads go out together
-    // and their dependent chains (dot, shuffles, exponential) run side by side, where one
-    // row a step waited on each chain in turn. A row past `end` reads the last row again
-    // (no load is predicated: ptxas keeps a predicated load's zeroed registers live
-    // beside the loaded ones), scores -inf and adds zeros, not its values (0 x inf would
-    // be NaN).
-    let last = b.sub(end, 1u32);
-    b.for_loop(p0, end, WARPS * ROWS_PER_STEP, false, |b, p| {
-        let rows: Vec<_> = (0..ROWS_PER_STEP)
-            .map(|r| {
-                let pr = b.add(p, r * WARPS);
-                let valid = b.setp::<U32>(Cmp::Lt, pr, end);
-                let pr = b.min(pr, last);
-                let (ka, va) = match (&pages, lane_bases) {
-                    // Paged: each row's own address (its page may differ).
-                    (Some(pg), Some((lane_k, lane_v))) => {
-                        let row = pg.row(b, pr);
-                        let off = b.mul_wide(row, dim * ty.bytes());
-                        (b.add(lane_k, off), b.add(lane_v, off))
-                    }
-                    _ => {
-                        let d = b.sub(pr, p);
-                        let off = b.mul_wide(d, dim * ty.bytes());
-                        (b.add(kp, off), b.add(vp, off))
-                    }
-                };
-                let kw = load_words(b, ka, per_lane, ty);
-                let vw = load_words(b, va, per_lane, ty);
-                let vw: Vec<Reg<U32>> = vw.into_iter().map(|w| b.selp(w, 0u32, valid)).collect();
-                (valid, kw, vw)
-            })
-            .collect();
-        let scores: Vec<Reg<F32>> = rows
-            .iter()
-            .map(|(valid, kw, _)| {
-                let kv = widen(b, kw, ty);
-                let mut dot = b.mul(qv[0], kv[0]);
-                for i in 1..per_lane {
-                    dot = b.fma(qv[i], kv[i], dot);
-                }
-                let s = warp_reduce(b, dot, super::helpers::add);
-                b.selp(s, f32::NEG_INFINITY, *valid)
-            })
-            .collect();
-        let mut m_new = m;
-        for &s in &scores {
-            m_new = max_nan(b, m_new, s);
-        }
-        let c = weight(b, m, m_new);
-        let mut l2 = b.mul(l, c);
-        let mut acc2: Vec<Reg<F32>> = acc.iter().map(|&a| b.mul(a, c)).collect();
-        for (&s, (_, _, vw)) in scores.iter().zip(&rows) {
-            let w = weight(b, s, m_new);
-            l2 = b.add(l2, w);
-            let vv = widen(b, vw, ty);
-            for (a, &x) in acc2.iter_mut().zip(&vv) {
-                *a = b.fma(w, x, *a);
-            }
-        }
-        b.assign(l, l2);
-        for (a, &a2) in acc.iter().zip(&acc2) {
-            b.assign(*a, a2);
-        }
-        b.assign(m, m_new);
-        if pages.is_none() {
-            let adv = u64::from(ROWS_PER_STEP * WARPS * dim * ty.bytes());
-            let kn = b.add(kp, adv);
-            let vn = b.add(vp, adv);
-            b.assign(kp, kn);
-            b.assign(vp, vn);
-        }
-    });
-
-    // Merge the four warps through shared memory: each stores (m, l, acc); every warp
-    // then reads all four and warp 0 writes the chunk's partial.
-    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-    let slot = b.mul(warp, (dim + 2) * 4);
-    let slot = b.add(smem, slot);
-    b.predicated(lane0, |b| {
-        b.st::<F32, U32>(Space::Shared, slot, 0, m);
-        b.st::<F32, U32>(Space::Shared, slot, 4, l);
-    });
-    // Element i of every lane at i * 32 + lane: consecutive lanes, distinct banks.
-    let mine = b.mad(lane, 4u32, slot);
-    for (i, &a) in acc.iter().enumerate() {
-        b.st::<F32, U32>(Space::Shared, mine, 8 + 128 * i as i64, a);
-    }
-    b.bar_sync();
-    let first_warp = b.setp::<U32>(Cmp::Eq, warp, 0u32);
-    b.if_then(first_warp, false, |b| {
-        let ms: Vec<Reg<F32>> = (0..WARPS)
-            .map(|w| b.ld::<F32, U32>(Space::Shared, smem, (w * (dim + 2) * 4) as i64))
-            .collect();
-        let mut big = ms[0];
-        for &x in &ms[1..] {
-            big = max_nan(b, big, x);
-        }
-        let total = b.mov(0.0f32);
-        let out: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
-        let lane_base = b.mad(lane, 4u32, smem);
-        for (w, &mw) in ms.iter().enumerate() {
-            let base = (w as u32 * (dim + 2) * 4) as i64;
-            let f = weight(b, mw, big);
-            let lw = b.ld::<F32, U32>(Space::Shared, smem, base + 4);
-            let t2 = b.fma(lw, f, total);
-            b.assign(total, t2);
-            for (i, &o) in out.iter().enumerate() {
-                let x = b.ld::<F32, U32>(Space::Shared, lane_base, base + 8 + 128 * i as i64);
-                let o2 = b.fma(x, f, o);
-                b.assign(o, o2);
-            }
-        }
-        // part index (seq * heads_q + h) * splits + split
-        let part = b.mad(qrow, splits, split);
-        let ai = b.mad(part, dim, e0);
-        let aa = elem_addr(b, gacc, ai, 4);
-        store_slice(b, aa, &out);
-        let ma = elem_addr(b, gml, part, 8);
-        b.predicated(lane0, |b| {
-            b.st_vec::<F32, U64>(Space::Global, ma, 0, &[big, total])
-        });
-    });
-    b.ret();
-    b.finish()
-}
+/// Splits the merge reads at once: their loads go out together (a loop of one split a
+/// step waited on L2 once per split: at 64-128 splits, tens of microseconds).
+const MERGE_UNROLL: u32 = 8;
 
 fn build_merge(name: &str, dim: u32) -> KernelIr {
     let mut b = KernelBuilder::new(name);
@@ -420,35 +242,58 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     let gml = b.param_ptr("part_ml", PtxType::F32);
     let gout = b.param_ptr("out", PtxType::F32);
     let splits = b.param_u32("splits");
-    // One block per (head, sequence) row of `out`, one thread per element.
+    // One block per (head, sequence) row of `out`, one thread per element. A split past
+    // the end reads the last one again (no load is predicated) and weighs nothing.
     let e = b.tid_x();
     let row = b.ctaid_x();
     let first = b.mul(row, splits);
-    let ml = elem_addr(&mut b, gml, first, 8);
+    let last = b.sub(splits, 1u32);
     let big = b.mov(f32::NEG_INFINITY);
-    b.for_loop(0u32, splits, 1u32, true, |b, s| {
-        let a = elem_addr(b, ml, s, 8);
-        let x = b.ld::<F32, U64>(Space::Global, a, 0);
-        let y = max_nan(b, big, x);
+    b.for_loop(0u32, splits, MERGE_UNROLL, true, |b, s0| {
+        let ms: Vec<Reg<F32>> = (0..MERGE_UNROLL)
+            .map(|u| {
+                let s = b.add(s0, u);
+                let s = b.min(s, last);
+                let i = b.add(first, s);
+                let a = elem_addr(b, gml, i, 8);
+                b.ld::<F32, U64>(Space::Global, a, 0)
+            })
+            .collect();
+        let mut y = big;
+        for x in ms {
+            y = max_nan(b, y, x);
+        }
         b.assign(big, y);
     });
     let total = b.mov(0.0f32);
     let acc = b.mov(0.0f32);
-    let ai = b.mad(first, dim, e);
-    let ap = elem_addr(&mut b, gacc, ai, 4);
-    let mlp = b.mov(ml);
-    b.for_loop(0u32, splits, 1u32, true, |b, _s| {
-        let v = b.ld_vec::<F32, U64, 2>(Space::Global, mlp, 0);
-        let f = weight(b, v[0], big);
-        let t2 = b.fma(v[1], f, total);
-        b.assign(total, t2);
-        let x = b.ld::<F32, U64>(Space::Global, ap, 0);
-        let a2 = b.fma(x, f, acc);
-        b.assign(acc, a2);
-        let n1 = b.add(mlp, 8u64);
-        b.assign(mlp, n1);
-        let n2 = b.add(ap, (dim * 4) as u64);
-        b.assign(ap, n2);
+    b.for_loop(0u32, splits, MERGE_UNROLL, true, |b, s0| {
+        let parts: Vec<_> = (0..MERGE_UNROLL)
+            .map(|u| {
+                let s = b.add(s0, u);
+                let s = b.min(s, last);
+                let i = b.add(first, s);
+                let a = elem_addr(b, gml, i, 8);
+                let ml = b.ld_vec::<F32, U64, 2>(Space::Global, a, 0);
+                let ai = b.mad(i, dim, e);
+                let aa = elem_addr(b, gacc, ai, 4);
+                let x = b.ld::<F32, U64>(Space::Global, aa, 0);
+                (u, ml, x)
+            })
+            .collect();
+        let (mut t, mut a) = (total, acc);
+        for (u, ml, x) in parts {
+            // Tested where it is used: eight predicates live across the loads would
+            // outnumber the hardware's seven.
+            let s = b.add(s0, u);
+            let valid = b.setp::<U32>(Cmp::Lt, s, splits);
+            let f = weight(b, ml[0], big);
+            let f = b.selp(f, 0.0f32, valid);
+            t = b.fma(ml[1], f, t);
+            a = b.fma(x, f, a);
+        }
+        b.assign(total, t);
+        b.assign(acc, a);
     });
     // No position at all gives zeros; a NaN total (a NaN score) stays NaN.
     let none = b.setp::<F32>(Cmp::Eq, total, 0.0f32);
@@ -461,26 +306,18 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     b.finish()
 }
 
-fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
-    if v.len() == 2 {
-        return b.st_vec::<F32, U64>(Space::Global, addr, 0, v);
-    }
-    for (i, c) in v.chunks(4).enumerate() {
-        b.st_vec::<F32, U64>(Space::Global, addr, 16 * i as i64, c);
-    }
-}
-
 impl Kernel for DecodeChunkKernel {
     fn name(&self) -> String {
-        format!("trueno_decode_attn_d{}_{}", self.0, self.1.name())
+        let h = heads_suffix(self.2);
+        format!("trueno_decode_attn_d{}_{}{h}", self.0, self.1.name())
     }
     fn family(&self) -> Family {
-        Family::Attention
+        Family::decode_chunks(self.2)
     }
     fn build(&self) -> KernelIr {
-        build_chunk(&self.name(), self.0, self.1, false)
+        build_chunk(&self.name(), self.0, self.1, false, self.2)
     }
-    /// `[splits, heads_q, batch]`.
+    /// `[splits, heads_q / heads a block, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         check_dims(&self.name(), dims, 3)?;
         let (splits, heads, batch) = (dims[0], dims[1], dims[2]);
@@ -521,14 +358,30 @@ impl Kernel for DecodeMergeKernel {
     }
 }
 
-/// Every decode-attention configuration.
+/// Every decode-attention configuration of one head a block (the chunk kernels of
+/// several, see [`grouped`], live in modules of their own).
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for d in HEAD_DIMS {
         for t in FloatType::ALL {
-            v.push(Box::new(DecodeChunkKernel(d, t)));
+            v.push(Box::new(DecodeChunkKernel(d, t, 1)));
         }
+    }
+    for d in HEAD_DIMS {
         v.push(Box::new(DecodeMergeKernel(d)));
+    }
+    v
+}
+
+/// The chunk kernels serving `heads` (more than one) query heads a block, contiguous and
+/// paged, for every head dimension that allows that many and every cache type.
+pub fn grouped(heads: u32) -> Vec<Box<dyn Kernel>> {
+    let mut v: Vec<Box<dyn Kernel>> = Vec::new();
+    for (d, h) in chunk_variants().filter(|&(_, h)| h == heads && h > 1) {
+        for t in FloatType::ALL {
+            v.push(Box::new(DecodeChunkKernel(d, t, h)));
+            v.push(Box::new(super::paged::PagedDecodeChunkKernel(d, t, h)));
+        }
     }
     v
 }
@@ -547,7 +400,9 @@ mod tests {
             dim: 128,
         };
         assert!(s.check("k").is_ok());
-        assert_eq!(s.chunk(132), 256);
+        // Four heads a block: 8 tiles x 4096 positions over 4 x 132 blocks is 62.1.
+        assert_eq!(s.block_heads(), 4);
+        assert_eq!(s.chunk(132), 64);
         assert_eq!(
             DecodeShape {
                 capacity: 131072,
@@ -567,6 +422,49 @@ mod tests {
             },
         ] {
             assert!(bad.check("k").is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_block_serves_the_largest_built_divisor_of_the_group() {
+        let s = |heads_q, heads_kv, dim| DecodeShape {
+            batch: 1,
+            heads_q,
+            heads_kv,
+            capacity: 64,
+            dim,
+        };
+        // (heads_q, heads_kv, dim) -> heads a block, written out from the rule.
+        for (hq, hkv, d, want) in [
+            (32, 32, 128, 1),
+            (32, 8, 128, 4),
+            (64, 8, 128, 8),
+            (64, 8, 256, 4),
+            (128, 8, 64, 8),
+            (12, 2, 64, 2),
+            (28, 4, 128, 1),
+            (40, 8, 128, 1),
+            (24, 8, 64, 1),
+        ] {
+            assert_eq!(s(hq, hkv, d).block_heads(), want, "{hq}/{hkv} d{d}");
+        }
+        // Whatever a shape picks is built, in both layouts.
+        let names: Vec<String> = crate::kernels::all_kernels()
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        for d in HEAD_DIMS {
+            for group in 1..=16 {
+                let h = s(group, 1, d as usize).block_heads() as u32;
+                for t in FloatType::ALL {
+                    for k in [
+                        DecodeChunkKernel(d, t, h).name(),
+                        super::super::paged::PagedDecodeChunkKernel(d, t, h).name(),
+                    ] {
+                        assert!(names.contains(&k), "{k} (group {group}) is not built");
+                    }
+                }
+            }
         }
     }
 

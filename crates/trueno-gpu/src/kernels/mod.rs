@@ -6,6 +6,7 @@
 
 pub mod attention;
 pub mod convert;
+mod decode_chunk;
 pub mod dequant;
 mod dequant_chunk;
 pub mod dequant_t;
@@ -136,11 +137,19 @@ pub enum Family {
     Attention,
     /// FlashAttention forward (f16 / bf16, tensor cores)
     FlashAttention,
+    /// decode attention's chunk kernels that serve two query heads a block (grouped-query
+    /// models, contiguous and paged caches): a module per group size, so a model's first
+    /// decode step compiles only the kernels its group size picks
+    DecodeHeads2,
+    /// as `DecodeHeads2`, four query heads a block
+    DecodeHeads4,
+    /// as `DecodeHeads2`, eight query heads a block
+    DecodeHeads8,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 12] = [
+    pub const ALL: [Family; 15] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -153,6 +162,9 @@ impl Family {
         Family::Rope,
         Family::Attention,
         Family::FlashAttention,
+        Family::DecodeHeads2,
+        Family::DecodeHeads4,
+        Family::DecodeHeads8,
     ];
 
     /// Module name.
@@ -170,6 +182,9 @@ impl Family {
             Family::Rope => "rope_f32",
             Family::Attention => "attention_f32",
             Family::FlashAttention => "flash_attention",
+            Family::DecodeHeads2 => "decode_attention_h2",
+            Family::DecodeHeads4 => "decode_attention_h4",
+            Family::DecodeHeads8 => "decode_attention_h8",
         }
     }
 
@@ -179,6 +194,16 @@ impl Family {
         match self {
             Family::GemmWgmma | Family::QgemmWgmma => Some(Target::Sm90a),
             _ => None,
+        }
+    }
+
+    /// The module of decode attention's chunk kernels serving `heads` query heads a block.
+    pub fn decode_chunks(heads: u32) -> Family {
+        match heads {
+            2 => Family::DecodeHeads2,
+            4 => Family::DecodeHeads4,
+            8 => Family::DecodeHeads8,
+            _ => Family::Attention,
         }
     }
 
@@ -210,6 +235,9 @@ impl Family {
                 .chain(paged::all())
                 .collect(),
             Family::FlashAttention => flash_attention::all(),
+            Family::DecodeHeads2 => attention::grouped(2),
+            Family::DecodeHeads4 => attention::grouped(4),
+            Family::DecodeHeads8 => attention::grouped(8),
         }
     }
 }

@@ -11,8 +11,9 @@
 //! but never an access outside the pool.
 
 use super::attention::{
-    DecodeChunkKernel, DecodeShape, HEAD_DIMS, attend_f64, build_chunk, check_heads, fits_u32,
+    DecodeChunkKernel, DecodeShape, HEAD_DIMS, attend_f64, check_heads, fits_u32, heads_suffix,
 };
+use super::decode_chunk::build_chunk;
 use super::float_type::FloatType;
 use super::helpers::elem_addr;
 use super::kv_cache::{self, KvAppendKernel};
@@ -157,24 +158,26 @@ impl PagedShape {
     }
 }
 
-/// The paged chunk kernel: [`DecodeChunkKernel`]'s parameters with `table` after `lens`
-/// and `max_pages`, `pool_pages`, `page_shift` in place of `capacity`.
+/// The paged chunk kernel (head dimension, pool type, query heads a block):
+/// [`DecodeChunkKernel`]'s parameters with `table` after `lens` and `max_pages`,
+/// `pool_pages`, `page_shift` in place of `capacity`.
 #[derive(Clone, Copy, Debug)]
-pub struct PagedDecodeChunkKernel(pub u32, pub FloatType);
+pub struct PagedDecodeChunkKernel(pub u32, pub FloatType, pub u32);
 
 impl Kernel for PagedDecodeChunkKernel {
     fn name(&self) -> String {
-        format!("trueno_decode_attn_paged_d{}_{}", self.0, self.1.name())
+        let h = heads_suffix(self.2);
+        format!("trueno_decode_attn_paged_d{}_{}{h}", self.0, self.1.name())
     }
     fn family(&self) -> Family {
-        Family::Attention
+        Family::decode_chunks(self.2)
     }
     fn build(&self) -> KernelIr {
-        build_chunk(&self.name(), self.0, self.1, true)
+        build_chunk(&self.name(), self.0, self.1, true, self.2)
     }
-    /// `[splits, heads_q, batch]`, as the contiguous kernel.
+    /// `[splits, heads_q / heads a block, batch]`, as the contiguous kernel.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        DecodeChunkKernel(self.0, self.1).launch_config(dims)
+        DecodeChunkKernel(self.0, self.1, self.2).launch_config(dims)
     }
 }
 
@@ -200,12 +203,13 @@ impl Kernel for PagedKvAppendKernel {
     }
 }
 
-/// Every paged-cache kernel (the merge of the chunks is the contiguous layout's).
+/// Every paged-cache kernel of one head a block (the merge of the chunks is the
+/// contiguous layout's; chunk kernels of several heads a block: [`super::attention::grouped`]).
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for t in FloatType::ALL {
         for d in HEAD_DIMS {
-            v.push(Box::new(PagedDecodeChunkKernel(d, t)));
+            v.push(Box::new(PagedDecodeChunkKernel(d, t, 1)));
         }
         v.push(Box::new(PagedKvAppendKernel(t)));
     }

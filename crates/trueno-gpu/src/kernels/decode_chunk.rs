@@ -1,0 +1,290 @@
+//! The chunk kernel of decode attention (contiguous and paged caches): one block per
+//! (chunk of positions, `heads` query heads of one key/value group, sequence) keeps an
+//! online softmax per head over its chunk and writes each head's partial for the merge.
+//!
+//! A block serves several query heads of a group so that each cache row crosses from L2
+//! to the SM once for all of them: with one head a block, the four blocks of a Llama
+//! group each read the group's rows, and at 32K-128K that L2 traffic (four times the
+//! cache) was what held the kernel to 0.63-0.76x of SDPA's flash-decoding. Keys and values
+//! are widened once a row and shared by the heads; each head keeps its own scores, sums
+//! and accumulators.
+
+use super::attention::{THREADS, WARPS, weight};
+use super::float_type::{FloatType, load_row, load_words, widen};
+use super::helpers::{elem_addr, max_nan, warp_reduce};
+use super::math::LOG2E;
+use super::paged::Pages;
+use crate::ptx::ir::{Dim, SpecialReg};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
+
+/// Cache rows a warp scores per step (see the loop below).
+const ROWS_PER_STEP: u32 = 4;
+
+/// Builds the chunk kernel for head dimension `dim`, cache type `ty`, `heads` query heads
+/// a block (a divisor of every group it is launched for), contiguous or `paged`.
+pub(super) fn build_chunk(
+    name: &str,
+    dim: u32,
+    ty: FloatType,
+    paged: bool,
+    heads: u32,
+) -> KernelIr {
+    let per_lane = (dim / 32) as usize;
+    let nh = heads as usize;
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let gq = b.param_ptr("q", PtxType::F32);
+    let gk = b.param_ptr("k", ty.ptx());
+    let gv = b.param_ptr("v", ty.ptx());
+    let glens = b.param_ptr("lens", PtxType::U32);
+    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
+    let gacc = b.param_ptr("part_acc", PtxType::F32);
+    let gml = b.param_ptr("part_ml", PtxType::F32);
+    let heads_q = b.param_u32("heads_q");
+    let heads_kv = b.param_u32("heads_kv");
+    // Contiguous: positions per head. Paged: table entries per sequence, the pool's
+    // pages, log2 of the rows per page.
+    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
+    let paging = table.map(|table| {
+        let pool = b.param_u32("pool_pages");
+        let shift = b.param_u32("page_shift");
+        (table, pool, shift)
+    });
+    let chunk = b.param_u32("chunk");
+    let splits = b.param_u32("splits");
+    let scale = b.param_f32("scale");
+    // One (m, l, acc) slot per warp and head.
+    let slot_bytes = (dim + 2) * 4;
+    let smem = b.shared_array("merge", WARPS * heads * slot_bytes, 16);
+
+    let t = b.tid_x();
+    let lane = b.and(t, 31u32);
+    let warp = b.shr(t, 5u32);
+    // Head tiles fastest in launch order: the blocks of one chunk of a sequence run
+    // together.
+    let tile = b.ctaid_x();
+    let split = b.ctaid_y();
+    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
+    let h0 = if heads == 1 { tile } else { b.mul(tile, heads) };
+    let group = b.div_int(heads_q, heads_kv);
+    let hkv = b.div_int(h0, group);
+    let lens_addr = elem_addr(&mut b, glens, seq, 4);
+    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
+    let limit = match paging {
+        Some((_, _, shift)) => b.shl(capacity, shift),
+        None => capacity,
+    };
+    let len = b.min(len, limit);
+    let pages = paging.map(|(table, pool, shift)| {
+        Pages::new(
+            &mut b,
+            table,
+            (seq, capacity),
+            (pool, shift),
+            (hkv, heads_kv),
+        )
+    });
+    let start = b.mul(split, chunk);
+    let end = b.add(start, chunk);
+    let end = b.min(end, len);
+
+    // This lane's slice of each head's query, pre-scaled into the base-2 domain.
+    let qrow = b.mad(seq, heads_q, h0);
+    let e0 = b.mul(lane, per_lane as u32);
+    let qi = b.mad(qrow, dim, e0);
+    let qa = elem_addr(&mut b, gq, qi, 4);
+    let s2 = b.mul(scale, LOG2E);
+    let qv: Vec<Vec<Reg<F32>>> = (0..heads)
+        .map(|j| {
+            let a = match j {
+                0 => qa,
+                _ => b.add(qa, u64::from(j * dim * 4)),
+            };
+            load_row(&mut b, a, per_lane, FloatType::F32)
+                .into_iter()
+                .map(|x| b.mul(x, s2))
+                .collect()
+        })
+        .collect();
+    // Row `start + warp` of this head's cache, then 4 rows a step (contiguous: the
+    // pointers advance; paged: each row's page is looked up).
+    let first = match &pages {
+        None => {
+            let head_row = b.mad(seq, heads_kv, hkv);
+            let row0 = b.mad(head_row, capacity, start);
+            let row0 = b.add(row0, warp);
+            b.mad(row0, dim, e0)
+        }
+        Some(pg) => {
+            let p0 = b.add(start, warp);
+            let row = pg.row(&mut b, p0);
+            b.mad(row, dim, e0)
+        }
+    };
+    let kp = elem_addr(&mut b, gk, first, ty.bytes());
+    let vp = elem_addr(&mut b, gv, first, ty.bytes());
+    // Paged: the pools' addresses of this lane's first element; a row adds row * dim.
+    let lane_bases = pages.as_ref().map(|_| {
+        let k = elem_addr(&mut b, gk, e0, ty.bytes());
+        let v = elem_addr(&mut b, gv, e0, ty.bytes());
+        (k, v)
+    });
+
+    let m: Vec<Reg<F32>> = (0..nh).map(|_| b.mov(f32::NEG_INFINITY)).collect();
+    let l: Vec<Reg<F32>> = (0..nh).map(|_| b.mov(0.0f32)).collect();
+    let acc: Vec<Vec<Reg<F32>>> = (0..nh)
+        .map(|_| (0..per_lane).map(|_| b.mov(0.0f32)).collect())
+        .collect();
+    let p0 = b.add(start, warp);
+    // A warp step scores ROWS_PER_STEP rows, `WARPS` apart: their loads go out together
+    // and their dependent chains (dot, shuffles, exponential) run side by side, where one
+    // row a step waited on each chain in turn. A row past `end` reads the last row again
+    // (no load is predicated: ptxas keeps a predicated load's zeroed registers live
+    // beside the loaded ones), scores -inf and adds zeros, not its values (0 x inf would
+    // be NaN).
+    let last = b.sub(end, 1u32);
+    b.for_loop(p0, end, WARPS * ROWS_PER_STEP, false, |b, p| {
+        let rows: Vec<_> = (0..ROWS_PER_STEP)
+            .map(|r| {
+                let pr = b.add(p, r * WARPS);
+                let valid = b.setp::<U32>(Cmp::Lt, pr, end);
+                let pr = b.min(pr, last);
+                let (ka, va) = match (&pages, lane_bases) {
+                    // Paged: each row's own address (its page may differ).
+                    (Some(pg), Some((lane_k, lane_v))) => {
+                        let row = pg.row(b, pr);
+                        let off = b.mul_wide(row, dim * ty.bytes());
+                        (b.add(lane_k, off), b.add(lane_v, off))
+                    }
+                    _ => {
+                        let d = b.sub(pr, p);
+                        let off = b.mul_wide(d, dim * ty.bytes());
+                        (b.add(kp, off), b.add(vp, off))
+                    }
+                };
+                let kw = load_words(b, ka, per_lane, ty);
+                let vw = load_words(b, va, per_lane, ty);
+                let vw: Vec<Reg<U32>> = vw.into_iter().map(|w| b.selp(w, 0u32, valid)).collect();
+                (valid, kw, vw)
+            })
+            .collect();
+        // Each head widens the words again where it uses them: ptxas merges the copies,
+        // and one head a block keeps the live ranges it had before blocks served several.
+        // Each (row, head) sum has its own five-shuffle butterfly: summing them together
+        // (each step halving the values a lane carries, 32 shuffles for 16 sums instead of
+        // 80) ran slower, 77 -> 87 us at 32K: one long dependent tree where the separate
+        // chains overlap.
+        for j in 0..nh {
+            let scores: Vec<Reg<F32>> = rows
+                .iter()
+                .map(|(valid, kw, _)| {
+                    let kv = widen(b, kw, ty);
+                    let mut dot = b.mul(qv[j][0], kv[0]);
+                    for i in 1..per_lane {
+                        dot = b.fma(qv[j][i], kv[i], dot);
+                    }
+                    let s = warp_reduce(b, dot, super::helpers::add);
+                    b.selp(s, f32::NEG_INFINITY, *valid)
+                })
+                .collect();
+            let mut m_new = m[j];
+            for &s in &scores {
+                m_new = max_nan(b, m_new, s);
+            }
+            let c = weight(b, m[j], m_new);
+            let mut l2 = b.mul(l[j], c);
+            let mut acc2: Vec<Reg<F32>> = acc[j].iter().map(|&a| b.mul(a, c)).collect();
+            for (&s, (_, _, vw)) in scores.iter().zip(&rows) {
+                let w = weight(b, s, m_new);
+                l2 = b.add(l2, w);
+                let vv = widen(b, vw, ty);
+                for (a, &x) in acc2.iter_mut().zip(&vv) {
+                    *a = b.fma(w, x, *a);
+                }
+            }
+            b.assign(l[j], l2);
+            for (a, &a2) in acc[j].iter().zip(&acc2) {
+                b.assign(*a, a2);
+            }
+            b.assign(m[j], m_new);
+        }
+        if pages.is_none() {
+            let adv = u64::from(ROWS_PER_STEP * WARPS * dim * ty.bytes());
+            let kn = b.add(kp, adv);
+            let vn = b.add(vp, adv);
+            b.assign(kp, kn);
+            b.assign(vp, vn);
+        }
+    });
+
+    // Merge the four warps through shared memory: each stores (m, l, acc) per head; then
+    // warp `j % WARPS` reads head j's four slots and writes its chunk partial.
+    let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+    let slot = b.mul(warp, slot_bytes);
+    let slot = b.add(smem, slot);
+    let mut mine = None;
+    for j in 0..nh {
+        // Head j's slots follow head j - 1's, WARPS of them.
+        let at = (j as u32 * WARPS * slot_bytes) as i64;
+        let (mj, lj) = (m[j], l[j]);
+        b.predicated(lane0, |b| {
+            b.st::<F32, U32>(Space::Shared, slot, at, mj);
+            b.st::<F32, U32>(Space::Shared, slot, at + 4, lj);
+        });
+        // Element i of every lane at i * 32 + lane: consecutive lanes, distinct banks.
+        let mine = *mine.get_or_insert_with(|| b.mad(lane, 4u32, slot));
+        for (i, &a) in acc[j].iter().enumerate() {
+            b.st::<F32, U32>(Space::Shared, mine, at + 8 + 128 * i as i64, a);
+        }
+    }
+    b.bar_sync();
+    for j in 0..heads {
+        let merger = b.setp::<U32>(Cmp::Eq, warp, j % WARPS);
+        b.if_then(merger, false, |b| {
+            let head = (j * WARPS * slot_bytes) as i64;
+            let ms: Vec<Reg<F32>> = (0..WARPS)
+                .map(|w| b.ld::<F32, U32>(Space::Shared, smem, head + (w * slot_bytes) as i64))
+                .collect();
+            let mut big = ms[0];
+            for &x in &ms[1..] {
+                big = max_nan(b, big, x);
+            }
+            let total = b.mov(0.0f32);
+            let out: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
+            let lane_base = b.mad(lane, 4u32, smem);
+            for (w, &mw) in ms.iter().enumerate() {
+                let base = head + (w as u32 * slot_bytes) as i64;
+                let f = weight(b, mw, big);
+                let lw = b.ld::<F32, U32>(Space::Shared, smem, base + 4);
+                let t2 = b.fma(lw, f, total);
+                b.assign(total, t2);
+                for (i, &o) in out.iter().enumerate() {
+                    let x = b.ld::<F32, U32>(Space::Shared, lane_base, base + 8 + 128 * i as i64);
+                    let o2 = b.fma(x, f, o);
+                    b.assign(o, o2);
+                }
+            }
+            // part index (seq * heads_q + h0 + j) * splits + split
+            let row = if j == 0 { qrow } else { b.add(qrow, j) };
+            let part = b.mad(row, splits, split);
+            let ai = b.mad(part, dim, e0);
+            let aa = elem_addr(b, gacc, ai, 4);
+            store_slice(b, aa, &out);
+            let ma = elem_addr(b, gml, part, 8);
+            b.predicated(lane0, |b| {
+                b.st_vec::<F32, U64>(Space::Global, ma, 0, &[big, total])
+            });
+        });
+    }
+    b.ret();
+    b.finish()
+}
+
+fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
+    if v.len() == 2 {
+        return b.st_vec::<F32, U64>(Space::Global, addr, 0, v);
+    }
+    for (i, c) in v.chunks(4).enumerate() {
+        b.st_vec::<F32, U64>(Space::Global, addr, 16 * i as i64, c);
+    }
+}
