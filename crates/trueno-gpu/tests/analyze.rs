@@ -105,8 +105,9 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     if k_quant || block32 {
         return Some("ptxas sinks the loads to their uses");
     }
-    // Four rows' key and value loads a step, each row's address from its page.
-    name.starts_with("trueno_decode_attn_paged_")
+    // A step's rows' key and value loads issued together (paged: each row's address from
+    // its page; contiguous: 16-byte loads where 16 lanes share a row).
+    name.starts_with("trueno_decode_attn_")
         .then_some("ptxas sinks the value loads to their uses")
 }
 

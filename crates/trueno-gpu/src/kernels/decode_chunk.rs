@@ -6,19 +6,38 @@
 //! to the SM once for all of them: with one head a block, the four blocks of a Llama
 //! group each read the group's rows, and at 32K-128K that L2 traffic (four times the
 //! cache) was what held the kernel to 0.63-0.76x of SDPA's flash-decoding. Keys and values
-//! are widened once a row and shared by the heads; each head keeps its own scores, sums
-//! and accumulators.
+//! are loaded once a row and shared by the heads; each head keeps its own scores, sums
+//! and accumulators. A row is read by a row group of 32 or 16 lanes (see
+//! [`lanes_per_row`]), each lane holding `dim / lanes` consecutive elements.
 
 use super::attention::{THREADS, WARPS, weight};
 use super::float_type::{FloatType, load_row, load_words, widen};
-use super::helpers::{elem_addr, max_nan, warp_reduce};
+use super::helpers::{elem_addr, group_reduce, max_nan};
 use super::math::LOG2E;
 use super::paged::Pages;
 use crate::ptx::ir::{Dim, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
 
-/// Cache rows a warp scores per step (see the loop below).
+/// Cache rows a warp scores per step (see the loop below): four rows of 32 lanes, or two
+/// rows for each of its two row groups of 16 (each lane then loads twice the bytes a row,
+/// so the bytes in flight a lane stay the same).
 const ROWS_PER_STEP: u32 = 4;
+
+/// Lanes that share one cache row: 16 (two rows a warp instruction) on a contiguous cache
+/// where each head's query and accumulator slices, twice as long, still leave room (at
+/// most 512 elements of them a lane per kind: four heads at dimension 128, eight at 64),
+/// else 32. A row's softmax bookkeeping (max, exponential, the shuffle sum, four steps
+/// instead of five) runs once a lane for its own row, so two rows a warp instruction
+/// halve it per row: on an H100, bf16 32K 76 -> 71 us, 128K 251 -> 233, a head a block
+/// (28/4 heads) 88 -> 71. Paged caches keep 32: there the same split ran slower at 32K
+/// (bf16 85 -> 98 us, f32 111 -> 135), with two page lookups a row group a step.
+fn lanes_per_row(dim: u32, heads: u32, paged: bool) -> u32 {
+    if !paged && dim <= 128 && heads * dim <= 512 {
+        16
+    } else {
+        32
+    }
+}
 
 /// Builds the chunk kernel for head dimension `dim`, cache type `ty`, `heads` query heads
 /// a block (a divisor of every group it is launched for), contiguous or `paged`.
@@ -29,7 +48,12 @@ pub(super) fn build_chunk(
     paged: bool,
     heads: u32,
 ) -> KernelIr {
-    let per_lane = (dim / 32) as usize;
+    let lanes = lanes_per_row(dim, heads, paged);
+    // Row groups: `lanes` lanes each, `groups` of them a warp, `vws` in the block.
+    let groups = 32 / lanes;
+    let vws = WARPS * groups;
+    let per_lane = (dim / lanes) as usize;
+    let rows_per_step = ROWS_PER_STEP / groups;
     let nh = heads as usize;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
@@ -53,13 +77,22 @@ pub(super) fn build_chunk(
     let chunk = b.param_u32("chunk");
     let splits = b.param_u32("splits");
     let scale = b.param_f32("scale");
-    // One (m, l, acc) slot per warp and head.
+    // One (m, l, acc) slot per row group and head.
     let slot_bytes = (dim + 2) * 4;
-    let smem = b.shared_array("merge", WARPS * heads * slot_bytes, 16);
+    let smem = b.shared_array("merge", vws * heads * slot_bytes, 16);
 
     let t = b.tid_x();
     let lane = b.and(t, 31u32);
     let warp = b.shr(t, 5u32);
+    // `sub`: the lane within its row group; `vw`: the row group within the block;
+    // `half`: the row group within its warp.
+    let (sub, vw, half) = if lanes == 32 {
+        (lane, warp, None)
+    } else {
+        let sub = b.and(lane, lanes - 1);
+        let half = b.shr(lane, lanes.trailing_zeros());
+        (sub, b.mad(warp, groups, half), Some(half))
+    };
     // Head tiles fastest in launch order: the blocks of one chunk of a sequence run
     // together.
     let tile = b.ctaid_x();
@@ -90,7 +123,7 @@ pub(super) fn build_chunk(
 
     // This lane's slice of each head's query, pre-scaled into the base-2 domain.
     let qrow = b.mad(seq, heads_q, h0);
-    let e0 = b.mul(lane, per_lane as u32);
+    let e0 = b.mul(sub, per_lane as u32);
     let qi = b.mad(qrow, dim, e0);
     let qa = elem_addr(&mut b, gq, qi, 4);
     let s2 = b.mul(scale, LOG2E);
@@ -106,17 +139,23 @@ pub(super) fn build_chunk(
                 .collect()
         })
         .collect();
-    // Row `start + warp` of this head's cache, then 4 rows a step (contiguous: the
-    // pointers advance; paged: each row's page is looked up).
+    // The loop runs on the warp's first row, `start + lead`, so every lane of a warp takes
+    // the same trip count (the shuffles below name the whole warp): a row group whose
+    // rows run past `end` scores them -inf, as below. Contiguous: the pointers start at
+    // that row and advance; paged: each row's page is looked up.
+    let lead = match half {
+        None => warp,
+        Some(_) => b.mul(warp, groups),
+    };
     let first = match &pages {
         None => {
             let head_row = b.mad(seq, heads_kv, hkv);
             let row0 = b.mad(head_row, capacity, start);
-            let row0 = b.add(row0, warp);
+            let row0 = b.add(row0, lead);
             b.mad(row0, dim, e0)
         }
         Some(pg) => {
-            let p0 = b.add(start, warp);
+            let p0 = b.add(start, vw);
             let row = pg.row(&mut b, p0);
             b.mad(row, dim, e0)
         }
@@ -135,18 +174,23 @@ pub(super) fn build_chunk(
     let acc: Vec<Vec<Reg<F32>>> = (0..nh)
         .map(|_| (0..per_lane).map(|_| b.mov(0.0f32)).collect())
         .collect();
-    let p0 = b.add(start, warp);
-    // A warp step scores ROWS_PER_STEP rows, `WARPS` apart: their loads go out together
+    let p0 = b.add(start, lead);
+    // A row group's step scores `rows_per_step` rows, `vws` apart: their loads go out together
     // and their dependent chains (dot, shuffles, exponential) run side by side, where one
     // row a step waited on each chain in turn. A row past `end` reads the last row again
     // (no load is predicated: ptxas keeps a predicated load's zeroed registers live
     // beside the loaded ones), scores -inf and adds zeros, not its values (0 x inf would
     // be NaN).
     let last = b.sub(end, 1u32);
-    b.for_loop(p0, end, WARPS * ROWS_PER_STEP, false, |b, p| {
-        let rows: Vec<_> = (0..ROWS_PER_STEP)
+    b.for_loop(p0, end, vws * rows_per_step, false, |b, pw| {
+        // This row group's first row of the step.
+        let p = match half {
+            None => pw,
+            Some(h) => b.add(pw, h),
+        };
+        let rows: Vec<_> = (0..rows_per_step)
             .map(|r| {
-                let pr = b.add(p, r * WARPS);
+                let pr = b.add(p, r * vws);
                 let valid = b.setp::<U32>(Cmp::Lt, pr, end);
                 let pr = b.min(pr, last);
                 let (ka, va) = match (&pages, lane_bases) {
@@ -157,7 +201,7 @@ pub(super) fn build_chunk(
                         (b.add(lane_k, off), b.add(lane_v, off))
                     }
                     _ => {
-                        let d = b.sub(pr, p);
+                        let d = b.sub(pr, pw);
                         let off = b.mul_wide(d, dim * ty.bytes());
                         (b.add(kp, off), b.add(vp, off))
                     }
@@ -183,7 +227,7 @@ pub(super) fn build_chunk(
                     for i in 1..per_lane {
                         dot = b.fma(qv[j][i], kv[i], dot);
                     }
-                    let s = warp_reduce(b, dot, super::helpers::add);
+                    let s = group_reduce(b, dot, super::helpers::add, lanes);
                     b.selp(s, f32::NEG_INFINITY, *valid)
                 })
                 .collect();
@@ -209,7 +253,7 @@ pub(super) fn build_chunk(
             b.assign(m[j], m_new);
         }
         if pages.is_none() {
-            let adv = u64::from(ROWS_PER_STEP * WARPS * dim * ty.bytes());
+            let adv = u64::from(rows_per_step * vws * dim * ty.bytes());
             let kn = b.add(kp, adv);
             let vn = b.add(vp, adv);
             b.assign(kp, kn);
@@ -218,31 +262,41 @@ pub(super) fn build_chunk(
     });
 
     // Merge the four warps through shared memory: each stores (m, l, acc) per head; then
-    // warp `j % WARPS` reads head j's four slots and writes its chunk partial.
+    // warp `j % WARPS` reads head j's `vws` slots and writes its chunk partial.
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
-    let slot = b.mul(warp, slot_bytes);
+    let group_first = match half {
+        None => lane0,
+        Some(_) => b.setp::<U32>(Cmp::Eq, sub, 0u32),
+    };
+    let slot = b.mul(vw, slot_bytes);
     let slot = b.add(smem, slot);
     let mut mine = None;
     for j in 0..nh {
-        // Head j's slots follow head j - 1's, WARPS of them.
-        let at = (j as u32 * WARPS * slot_bytes) as i64;
+        // Head j's slots follow head j - 1's, `vws` of them.
+        let at = (j as u32 * vws * slot_bytes) as i64;
         let (mj, lj) = (m[j], l[j]);
-        b.predicated(lane0, |b| {
+        b.predicated(group_first, |b| {
             b.st::<F32, U32>(Space::Shared, slot, at, mj);
             b.st::<F32, U32>(Space::Shared, slot, at + 4, lj);
         });
-        // Element i of every lane at i * 32 + lane: consecutive lanes, distinct banks.
-        let mine = *mine.get_or_insert_with(|| b.mad(lane, 4u32, slot));
+        // Element i of every lane at i * lanes + sub: consecutive lanes, distinct banks.
+        let mine = *mine.get_or_insert_with(|| b.mad(sub, 4u32, slot));
         for (i, &a) in acc[j].iter().enumerate() {
-            b.st::<F32, U32>(Space::Shared, mine, at + 8 + 128 * i as i64, a);
+            let off = at + 8 + (4 * lanes) as i64 * i as i64;
+            b.st::<F32, U32>(Space::Shared, mine, off, a);
         }
     }
     b.bar_sync();
+    // The first output element this lane merges (see `share` below).
+    let e_out = match half {
+        None => e0,
+        Some(h) => b.mad(h, dim / 32, e0),
+    };
     for j in 0..heads {
         let merger = b.setp::<U32>(Cmp::Eq, warp, j % WARPS);
         b.if_then(merger, false, |b| {
-            let head = (j * WARPS * slot_bytes) as i64;
-            let ms: Vec<Reg<F32>> = (0..WARPS)
+            let head = (j * vws * slot_bytes) as i64;
+            let ms: Vec<Reg<F32>> = (0..vws)
                 .map(|w| b.ld::<F32, U32>(Space::Shared, smem, head + (w * slot_bytes) as i64))
                 .collect();
             let mut big = ms[0];
@@ -250,8 +304,19 @@ pub(super) fn build_chunk(
                 big = max_nan(b, big, x);
             }
             let total = b.mov(0.0f32);
-            let out: Vec<Reg<F32>> = (0..per_lane).map(|_| b.mov(0.0f32)).collect();
-            let lane_base = b.mad(lane, 4u32, smem);
+            // Each lane merges dim / 32 elements: the `half`-th share of its row-group
+            // lane's slice (all of it with one group a warp).
+            let share = (dim / 32) as usize;
+            let out: Vec<Reg<F32>> = (0..share).map(|_| b.mov(0.0f32)).collect();
+            let lane_base = b.mad(sub, 4u32, smem);
+            let lane_base = match half {
+                None => lane_base,
+                // Element (sub, half * share + i) at (half * share + i) * lanes + sub.
+                Some(h) => {
+                    let skip = b.mul(h, (share as u32) * lanes * 4);
+                    b.add(lane_base, skip)
+                }
+            };
             for (w, &mw) in ms.iter().enumerate() {
                 let base = head + (w as u32 * slot_bytes) as i64;
                 let f = weight(b, mw, big);
@@ -259,7 +324,8 @@ pub(super) fn build_chunk(
                 let t2 = b.fma(lw, f, total);
                 b.assign(total, t2);
                 for (i, &o) in out.iter().enumerate() {
-                    let x = b.ld::<F32, U32>(Space::Shared, lane_base, base + 8 + 128 * i as i64);
+                    let off = base + 8 + (4 * lanes) as i64 * i as i64;
+                    let x = b.ld::<F32, U32>(Space::Shared, lane_base, off);
                     let o2 = b.fma(x, f, o);
                     b.assign(o, o2);
                 }
@@ -267,7 +333,7 @@ pub(super) fn build_chunk(
             // part index (seq * heads_q + h0 + j) * splits + split
             let row = if j == 0 { qrow } else { b.add(qrow, j) };
             let part = b.mad(row, splits, split);
-            let ai = b.mad(part, dim, e0);
+            let ai = b.mad(part, dim, e_out);
             let aa = elem_addr(b, gacc, ai, 4);
             store_slice(b, aa, &out);
             let ma = elem_addr(b, gml, part, 8);
@@ -286,5 +352,27 @@ fn store_slice(b: &mut KernelBuilder, addr: Reg<U64>, v: &[Reg<F32>]) {
     }
     for (i, c) in v.chunks(4).enumerate() {
         b.st_vec::<F32, U64>(Space::Global, addr, 16 * i as i64, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lanes_per_row;
+
+    #[test]
+    fn two_rows_a_warp_where_the_heads_slices_fit() {
+        // (dim, heads, paged) -> lanes a row, from the rule: contiguous, dim <= 128 and
+        // heads x dim <= 512.
+        for (dim, heads, paged, want) in [
+            (128, 1, false, 16),
+            (128, 4, false, 16),
+            (128, 8, false, 32),
+            (64, 8, false, 16),
+            (256, 1, false, 32),
+            (128, 4, true, 32),
+            (64, 1, true, 32),
+        ] {
+            assert_eq!(lanes_per_row(dim, heads, paged), want, "d{dim} x{heads}");
+        }
     }
 }

@@ -95,10 +95,23 @@ pub(crate) fn max_nan(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F3
 
 /// Reduces across the 32 lanes of a warp; every lane gets the result.
 pub(crate) fn warp_reduce(b: &mut KernelBuilder, v: Reg<F32>, op: Combine) -> Reg<F32> {
+    group_reduce(b, v, op, 32)
+}
+
+/// Reduces across each aligned group of `lanes` lanes (a power of two up to 32); every
+/// lane of a group gets its group's result.
+pub(crate) fn group_reduce(
+    b: &mut KernelBuilder,
+    v: Reg<F32>,
+    op: Combine,
+    lanes: u32,
+) -> Reg<F32> {
     let mut v = v;
-    for d in [16u32, 8, 4, 2, 1] {
+    let mut d = lanes / 2;
+    while d > 0 {
         let o = b.shfl(ShflMode::Bfly, v, d);
         v = op(b, v, o);
+        d /= 2;
     }
     v
 }
