@@ -26,7 +26,8 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U6
 pub const THREADS: u32 = 128;
 pub(super) const WARPS: u32 = THREADS / 32;
 
-/// The head dimensions the kernels are built for (each lane holds `dim / 32` elements).
+/// The head dimensions the kernels are built for (a lane holds `dim / 32` or `dim / 16`
+/// elements of a row).
 pub const HEAD_DIMS: [u32; 3] = [64, 128, 256];
 
 /// Query heads a chunk block may serve, largest first (see [`DecodeShape::block_heads`]).

@@ -49,9 +49,9 @@ pub(super) fn build_chunk(
     heads: u32,
 ) -> KernelIr {
     let lanes = lanes_per_row(dim, heads, paged);
-    // Row groups: `lanes` lanes each, `groups` of them a warp, `vws` in the block.
+    // Row groups of `lanes` lanes, `groups` of them a warp, `row_groups` in the block.
     let groups = 32 / lanes;
-    let vws = WARPS * groups;
+    let row_groups = WARPS * groups;
     let per_lane = (dim / lanes) as usize;
     let rows_per_step = ROWS_PER_STEP / groups;
     let nh = heads as usize;
@@ -79,14 +79,14 @@ pub(super) fn build_chunk(
     let scale = b.param_f32("scale");
     // One (m, l, acc) slot per row group and head.
     let slot_bytes = (dim + 2) * 4;
-    let smem = b.shared_array("merge", vws * heads * slot_bytes, 16);
+    let smem = b.shared_array("merge", row_groups * heads * slot_bytes, 16);
 
     let t = b.tid_x();
     let lane = b.and(t, 31u32);
     let warp = b.shr(t, 5u32);
-    // `sub`: the lane within its row group; `vw`: the row group within the block;
+    // `sub`: the lane within its row group; `rg`: the row group within the block;
     // `half`: the row group within its warp.
-    let (sub, vw, half) = if lanes == 32 {
+    let (sub, rg, half) = if lanes == 32 {
         (lane, warp, None)
     } else {
         let sub = b.and(lane, lanes - 1);
@@ -155,7 +155,7 @@ pub(super) fn build_chunk(
             b.mad(row0, dim, e0)
         }
         Some(pg) => {
-            let p0 = b.add(start, vw);
+            let p0 = b.add(start, rg);
             let row = pg.row(&mut b, p0);
             b.mad(row, dim, e0)
         }
@@ -175,14 +175,14 @@ pub(super) fn build_chunk(
         .map(|_| (0..per_lane).map(|_| b.mov(0.0f32)).collect())
         .collect();
     let p0 = b.add(start, lead);
-    // A row group's step scores `rows_per_step` rows, `vws` apart: their loads go out together
-    // and their dependent chains (dot, shuffles, exponential) run side by side, where one
-    // row a step waited on each chain in turn. A row past `end` reads the last row again
-    // (no load is predicated: ptxas keeps a predicated load's zeroed registers live
-    // beside the loaded ones), scores -inf and adds zeros, not its values (0 x inf would
-    // be NaN).
+    // A row group's step scores `rows_per_step` rows, `row_groups` apart: their loads go
+    // out together and their dependent chains (dot, shuffles, exponential) run side by
+    // side, where one row a step waited on each chain in turn. A row past `end` reads the
+    // last row again (no load is predicated: ptxas keeps a predicated load's zeroed
+    // registers live beside the loaded ones), scores -inf and adds zeros, not its values
+    // (0 x inf would be NaN).
     let last = b.sub(end, 1u32);
-    b.for_loop(p0, end, vws * rows_per_step, false, |b, pw| {
+    b.for_loop(p0, end, row_groups * rows_per_step, false, |b, pw| {
         // This row group's first row of the step.
         let p = match half {
             None => pw,
@@ -190,7 +190,7 @@ pub(super) fn build_chunk(
         };
         let rows: Vec<_> = (0..rows_per_step)
             .map(|r| {
-                let pr = b.add(p, r * vws);
+                let pr = b.add(p, r * row_groups);
                 let valid = b.setp::<U32>(Cmp::Lt, pr, end);
                 let pr = b.min(pr, last);
                 let (ka, va) = match (&pages, lane_bases) {
@@ -253,7 +253,7 @@ pub(super) fn build_chunk(
             b.assign(m[j], m_new);
         }
         if pages.is_none() {
-            let adv = u64::from(rows_per_step * vws * dim * ty.bytes());
+            let adv = u64::from(rows_per_step * row_groups * dim * ty.bytes());
             let kn = b.add(kp, adv);
             let vn = b.add(vp, adv);
             b.assign(kp, kn);
@@ -262,18 +262,18 @@ pub(super) fn build_chunk(
     });
 
     // Merge the four warps through shared memory: each stores (m, l, acc) per head; then
-    // warp `j % WARPS` reads head j's `vws` slots and writes its chunk partial.
+    // warp `j % WARPS` reads head j's `row_groups` slots and writes its chunk partial.
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
     let group_first = match half {
         None => lane0,
         Some(_) => b.setp::<U32>(Cmp::Eq, sub, 0u32),
     };
-    let slot = b.mul(vw, slot_bytes);
+    let slot = b.mul(rg, slot_bytes);
     let slot = b.add(smem, slot);
     let mut mine = None;
     for j in 0..nh {
-        // Head j's slots follow head j - 1's, `vws` of them.
-        let at = (j as u32 * vws * slot_bytes) as i64;
+        // Head j's slots follow head j - 1's, `row_groups` of them.
+        let at = (j as u32 * row_groups * slot_bytes) as i64;
         let (mj, lj) = (m[j], l[j]);
         b.predicated(group_first, |b| {
             b.st::<F32, U32>(Space::Shared, slot, at, mj);
@@ -295,8 +295,8 @@ pub(super) fn build_chunk(
     for j in 0..heads {
         let merger = b.setp::<U32>(Cmp::Eq, warp, j % WARPS);
         b.if_then(merger, false, |b| {
-            let head = (j * vws * slot_bytes) as i64;
-            let ms: Vec<Reg<F32>> = (0..vws)
+            let head = (j * row_groups * slot_bytes) as i64;
+            let ms: Vec<Reg<F32>> = (0..row_groups)
                 .map(|w| b.ld::<F32, U32>(Space::Shared, smem, head + (w * slot_bytes) as i64))
                 .collect();
             let mut big = ms[0];

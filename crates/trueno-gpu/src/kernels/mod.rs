@@ -131,9 +131,9 @@ pub enum Family {
     Qgemv,
     /// rotary position embedding (normal and NeoX pairings)
     Rope,
-    /// decode attention over a KV cache (flash-decoding) and KV-cache appends (f32, bf16
-    /// and f16 caches, contiguous or paged; the module keeps its `attention_f32` name:
-    /// f32 math throughout)
+    /// decode attention over a KV cache (flash-decoding: the chunk kernels of one query
+    /// head a block, and the merge) and KV-cache appends (f32, bf16 and f16 caches,
+    /// contiguous or paged; the module keeps its `attention_f32` name: f32 math throughout)
     Attention,
     /// FlashAttention forward (f16 / bf16, tensor cores)
     FlashAttention,
