@@ -24,19 +24,16 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U6
 const ROWS_PER_STEP: u32 = 4;
 
 /// Lanes that share one cache row: 16 (two rows a warp instruction) on a contiguous cache
-/// where each head's query and accumulator slices, twice as long, still leave room (at
-/// most 512 elements of them a lane per kind: four heads at dimension 128, eight at 64),
+/// at head dimension 64 or 128 (each head's query and accumulator slices, twice as long,
+/// take up to 64 registers each at eight heads of 128: 218-224 in all, two blocks a SM),
 /// else 32. A row's softmax bookkeeping (max, exponential, the shuffle sum, four steps
 /// instead of five) runs once a lane for its own row, so two rows a warp instruction
 /// halve it per row: on an H100, bf16 32K 76 -> 71 us, 128K 251 -> 233, a head a block
-/// (28/4 heads) 88 -> 71. Paged caches keep 32: there the same split ran slower at 32K
-/// (bf16 85 -> 98 us, f32 111 -> 135), with two page lookups a row group a step.
-fn lanes_per_row(dim: u32, heads: u32, paged: bool) -> u32 {
-    if !paged && dim <= 128 && heads * dim <= 512 {
-        16
-    } else {
-        32
-    }
+/// (28/4 heads) 88 -> 71, eight heads a block (64/8) 139 -> 114. Paged caches keep 32:
+/// there the same split ran slower at 32K (bf16 85 -> 98 us, f32 111 -> 135), with two
+/// page lookups a row group a step.
+fn lanes_per_row(dim: u32, paged: bool) -> u32 {
+    if !paged && dim <= 128 { 16 } else { 32 }
 }
 
 /// Builds the chunk kernel for head dimension `dim`, cache type `ty`, `heads` query heads
@@ -48,7 +45,7 @@ pub(super) fn build_chunk(
     paged: bool,
     heads: u32,
 ) -> KernelIr {
-    let lanes = lanes_per_row(dim, heads, paged);
+    let lanes = lanes_per_row(dim, paged);
     // Row groups of `lanes` lanes, `groups` of them a warp, `row_groups` in the block.
     let groups = 32 / lanes;
     let row_groups = WARPS * groups;
@@ -360,19 +357,16 @@ mod tests {
     use super::lanes_per_row;
 
     #[test]
-    fn two_rows_a_warp_where_the_heads_slices_fit() {
-        // (dim, heads, paged) -> lanes a row, from the rule: contiguous, dim <= 128 and
-        // heads x dim <= 512.
-        for (dim, heads, paged, want) in [
-            (128, 1, false, 16),
-            (128, 4, false, 16),
-            (128, 8, false, 32),
-            (64, 8, false, 16),
-            (256, 1, false, 32),
-            (128, 4, true, 32),
-            (64, 1, true, 32),
+    fn two_rows_a_warp_on_contiguous_caches_up_to_dimension_128() {
+        // (dim, paged) -> lanes a row, from the rule: contiguous and dim <= 128.
+        for (dim, paged, want) in [
+            (64, false, 16),
+            (128, false, 16),
+            (256, false, 32),
+            (64, true, 32),
+            (128, true, 32),
         ] {
-            assert_eq!(lanes_per_row(dim, heads, paged), want, "d{dim} x{heads}");
+            assert_eq!(lanes_per_row(dim, paged), want, "d{dim} paged {paged}");
         }
     }
 }
