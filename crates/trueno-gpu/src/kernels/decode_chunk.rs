@@ -258,7 +258,7 @@ pub(super) fn build_chunk(
         }
     });
 
-    // Merge the four warps through shared memory: each stores (m, l, acc) per head; then
+    // Merge the row groups through shared memory: each stores (m, l, acc) per head; then
     // warp `j % WARPS` reads head j's `row_groups` slots and writes its chunk partial.
     let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
     let group_first = match half {
