@@ -206,11 +206,7 @@ impl<'a> Stream<Recording<'a>> {
         Ok(DecodeSplit {
             chunk,
             splits,
-            cfg: chunk_k.launch_config(&[
-                splits,
-                shape.heads_q / shape.block_heads(),
-                shape.batch,
-            ])?,
+            cfg: chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?,
             part_acc: ctx.alloc::<f32>(rows * splits * shape.dim)?,
             part_ml: ctx.alloc::<f32>(rows * splits * 2)?,
         })

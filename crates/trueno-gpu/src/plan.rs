@@ -369,15 +369,14 @@ fn attention(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<
             let splits = context.div_ceil(chunk);
             let partials = (hq * splits * (d + 2)) as u64 * F32;
             let q = (hq * d) as u64 * F32;
-            let heads = shape.block_heads();
-            let chunk_k = DecodeChunkKernel(d as u32, kv, heads as u32);
+            let chunk_k = DecodeChunkKernel(d as u32, kv, shape.block_heads() as u32);
             let merge_k = DecodeMergeKernel(d as u32);
             Ok(vec![
                 append,
                 launch(
                     "decode attention (chunks)",
                     &chunk_k,
-                    &[splits, hq / heads, 1],
+                    &[splits, hq, 1],
                     cache + q + partials,
                     flops,
                 )?,

@@ -92,9 +92,10 @@ fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
 /// PTX keeps live: the one-vector integer quantized products issue two steps' weight and
 /// activation loads together (the estimate, 70-80 registers), ptxas spreads them through
 /// the steps' math (42-48); the K-quants' f32/16-bit-activation kernels four super-blocks'
-/// loads (about 80), ptxas 32-34; paged decode attention four cache rows' keys and
-/// values a step (up to 19 registers under the estimate). There the estimate need only
-/// not fall short of ptxas by more than the margin.
+/// loads (about 80), ptxas 32-34; decode attention's chunk kernels a step's cache rows'
+/// keys and values (paged: up to 19 registers under the estimate; contiguous at 16 lanes
+/// a row: 13 at d64 bf16). There the estimate need only not fall short of ptxas by more
+/// than the margin.
 fn scheduled_apart(name: &str) -> Option<&'static str> {
     let one_vector =
         |f: &str, acts: &[&str]| acts.iter().any(|a| name == format!("trueno_qgemv_{f}_{a}"));

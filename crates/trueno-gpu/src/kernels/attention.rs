@@ -195,8 +195,8 @@ impl DecodeShape {
 #[derive(Clone, Copy, Debug)]
 pub struct DecodeChunkKernel(pub u32, pub FloatType, pub u32);
 
-/// The most query heads a block serves at head dimension `dim`: each head keeps `dim / 32`
-/// query values and accumulators a lane in registers.
+/// The most query heads a block serves at head dimension `dim`: each head keeps its query
+/// slice and accumulators in registers (`dim / 32` or `dim / 16` values a lane each).
 fn most_block_heads(dim: u32) -> u32 {
     if dim > 128 { 4 } else { 8 }
 }
@@ -318,10 +318,18 @@ impl Kernel for DecodeChunkKernel {
     fn build(&self) -> KernelIr {
         build_chunk(&self.name(), self.0, self.1, false, self.2)
     }
-    /// `[splits, heads_q / heads a block, batch]`.
+    /// `[splits, heads_q, batch]`: a block per (tile of this kernel's heads, chunk,
+    /// sequence).
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         check_dims(&self.name(), dims, 3)?;
         let (splits, heads, batch) = (dims[0], dims[1], dims[2]);
+        let per_block = self.2.max(1) as usize;
+        if !heads.is_multiple_of(per_block) {
+            return shape_err(
+                &self.name(),
+                format!("{heads} query heads are not tiles of {per_block}"),
+            );
+        }
         if heads > i32::MAX as usize || splits > 65535 || batch > 65535 {
             return shape_err(
                 &self.name(),
@@ -329,7 +337,7 @@ impl Kernel for DecodeChunkKernel {
             );
         }
         Ok(LaunchConfig {
-            grid: (heads as u32, splits as u32, batch as u32),
+            grid: ((heads / per_block) as u32, splits as u32, batch as u32),
             block: (THREADS, 1, 1),
             shared_bytes: 0,
         })
@@ -367,8 +375,6 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
         for t in FloatType::ALL {
             v.push(Box::new(DecodeChunkKernel(d, t, 1)));
         }
-    }
-    for d in HEAD_DIMS {
         v.push(Box::new(DecodeMergeKernel(d)));
     }
     v
@@ -449,20 +455,20 @@ mod tests {
         ] {
             assert_eq!(s(hq, hkv, d).block_heads(), want, "{hq}/{hkv} d{d}");
         }
-        // Whatever a shape picks is built, in both layouts.
-        let names: Vec<String> = crate::kernels::all_kernels()
-            .iter()
-            .map(|k| k.name())
-            .collect();
+        // A launch names the query heads; the kernel tiles them by its own count.
+        let four = DecodeChunkKernel(128, FloatType::Bf16, 4);
+        assert_eq!(four.launch_config(&[3, 8, 2]).unwrap().grid, (2, 3, 2));
+        assert!(four.launch_config(&[3, 6, 2]).is_err());
+        // Whatever a shape picks is built, in both layouts, in the module its `family`
+        // names (where the launch looks it up).
+        let in_module = |k: &dyn Kernel| k.family().kernels().iter().any(|m| m.name() == k.name());
         for d in HEAD_DIMS {
             for group in 1..=16 {
                 let h = s(group, 1, d as usize).block_heads() as u32;
                 for t in FloatType::ALL {
-                    for k in [
-                        DecodeChunkKernel(d, t, h).name(),
-                        super::super::paged::PagedDecodeChunkKernel(d, t, h).name(),
-                    ] {
-                        assert!(names.contains(&k), "{k} (group {group}) is not built");
+                    let paged = super::super::paged::PagedDecodeChunkKernel(d, t, h);
+                    for k in [&DecodeChunkKernel(d, t, h) as &dyn Kernel, &paged] {
+                        assert!(in_module(k), "{} (group {group}) is not built", k.name());
                     }
                 }
             }

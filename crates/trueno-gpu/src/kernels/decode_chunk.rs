@@ -138,33 +138,25 @@ pub(super) fn build_chunk(
         .collect();
     // The loop runs on the warp's first row, `start + lead`, so every lane of a warp takes
     // the same trip count (the shuffles below name the whole warp): a row group whose
-    // rows run past `end` scores them -inf, as below. Contiguous: the pointers start at
-    // that row and advance; paged: each row's page is looked up.
+    // rows run past `end` scores them -inf, as below.
     let lead = match half {
         None => warp,
         Some(_) => b.mul(warp, groups),
     };
-    let first = match &pages {
+    // Contiguous: this lane's first element of that row in each cache; the pointers
+    // advance a step at a time. Paged: of the pools, a row adding row * dim (each row's
+    // page is looked up).
+    let bases = match &pages {
         None => {
             let head_row = b.mad(seq, heads_kv, hkv);
             let row0 = b.mad(head_row, capacity, start);
             let row0 = b.add(row0, lead);
             b.mad(row0, dim, e0)
         }
-        Some(pg) => {
-            let p0 = b.add(start, rg);
-            let row = pg.row(&mut b, p0);
-            b.mad(row, dim, e0)
-        }
+        Some(_) => e0,
     };
-    let kp = elem_addr(&mut b, gk, first, ty.bytes());
-    let vp = elem_addr(&mut b, gv, first, ty.bytes());
-    // Paged: the pools' addresses of this lane's first element; a row adds row * dim.
-    let lane_bases = pages.as_ref().map(|_| {
-        let k = elem_addr(&mut b, gk, e0, ty.bytes());
-        let v = elem_addr(&mut b, gv, e0, ty.bytes());
-        (k, v)
-    });
+    let kp = elem_addr(&mut b, gk, bases, ty.bytes());
+    let vp = elem_addr(&mut b, gv, bases, ty.bytes());
 
     let m: Vec<Reg<F32>> = (0..nh).map(|_| b.mov(f32::NEG_INFINITY)).collect();
     let l: Vec<Reg<F32>> = (0..nh).map(|_| b.mov(0.0f32)).collect();
@@ -190,14 +182,14 @@ pub(super) fn build_chunk(
                 let pr = b.add(p, r * row_groups);
                 let valid = b.setp::<U32>(Cmp::Lt, pr, end);
                 let pr = b.min(pr, last);
-                let (ka, va) = match (&pages, lane_bases) {
+                let (ka, va) = match &pages {
                     // Paged: each row's own address (its page may differ).
-                    (Some(pg), Some((lane_k, lane_v))) => {
+                    Some(pg) => {
                         let row = pg.row(b, pr);
                         let off = b.mul_wide(row, dim * ty.bytes());
-                        (b.add(lane_k, off), b.add(lane_v, off))
+                        (b.add(kp, off), b.add(vp, off))
                     }
-                    _ => {
+                    None => {
                         let d = b.sub(pr, pw);
                         let off = b.mul_wide(d, dim * ty.bytes());
                         (b.add(kp, off), b.add(vp, off))

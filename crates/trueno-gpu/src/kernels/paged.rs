@@ -175,7 +175,7 @@ impl Kernel for PagedDecodeChunkKernel {
     fn build(&self) -> KernelIr {
         build_chunk(&self.name(), self.0, self.1, true, self.2)
     }
-    /// `[splits, heads_q / heads a block, batch]`, as the contiguous kernel.
+    /// `[splits, heads_q, batch]`, as the contiguous kernel.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         DecodeChunkKernel(self.0, self.1, self.2).launch_config(dims)
     }
