@@ -90,11 +90,18 @@ impl Blocking {
         // kernel alone on L1-resident panels: 137 GFLOP/s at KC 128 and 256 (the FMA
         // peak), 102-107 at KC 512, where the 64 KiB panel comes from L2; and in the
         // whole product at 512^3, KC 256 against 512: 0.97x against 0.85-0.90x faer.
-        // KC is at least 256 even where the panel then outgrows L1: each micro-tile
-        // loads and stores its C tile once per KC steps, and on the Zen 4 VM (32 KiB L1,
-        // where two thirds give KC 168) KC 168 ran 6-8% slower than 256-512 at 512^3 and
-        // 1024^3 (its fast 1 MiB L2 serves the 32 KiB panel).
-        let kc = (c.l1 * 2 / 3 / (nr * 4)).clamp(256, 512) / 8 * 8;
+        // Where two thirds of L1 cannot hold a 256-deep panel (32 KiB L1 and NR 32: the
+        // Zen 4 VM), the panel comes from L2 at any depth that amortises the C tile's
+        // update, and depth is all that is left to choose: KC 512 there (1024^3 0.95x ->
+        // 0.99-1.00x faer, 2048^3 1.02x; 168, the L1 rule, ran 6-8% slower than 256, and
+        // 768-1024 were within the noise of 512).
+        let l1_depth = c.l1 * 2 / 3 / (nr * 4);
+        let kc = if l1_depth >= 256 {
+            l1_depth.min(512)
+        } else {
+            512
+        } / 8
+            * 8;
         // The packed A block (MC x KC) takes half of L2.
         let mc = ((c.l2 / 2 / (kc * 4)) / mr * mr).clamp(mr, 1024 / mr * mr);
         let nc = ((c.l3 / 4 / (kc * 4)) / nr * nr).clamp(nr, 4096 / nr * nr);
@@ -133,8 +140,10 @@ mod tests {
                     b.kc >= 256 && b.kc <= 512 && b.kc.is_multiple_of(8),
                     "{b:?}"
                 );
+                // A panel two thirds of L1 holds, or the full 512 where it cannot hold 256.
+                let panel = b.kc * b.nr * 4;
                 assert!(
-                    b.kc * b.nr * 4 <= (c.l1 * 2 / 3).max(256 * b.nr * 4),
+                    panel <= c.l1 * 2 / 3 || (b.kc == 512 && 256 * b.nr * 4 > c.l1 * 2 / 3),
                     "{b:?}"
                 );
                 assert!(b.mc * b.kc * 4 <= (c.l2 / 2).max(b.mr * b.kc * 4), "{b:?}");
@@ -142,5 +151,27 @@ mod tests {
         }
         let d = CacheSizes::detect();
         assert!(d.l1 >= 4096 && d.l2 >= d.l1 && d.l3 >= d.l2, "{d:?}");
+    }
+
+    #[test]
+    fn block_sizes_of_the_two_measured_machines() {
+        // Zen 4 VM: 32 KiB L1 cannot keep a 256-deep 32-wide panel, so KC 512; MC fills
+        // half of the 1 MiB L2 (512 KiB / (512 * 4 B)).
+        let zen4 = CacheSizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            l3: 32 << 20,
+        };
+        let b = Blocking::new(8, 32, zen4);
+        assert_eq!((b.kc, b.mc, b.nc), (512, 256, 4096));
+        // Sapphire Rapids VM: 48 KiB L1 holds 256 x 32 in two thirds; 2 MiB L2 gives MC
+        // 1024 (the cap).
+        let spr = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 105 << 20,
+        };
+        let b = Blocking::new(8, 32, spr);
+        assert_eq!((b.kc, b.mc, b.nc), (256, 1024, 4096));
     }
 }
