@@ -419,6 +419,39 @@ fn gemv_and_its_transpose_match_the_reference_on_every_isa() {
 }
 
 #[test]
+fn gemv_keeps_a_non_finite_row_to_its_own_output() {
+    // A·x runs four rows a pass: a NaN or Inf in one row must reach that row's y only.
+    let mut rng = Rng::new(23);
+    let (m, k) = (11, 70);
+    for (backend, e) in engines() {
+        for (bad_row, bad) in [(1, f32::NAN), (5, f32::INFINITY), (10, f32::NEG_INFINITY)] {
+            let mut a = Strided::new(&mut rng, m, k, 2);
+            let col = 37;
+            a.data[bad_row * a.stride + col] = bad;
+            let x: Vec<f32> = (0..k).map(|p| if p == col { 1.0 } else { 0.5 }).collect();
+            let mut y = vec![0.0f32; m];
+            e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap();
+            for (i, &yi) in y.iter().enumerate() {
+                if i == bad_row {
+                    assert!(
+                        yi.is_nan() == bad.is_nan() && (bad.is_nan() || yi == bad),
+                        "{} row {i}: {yi}",
+                        backend.name()
+                    );
+                } else {
+                    let want: f64 = (0..k).map(|p| a.at(i, p) as f64 * x[p] as f64).sum();
+                    assert!(
+                        (yi as f64 - want).abs() <= 1e-4,
+                        "{} row {i}: {yi} want {want}",
+                        backend.name()
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn transpose_is_exact_at_ragged_sizes_and_strides_on_every_isa() {
     let mut rng = Rng::new(22);
     for (backend, e) in engines() {

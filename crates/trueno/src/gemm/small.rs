@@ -125,22 +125,42 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     if t.ta {
         return false;
     }
+    let store = |i: usize, j: usize, d: f64| {
+        // SAFETY: element (i, j) of this task's block of C.
+        let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
+        let d = d as f32;
+        *c = if t.beta == 0.0 {
+            t.alpha * d
+        } else {
+            t.beta.mul_add(*c, t.alpha * d)
+        };
+    };
     // B transposed (or one contiguous column): row j of op(B)ᵀ is contiguous.
-    for i in 0..t.m {
+    let mut i0 = 0;
+    if t.n == 1 {
+        // A·x: four rows of A a pass (x loaded once for four rows' loads, four streams
+        // for the prefetcher; one row at a time read 4096^2 at 86% of the read bandwidth).
+        let x = &t.b[..t.k];
+        while i0 + 4 <= t.m {
+            let rows: [&[f32]; 4] = std::array::from_fn(|r| &t.a[(i0 + r) * t.lda..][..t.k]);
+            let d = crate::ops::reduce::dot4_vec(s, rows, x);
+            for (r, &d) in d.iter().enumerate() {
+                store(i0 + r, 0, d);
+            }
+            i0 += 4;
+        }
+    }
+    for i in i0..t.m {
         let arow = &t.a[i * t.lda..][..t.k];
         for j in 0..t.n {
             let brow = &t.b[j * t.ldb..][..t.k];
             // The engine's blocked dot product (the GEMV loop): several accumulators,
             // bounded summation error.
-            let d =
-                crate::ops::reduce::reduce2_vec(s, crate::ops::Reduce2Op::Dot, arow, brow) as f32;
-            // SAFETY: element (i, j) of this task's block of C.
-            let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
-            *c = if t.beta == 0.0 {
-                t.alpha * d
-            } else {
-                t.beta.mul_add(*c, t.alpha * d)
-            };
+            store(
+                i,
+                j,
+                crate::ops::reduce::reduce2_vec(s, crate::ops::Reduce2Op::Dot, arow, brow),
+            );
         }
     }
     true

@@ -247,6 +247,37 @@ pub(crate) fn reduce2_vec<S: Simd>(s: S, op: Reduce2Op, a: &[f32], b: &[f32]) ->
     }
 }
 
+/// Four dot products against one `x` in one pass (`A·x`, four rows at a time): x is
+/// loaded once per four rows' loads, and four rows stream at once. Each row's sum is
+/// blocked and flushed to f64 like [`reduce2_vec`]'s.
+#[inline(always)]
+pub(crate) fn dot4_vec<S: Simd>(s: S, rows: [&[f32]; 4], x: &[f32]) -> [f64; 4] {
+    let mut total = [0.0f64; 4];
+    let z = s.zero();
+    fold_blocks(
+        s,
+        [x, rows[0], rows[1], rows[2], rows[3]],
+        0.0,
+        [z, z, z, z],
+        #[inline(always)]
+        |acc, [x, a0, a1, a2, a3]| {
+            acc[0] = s.fma(a0, x, acc[0]);
+            acc[1] = s.fma(a1, x, acc[1]);
+            acc[2] = s.fma(a2, x, acc[2]);
+            acc[3] = s.fma(a3, x, acc[3]);
+        },
+        #[inline(always)]
+        |a, b| std::array::from_fn(|r| s.add(a[r], b[r])),
+        #[inline(always)]
+        |_, _, acc| {
+            for (t, a) in total.iter_mut().zip(acc) {
+                *t += s.reduce_add(a) as f64;
+            }
+        },
+    );
+    total
+}
+
 /// `[sum a*b, sum a*a, sum b*b]` in one pass (cosine similarity).
 #[inline(always)]
 pub(crate) fn dot_norms_vec<S: Simd>(s: S, a: &[f32], b: &[f32]) -> [f64; 3] {
