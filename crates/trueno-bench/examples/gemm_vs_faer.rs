@@ -6,6 +6,8 @@
 //! compares both in the same quiet moments. Both use rayon's pool, so
 //! `RAYON_NUM_THREADS=1` runs both on one thread. `ALIGN_C=1` puts C on a 64-byte
 //! boundary (faer aligns its own storage; trueno's C is wherever the caller's is).
+//! `BT=1` stores trueno's B as n x k and multiplies by its transpose (`x·Wᵀ`, a linear
+//! layer's layout): the same bytes in the same order as faer's column-major k x n B.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -49,7 +51,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("|---|---:|---:|---:|---:|");
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
-        let b = Matrix::from_fn(k, n, |i, j| value(j, i))?;
+        // BT=1: trueno's B stored n x k and used transposed, the same bytes in the same
+        // order as faer's column-major k x n B.
+        let bt_layout = std::env::var_os("BT").is_some();
+        let b = match bt_layout {
+            true => Matrix::from_fn(n, k, value)?,
+            false => Matrix::from_fn(k, n, |i, j| value(j, i))?,
+        };
+        let tb = match bt_layout {
+            true => Transpose::Yes,
+            false => Transpose::No,
+        };
         let mut cbuf = vec![0.0f32; m * n + 16];
         let off = match std::env::var_os("ALIGN_C") {
             Some(_) => cbuf.as_ptr().align_offset(64),
@@ -66,15 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..reps {
                 let mut cv = MatMut::new(&mut cbuf[off..off + m * n], m, n, n)?;
                 let t = Instant::now();
-                e.gemm(
-                    1.0,
-                    a.view(),
-                    Transpose::No,
-                    b.view(),
-                    Transpose::No,
-                    0.0,
-                    &mut cv,
-                )?;
+                e.gemm(1.0, a.view(), Transpose::No, b.view(), tb, 0.0, &mut cv)?;
                 bt = bt.min(t.elapsed().as_secs_f64());
             }
             for _ in 0..reps {

@@ -7,7 +7,7 @@
 use super::blocking::Blocking;
 use super::pack::{pack_a, pack_b, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
-use super::transpose8::has_avx;
+use super::transpose8::{has_avx, transpose_8x8};
 use crate::simd::{MAX_LANES, Simd};
 
 /// Largest micro-tile (rows x columns) any ISA uses here.
@@ -88,6 +88,9 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
 ) {
     let nr = NV * S::LANES;
     let (va, vb) = (s.splat(alpha), s.splat(beta));
+    if c.trans {
+        return store_tile_transposed::<S, MR, NV>(s, acc, c, rows, cols, alpha, beta);
+    }
     if rows == MR && cols == nr {
         for (i, row_acc) in acc.iter().enumerate() {
             // SAFETY: the tile lies inside this task's block of C (rows <= MR, cols <= NR
@@ -110,6 +113,58 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
         let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
         for (j, d) in dst.iter_mut().enumerate() {
             let r = alpha * tile[i * nr + j];
+            *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+        }
+    }
+}
+
+/// `store_tile` into a C laid out transposed (`CPtr::trans`): tile column j is a run of
+/// `rows` floats at `c.ptr + j * stride`.
+#[inline(always)]
+fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    c: super::task::CPtr,
+    rows: usize,
+    cols: usize,
+    alpha: f32,
+    beta: f32,
+) {
+    let nr = NV * S::LANES;
+    let va = s.splat(alpha);
+    let mut tile = [0.0f32; MAX_TILE];
+    for (i, row_acc) in acc.iter().enumerate() {
+        for (v, &a) in row_acc.iter().enumerate() {
+            s.store(s.mul(va, a), &mut tile[i * nr + v * S::LANES..]);
+        }
+    }
+    if rows == MR && cols == nr && MR.is_multiple_of(8) && nr.is_multiple_of(8) {
+        // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
+        let avx = has_avx(S::BACKEND);
+        let mut block = [0.0f32; 64];
+        for i0 in (0..MR).step_by(8) {
+            for j0 in (0..nr).step_by(8) {
+                transpose_8x8(avx, &tile[i0 * nr + j0..], nr, &mut block, 8);
+                for (j, run) in block.chunks_exact(8).enumerate() {
+                    // SAFETY: as below; the run is rows i0..i0 + 8 of tile column j0 + j.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(c.ptr.add((j0 + j) * c.stride + i0), 8)
+                    };
+                    for (d, &r) in dst.iter_mut().zip(run) {
+                        *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for j in 0..cols {
+        // SAFETY: tile column j is `rows` consecutive floats of this task's block of C
+        // (transposed: (i, j) at j * stride + i), clipped by the caller; no other thread
+        // writes them.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(j * c.stride), rows) };
+        for (i, d) in dst.iter_mut().enumerate() {
+            let r = tile[i * nr + j];
             *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
         }
     }
@@ -173,6 +228,16 @@ fn prefetch_tile<const MR: usize>(c: super::task::CPtr, rows: usize, cols: usize
 
 /// `C = beta * C` (zero when beta is 0, without reading C): the whole product when k = 0.
 pub(super) fn scale_c(t: &GemmTask) {
+    if t.c.trans {
+        for i in 0..t.m {
+            for j in 0..t.n {
+                // SAFETY: element (i, j) of this task's block of C.
+                let d = unsafe { &mut *t.c.at(i, j).ptr };
+                *d = if t.beta == 0.0 { 0.0 } else { *d * t.beta };
+            }
+        }
+        return;
+    }
     for i in 0..t.m {
         // SAFETY: row i of this task's block of C.
         let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
@@ -227,7 +292,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
     let l2 = super::blocking::CacheSizes::detect().l2;
-    let prefetch_c = t.m * t.n * 4 > l2;
+    let prefetch_c = !t.c.trans && t.m * t.n * 4 > l2;
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
@@ -264,7 +329,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     stride: nr,
                 },
             };
-            if one_block && a_in_place::<MR>(t) {
+            let thin = thin_b::<NV>(S::LANES, t);
+            if (one_block && a_in_place::<MR>(t)) || thin {
                 let a_panel = |ir: usize| APanel {
                     data: &t.a[ir * MR * t.lda + pc..],
                     rs: t.lda,
@@ -272,7 +338,11 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     rows: MR.min(t.m - ir * MR),
                 };
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, (0, t.m), (jc, nc));
+                let (rows, cols) = ((0, t.m), (jc, nc));
+                match thin {
+                    true => sweep_a_outer::<S, MR, NV>(s, t, &block, a_panel, b_panel, rows, cols),
+                    false => sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, rows, cols),
+                }
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
@@ -304,6 +374,18 @@ fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     !t.ta && 2 * phases >= MR
 }
+
+/// Whether A is read in place whatever its size, because B is thin: at most
+/// `THIN_PANELS` micro-panels wide, so each A panel would serve that few micro-tiles and a
+/// packing pass over A (the big operand here) would cost as much as reading it. The sweep
+/// then keeps each A panel in L1 across B's panels (`sweep_a_outer`). A row-major A only.
+#[inline(always)]
+fn thin_b<const NV: usize>(lanes: usize, t: &GemmTask) -> bool {
+    !t.ta && t.n <= THIN_PANELS * NV * lanes
+}
+
+/// B panels up to which `thin_b` holds.
+const THIN_PANELS: usize = 4;
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
 /// only a row-major B whose KC rows spread over L1's sets (at most four rows per 4 KiB
@@ -355,6 +437,34 @@ fn sweep<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
                 prefetch_tile::<MR>(tile, rows, cols, nr);
             }
             let acc = micro_tile::<S, MR, NV>(s, kc, a_panel(ir), bpan);
+            store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
+        }
+    }
+}
+
+/// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
+/// panels, in L2, pass it), B panels inside; for an A read in place that is read once.
+#[inline(always)]
+fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    a_panel: impl Fn(usize) -> APanel<'a>,
+    b_panel: impl Fn(usize) -> BPanel<'b>,
+    (ic, mc): (usize, usize),
+    (jc, nc): (usize, usize),
+) {
+    let nr = NV * S::LANES;
+    for ir in 0..mc.div_ceil(MR) {
+        let apan = a_panel(ir);
+        for jr in 0..nc.div_ceil(nr) {
+            let (r, c) = (ic + ir * MR, jc + jr * nr);
+            let tile = t.c.at(r, c);
+            let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
+            if blk.prefetch_c {
+                prefetch_tile::<MR>(tile, rows, cols, nr);
+            }
+            let acc = micro_tile::<S, MR, NV>(s, blk.kc, apan, b_panel(jr));
             store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
         }
     }

@@ -40,6 +40,14 @@ macro_rules! micro_shapes {
             }
         }
 
+        /// Whether `backend` has a micro-kernel of `mr` rows and `nv` vectors.
+        fn has_shape(b: Backend, mr: usize, nv: usize) -> bool {
+            match b {
+                $(Backend::$backend => ($mr, $nv) == (mr, nv) || [$(($cmr, $cnv)),*].contains(&(mr, nv)),)*
+                _ => (mr, nv) == (4, 4),
+            }
+        }
+
         #[inline(always)]
         fn run_packed<S: Simd>(s: S, t: &GemmTask, bl: Blocking) {
             let nv = bl.nr / S::LANES;
@@ -55,7 +63,7 @@ macro_rules! micro_shapes {
 }
 
 micro_shapes! {
-    (Avx512, 8, 2, [(6, 2), (8, 2), (12, 2), (14, 2), (4, 4), (6, 3), (8, 3)]),
+    (Avx512, 8, 2, [(6, 2), (8, 2), (12, 2), (14, 2), (4, 4), (6, 3), (8, 1)]),
     (Avx2, 6, 2, [(6, 2), (4, 3), (8, 1)]),
     (Avx, 6, 2, [(6, 2)]),
     (Sse2, 6, 2, [(6, 2), (4, 3)]),
@@ -116,5 +124,23 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
         return;
     }
     let bl = t.blocking.unwrap_or_else(|| blocking_for(S::BACKEND));
+    if run_transposed(t, bl) {
+        let t = t.transposed();
+        // A C of at most half a micro-tile's columns (8-16 rows of the original C) runs a
+        // kernel one vector wide where the ISA has one, instead of padding to NR.
+        let narrow = Blocking { nr: S::LANES, ..bl };
+        if t.n <= bl.nr / 2 && has_shape(S::BACKEND, bl.mr, 1) {
+            return run_packed(s, &t, narrow);
+        }
+        return run_packed(s, &t, bl);
+    }
     run_packed(s, t, bl);
+}
+
+/// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
+/// layout of a linear layer (`x Wᵀ`, W stored out x in), where B is the big operand and
+/// packing it means transposing it. Swapped, B is read in place, eight rows a micro-tile
+/// as the broadcast operand along k, and the few rows of A are packed instead.
+fn run_transposed(t: &GemmTask, bl: Blocking) -> bool {
+    t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m
 }

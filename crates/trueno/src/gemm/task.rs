@@ -4,24 +4,28 @@
 
 use super::blocking::Blocking;
 
-/// Where C lives: the address of C(0, 0) of this task and the row stride.
+/// Where C lives: the address of C(0, 0) of this task and the row stride; or, when
+/// `trans`, the column stride: the task computes Cᵀ into memory laid out as C (see
+/// `GemmTask::transposed`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CPtr {
     pub ptr: *mut f32,
     pub stride: usize,
+    pub trans: bool,
 }
 
 impl CPtr {
     /// The address of element `(r, c)`.
     #[inline(always)]
     pub fn at(self, r: usize, c: usize) -> CPtr {
+        let off = match self.trans {
+            true => c * self.stride + r,
+            false => r * self.stride + c,
+        };
         // SAFETY: callers pass (r, c) inside (or one past) their block of C, so the offset
         // stays within the allocation the pointer came from.
-        let ptr = unsafe { self.ptr.add(r * self.stride + c) };
-        CPtr {
-            ptr,
-            stride: self.stride,
-        }
+        let ptr = unsafe { self.ptr.add(off) };
+        CPtr { ptr, ..self }
     }
 }
 
@@ -90,6 +94,48 @@ impl<'a> GemmTask<'a> {
             a: &self.a[a_off..],
             b: &self.b[b_off..],
             c: self.c.at(r0, c0),
+            ..*self
+        }
+    }
+
+    /// The same product as `Cᵀ = op(B)ᵀ op(A)ᵀ`: m and n swap, A and B swap with their
+    /// transpose flags flipped, and C is written through its transpose. The kernel then
+    /// broadcasts from what was B and vectorises over what was A.
+    pub fn transposed(&self) -> GemmTask<'a> {
+        GemmTask {
+            m: self.n,
+            n: self.m,
+            a: self.b,
+            lda: self.ldb,
+            ta: !self.tb,
+            b: self.a,
+            ldb: self.lda,
+            tb: !self.ta,
+            c: CPtr {
+                trans: !self.c.trans,
+                ..self.c
+            },
+            ..*self
+        }
+    }
+
+    /// The piece of this task over inner indices `p0..p1` (all of C), writing `c` with
+    /// `beta`.
+    #[cfg_attr(not(feature = "parallel"), allow(dead_code))]
+    pub fn split_k(&self, p0: usize, p1: usize, c: CPtr, beta: f32) -> GemmTask<'a> {
+        let (a_off, b_off) = match p0 == p1 || self.m == 0 || self.n == 0 {
+            true => (0, 0),
+            false => (
+                if self.ta { p0 * self.lda } else { p0 },
+                if self.tb { p0 } else { p0 * self.ldb },
+            ),
+        };
+        GemmTask {
+            k: p1 - p0,
+            a: &self.a[a_off..],
+            b: &self.b[b_off..],
+            c,
+            beta,
             ..*self
         }
     }
