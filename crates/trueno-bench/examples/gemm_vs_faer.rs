@@ -67,9 +67,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(_) => cbuf.as_ptr().align_offset(64),
             None => 0,
         };
+        // SAME_BYTES=1: faer multiplies views of matrices holding exactly trueno's bytes
+        // (A and C row-major, B as trueno stores it); otherwise faer gets column-major
+        // A, B and C, its own layout.
+        let same = std::env::var_os("SAME_BYTES").is_some();
         let fa = Mat::<f32>::from_fn(m, k, value);
+        let fa_t = Mat::<f32>::from_fn(k, m, |p, i| value(i, p));
         let fb = Mat::<f32>::from_fn(k, n, |i, j| value(j, i));
+        // Row-major k x n B: the transpose of a column-major n x k matrix.
+        let fb_t = Mat::<f32>::from_fn(n, k, value);
         let mut fc = Mat::<f32>::zeros(m, n);
+        let mut fc_t = Mat::<f32>::zeros(n, m);
         let (mut bt, mut bf) = (f64::MAX, f64::MAX);
         let gflop = 2.0 * (m * n * k) as f64 / 1e9;
         let reps = ((0.5 / gflop) as usize).max(1);
@@ -83,14 +91,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             for _ in 0..reps {
                 let t = Instant::now();
-                matmul(
-                    fc.as_mut(),
-                    Accum::Replace,
-                    fa.as_ref(),
-                    fb.as_ref(),
-                    1.0,
-                    par,
-                );
+                match (same, bt_layout) {
+                    (false, _) => matmul(
+                        fc.as_mut(),
+                        Accum::Replace,
+                        fa.as_ref(),
+                        fb.as_ref(),
+                        1.0,
+                        par,
+                    ),
+                    // B stored n x k (x·Wᵀ) is column-major k x n: faer's own B.
+                    (true, true) => matmul(
+                        fc_t.as_mut().transpose_mut(),
+                        Accum::Replace,
+                        fa_t.as_ref().transpose(),
+                        fb.as_ref(),
+                        1.0,
+                        par,
+                    ),
+                    (true, false) => matmul(
+                        fc_t.as_mut().transpose_mut(),
+                        Accum::Replace,
+                        fa_t.as_ref().transpose(),
+                        fb_t.as_ref().transpose(),
+                        1.0,
+                        par,
+                    ),
+                }
                 bf = bf.min(t.elapsed().as_secs_f64());
             }
         }
