@@ -1,6 +1,9 @@
 //! f32 GEMM: trueno against ndarray 0.17 (`general_mat_mul`, matrixmultiply inside, one
 //! thread: its threading feature is off) and faer 0.24 (`matmul`, one thread and both),
 //! on square sizes and LLM shapes, plus the measured FMA peak written beside the results.
+//! The LLM shapes run twice: B row-major (k x n), and B stored n x k and used transposed
+//! (`-wt`: a linear layer's `x·Wᵀ`; ndarray gets the same bytes as a transposed view, and
+//! faer's own column-major B is those bytes).
 //! `cargo bench -p trueno-bench --bench gemm`, then `cargo run -p trueno-bench --bin gemm-report`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -8,15 +11,18 @@ use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use trueno::{Matrix, Transpose};
 
-/// (m, n, k, label)
-fn shapes() -> Vec<(usize, usize, usize, String)> {
+/// (m, n, k, label, B stored n x k and used transposed)
+fn shapes() -> Vec<(usize, usize, usize, String, bool)> {
     let mut v: Vec<_> = [16, 32, 64, 128, 256, 512, 1024, 2048]
         .iter()
-        .map(|&s| (s, s, s, format!("{s}")))
+        .map(|&s| (s, s, s, format!("{s}"), false))
         .collect();
-    v.push((1, 4096, 4096, "1x4096x4096".into()));
-    v.push((32, 4096, 4096, "32x4096x4096".into()));
-    v.push((128, 11008, 4096, "128x4096x11008".into()));
+    for wt in [false, true] {
+        let sfx = if wt { "-wt" } else { "" };
+        v.push((1, 4096, 4096, format!("1x4096x4096{sfx}"), wt));
+        v.push((32, 4096, 4096, format!("32x4096x4096{sfx}"), wt));
+        v.push((128, 11008, 4096, format!("128x4096x11008{sfx}"), wt));
+    }
     v
 }
 
@@ -42,10 +48,16 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(std::time::Duration::from_millis(300))
         .measurement_time(std::time::Duration::from_secs(2));
-    for (m, n, k, label) in shapes() {
+    for (m, n, k, label, wt) in shapes() {
         g.throughput(Throughput::Elements((2 * m * n * k) as u64));
         let a = Matrix::from_fn(m, k, value).unwrap();
-        let b = Matrix::from_fn(k, n, |i, j| value(j, i)).unwrap();
+        let (b, tb) = match wt {
+            true => (Matrix::from_fn(n, k, value).unwrap(), Transpose::Yes),
+            false => (
+                Matrix::from_fn(k, n, |i, j| value(j, i)).unwrap(),
+                Transpose::No,
+            ),
+        };
         let mut cm = Matrix::zeros(m, n).unwrap();
         // The whole timed loop runs inside the 1-thread pool: entering it per call would
         // add its hand-off (~10 us, a third of a 128^3 product) to every iteration.
@@ -59,7 +71,7 @@ fn bench(c: &mut Criterion) {
                             a.view(),
                             Transpose::No,
                             b.view(),
-                            Transpose::No,
+                            tb,
                             0.0,
                             &mut cm.view_mut(),
                         )
@@ -76,7 +88,7 @@ fn bench(c: &mut Criterion) {
                     a.view(),
                     Transpose::No,
                     b.view(),
-                    Transpose::No,
+                    tb,
                     0.0,
                     &mut cm.view_mut(),
                 )
@@ -85,9 +97,13 @@ fn bench(c: &mut Criterion) {
         });
         let na = ndarray::Array2::from_shape_fn((m, k), |(i, j)| value(i, j));
         let nb = ndarray::Array2::from_shape_fn((k, n), |(i, j)| value(j, i));
+        let nw = ndarray::Array2::from_shape_fn((n, k), |(j, i)| value(j, i));
         let mut nc = ndarray::Array2::<f32>::zeros((m, n));
         g.bench_with_input(BenchmarkId::new("ndarray-1t", &label), &(), |bch, _| {
-            bch.iter(|| ndarray::linalg::general_mat_mul(1.0, &na, &nb, 0.0, &mut nc))
+            bch.iter(|| match wt {
+                true => ndarray::linalg::general_mat_mul(1.0, &na, &nw.t(), 0.0, &mut nc),
+                false => ndarray::linalg::general_mat_mul(1.0, &na, &nb, 0.0, &mut nc),
+            })
         });
         let fa = Mat::<f32>::from_fn(m, k, value);
         let fb = Mat::<f32>::from_fn(k, n, |i, j| value(j, i));

@@ -87,6 +87,9 @@ fn main() {
         "1x4096x4096",
         "32x4096x4096",
         "128x4096x11008",
+        "1x4096x4096-wt",
+        "32x4096x4096-wt",
+        "128x4096x11008-wt",
     ];
     for s in shapes {
         let g = |id: &str| gflops(&dir, id, s);
@@ -103,7 +106,9 @@ fn main() {
             _ => "-".into(),
         };
         let pct = t1.map_or("-".to_string(), |t| format!("{:.0}%", 100.0 * t / p1));
-        let shape = if s.contains('x') {
+        let shape = if let Some(base) = s.strip_suffix("-wt") {
+            format!("{base} x·Wᵀ")
+        } else if s.contains('x') {
             s.to_string()
         } else {
             format!("{s}x{s}x{s}")
