@@ -458,6 +458,36 @@ fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
 }
 
 #[test]
+fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
+    // At most four B panels wide: A is read in place however many rows it has (more than
+    // any MC block here), panel by panel across B's panels; row strides of 1024 floats
+    // (all rows on one L1 set) and ragged ones, both layouts of B.
+    let mut rng = Rng::new(37);
+    for (backend, e) in engines() {
+        for (i, &(m, n, k, pad)) in [(1030, 100, 520, 0), (1100, 33, 1024, 0), (1029, 7, 300, 3)]
+            .iter()
+            .enumerate()
+        {
+            for tb in [Transpose::No, Transpose::Yes] {
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    ta: Transpose::No,
+                    tb,
+                    alpha,
+                    beta,
+                    pad,
+                };
+                let what = format!("{} thin B", backend.name());
+                one_thread(|| check(&e, &mut rng, &case, &what));
+            }
+        }
+    }
+}
+
+#[test]
 fn thin_products_split_over_the_inner_dimension_match_the_reference() {
     // Few rows of C, a long k: each thread of the pool takes a range of k into its own
     // copy of C (the first with beta), summed afterwards. Two and three threads (ranges

@@ -102,20 +102,33 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
         }
         return;
     }
-    let mut tile = [0.0f32; MAX_TILE];
-    for (i, row_acc) in acc.iter().enumerate() {
-        for (v, &a) in row_acc.iter().enumerate() {
-            s.store(a, &mut tile[i * nr + v * S::LANES..]);
-        }
-    }
+    let tile = scaled_tile::<S, MR, NV>(s, acc, va);
     for i in 0..rows {
         // SAFETY: as above, clipped to `rows x cols`.
         let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
         for (j, d) in dst.iter_mut().enumerate() {
-            let r = alpha * tile[i * nr + j];
+            let r = tile[i * nr + j];
             *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
         }
     }
+}
+
+/// `alpha * acc` as a row-major MR x NR array, for the stores that go element by element
+/// or through block transposes.
+#[inline(always)]
+fn scaled_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    va: S::V,
+) -> [f32; MAX_TILE] {
+    let nr = NV * S::LANES;
+    let mut tile = [0.0f32; MAX_TILE];
+    for (i, row_acc) in acc.iter().enumerate() {
+        for (v, &a) in row_acc.iter().enumerate() {
+            s.store(s.mul(va, a), &mut tile[i * nr + v * S::LANES..]);
+        }
+    }
+    tile
 }
 
 /// `store_tile` into a C laid out transposed (`CPtr::trans`): tile column j is a run of
@@ -131,13 +144,7 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
     beta: f32,
 ) {
     let nr = NV * S::LANES;
-    let va = s.splat(alpha);
-    let mut tile = [0.0f32; MAX_TILE];
-    for (i, row_acc) in acc.iter().enumerate() {
-        for (v, &a) in row_acc.iter().enumerate() {
-            s.store(s.mul(va, a), &mut tile[i * nr + v * S::LANES..]);
-        }
-    }
+    let tile = scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha));
     if rows == MR && cols == nr && MR.is_multiple_of(8) && nr.is_multiple_of(8) {
         // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
         let avx = has_avx(S::BACKEND);
