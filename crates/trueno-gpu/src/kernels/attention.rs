@@ -249,13 +249,17 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     let row = b.ctaid_x();
     let first = b.mul(row, splits);
     let last = b.sub(splits, 1u32);
+    // The partial index of split `s0 + u` (the last one for a split past the end).
+    let part = |b: &mut KernelBuilder, s0: Reg<U32>, u: u32| {
+        let s = b.add(s0, u);
+        let s = b.min(s, last);
+        b.add(first, s)
+    };
     let big = b.mov(f32::NEG_INFINITY);
     b.for_loop(0u32, splits, MERGE_UNROLL, true, |b, s0| {
         let ms: Vec<Reg<F32>> = (0..MERGE_UNROLL)
             .map(|u| {
-                let s = b.add(s0, u);
-                let s = b.min(s, last);
-                let i = b.add(first, s);
+                let i = part(b, s0, u);
                 let a = elem_addr(b, gml, i, 8);
                 b.ld::<F32, U64>(Space::Global, a, 0)
             })
@@ -271,9 +275,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
     b.for_loop(0u32, splits, MERGE_UNROLL, true, |b, s0| {
         let parts: Vec<_> = (0..MERGE_UNROLL)
             .map(|u| {
-                let s = b.add(s0, u);
-                let s = b.min(s, last);
-                let i = b.add(first, s);
+                let i = part(b, s0, u);
                 let a = elem_addr(b, gml, i, 8);
                 let ml = b.ld_vec::<F32, U64, 2>(Space::Global, a, 0);
                 let ai = b.mad(i, dim, e);

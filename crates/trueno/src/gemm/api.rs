@@ -308,7 +308,8 @@ fn run_split_k(k: &dyn crate::dispatch::Kernels, t: &GemmTask<'_>, threads: usiz
     let step = t.k.div_ceil(threads).next_multiple_of(8);
     let range = |i: usize| ((i * step).min(t.k), ((i + 1) * step).min(t.k));
     let mut parts = Vec::with_capacity(threads);
-    parts.push(t.split_k(range(0).0, range(0).1, t.c, t.beta));
+    let (p0, p1) = range(0);
+    parts.push(t.split_k(p0, p1, t.c, t.beta));
     for (i, copy) in copies.chunks_exact_mut(m * n).enumerate() {
         let c = CPtr {
             ptr: copy.as_mut_ptr(),

@@ -108,7 +108,7 @@ fn store_tile<S: Simd, const MR: usize, const NV: usize>(
         let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
         for (j, d) in dst.iter_mut().enumerate() {
             let r = tile[i * nr + j];
-            *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+            *d = with_beta(*d, r, beta);
         }
     }
 }
@@ -158,7 +158,7 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
                         std::slice::from_raw_parts_mut(c.ptr.add((j0 + j) * c.stride + i0), 8)
                     };
                     for (d, &r) in dst.iter_mut().zip(run) {
-                        *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+                        *d = with_beta(*d, r, beta);
                     }
                 }
             }
@@ -172,9 +172,15 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
         let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(j * c.stride), rows) };
         for (i, d) in dst.iter_mut().enumerate() {
             let r = tile[i * nr + j];
-            *d = if beta == 0.0 { r } else { beta.mul_add(*d, r) };
+            *d = with_beta(*d, r, beta);
         }
     }
+}
+
+/// `r + beta * d` for one element of C; beta 0 never reads `d`, so NaN in C does not leak.
+#[inline(always)]
+pub(super) fn with_beta(d: f32, r: f32, beta: f32) -> f32 {
+    if beta == 0.0 { r } else { beta.mul_add(d, r) }
 }
 
 /// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when

@@ -1,7 +1,7 @@
 //! Small products without packing: register tiles straight over op(A) and the rows of B,
 //! or dot products when B is transposed.
 
-use super::kernel::{scale_c, scale_row, update_c};
+use super::kernel::{scale_c, scale_row, update_c, with_beta};
 use super::task::GemmTask;
 use crate::simd::Simd;
 
@@ -128,12 +128,7 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     let store = |i: usize, j: usize, d: f64| {
         // SAFETY: element (i, j) of this task's block of C.
         let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
-        let d = d as f32;
-        *c = if t.beta == 0.0 {
-            t.alpha * d
-        } else {
-            t.beta.mul_add(*c, t.alpha * d)
-        };
+        *c = with_beta(*c, t.alpha * d as f32, t.beta);
     };
     // B transposed (or one contiguous column): row j of op(B)ᵀ is contiguous.
     let mut i0 = 0;

@@ -5,6 +5,7 @@
 use trueno::{Backend, Engine, OpClass, available_cpu_backends};
 
 mod data;
+pub mod gemm_ref;
 #[allow(unused_imports)] // each test binary uses its own subset
 pub use data::{Rng, SPECIALS, flush, gpu_sum_bound};
 

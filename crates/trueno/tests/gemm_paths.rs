@@ -1,0 +1,120 @@
+//! GEMM's shape-specific paths against the f64 reference: thin products with B
+//! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B,
+//! and thin products split over the inner dimension across threads.
+
+mod common;
+
+use common::gemm_ref::{Case, OPS, check, one_thread};
+use common::{Rng, engines};
+use trueno::Transpose;
+
+#[test]
+fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
+    // x·Wᵀ shapes (few rows of C, B stored n x k) run as Cᵀ = op(B)ᵀ op(A)ᵀ, with C
+    // written through its transpose: 2-16 rows take the one-vector kernel, up to 128 the
+    // full one; k past one KC block (later blocks add into the transposed C), ragged
+    // tiles on every side, both layouts of A, beta 0 over NaN and beta != 0.
+    let mut rng = Rng::new(31);
+    for (backend, e) in engines() {
+        for (i, &(m, n, k)) in [
+            (2, 67, 300),
+            (7, 129, 600),
+            (8, 96, 1030),
+            (16, 200, 257),
+            (17, 300, 600),
+            (40, 333, 129),
+            (128, 257, 520),
+        ]
+        .iter()
+        .enumerate()
+        {
+            for ta in [Transpose::No, Transpose::Yes] {
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    ta,
+                    tb: Transpose::Yes,
+                    alpha,
+                    beta,
+                    pad: i % 4,
+                };
+                let what = format!("{} x·Wᵀ", backend.name());
+                one_thread(|| check(&e, &mut rng, &case, &what));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
+    // At most four B panels wide: A is read in place however many rows it has (more than
+    // any MC block here), panel by panel across B's panels; row strides of 1024 floats
+    // (all rows on one L1 set) and ragged ones, both layouts of B.
+    let mut rng = Rng::new(37);
+    for (backend, e) in engines() {
+        for (i, &(m, n, k, pad)) in [(1030, 100, 520, 0), (1100, 33, 1024, 0), (1029, 7, 300, 3)]
+            .iter()
+            .enumerate()
+        {
+            for tb in [Transpose::No, Transpose::Yes] {
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    ta: Transpose::No,
+                    tb,
+                    alpha,
+                    beta,
+                    pad,
+                };
+                let what = format!("{} thin B", backend.name());
+                one_thread(|| check(&e, &mut rng, &case, &what));
+            }
+        }
+    }
+}
+
+#[test]
+fn thin_products_split_over_the_inner_dimension_match_the_reference() {
+    // Few rows of C, a long k: each thread of the pool takes a range of k into its own
+    // copy of C (the first with beta), summed afterwards. Two and three threads (ranges
+    // of unequal length), every transpose pair, beta 0 over a NaN-filled C and beta != 0.
+    if cfg!(target_arch = "wasm32") {
+        return;
+    }
+    let mut rng = Rng::new(29);
+    let e = trueno::engine().unwrap();
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for (i, &(m, n, k)) in [
+            (7, 300, 1100),
+            (128, 33, 1501),
+            (1, 2100, 1100),
+            (31, 97, 2000),
+        ]
+        .iter()
+        .enumerate()
+        {
+            for (j, (ta, tb)) in OPS.into_iter().enumerate() {
+                let (alpha, beta) = [(-1.5, 0.0), (1.0, 1.0), (0.5, -1.5)][(i + j) % 3];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    ta,
+                    tb,
+                    alpha,
+                    beta,
+                    pad: (i + j) % 4,
+                };
+                pool.install(|| check(e, &mut rng, &case, "split k"));
+            }
+        }
+    }
+}
