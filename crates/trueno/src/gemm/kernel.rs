@@ -153,7 +153,8 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
             for j0 in (0..nr).step_by(8) {
                 transpose_8x8(avx, &tile[i0 * nr + j0..], nr, &mut block, 8);
                 for (j, run) in block.chunks_exact(8).enumerate() {
-                    // SAFETY: as below; the run is rows i0..i0 + 8 of tile column j0 + j.
+                    // SAFETY: rows i0..i0 + 8 of tile column j0 + j: eight consecutive
+                    // floats of this task's block of C (a whole tile), no other thread's.
                     let dst = unsafe {
                         std::slice::from_raw_parts_mut(c.ptr.add((j0 + j) * c.stride + i0), 8)
                     };
