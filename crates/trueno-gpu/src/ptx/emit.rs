@@ -254,7 +254,10 @@ fn special_operands(i: &Instr, a: &Allocation) -> Option<Vec<String>> {
         // The accumulators are read and written: listed once; then the descriptors, the
         // scale-d predicate, A and B unscaled, A k-major, B as stored (TF32 products
         // take no transpose flags: both operands are k-major).
-        Op::Wgmma { trans_b, .. } => {
+        // A fragment in registers takes no transpose flag of its own.
+        Op::Wgmma {
+            trans_b, a_regs, ..
+        } => {
             let mut ops = vec![
                 operand(&Operand::Vector(i.dsts.clone()), a),
                 o(1),
@@ -264,10 +267,15 @@ fn special_operands(i: &Instr, a: &Allocation) -> Option<Vec<String>> {
                 "1".into(),
             ];
             if i.ty != Some(PtxType::F32) {
-                ops.extend(["0".into(), u8::from(*trans_b).to_string()]);
+                if !a_regs {
+                    ops.push("0".into());
+                }
+                ops.push(u8::from(*trans_b).to_string());
             }
             Some(ops)
         }
+        // The registers it holds are bookkeeping for the allocator, not operands.
+        Op::WgmmaWait(_) => Some(Vec::new()),
         _ => None,
     }
 }

@@ -400,6 +400,8 @@ pub enum Op {
     /// `wgmma.commit_group.sync.aligned`: closes a group of warpgroup products.
     WgmmaCommit,
     /// `wgmma.wait_group.sync.aligned n`: waits until at most `n` groups are in flight.
+    /// Its sources (not printed) are registers a product in flight reads as its A
+    /// fragment: listed here, they stay live (and unshared) until the wait.
     WgmmaWait(u32),
     /// `wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {d}, a_desc, b_desc, p, 1,
     /// 1, 0, trans_b`: a warpgroup's 64 x n product from two shared-memory descriptors,
@@ -411,6 +413,10 @@ pub enum Op {
         n: u32,
         /// B stored n-major (row-major `k x n`) rather than k-major.
         trans_b: bool,
+        /// A is a fragment in four 32-bit registers (a vector source in place of its
+        /// descriptor; 16-bit inputs only), as `mma.sync`'s A operand per warp: the
+        /// form whose A was computed in registers (FlashAttention's probabilities).
+        a_regs: bool,
     },
     /// `setmaxnreg.{inc,dec}.sync.aligned.u32 regs`: a warpgroup takes or gives back
     /// registers (producer warps need few, the product warps many).

@@ -304,7 +304,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
             dsts_ok(i, PtxType::U64)?;
             srcs_ok(i, PtxType::U64, &i.srcs)
         }
-        Op::Wgmma { n, trans_b } => {
+        Op::Wgmma { n, trans_b, a_regs } => {
             if !matches!(ty, PtxType::F16 | PtxType::Bf16 | PtxType::F32) {
                 return Err(format!(
                     "wgmma inputs are f16, bf16 or f32 (as tf32), not {ty}"
@@ -319,10 +319,21 @@ fn check_types(i: &Instr) -> Result<(), String> {
             if i.dsts.len() != *n as usize / 2 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
                 return Err(format!("wgmma m64n{n} writes {} f32 registers", n / 2));
             }
+            if *a_regs && ty == PtxType::F32 {
+                return Err("a wgmma reads A from registers for 16-bit inputs only".into());
+            }
+            let a_ok = |a: &Operand| match a {
+                Operand::Vector(v) if *a_regs => {
+                    v.len() == 4
+                        && v.iter()
+                            .all(|r| r.ty.reg_class() == PtxType::U32.reg_class())
+                }
+                a => !*a_regs && reg_ok(PtxType::U64, a),
+            };
             match i.srcs.as_slice() {
                 [Operand::Vector(acc), a, b, p]
                     if *acc == i.dsts
-                        && reg_ok(PtxType::U64, a)
+                        && a_ok(a)
                         && reg_ok(PtxType::U64, b)
                         && matches!(p, Operand::Reg(r) if r.ty == PtxType::Pred) =>
                 {

@@ -153,6 +153,7 @@ impl KernelBuilder {
             Op::Wgmma {
                 n: 2 * acc.len() as u32,
                 trans_b,
+                a_regs: false,
             },
             Some(input),
             d.clone(),
@@ -162,6 +163,50 @@ impl KernelBuilder {
                 Operand::Reg(b_desc.vreg()),
                 Operand::Reg(accumulate.vreg()),
             ],
+        ));
+    }
+
+    /// [`wgmma`](Self::wgmma) with A a fragment in registers (16-bit inputs): per warp
+    /// of the warpgroup, rows `16 w..16 w + 16` of the 64 laid out as `mma.sync`'s
+    /// m16n8k16 A operand (`a[0]` row `lane / 4`, k `2 (lane % 4)`; `a[1]` eight rows
+    /// down; `a[2]`, `a[3]` eight k on). The registers are read in the background: wait
+    /// with [`wgmma_wait_holding`](Self::wgmma_wait_holding) before writing them again.
+    pub fn wgmma_rs(
+        &mut self,
+        input: PtxType,
+        trans_b: bool,
+        acc: &[Reg<F32>],
+        a: [Reg<U32>; 4],
+        b_desc: Reg<U64>,
+        accumulate: Reg<Pred>,
+    ) {
+        let d: Vec<_> = acc.iter().map(|r| r.vreg()).collect();
+        self.push(Instr::new(
+            Op::Wgmma {
+                n: 2 * acc.len() as u32,
+                trans_b,
+                a_regs: true,
+            },
+            Some(input),
+            d.clone(),
+            vec![
+                Operand::Vector(d),
+                Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
+                Operand::Reg(b_desc.vreg()),
+                Operand::Reg(accumulate.vreg()),
+            ],
+        ));
+    }
+
+    /// [`wgmma_wait`](Self::wgmma_wait) that keeps `held` (the A fragments of products
+    /// in flight) live until it: the allocator would otherwise give their registers to
+    /// values written while the products still read them.
+    pub fn wgmma_wait_holding(&mut self, pending: u32, held: &[Reg<U32>]) {
+        self.push(Instr::new(
+            Op::WgmmaWait(pending),
+            None,
+            Vec::new(),
+            held.iter().map(|r| Operand::Reg(r.vreg())).collect(),
         ));
     }
 
@@ -255,6 +300,70 @@ mod tests {
         let faults = validate::validate(&b.finish());
         assert!(
             faults.iter().any(|f| f.to_string().contains("k-major")),
+            "{faults:?}"
+        );
+    }
+
+    #[test]
+    fn a_register_a_wgmma_lists_its_fragment_and_keeps_it_until_the_wait() {
+        let mut b = KernelBuilder::new("wgmma_rs");
+        let acc: Vec<_> = (0..64).map(|_| b.mov(0.0f32)).collect();
+        let desc = b.mov(0u64);
+        let zero = b.mov(0u32);
+        let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
+        let x = b.mov(1.0f32);
+        let a: [crate::ptx::Reg<crate::ptx::U32>; 4] =
+            std::array::from_fn(|_| b.cvt_pack(PtxType::Bf16, x, x));
+        b.wgmma_fence();
+        b.wgmma_rs(PtxType::Bf16, true, &acc, a, desc, yes);
+        b.wgmma_commit();
+        // Written while the product still reads the fragment: it may not take one of
+        // the fragment's registers.
+        let during = b.add(zero, 7u32);
+        b.st_vec(crate::ptx::Space::Shared, zero, 0, &[during]);
+        b.wgmma_wait_holding(0, &a);
+        b.st_vec(crate::ptx::Space::Shared, zero, 0, &acc[..2]);
+        b.ret();
+        let text = emit_module(Target::Sm90a, &[compile(b.finish()).unwrap()]);
+        let line = text
+            .lines()
+            .find(|l| l.contains("wgmma.mma_async"))
+            .unwrap();
+        // d, {a0..a3}, b-desc, p, scale-a, scale-b, trans-b (no trans-a for register A).
+        assert!(line.contains("m64n128k16.f32.bf16.bf16"), "{line}");
+        assert!(line.contains("}, {%r"), "{line}");
+        assert!(line.trim_end().ends_with(", 1, 1, 1;"), "{line}");
+        assert!(text.contains("wgmma.wait_group.sync.aligned 0;"), "{text}");
+        let fragment: Vec<&str> = line
+            .split('{')
+            .nth(2)
+            .unwrap()
+            .split('}')
+            .next()
+            .unwrap()
+            .split(", ")
+            .collect();
+        let written = text
+            .lines()
+            .find(|l| l.contains("add.u32") && l.contains(", 7;"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(|r| r.trim_end_matches(','))
+            .unwrap();
+        assert!(
+            !fragment.contains(&written),
+            "{written} reuses {fragment:?}\n{text}"
+        );
+        // Register A takes 16-bit inputs only.
+        let mut b = KernelBuilder::new("tf32_rs");
+        let acc: Vec<_> = (0..4).map(|_| b.mov(0.0f32)).collect();
+        let desc = b.mov(0u64);
+        let zero = b.mov(0u32);
+        let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
+        b.wgmma_rs(PtxType::F32, false, &acc, [zero; 4], desc, yes);
+        b.ret();
+        let faults = validate::validate(&b.finish());
+        assert!(
+            faults.iter().any(|f| f.to_string().contains("16-bit")),
             "{faults:?}"
         );
     }
