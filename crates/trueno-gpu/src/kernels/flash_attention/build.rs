@@ -1,16 +1,17 @@
 //! The FlashAttention forward kernel's IR: the copies into shared memory, the fragment
 //! addressing, and the loop over key/value tiles (see the module above for the design).
 
+use super::rows::{KeyLimits, OutRows, online_softmax, probs_a, rescale, store_rows};
 use super::{THREADS, block_rows, tiles};
 use crate::kernels::gemm_copies::cp_chunk;
 use crate::kernels::gemm_mma::HalfType;
 use crate::kernels::helpers::elem_addr;
-use crate::ptx::ir::{Dim, Rounding, ShflMode, SpecialReg};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U32, U64};
+use crate::ptx::ir::{Dim, SpecialReg};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
 
 /// A sequence's token range from its `cu` array, clamped to `total` so inconsistent
 /// offsets cannot reach past the buffers: (first token, length).
-fn seq_range(
+pub(super) fn seq_range(
     b: &mut KernelBuilder,
     cu: Reg<U64>,
     seq: Reg<U32>,
@@ -23,13 +24,6 @@ fn seq_range(
     let start = b.min(start, end);
     let len = b.sub(end, start);
     (start, len)
-}
-
-/// `a > b ? a - b : 0`
-fn sat_sub(b: &mut KernelBuilder, x: Reg<U32>, y: Reg<U32>) -> Reg<U32> {
-    let d = b.sub(x, y);
-    let gt = b.setp::<U32>(Cmp::Gt, x, y);
-    b.selp::<U32>(d, 0u32, gt)
 }
 
 /// One thread's share of the 16-byte chunks of a `rows x dim` tile: chunk `t % cpr` of
@@ -182,19 +176,15 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     b.bra_if(past, false, done, true);
     let hk = b.div_int(h, group);
 
-    // Keys row `r` (sequence position) sees: `0..lim(r)`, `lim(r) = min(lk, r + 1 + lk -
-    // lq)` when causal (saturating at 0), `lk` otherwise.
     let is_causal = b.setp::<U32>(Cmp::Ne, causal, 0u32);
-    let lim = |b: &mut KernelBuilder, r: Reg<U32>| -> Reg<U32> {
-        let reach = b.add(r, 1u32);
-        let reach = b.add(reach, len_k);
-        let reach = sat_sub(b, reach, len_q);
-        let reach = b.min(reach, len_k);
-        b.selp::<U32>(reach, len_k, is_causal)
+    let limits = KeyLimits {
+        len_q,
+        len_k,
+        causal: is_causal,
     };
     let last_row = b.add(q0, bm - 1);
-    let keys_needed = lim(&mut b, last_row);
-    let first_lim = lim(&mut b, q0);
+    let keys_needed = limits.lim(&mut b, last_row);
+    let first_lim = limits.lim(&mut b, q0);
     let n_tiles = b.add(keys_needed, bn - 1);
     let n_tiles = b.shr(n_tiles, bn.trailing_zeros());
 
@@ -320,104 +310,19 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         let tile_end = b.add(first_key, bn);
         let partial = b.setp::<U32>(Cmp::Gt, tile_end, first_lim);
         let key0 = b.add(first_key, col0);
-        b.if_then(partial, true, |b| {
-            for (mi, s_m) in s.iter().enumerate() {
-                for half in 0..2usize {
-                    let r = b.add(row_base, (mi * 16 + half * 8) as u32);
-                    let row_lim = lim(b, r);
-                    let budget = sat_sub(b, row_lim, key0);
-                    for (ni, frag) in s_m.iter().enumerate() {
-                        for e in 0..2usize {
-                            let x = frag[2 * half + e];
-                            let ok = b.setp::<U32>(Cmp::Gt, budget, (ni * 8 + e) as u32);
-                            let masked = b.selp::<F32>(x, neg_inf, ok);
-                            b.assign(x, masked);
-                        }
-                    }
-                }
-            }
-        });
+        b.if_then(partial, true, |b| limits.mask(b, &s, row_base, key0));
 
         // Online softmax per row, then P V. The output is rescaled only when some row
         // of the warp found a new max (a vote): past the first tiles most do not, and
         // the rescale is dim / 4 multiplies a row per tile.
-        let mut corrs = Vec::new();
-        let mut all_same: Option<Reg<Pred>> = None;
-        for (mi, s_m) in s.iter().enumerate() {
-            for half in 0..2usize {
-                let idx = mi * 2 + half;
-                let mut mx = s_m[0][2 * half];
-                for frag in s_m {
-                    for e in 0..2 {
-                        mx = b.max(mx, frag[2 * half + e]);
-                    }
-                }
-                for d in [1u32, 2] {
-                    let o = b.shfl(ShflMode::Bfly, mx, d);
-                    mx = b.max(mx, o);
-                }
-                let scaled = b.mul(mx, scale_log2);
-                let m_new = b.max(m_run[idx], scaled);
-                let none = b.setp::<F32>(Cmp::Eq, m_new, neg_inf);
-                let base = b.selp::<F32>(0.0f32, m_new, none);
-                let gap = b.sub(m_run[idx], base);
-                let corr = b.ex2(gap);
-                let same = b.setp::<F32>(Cmp::Eq, m_new, m_run[idx]);
-                let corr = b.selp::<F32>(1.0f32, corr, same);
-                all_same = Some(match all_same {
-                    Some(p) => b.and_pred(p, same),
-                    None => same,
-                });
-                corrs.push(corr);
-                let neg_base = b.neg(base);
-                let mut sum = b.mov(0.0f32);
-                for frag in s_m {
-                    for e in 0..2 {
-                        let x = frag[2 * half + e];
-                        let y = b.fma(x, scale_log2, neg_base);
-                        let p = b.ex2(y);
-                        b.assign(x, p);
-                        sum = b.add(sum, p);
-                    }
-                }
-                let l = b.fma(l_run[idx], corr, sum);
-                b.assign(l_run[idx], l);
-                b.assign(m_run[idx], m_new);
-            }
-        }
-        let warp_same = b.vote_all(all_same.expect("at least one row"));
-        let rescale = b.not_pred(warp_same);
-        b.if_then(rescale, false, |b| {
-            for (mi, acc_m) in acc.iter().enumerate() {
-                for half in 0..2usize {
-                    let corr = corrs[mi * 2 + half];
-                    for frag in acc_m {
-                        for e in 0..2 {
-                            let o = frag[2 * half + e];
-                            let w = b.mul(o, corr);
-                            b.assign(o, w);
-                        }
-                    }
-                }
-            }
-        });
+        let (corrs, same) = online_softmax(b, &s, (&m_run, &l_run), scale_log2);
+        rescale(b, &acc, &corrs, same);
         let v_tile = b.add(this, kv_tile);
         let v_shift = b.sub(v_tile, q_tile);
         let v_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(q_frag[i], v_shift));
         for kk in 0..(bn / 16) as usize {
             // The accumulators of key tiles 2kk and 2kk+1 are the A operand of one k16.
-            let pa: Vec<[Reg<U32>; 4]> = s
-                .iter()
-                .map(|s_m| {
-                    let (lo, hi) = (s_m[2 * kk], s_m[2 * kk + 1]);
-                    [
-                        b.cvt_pack(pt, lo[0], lo[1]),
-                        b.cvt_pack(pt, lo[2], lo[3]),
-                        b.cvt_pack(pt, hi[0], hi[1]),
-                        b.cvt_pack(pt, hi[2], hi[3]),
-                    ]
-                })
-                .collect();
+            let pa = probs_a(b, pt, &s, kk);
             for dp in 0..dim / 16 {
                 let vb = b.ldmatrix_x4(
                     v_frag[dp as usize % 4],
@@ -438,59 +343,18 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     });
     b.cp_async_wait(0);
 
-    // Epilogue: the row sums are spread over the four lanes of a row; divide, round to
-    // 16 bits in pairs, store the rows inside the sequence. The log-sum-exp parameters
-    // come last and are read only here (the loop's registers are at their limit).
-    let g_lse = b.param_ptr("lse", PtxType::F32);
-    let want_lse = b.param_u32("want_lse");
-    let want_lse = b.setp::<U32>(Cmp::Ne, want_lse, 0u32);
-    let lane0 = b.setp::<U32>(Cmp::Eq, tq, 0u32);
-    let lse_lane = b.and_pred(want_lse, lane0);
-    // lse[h, token]: this head's row of the [heads_q, total_q] array.
-    let lse_row = b.mul(h, total_q);
-    let lse_row = b.add(lse_row, q_start);
-    let o_head = b.mul(h, row_bytes);
-    let o_col = b.shl(tq, 2u32);
-    let o_head = b.add(o_head, o_col);
-    let o_head = b.cvt::<U64, U32>(o_head, None);
-    for mi in 0..mf {
-        for half in 0..2u32 {
-            let idx = (mi * 2 + half) as usize;
-            let mut l = l_run[idx];
-            for d in [1u32, 2] {
-                let o = b.shfl(ShflMode::Bfly, l, d);
-                l = b.add(l, o);
-            }
-            let pos = b.setp::<F32>(Cmp::Gt, l, 0.0f32);
-            let inv = b.rcp(l, Rounding::Rn);
-            let inv = b.selp::<F32>(inv, 0.0f32, pos);
-            let r = b.add(row_base, mi * 16 + half * 8);
-            let ok: Reg<Pred> = b.setp::<U32>(Cmp::Lt, r, len_q);
-            let tok = b.add(q_start, r);
-            let off = b.mul_wide(tok, q_stride);
-            let addr = b.add(go, off);
-            let addr = b.add(addr, o_head);
-            // ln sum_j e^(scale s_j) = (m + log2 l) ln 2, m the running max in base 2;
-            // -inf for a row that sees no key (l = 0).
-            let with_lse = b.and_pred(ok, lse_lane);
-            b.predicated(with_lse, |b| {
-                let lg = b.lg2(l);
-                let lse = b.add(m_run[idx], lg);
-                let lse = b.mul(lse, std::f32::consts::LN_2);
-                let at = b.add(lse_row, r);
-                let at = elem_addr(b, g_lse, at, 4);
-                b.st::<F32, U64>(Space::Global, at, 0, lse);
-            });
-            b.predicated(ok, |b| {
-                for (ni, frag) in acc[mi as usize].iter().enumerate() {
-                    let x = b.mul(frag[2 * half as usize], inv);
-                    let y = b.mul(frag[2 * half as usize + 1], inv);
-                    let pair = b.cvt_pack(pt, x, y);
-                    b.st::<U32, U64>(Space::Global, addr, (ni * 16) as i64, pair);
-                }
-            });
-        }
-    }
+    let rows = OutRows {
+        out: go,
+        head: h,
+        q_start,
+        len_q,
+        total_q,
+        q_stride,
+        row_bytes,
+        row_base,
+        tq,
+    };
+    store_rows(&mut b, pt, &acc, (&m_run, &l_run), &rows);
     b.place(done);
     b.ret();
     b.finish()

@@ -21,6 +21,7 @@
 //! prefix. A row that sees no key gets zeros.
 
 mod build;
+mod rows;
 
 use super::attention::attend_f64;
 use super::gemm_mma::HalfType;

@@ -1,0 +1,242 @@
+//! The row arithmetic both FlashAttention kernels share: which keys a row sees, the
+//! masks, the online softmax over a tile of scores, the output's rescale, the 16-bit
+//! probabilities and the epilogue. Scores and outputs are accumulator fragments in
+//! `mma.sync`'s m16n8 layout, which `wgmma`'s 64-row accumulators repeat per warp:
+//! `frags[f][i]` holds rows `g` (entries 0, 1) and `g + 8` (2, 3) of 16-row fragment
+//! `f`, columns `8 i + 2 (lane % 4)` (+1), `g = lane / 4`.
+
+use crate::kernels::helpers::elem_addr;
+use crate::ptx::ir::{Rounding, ShflMode};
+use crate::ptx::{Cmp, F32, KernelBuilder, Pred, PtxType, Reg, Space, U32, U64};
+
+/// Accumulator fragments: `[fragment][n8 tile]`, four registers each.
+pub(super) type Frags = Vec<Vec<[Reg<F32>; 4]>>;
+
+/// `x > y ? x - y : 0`
+pub(super) fn sat_sub(b: &mut KernelBuilder, x: Reg<U32>, y: Reg<U32>) -> Reg<U32> {
+    let d = b.sub(x, y);
+    let gt = b.setp::<U32>(Cmp::Gt, x, y);
+    b.selp::<U32>(d, 0u32, gt)
+}
+
+/// What a row's key limit depends on: the sequence's query and key counts and the
+/// causal flag.
+pub(super) struct KeyLimits {
+    pub len_q: Reg<U32>,
+    pub len_k: Reg<U32>,
+    pub causal: Reg<Pred>,
+}
+
+impl KeyLimits {
+    /// Keys row `r` (sequence position) sees: `0..lim(r)`, `lim(r) = min(lk, r + 1 +
+    /// lk - lq)` when causal (saturating at 0), `lk` otherwise.
+    pub fn lim(&self, b: &mut KernelBuilder, r: Reg<U32>) -> Reg<U32> {
+        let reach = b.add(r, 1u32);
+        let reach = b.add(reach, self.len_k);
+        let reach = sat_sub(b, reach, self.len_q);
+        let reach = b.min(reach, self.len_k);
+        b.selp::<U32>(reach, self.len_k, self.causal)
+    }
+
+    /// Masks the scores of keys a row does not see to -inf: one compare per score
+    /// against the row's key budget. `row_base` is the thread's first row, `key0` the key
+    /// of its first column in this tile.
+    pub fn mask(&self, b: &mut KernelBuilder, s: &Frags, row_base: Reg<U32>, key0: Reg<U32>) {
+        for (mi, s_m) in s.iter().enumerate() {
+            for half in 0..2usize {
+                let r = b.add(row_base, (mi * 16 + half * 8) as u32);
+                let row_lim = self.lim(b, r);
+                let budget = sat_sub(b, row_lim, key0);
+                for (ni, frag) in s_m.iter().enumerate() {
+                    for e in 0..2usize {
+                        let x = frag[2 * half + e];
+                        let ok = b.setp::<U32>(Cmp::Gt, budget, (ni * 8 + e) as u32);
+                        let masked = b.selp::<F32>(x, f32::NEG_INFINITY, ok);
+                        b.assign(x, masked);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Online softmax over one tile of scores, rows in base 2 (`scale_log2 = scale log2
+/// e`): updates each row's running max `m_run` and sum `l_run` (this lane's columns),
+/// turns the scores into probabilities in place and returns each row's correction of
+/// the output so far, and whether every row of the warp kept its max (then the
+/// correction is 1 throughout and [`rescale`] skips).
+pub(super) fn online_softmax(
+    b: &mut KernelBuilder,
+    s: &Frags,
+    (m_run, l_run): (&[Reg<F32>], &[Reg<F32>]),
+    scale_log2: Reg<F32>,
+) -> (Vec<Reg<F32>>, Reg<Pred>) {
+    let neg_inf = f32::NEG_INFINITY;
+    let mut corrs = Vec::new();
+    let mut all_same: Option<Reg<Pred>> = None;
+    for (mi, s_m) in s.iter().enumerate() {
+        for half in 0..2usize {
+            let idx = mi * 2 + half;
+            let mut mx = s_m[0][2 * half];
+            for frag in s_m {
+                for e in 0..2 {
+                    mx = b.max(mx, frag[2 * half + e]);
+                }
+            }
+            for d in [1u32, 2] {
+                let o = b.shfl(ShflMode::Bfly, mx, d);
+                mx = b.max(mx, o);
+            }
+            let scaled = b.mul(mx, scale_log2);
+            let m_new = b.max(m_run[idx], scaled);
+            let none = b.setp::<F32>(Cmp::Eq, m_new, neg_inf);
+            let base = b.selp::<F32>(0.0f32, m_new, none);
+            let gap = b.sub(m_run[idx], base);
+            let corr = b.ex2(gap);
+            let same = b.setp::<F32>(Cmp::Eq, m_new, m_run[idx]);
+            let corr = b.selp::<F32>(1.0f32, corr, same);
+            all_same = Some(match all_same {
+                Some(p) => b.and_pred(p, same),
+                None => same,
+            });
+            corrs.push(corr);
+            let neg_base = b.neg(base);
+            let mut sum = b.mov(0.0f32);
+            for frag in s_m {
+                for e in 0..2 {
+                    let x = frag[2 * half + e];
+                    let y = b.fma(x, scale_log2, neg_base);
+                    let p = b.ex2(y);
+                    b.assign(x, p);
+                    sum = b.add(sum, p);
+                }
+            }
+            let l = b.fma(l_run[idx], corr, sum);
+            b.assign(l_run[idx], l);
+            b.assign(m_run[idx], m_new);
+        }
+    }
+    (corrs, all_same.expect("at least one row"))
+}
+
+/// Multiplies the output rows by their corrections, unless every row of the warp kept
+/// its max (a vote): past the first tiles most do, and the rescale is `dim / 4`
+/// multiplies a row.
+pub(super) fn rescale(b: &mut KernelBuilder, acc: &Frags, corrs: &[Reg<F32>], same: Reg<Pred>) {
+    let warp_same = b.vote_all(same);
+    let rescale = b.not_pred(warp_same);
+    b.if_then(rescale, false, |b| {
+        for (mi, acc_m) in acc.iter().enumerate() {
+            for half in 0..2usize {
+                let corr = corrs[mi * 2 + half];
+                for frag in acc_m {
+                    for e in 0..2 {
+                        let o = frag[2 * half + e];
+                        let w = b.mul(o, corr);
+                        b.assign(o, w);
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// The probabilities of keys `16 kk..16 kk + 16` as the 16-bit A operand of one k16
+/// product per fragment: the accumulators of n8 tiles `2 kk` and `2 kk + 1` are that
+/// operand's layout.
+pub(super) fn probs_a(
+    b: &mut KernelBuilder,
+    ty: PtxType,
+    s: &Frags,
+    kk: usize,
+) -> Vec<[Reg<U32>; 4]> {
+    s.iter()
+        .map(|s_m| {
+            let (lo, hi) = (s_m[2 * kk], s_m[2 * kk + 1]);
+            [
+                b.cvt_pack(ty, lo[0], lo[1]),
+                b.cvt_pack(ty, lo[2], lo[3]),
+                b.cvt_pack(ty, hi[0], hi[1]),
+                b.cvt_pack(ty, hi[2], hi[3]),
+            ]
+        })
+        .collect()
+}
+
+/// Where the epilogue writes: the output, the head, the sequence's first token and
+/// length, the bytes between tokens and of a head's row, the thread's first row and
+/// column pair.
+pub(super) struct OutRows {
+    pub out: Reg<U64>,
+    pub head: Reg<U32>,
+    pub q_start: Reg<U32>,
+    pub len_q: Reg<U32>,
+    pub total_q: Reg<U32>,
+    pub q_stride: Reg<U32>,
+    pub row_bytes: u32,
+    pub row_base: Reg<U32>,
+    pub tq: Reg<U32>,
+}
+
+/// The epilogue: the row sums are spread over the four lanes of a row; divide, round
+/// to 16 bits in pairs, store the rows inside the sequence, and where asked each row's
+/// log-sum-exp. Its parameters (`lse`, `want_lse`) come last in the list and are read
+/// only here (the loop's registers are at their limit).
+pub(super) fn store_rows(
+    b: &mut KernelBuilder,
+    ty: PtxType,
+    acc: &Frags,
+    (m_run, l_run): (&[Reg<F32>], &[Reg<F32>]),
+    o: &OutRows,
+) {
+    let g_lse = b.param_ptr("lse", PtxType::F32);
+    let want_lse = b.param_u32("want_lse");
+    let want_lse = b.setp::<U32>(Cmp::Ne, want_lse, 0u32);
+    let lane0 = b.setp::<U32>(Cmp::Eq, o.tq, 0u32);
+    let lse_lane = b.and_pred(want_lse, lane0);
+    // lse[h, token]: this head's row of the [heads_q, total_q] array.
+    let lse_row = b.mul(o.head, o.total_q);
+    let lse_row = b.add(lse_row, o.q_start);
+    let o_head = b.mul(o.head, o.row_bytes);
+    let o_col = b.shl(o.tq, 2u32);
+    let o_head = b.add(o_head, o_col);
+    let o_head = b.cvt::<U64, U32>(o_head, None);
+    for (mi, acc_m) in acc.iter().enumerate() {
+        for half in 0..2u32 {
+            let idx = mi * 2 + half as usize;
+            let mut l = l_run[idx];
+            for d in [1u32, 2] {
+                let sh = b.shfl(ShflMode::Bfly, l, d);
+                l = b.add(l, sh);
+            }
+            let pos = b.setp::<F32>(Cmp::Gt, l, 0.0f32);
+            let inv = b.rcp(l, Rounding::Rn);
+            let inv = b.selp::<F32>(inv, 0.0f32, pos);
+            let r = b.add(o.row_base, mi as u32 * 16 + half * 8);
+            let ok: Reg<Pred> = b.setp::<U32>(Cmp::Lt, r, o.len_q);
+            let tok = b.add(o.q_start, r);
+            let off = b.mul_wide(tok, o.q_stride);
+            let addr = b.add(o.out, off);
+            let addr = b.add(addr, o_head);
+            // ln sum_j e^(scale s_j) = (m + log2 l) ln 2, m the running max in base 2;
+            // -inf for a row that sees no key (l = 0).
+            let with_lse = b.and_pred(ok, lse_lane);
+            b.predicated(with_lse, |b| {
+                let lg = b.lg2(l);
+                let lse = b.add(m_run[idx], lg);
+                let lse = b.mul(lse, std::f32::consts::LN_2);
+                let at = b.add(lse_row, r);
+                let at = elem_addr(b, g_lse, at, 4);
+                b.st::<F32, U64>(Space::Global, at, 0, lse);
+            });
+            b.predicated(ok, |b| {
+                for (ni, frag) in acc_m.iter().enumerate() {
+                    let x = b.mul(frag[2 * half as usize], inv);
+                    let y = b.mul(frag[2 * half as usize + 1], inv);
+                    let pair = b.cvt_pack(ty, x, y);
+                    b.st::<U32, U64>(Space::Global, addr, (ni * 16) as i64, pair);
+                }
+            });
+        }
+    }
+}
