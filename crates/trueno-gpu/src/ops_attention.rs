@@ -4,7 +4,8 @@
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
-use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashShape};
+use crate::kernels::flash_attention::wgmma::{self as fa_wgmma, FlashAttentionWgmmaKernel};
+use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashPath, FlashShape};
 use crate::kernels::kv_cache::KvAppendKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem};
@@ -280,7 +281,17 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
-        self.flash_attention_launch((q, k, v, out), None, (cu_q, cu_k), shape, scale)
+        let path = self.flash_path();
+        self.flash_attention_with(path, (q, k, v, out), None, (cu_q, cu_k), shape, scale)
+    }
+
+    /// The FlashAttention kernel this device runs: Hopper's warpgroup products where
+    /// the device has them (sm_90a), else `mma.sync`.
+    pub fn flash_path(&self) -> FlashPath {
+        match self.context().has_sm90a() {
+            true => FlashPath::Wgmma,
+            false => FlashPath::Mma,
+        }
     }
 
     /// [`flash_attention`](Self::flash_attention) that also writes each row's
@@ -326,12 +337,38 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
-        self.flash_attention_launch((q, k, v, out), Some(lse), (cu_q, cu_k), shape, scale)
+        let path = self.flash_path();
+        self.flash_attention_with(path, (q, k, v, out), Some(lse), (cu_q, cu_k), shape, scale)
     }
 
-    /// The FlashAttention launch, with or without the log-sum-exp output.
-    fn flash_attention_launch<T: HalfElem>(
+    /// [`flash_attention`](Self::flash_attention) (with the log-sum-exp where `lse` is
+    /// given, as [`flash_attention_lse`](Self::flash_attention_lse)) on the kernel
+    /// `path` names, for benchmarks and tests that compare the two; an error where the
+    /// device cannot run it ([`FlashPath::Wgmma`] off Hopper).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::flash_attention::{FlashPath, FlashShape};
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = FlashShape {
+    ///     batch: 1, heads_q: 1, heads_kv: 1, dim: 128,
+    ///     total_q: 5, total_k: 5, max_seqlen_q: 5, causal: false,
+    /// };
+    /// let q = ctx.upload(&vec![bf16::from_f32(0.5); 5 * 128])?;
+    /// let v = ctx.upload(&vec![bf16::from_f32(-1.0); 5 * 128])?;
+    /// let cu = ctx.upload(&[0u32, 5])?;
+    /// let out = ctx.alloc::<bf16>(5 * 128)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.flash_attention_with(FlashPath::Mma, (&q, &q, &v, &out), None, (&cu, &cu), shape, 0.1)?;
+    /// s.sync()?;
+    /// assert!(out.to_vec()?.iter().all(|x| x.to_f32() == -1.0));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn flash_attention_with<T: HalfElem>(
         &mut self,
+        path: FlashPath,
         (q, k, v, out): (
             &'a DeviceBuffer<T>,
             &'a DeviceBuffer<T>,
@@ -343,8 +380,15 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
-        let kern = FlashAttentionKernel(T::TYPE, shape.dim as u32);
+        let (ty, dim) = (T::TYPE, shape.dim as u32);
+        let kern: Box<dyn Kernel> = match path {
+            FlashPath::Mma => Box::new(FlashAttentionKernel(ty, dim)),
+            FlashPath::Wgmma => Box::new(FlashAttentionWgmmaKernel(ty, dim)),
+        };
         shape.check(&kern.name())?;
+        if path == FlashPath::Wgmma && !self.context().has_sm90a() {
+            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
+        }
         if !(scale.is_finite() && scale > 0.0) {
             return shape_err(
                 &kern.name(),
@@ -367,15 +411,34 @@ impl<'a> Stream<Recording<'a>> {
             expect_len("flash_attention lse", lse, shape.heads_q * shape.total_q)?;
         }
         let cfg = kern.launch_config(&[shape.max_seqlen_q, shape.heads_q, shape.batch])?;
-        let f = self
-            .context()
-            .function(Family::FlashAttention, &kern.name())?;
+        // The Hopper kernel reads Q, K and V through tensor maps of `[tokens, heads *
+        // dim]` in boxes of 64 columns.
+        let inputs = match path {
+            FlashPath::Mma => [KernelArg::buf(q), KernelArg::buf(k), KernelArg::buf(v)],
+            FlashPath::Wgmma => {
+                let (box_q, box_kv, cols) = (
+                    fa_wgmma::block_rows(dim),
+                    fa_wgmma::keys_per_tile(dim),
+                    fa_wgmma::BOX_COLS,
+                );
+                let map = |x, tokens, heads, rows| {
+                    KernelArg::tensor_map(x, tokens, heads * shape.dim, rows, cols)
+                };
+                [
+                    map(q, shape.total_q, shape.heads_q, box_q)?,
+                    map(k, shape.total_k, shape.heads_kv, box_kv)?,
+                    map(v, shape.total_k, shape.heads_kv, box_kv)?,
+                ]
+            }
+        };
+        let f = self.context().function(kern.family(), &kern.name())?;
         let lse_arg = self.optional_arg(lse)?;
+        let [iq, ik, iv] = inputs;
         self.launch(&f)
             .config(cfg)
-            .arg(KernelArg::buf(q))
-            .arg(KernelArg::buf(k))
-            .arg(KernelArg::buf(v))
+            .arg(iq)
+            .arg(ik)
+            .arg(iv)
             .arg(KernelArg::buf_mut(out))
             .arg(KernelArg::buf(cu_q))
             .arg(KernelArg::buf(cu_k))

@@ -41,6 +41,9 @@ fn config(arch: &str) -> Config {
 /// 128 accumulators a consumer thread, more than 512 threads' even share, and moves
 /// registers from its producers with `setmaxnreg` (which the estimate does not model;
 /// ptxas assembles it without spills, and tests/ptxas.rs proves the split in the SASS);
+/// Hopper's FlashAttention holds a warpgroup's scores, output and probabilities in
+/// registers with one block a multiprocessor (its shared memory allows no second; the
+/// estimate runs above ptxas, which fits 156-204 registers without spills);
 /// decode attention's blocks of several query heads keep each head's query slice and
 /// accumulators in registers (reading each cache row once for all of them was worth the
 /// occupancy: 32K bf16 105 -> 78 us on an H100).
@@ -51,6 +54,7 @@ const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_gemm_tiled_f32", "", "register-pressure"),
     ("trueno_gemm_tiled_f32", "", "predicate-limit"),
     ("trueno_flash_attn_fwd_", "", "register-pressure"),
+    ("trueno_flash_attn_wgmma_", "", "register-pressure"),
     ("trueno_qgemm_wgmma_", "_m256", "register-pressure"),
 ];
 

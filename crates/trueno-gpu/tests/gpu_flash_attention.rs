@@ -2,14 +2,17 @@
 //! inputs: packed variable-length batches (empty, 1-token and tile-ragged sequences),
 //! causal and not, queries fewer and more than keys, GQA and MQA, every head dimension,
 //! flat and peaked softmaxes, and the shape errors; the log-sum-exp output against an f64
-//! one, with the output unchanged by asking for it. Skipped without a GPU.
+//! one, with the output unchanged by asking for it; every case on each kernel the device
+//! runs (`mma.sync`, and on Hopper the wgmma kernel). Skipped without a GPU.
 
 mod common;
 use common::device::{Half, Rng, ctx, halves, small};
 
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
-use trueno_gpu::kernels::flash_attention::{FlashShape, HEAD_DIMS, reference, reference_lse};
+use trueno_gpu::kernels::flash_attention::{
+    FlashPath, FlashShape, HEAD_DIMS, reference, reference_lse,
+};
 
 /// One case: per-sequence query and key lengths, heads, dim, causal, scale.
 struct Case<'a> {
@@ -53,65 +56,80 @@ fn check<T: Half>(ctx: &Context, rng: &mut Rng, c: &Case) {
         ctx.upload(&k).unwrap(),
         ctx.upload(&v).unwrap(),
     );
-    let mut out = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
     let (dcq, dck) = (ctx.upload(&cu_q).unwrap(), ctx.upload(&cu_k).unwrap());
-    let mut s = ctx.stream().unwrap().record();
-    s.flash_attention(&dq, &dk, &dv, &out, &dcq, &dck, shape, c.scale)
-        .unwrap();
-    s.sync().unwrap();
-    let got = out.to_vec().unwrap();
-    // Again with the log-sum-exp: the same output bit for bit.
-    let mut lse = ctx.upload(&vec![f32::NAN; hq * shape.total_q]).unwrap();
-    let out2 = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
-    let mut s = ctx.stream().unwrap().record();
-    s.flash_attention_lse(&dq, &dk, &dv, &out2, &lse, &dcq, &dck, shape, c.scale)
-        .unwrap();
-    s.sync().unwrap();
-    let mut out2 = out2;
-    let same = out2.to_vec().unwrap();
-    assert!(
-        got.iter()
-            .zip(&same)
-            .all(|(a, b)| a.to_bits() == b.to_bits()),
-        "the output changed with the lse"
-    );
-    let lse = lse.to_vec().unwrap();
     let want_lse = reference_lse(&f(&q), &f(&k), &cu_q, &cu_k, shape, c.scale);
-    let what = format!(
-        "{} d{} heads {hq}/{hkv} causal {} scale {} lens {:?}",
-        std::any::type_name::<T>(),
-        c.dim,
-        c.causal,
-        c.scale,
-        c.lens
-    );
-    // The probabilities are rounded to T before P V (at most UNIT of each weight, so
-    // UNIT of max |v| in the output) and the output once more (UNIT of it); the f32
-    // scores and exponentials add far less. Twice that, for the approximate ex2.
-    let bound = |w: f64| 2.0 * T::UNIT * (1.0 + w.abs()) + 1e-6;
-    // Scores are exact products of 16-bit values summed in f32 (dim roundings of at
-    // most scale * dim in size), then ex2.approx and lg2.approx (2^-22 each).
-    let lse_bound =
-        |w: f64| 1e-5 * (1.0 + w.abs()) + (c.dim * c.dim) as f64 * c.scale as f64 * 2f64.powi(-23);
-    for (i, (&g, &w)) in lse.iter().zip(&want_lse).enumerate() {
-        let (h, tok) = (i / shape.total_q, i % shape.total_q);
-        if w == f32::NEG_INFINITY {
-            assert_eq!(g, w, "{what}: lse head {h} token {tok}");
-        } else {
+    for path in paths(ctx) {
+        let mut out = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        let io = (&dq, &dk, &dv, &out);
+        s.flash_attention_with(path, io, None, (&dcq, &dck), shape, c.scale)
+            .unwrap();
+        s.sync().unwrap();
+        let got = out.to_vec().unwrap();
+        // Again with the log-sum-exp: the same output bit for bit.
+        let mut lse = ctx.upload(&vec![f32::NAN; hq * shape.total_q]).unwrap();
+        let mut out2 = ctx.upload(&vec![T::from_f32(f32::NAN); q.len()]).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        let io = (&dq, &dk, &dv, &out2);
+        s.flash_attention_with(path, io, Some(&lse), (&dcq, &dck), shape, c.scale)
+            .unwrap();
+        s.sync().unwrap();
+        let same = out2.to_vec().unwrap();
+        assert!(
+            got.iter()
+                .zip(&same)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{path:?}: the output changed with the lse"
+        );
+        let lse = lse.to_vec().unwrap();
+        let what = format!(
+            "{path:?} {} d{} heads {hq}/{hkv} causal {} scale {} lens {:?}",
+            std::any::type_name::<T>(),
+            c.dim,
+            c.causal,
+            c.scale,
+            c.lens
+        );
+        // The probabilities are rounded to T before P V (at most UNIT of each weight,
+        // so UNIT of max |v| in the output) and the output once more (UNIT of it); the
+        // f32 scores and exponentials add far less. Twice that, for the approximate ex2.
+        let bound = |w: f64| 2.0 * T::UNIT * (1.0 + w.abs()) + 1e-6;
+        // Scores are exact products of 16-bit values summed in f32 (dim roundings of at
+        // most scale * dim in size), then ex2.approx and lg2.approx (2^-22 each).
+        let lse_bound = |w: f64| {
+            1e-5 * (1.0 + w.abs()) + (c.dim * c.dim) as f64 * c.scale as f64 * 2f64.powi(-23)
+        };
+        for (i, (&g, &w)) in lse.iter().zip(&want_lse).enumerate() {
+            let (h, tok) = (i / shape.total_q, i % shape.total_q);
+            if w == f32::NEG_INFINITY {
+                assert_eq!(g, w, "{what}: lse head {h} token {tok}");
+            } else {
+                assert!(
+                    (g as f64 - w as f64).abs() <= lse_bound(w as f64),
+                    "{what}: lse head {h} token {tok}: got {g}, want {w}"
+                );
+            }
+        }
+        for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+            let g = g.to_f64();
+            let (tok, h, e) = (i / (hq * c.dim), i / c.dim % hq, i % c.dim);
             assert!(
-                (g as f64 - w as f64).abs() <= lse_bound(w as f64),
-                "{what}: lse head {h} token {tok}: got {g}, want {w}"
+                (g - w as f64).abs() <= bound(w as f64),
+                "{what}: token {tok} head {h} elem {e}: got {g}, want {w}"
             );
         }
     }
-    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
-        let g = g.to_f64();
-        let (tok, h, e) = (i / (hq * c.dim), i / c.dim % hq, i % c.dim);
-        assert!(
-            (g - w as f64).abs() <= bound(w as f64),
-            "{what}: token {tok} head {h} elem {e}: got {g}, want {w}"
-        );
+}
+
+/// The kernels this device runs: `mma.sync` everywhere, the wgmma kernel on Hopper.
+fn paths(ctx: &Context) -> Vec<FlashPath> {
+    let mut p = vec![FlashPath::Mma];
+    if ctx.has_sm90a() {
+        p.push(FlashPath::Wgmma);
+    } else {
+        eprintln!("no sm_90a device: the wgmma FlashAttention kernel is not run here");
     }
+    p
 }
 
 fn check_both(ctx: &Context, rng: &mut Rng, c: &Case) {
@@ -189,6 +207,61 @@ fn grouped_heads_and_peaked_softmaxes() {
 }
 
 #[test]
+fn non_finite_keys_and_values_stay_in_their_own_sequence() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(53);
+    // Sequence 0 ends mid-tile, so its last key/value tile reaches into sequence 1,
+    // whose keys and values are Inf and NaN: sequence 0's rows must not see them.
+    let (cu, hq, hkv) = ([0u32, 37, 77], 2, 1);
+    for dim in HEAD_DIMS.map(|d| d as usize) {
+        for causal in [false, true] {
+            let shape = FlashShape {
+                batch: 2,
+                heads_q: hq,
+                heads_kv: hkv,
+                dim,
+                total_q: 77,
+                total_k: 77,
+                max_seqlen_q: 40,
+                causal,
+            };
+            let q: Vec<bf16> = halves(&mut rng, 77 * hq * dim);
+            let mut k: Vec<bf16> = halves(&mut rng, 77 * hkv * dim);
+            let mut v: Vec<bf16> = halves(&mut rng, 77 * hkv * dim);
+            for (i, x) in k[37 * dim..].iter_mut().enumerate() {
+                *x = [bf16::INFINITY, bf16::NAN][i % 2];
+            }
+            for (i, x) in v[37 * dim..].iter_mut().enumerate() {
+                *x = [bf16::NAN, bf16::NEG_INFINITY][i % 2];
+            }
+            let f = |x: &[bf16]| -> Vec<f32> { x.iter().map(|h| h.to_f32()).collect() };
+            let want = reference(&f(&q), &f(&k), &f(&v), &cu, &cu, shape, 0.1);
+            let (dq, dk, dv) = (
+                ctx.upload(&q).unwrap(),
+                ctx.upload(&k).unwrap(),
+                ctx.upload(&v).unwrap(),
+            );
+            let dcu = ctx.upload(&cu).unwrap();
+            for path in paths(&ctx) {
+                let mut out = ctx.alloc::<bf16>(q.len()).unwrap();
+                let mut s = ctx.stream().unwrap().record();
+                s.flash_attention_with(path, (&dq, &dk, &dv, &out), None, (&dcu, &dcu), shape, 0.1)
+                    .unwrap();
+                s.sync().unwrap();
+                let got = out.to_vec().unwrap();
+                for (i, (g, &w)) in got[..37 * hq * dim].iter().zip(&want).enumerate() {
+                    let g = g.to_f64();
+                    assert!(
+                        (g - w as f64).abs() <= 2.0 * 2f64.powi(-8) * (1.0 + w.abs() as f64),
+                        "{path:?} d{dim} causal {causal} value {i}: got {g}, want {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn flash_attention_rejects_what_it_cannot_serve() {
     let Some(ctx) = ctx() else { return };
     let shape = FlashShape {
@@ -245,6 +318,19 @@ fn flash_attention_rejects_what_it_cannot_serve() {
     assert!(e.contains("flash_attention q"), "{e}");
     let e = err(shape, &small_out, 1.0);
     assert!(e.contains("flash_attention out"), "{e}");
+    if !ctx.has_sm90a() {
+        let e = s
+            .flash_attention_with(
+                FlashPath::Wgmma,
+                (&q, &kv, &kv, &out),
+                None,
+                (&cu, &cu),
+                shape,
+                1.0,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("sm_90a"), "{e}");
+    }
     // f16 goes through the same checks.
     assert!(
         s.flash_attention(&q16, &q16, &q16, &q16, &cu, &cu, shape, 1.0)

@@ -323,6 +323,74 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     }
 }
 
+/// Hopper's FlashAttention in machine code (sm_90a): `Q K^T` as HGMMA from two
+/// shared-memory descriptors (a 64 x keys product per k16 step), `P V` as HGMMA with A
+/// in registers (`R..` before the descriptor) and V transposed (`.tnspB`), one per 16
+/// keys; Q, K and V by the copy engine (UTMALDG: Q's boxes once, K's and V's per tile)
+/// on transaction barriers; the probabilities packed to 16 bits (F2FP); no mma.sync and
+/// no serialized products (a WARPGROUP.DEPBAR after each would mean ptxas ran short of
+/// registers for the pipeline, as it does under a producer warpgroup's setmaxnreg).
+#[test]
+fn hopper_flash_attention_runs_on_warpgroup_products_and_the_copy_engine() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::flash_attention::HEAD_DIMS;
+    use trueno_gpu::kernels::flash_attention::wgmma::{FlashAttentionWgmmaKernel, keys_per_tile};
+    use trueno_gpu::kernels::gemm_mma::HalfType;
+    for ty in [HalfType::Bf16, HalfType::F16] {
+        for d in HEAD_DIMS {
+            let (stem, code) = sass.of(&FlashAttentionWgmmaKernel(ty, d), Target::Sm90a);
+            let count = |op: &str| code.matches(op).count();
+            let kind = match ty {
+                HalfType::Bf16 => "16.F32.BF16",
+                HalfType::F16 => "16.F32 ",
+            };
+            let bn = keys_per_tile(d);
+            let scores = format!("HGMMA.64x{bn}x{kind}");
+            let values = format!("HGMMA.64x{d}x{kind}");
+            let lines = |want: &str| code.lines().filter(|l| l.contains(want)).count();
+            assert!(
+                lines(&scores) >= (d / 16) as usize,
+                "{stem}: {scores}\n{code}"
+            );
+            // `HGMMA.. Rd, Ra, gdesc[..].tnspB, ..`: the second operand a register.
+            let from_regs = code
+                .lines()
+                .filter(|l| l.contains(&values) && l.contains(".tnspB"))
+                .filter(|l| {
+                    let ops: Vec<&str> = l.split(", ").collect();
+                    ops.len() > 2 && ops[1].trim_start().starts_with('R')
+                })
+                .count();
+            assert!(
+                from_regs >= (bn / 16) as usize,
+                "{stem}: {from_regs} register-A P V products\n{code}"
+            );
+            let boxes = (d / 64) as usize;
+            assert!(
+                count("UTMALDG.2D") >= 3 * boxes,
+                "{stem}: {} copy-engine loads",
+                count("UTMALDG")
+            );
+            assert!(count("SYNCS.PHASECHK") >= 2, "{stem}: no barrier waits");
+            assert!(
+                count("F2FP") >= (bn / 4) as usize,
+                "{stem}: no register packs (F2FP)"
+            );
+            assert_eq!(
+                count("HMMA"),
+                0,
+                "{stem}: an mma.sync product on the wgmma path"
+            );
+            // Waits for groups, not products: after the first tile's scores, two in the
+            // loop (its scores, then the previous tile's P V), after the last P V.
+            assert!(
+                count("WARPGROUP.DEPBAR") <= 4,
+                "{stem}: serialized products\n{code}"
+            );
+        }
+    }
+}
+
 /// The fused quantized GEMM's machine code (sm_90a): warpgroup products (HGMMA, two
 /// fragments' worth for the tall tile), A by the copy engine (UTMALDG), the weights
 /// read as quantized bytes and written to shared memory as bf16 in 16-byte stores (runs

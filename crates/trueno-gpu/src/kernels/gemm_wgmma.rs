@@ -111,7 +111,7 @@ const DESC_HI: u64 = (1 << 62) | ((1024 >> 4) << 32);
 /// A shared-memory matrix descriptor for the tile at `addr` (1024-byte aligned):
 /// `leading` is the byte offset between the operand's repeats along its leading
 /// dimension (unused for k-major A, the 8 KiB between B's 64-column boxes).
-fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
+pub(super) fn descriptor(b: &mut KernelBuilder, addr: Reg<U32>, leading: u32) -> Reg<U64> {
     let lo = b.shr(addr, 4u32);
     let lo = b.and(lo, 0x3FFFu32);
     let lo = b.or(lo, (leading >> 4) << 16);
@@ -208,7 +208,12 @@ impl Ring {
         ALIGN_SLACK + stages * (bytes + 16)
     }
 
-    fn new(b: &mut KernelBuilder, bars: Reg<U32>, stages: u32, stage_bytes: u32) -> Ring {
+    pub(super) fn new(
+        b: &mut KernelBuilder,
+        bars: Reg<U32>,
+        stages: u32,
+        stage_bytes: u32,
+    ) -> Ring {
         Ring {
             slot: b.mov(0u32),
             stage: b.mov(0u32),

@@ -137,6 +137,9 @@ pub enum Family {
     Attention,
     /// FlashAttention forward (f16 / bf16, tensor cores)
     FlashAttention,
+    /// FlashAttention forward on Hopper's warpgroup products and copy engine (sm_90a
+    /// only)
+    FlashAttentionWgmma,
     /// decode attention's chunk kernels that serve two query heads a block (grouped-query
     /// models, contiguous and paged caches): a module per group size, so a model's first
     /// decode step compiles only the kernels its group size picks
@@ -149,7 +152,7 @@ pub enum Family {
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 15] = [
+    pub const ALL: [Family; 16] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -162,6 +165,7 @@ impl Family {
         Family::Rope,
         Family::Attention,
         Family::FlashAttention,
+        Family::FlashAttentionWgmma,
         Family::DecodeHeads2,
         Family::DecodeHeads4,
         Family::DecodeHeads8,
@@ -182,6 +186,7 @@ impl Family {
             Family::Rope => "rope_f32",
             Family::Attention => "attention_f32",
             Family::FlashAttention => "flash_attention",
+            Family::FlashAttentionWgmma => "flash_attention_wgmma",
             Family::DecodeHeads2 => "decode_attention_h2",
             Family::DecodeHeads4 => "decode_attention_h4",
             Family::DecodeHeads8 => "decode_attention_h8",
@@ -192,7 +197,9 @@ impl Family {
     /// architecture-specific instructions (`None`: the device's own target).
     pub fn required_target(self) -> Option<Target> {
         match self {
-            Family::GemmWgmma | Family::QgemmWgmma => Some(Target::Sm90a),
+            Family::GemmWgmma | Family::QgemmWgmma | Family::FlashAttentionWgmma => {
+                Some(Target::Sm90a)
+            }
             _ => None,
         }
     }
@@ -235,6 +242,7 @@ impl Family {
                 .chain(paged::all())
                 .collect(),
             Family::FlashAttention => flash_attention::all(),
+            Family::FlashAttentionWgmma => flash_attention::wgmma::all(),
             Family::DecodeHeads2 => attention::grouped(2),
             Family::DecodeHeads4 => attention::grouped(4),
             Family::DecodeHeads8 => attention::grouped(8),

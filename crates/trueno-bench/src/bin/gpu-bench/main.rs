@@ -20,7 +20,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::attention::DecodeShape;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
-use trueno_gpu::kernels::flash_attention::FlashShape;
+use trueno_gpu::kernels::flash_attention::{FlashPath, FlashShape};
 use trueno_gpu::kernels::paged::PagedShape;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
@@ -264,8 +264,13 @@ impl Bench {
 
     /// FlashAttention forward, bf16, 16K tokens a batch (sequences of 1K, 4K or 16K),
     /// hidden size 2048 (32 heads of 64 or 16 of 128), causal and not: the
-    /// FlashAttention-2 paper's benchmark grid.
+    /// FlashAttention-2 paper's benchmark grid; each kernel the device runs
+    /// (`mma.sync`, and Hopper's wgmma kernel there).
     fn flash_attention(&mut self) -> Result<()> {
+        let mut paths = vec![FlashPath::Mma];
+        if self.ctx.has_sm90a() {
+            paths.push(FlashPath::Wgmma);
+        }
         let seqs: &[usize] = if self.quick {
             &[4096]
         } else {
@@ -294,15 +299,19 @@ impl Bench {
                         causal,
                     };
                     let scale = 1.0 / (dim as f32).sqrt();
-                    let ms = self.time(1, |s, _| {
-                        s.flash_attention(&q, &k, &v, &out, &cu, &cu, shape, scale)
-                    })?;
-                    let flops = 4.0 * (batch * seq * seq * heads * dim) as f64
-                        / if causal { 2.0 } else { 1.0 };
-                    let tflops = flops / (ms * 1e-3) / 1e12;
-                    self.emit(format!(
-                        r#"{{"kind":"flash_attn","batch":{batch},"seq":{seq},"heads":{heads},"dim":{dim},"causal":{causal},"ms":{ms:.5},"tflops":{tflops:.2}}}"#
-                    ));
+                    for path in paths.iter().copied() {
+                        let ms = self.time(1, |s, _| {
+                            let io = (&q, &k, &v, &out);
+                            s.flash_attention_with(path, io, None, (&cu, &cu), shape, scale)
+                        })?;
+                        let flops = 4.0 * (batch * seq * seq * heads * dim) as f64
+                            / if causal { 2.0 } else { 1.0 };
+                        let tflops = flops / (ms * 1e-3) / 1e12;
+                        let path = format!("{path:?}").to_lowercase();
+                        self.emit(format!(
+                            r#"{{"kind":"flash_attn","path":"{path}","batch":{batch},"seq":{seq},"heads":{heads},"dim":{dim},"causal":{causal},"ms":{ms:.5},"tflops":{tflops:.2}}}"#
+                        ));
+                    }
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! FlashAttention forward for sm_80 and later: `out = softmax(scale * Q K^T) V` over
 //! sequences of f16 or bf16 tokens, f32 softmax and accumulation, without the score
-//! matrix ever leaving registers.
+//! matrix ever leaving registers. This module's kernel multiplies with `mma.sync`;
+//! [`wgmma`] is Hopper's (warpgroup products, the copy engine), the same contract, and
+//! one softmax and epilogue (`rows.rs`) serve both.
 //!
 //! One block of four warps takes a tile of query rows of one head of one sequence and
 //! walks the key/value tiles of its sequence: each warp holds 16 (or 32) rows' scores
@@ -22,6 +24,7 @@
 
 mod build;
 mod rows;
+pub mod wgmma;
 
 use super::attention::attend_f64;
 use super::gemm_mma::HalfType;
@@ -61,6 +64,17 @@ pub fn block_rows(dim: u32) -> u32 {
 pub fn shared_bytes(dim: u32) -> u32 {
     let (_, bn) = tiles(dim);
     (block_rows(dim) + 4 * bn) * dim * 2
+}
+
+/// Which FlashAttention kernel runs a call: the `mma.sync` kernel (sm_80 and later)
+/// or Hopper's (sm_90a: warpgroup products fed by the copy engine,
+/// [`wgmma::FlashAttentionWgmmaKernel`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashPath {
+    /// [`FlashAttentionKernel`].
+    Mma,
+    /// [`wgmma::FlashAttentionWgmmaKernel`].
+    Wgmma,
 }
 
 /// The shape of one call.

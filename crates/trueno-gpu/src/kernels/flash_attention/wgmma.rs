@@ -1,0 +1,479 @@
+//! FlashAttention forward for Hopper (sm_90a): the same contract as the `mma.sync`
+//! kernel (layouts, varlen, GQA, bottom-right causal mask, log-sum-exp), with both
+//! products on warpgroup MMAs and the tiles moved by the bulk tensor copy engine.
+//!
+//! A block takes 64 query rows of one head per warpgroup (three warpgroups at head dim
+//! 64, two above). Thread 0 asks the copy engine for the query tile once and for the
+//! key/value tiles of the sequence into a ring of shared-memory stages (a full and an
+//! empty transaction barrier a stage, as the Hopper GEMM's ring), refilling a stage as
+//! soon as every warpgroup has released it. Each warpgroup computes `S = Q K^T` by
+//! `wgmma` with both operands in shared memory (K k-major: a key's row is its k), the
+//! online softmax on the accumulators, then `O += P V` by `wgmma` with the
+//! probabilities as a register A fragment (the score accumulators' layout is that
+//! fragment's, as with `mma.sync`) and V n-major (transposed by the product). Tile
+//! `j`'s scores and tile `j - 1`'s `P V` are issued back to back, so the tensor cores
+//! work on the second while the first's softmax runs (FlashAttention-3's overlap
+//! within a warpgroup). The copies land in the 128-byte swizzled layout the
+//! descriptors describe: boxes of 64 columns (128 bytes), rows of a box 128 bytes
+//! apart, 8-row groups 1024.
+//!
+//! Q, K and V are read through 2-D tensor maps of `[tokens, heads * dim]`: a head's
+//! 64-column box is at `x = head * dim + 64 j`, a tile's rows at the sequence's tokens.
+//! Rows past the tensor's end arrive as zeros; rows past a sequence but inside the
+//! tensor (the next sequence's) are masked out of the scores and, in the one value tile
+//! that reaches them, zeroed before the product, so no other sequence's values (even
+//! non-finite ones) reach an output.
+
+use super::HalfType;
+use super::build::seq_range;
+use super::rows::{Frags, KeyLimits, OutRows, online_softmax, probs_a, rescale, store_rows};
+use crate::error::Result;
+use crate::kernels::gemm_wgmma::{EMPTY, FULL, Ring, descriptor};
+use crate::kernels::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
+use crate::ptx::ir::{Dim, SpecialReg};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, Target, U32, U64};
+
+/// Warpgroups per block, 64 query rows each: three at head dim 64 (each key/value tile
+/// then serves 192 rows, and 156 registers fit the 168 of 384 threads), two above.
+/// Thread 0 also drives the copy engine: a producer warpgroup's register split
+/// (`setmaxnreg`) made ptxas serialize the register-A products, and a ninth warp
+/// leaves a multiprocessor quarter three warps (168 registers each).
+pub fn warpgroups(dim: u32) -> u32 {
+    if dim == 64 { 3 } else { 2 }
+}
+
+/// Threads per block.
+pub fn threads(dim: u32) -> u32 {
+    128 * warpgroups(dim)
+}
+
+/// Query rows per block.
+pub fn block_rows(dim: u32) -> u32 {
+    64 * warpgroups(dim)
+}
+/// Columns per copy-engine box: one 128-byte swizzle row of 16-bit values.
+pub const BOX_COLS: u32 = 64;
+/// Slack to round the dynamic base up to the swizzle period.
+const ALIGN: u32 = 1024;
+/// The most dynamic shared memory an sm_90 block may have.
+const SHARED_LIMIT: u32 = 227 * 1024;
+
+/// Keys per tile: 128, or 64 at head dim 256 (its output alone is 128 registers a
+/// thread).
+pub fn keys_per_tile(dim: u32) -> u32 {
+    if dim > 128 { 64 } else { 128 }
+}
+
+/// Bytes of the query tile, of one K (or V) tile, and the stages that fit beside them
+/// (at most four): four at 64, three at 128, two at 256.
+fn layout(dim: u32) -> (u32, u32, u32) {
+    let q = block_rows(dim) * dim * 2;
+    let kv = keys_per_tile(dim) * dim * 2;
+    let room = SHARED_LIMIT - ALIGN - q - 8;
+    (q, kv, (room / (2 * kv + 16)).min(4))
+}
+
+/// Dynamic shared memory: alignment slack, the query tile, the stages and barriers.
+pub fn shared_bytes(dim: u32) -> u32 {
+    let (q, kv, stages) = layout(dim);
+    ALIGN + q + stages * (2 * kv + 16) + 8
+}
+
+/// The Hopper forward kernel for one input type and head dimension: parameters
+/// `map_q`, `map_k`, `map_v` (tensor maps of `[tokens, heads * dim]` in boxes of
+/// [`block_rows`] (Q) or [`keys_per_tile`] (K, V) rows x [`BOX_COLS`]), then those of
+/// [`FlashAttentionKernel`](super::FlashAttentionKernel) from `out` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashAttentionWgmmaKernel(pub HalfType, pub u32);
+
+impl Kernel for FlashAttentionWgmmaKernel {
+    fn name(&self) -> String {
+        format!("trueno_flash_attn_wgmma_{}_d{}", self.0.name(), self.1)
+    }
+    fn family(&self) -> Family {
+        Family::FlashAttentionWgmma
+    }
+    fn build(&self) -> KernelIr {
+        build(&self.name(), self.0, self.1)
+    }
+    fn targets(&self) -> &'static [Target] {
+        &[Target::Sm90a]
+    }
+    /// `[max_seqlen_q, heads_q, batch]`.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        check_dims(&name, dims, 3)?;
+        let gx = blocks_for(&name, dims[0], block_rows(self.1) as usize, i32::MAX as u32)?;
+        let gy = blocks_for(&name, dims[1], 1, 65535)?;
+        let gz = blocks_for(&name, dims[2], 1, 65535)?;
+        Ok(LaunchConfig {
+            grid: (gx, gy, gz),
+            block: (threads(self.1), 1, 1),
+            shared_bytes: shared_bytes(self.1),
+        })
+    }
+}
+
+/// Every Hopper FlashAttention configuration.
+pub fn all() -> Vec<Box<dyn Kernel>> {
+    let mut v: Vec<Box<dyn Kernel>> = Vec::new();
+    for t in [HalfType::Bf16, HalfType::F16] {
+        for d in super::HEAD_DIMS {
+            v.push(Box::new(FlashAttentionWgmmaKernel(t, d)));
+        }
+    }
+    v
+}
+
+fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
+    let bn = keys_per_tile(dim);
+    let boxes = dim / BOX_COLS;
+    let (q_bytes, kv_bytes, stages) = layout(dim);
+    let stage_bytes = 2 * kv_bytes;
+    let pt = ty.ptx();
+    let mut b = KernelBuilder::new(name);
+    let (threads, block_rows) = (threads(dim), block_rows(dim));
+    b.max_threads(threads);
+    b.min_blocks(1);
+    let map_q = b.param_tensor_map("map_q");
+    let map_k = b.param_tensor_map("map_k");
+    let map_v = b.param_tensor_map("map_v");
+    let go = b.param_ptr("out", pt);
+    let cu_q = b.param_ptr("cu_q", PtxType::U32);
+    let cu_k = b.param_ptr("cu_k", PtxType::U32);
+    let total_q = b.param_u32("total_q");
+    let total_k = b.param_u32("total_k");
+    let heads_q = b.param_u32("heads_q");
+    let _heads_kv = b.param_u32("heads_kv");
+    let group = b.param_u32("group");
+    let scale_log2 = b.param_f32("scale_log2");
+    let causal = b.param_u32("causal");
+    // Shared memory: the query tile, the stages, then q_full and the ring's barriers.
+    let raw = b.dynamic_shared();
+    let q_tile = b.add(raw, ALIGN - 1);
+    let q_tile = b.and(q_tile, !(ALIGN - 1));
+    let stage0 = b.add(q_tile, q_bytes);
+    let bars = b.add(stage0, stages * stage_bytes);
+    let ring_bars = b.add(bars, 8u32);
+
+    // The last query tiles first (under a causal mask they see the most keys).
+    let tiles_x = b.nctaid_x();
+    let tile = b.ctaid_x();
+    let tile = b.sub(tiles_x, tile);
+    let tile = b.sub(tile, 1u32);
+    let h = b.ctaid_y();
+    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
+    let (q_start, len_q) = seq_range(&mut b, cu_q, seq, total_q);
+    let (k_start, len_k) = seq_range(&mut b, cu_k, seq, total_k);
+    let q0 = b.mul(tile, block_rows);
+    // Tiles past this sequence's queries leave before any barrier exists (a
+    // block-uniform branch).
+    let past = b.setp::<U32>(Cmp::Ge, q0, len_q);
+    let done = b.new_label();
+    b.bra_if(past, false, done, true);
+    let hk = b.div_int(h, group);
+    let is_causal = b.setp::<U32>(Cmp::Ne, causal, 0u32);
+    let limits = KeyLimits {
+        len_q,
+        len_k,
+        causal: is_causal,
+    };
+    let last_row = b.add(q0, block_rows - 1);
+    let keys_needed = limits.lim(&mut b, last_row);
+    let n_tiles = b.add(keys_needed, bn - 1);
+    let n_tiles = b.shr(n_tiles, bn.trailing_zeros());
+
+    let t = b.tid_x();
+    let kv_x = b.mul(hk, dim);
+    // Asks the copy engine for key/value tile `kt` into the stage at byte offset
+    // `stage`, completing on barrier `full`.
+    let issue_tile = |b: &mut KernelBuilder, kt: Reg<U32>, stage: Reg<U32>, full: Reg<U32>| {
+        b.mbar_arrive_expect_tx(full, 0, stage_bytes);
+        let dst = b.add(stage0, stage);
+        let y = b.mad(kt, bn, k_start);
+        for (m, map) in [map_k, map_v].into_iter().enumerate() {
+            for j in 0..boxes {
+                let d = b.add(dst, m as u32 * kv_bytes + j * bn * 128);
+                let x = b.add(kv_x, j * BOX_COLS);
+                b.tma_load_2d(d, map, x, y, full);
+            }
+        }
+    };
+    let ring = Ring::new(&mut b, ring_bars, stages, stage_bytes);
+    let issuer = b.setp::<U32>(Cmp::Eq, t, 0u32);
+    // Thread 0 sets up the barriers and asks for the query tile and the first stages'
+    // tiles; it refills each stage once every warpgroup is done with it (below).
+    b.if_then(issuer, false, |b| {
+        b.mbar_init(bars, 0, 1);
+        for s in 0..stages {
+            b.mbar_init(ring_bars, 8 * s as i64, 1);
+            b.mbar_init(ring_bars, 8 * (stages + s) as i64, threads / 32);
+        }
+        b.fence_mbar_init();
+        b.mbar_arrive_expect_tx(bars, 0, q_bytes);
+        let q_y = b.add(q_start, q0);
+        let q_x = b.mul(h, dim);
+        for j in 0..boxes {
+            let dst = b.add(q_tile, j * block_rows * 128);
+            let x = b.add(q_x, j * BOX_COLS);
+            b.tma_load_2d(dst, map_q, x, q_y, bars);
+        }
+        let first = b.min(n_tiles, stages);
+        b.for_loop(0u32, first, 1u32, false, |b, kt| {
+            let stage = b.mul(kt, stage_bytes);
+            let full = b.mad(kt, 8u32, ring_bars);
+            issue_tile(b, kt, stage, full);
+        });
+    });
+    b.bar_sync();
+
+    // ---- each warpgroup: 64 query rows -----------------------------------------------
+    let c = b.shr(t, 7u32);
+    let lane = b.and(t, 31u32);
+    let warp = b.shr(t, 5u32);
+    let warp = b.and(warp, 3u32);
+    let g = b.shr(lane, 2u32);
+    let tq = b.and(lane, 3u32);
+    let first_row = b.mad(c, 64u32, q0);
+    let row_base = b.mad(warp, 16u32, first_row);
+    let row_base = b.add(row_base, g);
+    let first_lim = limits.lim(&mut b, first_row);
+    let col0 = b.shl(tq, 1u32);
+    let zero = b.mov(0u32);
+    b.mbar_wait(bars, zero);
+
+    // Descriptors (addresses in 16-byte units): this warpgroup's 64 rows of Q (8 KiB
+    // into each 128-row box), K k-major (`bn` rows a box), V n-major (its boxes of 64
+    // columns `bn` k-rows apart; a k16 step is 16 k-rows, 2048 bytes).
+    let q_rows = b.mad(c, 64 * 128, q_tile);
+    let q_desc = descriptor(&mut b, q_rows, 16);
+    let k_desc0 = descriptor(&mut b, stage0, 16);
+    let v_tile0 = b.add(stage0, kv_bytes);
+    let v_desc0 = descriptor(&mut b, v_tile0, bn * 128);
+    // Predicates are few (seven in hardware): the loop's are made where they are used.
+    let neg_inf = f32::NEG_INFINITY;
+    let m_run: Vec<Reg<F32>> = (0..2).map(|_| b.mov(neg_inf)).collect();
+    let l_run: Vec<Reg<F32>> = (0..2).map(|_| b.mov(0.0f32)).collect();
+    let frags = |b: &mut KernelBuilder, cols: u32| -> Frags {
+        vec![
+            (0..cols / 8)
+                .map(|_| std::array::from_fn(|_| b.mov(0.0f32)))
+                .collect(),
+        ]
+    };
+    let acc = frags(&mut b, dim);
+    let s = frags(&mut b, bn);
+    let flat = |f: &Frags| -> Vec<Reg<F32>> { f[0].iter().flatten().copied().collect() };
+    let (acc_regs, s_regs) = (flat(&acc), flat(&s));
+    let chunks_per_row = dim / 8;
+
+    // Tile kt's scores: waits for its stage, issues `S = Q K^T` over dim / 16 k-steps
+    // (the first overwrites S) and commits them as one group.
+    let issue_scores = |b: &mut KernelBuilder| {
+        let full = ring.barrier(b, FULL);
+        b.mbar_wait(full, ring.phase);
+        let offset = b.shr(ring.stage, 4u32);
+        let offset = b.cvt::<U64, U32>(offset, None);
+        let k_desc = b.add(k_desc0, offset);
+        let (yes, no) = (b.setp::<U32>(Cmp::Eq, t, t), b.setp::<U32>(Cmp::Ne, t, t));
+        for ks in 0..dim / 16 {
+            let (bx, within) = (ks / 4, (ks % 4) * 32);
+            let qd = b.add(q_desc, ((bx * block_rows * 128 + within) / 16) as u64);
+            let kd = b.add(k_desc, ((bx * bn * 128 + within) / 16) as u64);
+            b.wgmma(pt, false, &s_regs, qd, kd, if ks == 0 { no } else { yes });
+        }
+        b.wgmma_commit();
+    };
+    // Tile kt's softmax once its scores are in: the masks where it reaches past a row's
+    // last key, then the running max and sum; returns the output's corrections.
+    let softmax = |b: &mut KernelBuilder, kt: Reg<U32>| {
+        let first_key = b.mul(kt, bn);
+        let tile_end = b.add(first_key, bn);
+        let partial = b.setp::<U32>(Cmp::Gt, tile_end, first_lim);
+        let key0 = b.add(first_key, col0);
+        b.if_then(partial, false, |b| limits.mask(b, &s, row_base, key0));
+        online_softmax(b, &s, (&m_run, &l_run), scale_log2)
+    };
+    // The value rows of tile kt's keys past the sequence (the next sequence's tokens, or
+    // zeros past the tensor) are zeroed by the warpgroups together before any
+    // multiplies them: a probability of 0 times a non-finite value is NaN.
+    let zero_value_tail = |b: &mut KernelBuilder, kt: Reg<U32>| {
+        let first_key = b.mul(kt, bn);
+        let tile_end = b.add(first_key, bn);
+        let past_seq = b.setp::<U32>(Cmp::Gt, tile_end, len_k);
+        b.if_then(past_seq, true, |b| {
+            let valid = b.sub(len_k, first_key);
+            let rows_left = b.sub(bn, valid);
+            let chunks = b.mul(rows_left, chunks_per_row);
+            let v_tile = b.add(v_tile0, ring.stage);
+            let zeros: Vec<Reg<U32>> = (0..4).map(|_| b.mov(0u32)).collect();
+            b.for_loop(t, chunks, threads, false, |b, i| {
+                let r = b.shr(i, chunks_per_row.trailing_zeros());
+                let r = b.add(r, valid);
+                let ch = b.and(i, chunks_per_row - 1);
+                let bx = b.shr(ch, 3u32);
+                let c8 = b.and(ch, 7u32);
+                let sw = b.and(r, 7u32);
+                let c8 = b.xor(c8, sw);
+                let at = b.mad(bx, bn * 128, v_tile);
+                let at = b.mad(r, 128u32, at);
+                let at = b.mad(c8, 16u32, at);
+                b.st_vec(Space::Shared, at, 0, &zeros);
+            });
+            b.fence_proxy_async();
+            b.bar_sync();
+        });
+    };
+    // The probabilities of 16 keys a k-step as register A fragments.
+    let pack = |b: &mut KernelBuilder| -> Vec<[Reg<U32>; 4]> {
+        (0..(bn / 16) as usize)
+            .map(|kk| probs_a(b, pt, &s, kk)[0])
+            .collect()
+    };
+    // `O += P V` for the tile whose stage is at byte offset `stage`, one group.
+    let issue_values = |b: &mut KernelBuilder, p: &[[Reg<U32>; 4]], stage: Reg<U32>| {
+        let offset = b.shr(stage, 4u32);
+        let offset = b.cvt::<U64, U32>(offset, None);
+        let v_desc = b.add(v_desc0, offset);
+        let yes = b.setp::<U32>(Cmp::Eq, t, t);
+        for (kk, a) in p.iter().enumerate() {
+            let vd = b.add(v_desc, (kk as u32 * 2048 / 16) as u64);
+            b.wgmma_rs(pt, true, &acc_regs, *a, vd, yes);
+        }
+        b.wgmma_commit();
+    };
+    // Releases the stage of tile `kt` (its products done); thread 0 refills it with tile
+    // kt + stages once every warpgroup has.
+    let release = |b: &mut KernelBuilder, kt: Reg<U32>, prev: [Reg<U32>; 4]| {
+        let [stage, full, empty, phase] = prev;
+        let lane0 = b.setp::<U32>(Cmp::Eq, lane, 0u32);
+        b.predicated(lane0, |b| b.mbar_arrive(empty, 0));
+        let next = b.add(kt, stages);
+        let more = b.setp::<U32>(Cmp::Lt, next, n_tiles);
+        let issuer = b.setp::<U32>(Cmp::Eq, t, 0u32);
+        let refill = b.and_pred(more, issuer);
+        b.if_then(refill, false, |b| {
+            b.mbar_wait(empty, phase);
+            issue_tile(b, next, stage, full);
+        });
+    };
+
+    // Tile 0 alone; then each step issues tile kt's scores and tile kt - 1's `P V`
+    // back to back, so the tensor cores take the second while the scores' softmax
+    // waits on the first (FlashAttention-3's overlap within a warpgroup).
+    let has_tiles = b.setp::<U32>(Cmp::Gt, n_tiles, 0u32);
+    let p: Vec<[Reg<U32>; 4]> = (0..(bn / 16) as usize)
+        .map(|_| std::array::from_fn(|_| b.mov(0u32)))
+        .collect();
+    let prev = [b.mov(0u32), b.mov(0u32), b.mov(0u32), b.mov(0u32)];
+    b.if_then(has_tiles, true, |b| {
+        b.wgmma_fence();
+        issue_scores(b);
+        b.wgmma_wait(0);
+        let (corrs, same) = softmax(b, zero);
+        rescale(b, &acc, &corrs, same);
+        zero_value_tail(b, zero);
+        for (d, x) in p.iter().zip(pack(b)) {
+            for (d, x) in d.iter().zip(x) {
+                b.assign(*d, x);
+            }
+        }
+        let full = ring.barrier(b, FULL);
+        let empty = ring.barrier(b, EMPTY);
+        for (d, x) in prev.iter().zip([ring.stage, full, empty, ring.phase]) {
+            b.assign(*d, x);
+        }
+        ring.advance(b);
+    });
+    let held: Vec<Reg<U32>> = p.iter().flatten().copied().collect();
+    b.for_loop(1u32, n_tiles, 1u32, true, |b, kt| {
+        let prev_stage = prev[0];
+        b.wgmma_fence();
+        issue_scores(b);
+        issue_values(b, &p, prev_stage);
+        b.wgmma_wait_holding(1, &held);
+        let (corrs, same) = softmax(b, kt);
+        b.wgmma_wait_holding(0, &held);
+        let prev_kt = b.sub(kt, 1u32);
+        release(b, prev_kt, prev);
+        rescale(b, &acc, &corrs, same);
+        zero_value_tail(b, kt);
+        for (d, x) in p.iter().zip(pack(b)) {
+            for (d, x) in d.iter().zip(x) {
+                b.assign(*d, x);
+            }
+        }
+        let full = ring.barrier(b, FULL);
+        let empty = ring.barrier(b, EMPTY);
+        for (d, x) in prev.iter().zip([ring.stage, full, empty, ring.phase]) {
+            b.assign(*d, x);
+        }
+        ring.advance(b);
+    });
+    // The last tile's `P V`.
+    let has_tiles = b.setp::<U32>(Cmp::Gt, n_tiles, 0u32);
+    b.if_then(has_tiles, true, |b| {
+        let [prev_stage, ..] = prev;
+        b.wgmma_fence();
+        issue_values(b, &p, prev_stage);
+        b.wgmma_wait_holding(0, &held);
+    });
+
+    let q_stride = b.mul(heads_q, dim * 2);
+    let rows = OutRows {
+        out: go,
+        head: h,
+        q_start,
+        len_q,
+        total_q,
+        q_stride,
+        row_bytes: dim * 2,
+        row_base,
+        tq,
+    };
+    store_rows(&mut b, pt, &acc, (&m_run, &l_run), &rows);
+    b.place(done);
+    b.ret();
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::{compile, emit_module};
+
+    #[test]
+    fn shared_memory_fits_and_holds_the_stages_written_out() {
+        // Query tile + stages of K and V + 1 KiB slack + barriers: 24 KiB + 4 x 32 KiB at
+        // 64, 32 KiB + 3 x 64 KiB at 128, 64 KiB + 2 x 64 KiB at 256.
+        for (dim, q, stage, stages) in [(64, 24, 32, 4), (128, 32, 64, 3), (256, 64, 64, 2)] {
+            let want = 1024 + q * 1024 + stages * (stage * 1024 + 16) + 8;
+            assert_eq!(shared_bytes(dim), want, "dim {dim}");
+            assert!(shared_bytes(dim) <= SHARED_LIMIT);
+        }
+        let c = FlashAttentionWgmmaKernel(HalfType::Bf16, 128)
+            .launch_config(&[1000, 12, 3])
+            .unwrap();
+        assert_eq!((c.grid, c.block.0), ((8, 12, 3), 256));
+        let c = FlashAttentionWgmmaKernel(HalfType::Bf16, 64)
+            .launch_config(&[1000, 12, 3])
+            .unwrap();
+        assert_eq!((c.grid, c.block.0), ((6, 12, 3), 384));
+    }
+
+    #[test]
+    fn the_kernel_multiplies_on_warpgroup_products_from_registers_and_shared_memory() {
+        let k = compile(FlashAttentionWgmmaKernel(HalfType::F16, 128).build()).unwrap();
+        let text = emit_module(Target::Sm90a, &[k]);
+        // S: 64 x 128 x 16 from two descriptors; O: 64 x 128 x 16 with A in four
+        // registers and V transposed, 128 / 16 products where the loop issues them and
+        // as many for the last tile after it.
+        assert!(text.contains("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"));
+        let rs = text
+            .lines()
+            .filter(|l| l.contains("wgmma.mma_async") && l.contains("}, {%r"))
+            .count();
+        assert_eq!(rs, 2 * 128 / 16, "{text}");
+        assert!(text.contains("cp.async.bulk.tensor.2d"));
+    }
+}
