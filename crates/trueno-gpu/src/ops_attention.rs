@@ -281,7 +281,7 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
-        let path = self.flash_path();
+        let path = self.flash_path_for(shape);
         self.flash_attention_with(path, (q, k, v, out), None, (cu_q, cu_k), shape, scale)
     }
 
@@ -291,6 +291,16 @@ impl<'a> Stream<Recording<'a>> {
         match self.context().has_sm90a() {
             true => FlashPath::Wgmma,
             false => FlashPath::Mma,
+        }
+    }
+
+    /// [`flash_path`](Self::flash_path) for one call: `mma.sync` where there are no query
+    /// or no key tokens at all (the copy engine's tensor maps describe no empty tensor;
+    /// the output is zeros either way).
+    fn flash_path_for(&self, shape: FlashShape) -> FlashPath {
+        match shape.total_q == 0 || shape.total_k == 0 {
+            true => FlashPath::Mma,
+            false => self.flash_path(),
         }
     }
 
@@ -337,14 +347,15 @@ impl<'a> Stream<Recording<'a>> {
         shape: FlashShape,
         scale: f32,
     ) -> Result<()> {
-        let path = self.flash_path();
+        let path = self.flash_path_for(shape);
         self.flash_attention_with(path, (q, k, v, out), Some(lse), (cu_q, cu_k), shape, scale)
     }
 
     /// [`flash_attention`](Self::flash_attention) (with the log-sum-exp where `lse` is
     /// given, as [`flash_attention_lse`](Self::flash_attention_lse)) on the kernel
     /// `path` names, for benchmarks and tests that compare the two; an error where the
-    /// device cannot run it ([`FlashPath::Wgmma`] off Hopper).
+    /// device cannot run it ([`FlashPath::Wgmma`] off Hopper, or with no query or no key
+    /// tokens: its tensor maps describe no empty tensor).
     ///
     /// ```
     /// use half::bf16;
@@ -359,7 +370,7 @@ impl<'a> Stream<Recording<'a>> {
     /// let q = ctx.upload(&vec![bf16::from_f32(0.5); 5 * 128])?;
     /// let v = ctx.upload(&vec![bf16::from_f32(-1.0); 5 * 128])?;
     /// let cu = ctx.upload(&[0u32, 5])?;
-    /// let out = ctx.alloc::<bf16>(5 * 128)?;
+    /// let mut out = ctx.alloc::<bf16>(5 * 128)?;
     /// let mut s = ctx.stream()?.record();
     /// s.flash_attention_with(FlashPath::Mma, (&q, &q, &v, &out), None, (&cu, &cu), shape, 0.1)?;
     /// s.sync()?;

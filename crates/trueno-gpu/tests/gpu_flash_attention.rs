@@ -262,6 +262,42 @@ fn non_finite_keys_and_values_stay_in_their_own_sequence() {
 }
 
 #[test]
+fn queries_without_any_keys_give_zeros() {
+    let Some(ctx) = ctx() else { return };
+    // Two sequences of queries, no key tokens at all: every row sees nothing.
+    let shape = FlashShape {
+        batch: 2,
+        heads_q: 2,
+        heads_kv: 1,
+        dim: 128,
+        total_q: 7,
+        total_k: 0,
+        max_seqlen_q: 4,
+        causal: false,
+    };
+    let q = ctx.upload(&vec![bf16::ONE; 7 * 2 * 128]).unwrap();
+    let kv = ctx.alloc::<bf16>(0).unwrap();
+    let mut out = ctx.upload(&vec![bf16::NAN; 7 * 2 * 128]).unwrap();
+    let (cu_q, cu_k) = (
+        ctx.upload(&[0u32, 3, 7]).unwrap(),
+        ctx.upload(&[0u32, 0, 0]).unwrap(),
+    );
+    let mut s = ctx.stream().unwrap().record();
+    s.flash_attention(&q, &kv, &kv, &out, &cu_q, &cu_k, shape, 0.1)
+        .unwrap();
+    s.sync().unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|x| x.to_f32() == 0.0));
+    if ctx.has_sm90a() {
+        let mut s = ctx.stream().unwrap().record();
+        let io = (&q, &kv, &kv, &out);
+        let e = s
+            .flash_attention_with(FlashPath::Wgmma, io, None, (&cu_q, &cu_k), shape, 0.1)
+            .unwrap_err();
+        assert!(e.to_string().contains("tensor map"), "{e}");
+    }
+}
+
+#[test]
 fn flash_attention_rejects_what_it_cannot_serve() {
     let Some(ctx) = ctx() else { return };
     let shape = FlashShape {

@@ -1,30 +1,11 @@
 //! The FlashAttention forward kernel's IR: the copies into shared memory, the fragment
 //! addressing, and the loop over key/value tiles (see the module above for the design).
 
-use super::rows::{KeyLimits, OutRows, online_softmax, probs_a, rescale, store_rows};
+use super::rows::{BlockTile, OutRows, block_tile, online_softmax, probs_a, rescale, store_rows};
 use super::{THREADS, block_rows, tiles};
 use crate::kernels::gemm_copies::cp_chunk;
 use crate::kernels::gemm_mma::HalfType;
-use crate::kernels::helpers::elem_addr;
-use crate::ptx::ir::{Dim, SpecialReg};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
-
-/// A sequence's token range from its `cu` array, clamped to `total` so inconsistent
-/// offsets cannot reach past the buffers: (first token, length).
-pub(super) fn seq_range(
-    b: &mut KernelBuilder,
-    cu: Reg<U64>,
-    seq: Reg<U32>,
-    total: Reg<U32>,
-) -> (Reg<U32>, Reg<U32>) {
-    let at = elem_addr(b, cu, seq, 4);
-    let start = b.ld::<U32, U64>(Space::Global, at, 0);
-    let end = b.ld::<U32, U64>(Space::Global, at, 4);
-    let end = b.min(end, total);
-    let start = b.min(start, end);
-    let len = b.sub(end, start);
-    (start, len)
-}
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, U32, U64};
 
 /// One thread's share of the 16-byte chunks of a `rows x dim` tile: chunk `t % cpr` of
 /// rows `t / cpr + j * pass_rows`, `cpr = dim / 8` chunks a row.
@@ -158,32 +139,24 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let t = b.tid_x();
     let lane = b.and(t, 31u32);
     let warp = b.shr(t, 5u32);
-    // The last query tiles first: under a causal mask they see the most keys, and
-    // starting them early keeps them from running alone at the end.
-    let tiles_x = b.nctaid_x();
-    let tile = b.ctaid_x();
-    let tile = b.sub(tiles_x, tile);
-    let tile = b.sub(tile, 1u32);
-    let h = b.ctaid_y();
-    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
-    let (q_start, len_q) = seq_range(&mut b, cu_q, seq, total_q);
-    let (k_start, len_k) = seq_range(&mut b, cu_k, seq, total_k);
-    let q0 = b.mul(tile, bm);
-    // Tiles past this sequence's queries leave at once (a block-uniform branch: the
-    // barriers below see all of a block or none of it).
-    let past = b.setp::<U32>(Cmp::Ge, q0, len_q);
-    let done = b.new_label();
-    b.bra_if(past, false, done, true);
-    let hk = b.div_int(h, group);
-
-    let is_causal = b.setp::<U32>(Cmp::Ne, causal, 0u32);
-    let limits = KeyLimits {
-        len_q,
-        len_k,
-        causal: is_causal,
-    };
-    let last_row = b.add(q0, bm - 1);
-    let keys_needed = limits.lim(&mut b, last_row);
+    let BlockTile {
+        h,
+        hk,
+        q_start,
+        k_start,
+        q0,
+        limits,
+        keys_needed,
+        done,
+    } = block_tile(
+        &mut b,
+        (cu_q, cu_k),
+        (total_q, total_k),
+        (group, causal),
+        bm,
+    );
+    let len_q = limits.len_q;
+    let len_k = limits.len_k;
     let first_lim = limits.lim(&mut b, q0);
     let n_tiles = b.add(keys_needed, bn - 1);
     let n_tiles = b.shr(n_tiles, bn.trailing_zeros());

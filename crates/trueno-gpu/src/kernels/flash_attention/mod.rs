@@ -234,17 +234,27 @@ impl Kernel for FlashAttentionKernel {
     }
     /// `[max_seqlen_q, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        check_dims(&name, dims, 3)?;
-        let gx = blocks_for(&name, dims[0], block_rows(self.1) as usize, i32::MAX as u32)?;
-        let gy = blocks_for(&name, dims[1], 1, 65535)?;
-        let gz = blocks_for(&name, dims[2], 1, 65535)?;
-        Ok(LaunchConfig {
-            grid: (gx, gy, gz),
-            block: (THREADS, 1, 1),
-            shared_bytes: shared_bytes(self.1),
-        })
+        let block = (block_rows(self.1), THREADS, shared_bytes(self.1));
+        launch(&self.name(), dims, block)
     }
+}
+
+/// Both kernels' launch for `[max_seqlen_q, heads_q, batch]`: a block per tile of
+/// `rows` query rows, per head, per sequence, of `threads` threads and `shared` bytes.
+fn launch(
+    name: &str,
+    dims: &[usize],
+    (rows, threads, shared): (u32, u32, u32),
+) -> Result<LaunchConfig> {
+    check_dims(name, dims, 3)?;
+    let gx = blocks_for(name, dims[0], rows as usize, i32::MAX as u32)?;
+    let gy = blocks_for(name, dims[1], 1, 65535)?;
+    let gz = blocks_for(name, dims[2], 1, 65535)?;
+    Ok(LaunchConfig {
+        grid: (gx, gy, gz),
+        block: (threads, 1, 1),
+        shared_bytes: shared,
+    })
 }
 
 /// `scale * log2 e`: the kernels' scores are exponentiated in base 2.

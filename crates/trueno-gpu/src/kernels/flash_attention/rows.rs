@@ -6,7 +6,7 @@
 //! `f`, columns `8 i + 2 (lane % 4)` (+1), `g = lane / 4`.
 
 use crate::kernels::helpers::elem_addr;
-use crate::ptx::ir::{Rounding, ShflMode};
+use crate::ptx::ir::{Dim, Label, Rounding, ShflMode, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, Pred, PtxType, Reg, Space, U32, U64};
 
 /// Accumulator fragments: `[fragment][n8 tile]`, four registers each.
@@ -57,6 +57,86 @@ impl KeyLimits {
                 }
             }
         }
+    }
+}
+
+/// A sequence's token range from its `cu` array, clamped to `total` so inconsistent
+/// offsets cannot reach past the buffers: (first token, length).
+fn seq_range(
+    b: &mut KernelBuilder,
+    cu: Reg<U64>,
+    seq: Reg<U32>,
+    total: Reg<U32>,
+) -> (Reg<U32>, Reg<U32>) {
+    let at = elem_addr(b, cu, seq, 4);
+    let start = b.ld::<U32, U64>(Space::Global, at, 0);
+    let end = b.ld::<U32, U64>(Space::Global, at, 4);
+    let end = b.min(end, total);
+    let start = b.min(start, end);
+    let len = b.sub(end, start);
+    (start, len)
+}
+
+/// A block's place in the problem, as both kernels derive it from the grid (`x` the
+/// query tile, last first; `y` the head; `z` the sequence).
+pub(super) struct BlockTile {
+    pub h: Reg<U32>,
+    /// The key/value head (`h / group`).
+    pub hk: Reg<U32>,
+    pub q_start: Reg<U32>,
+    pub k_start: Reg<U32>,
+    /// The tile's first query row within the sequence.
+    pub q0: Reg<U32>,
+    pub limits: KeyLimits,
+    /// Keys the tile's last row sees (the tile's key count).
+    pub keys_needed: Reg<U32>,
+    /// Where blocks past their sequence's queries jump (placed by the caller before
+    /// its final `ret`).
+    pub done: Label,
+}
+
+/// The block's tile of `rows` query rows: its sequence's ranges from `cu_q` / `cu_k`
+/// (clamped to the totals), the early exit for tiles past the sequence (a block-uniform
+/// branch, before any barrier), the key/value head and the key limits.
+pub(super) fn block_tile(
+    b: &mut KernelBuilder,
+    (cu_q, cu_k): (Reg<U64>, Reg<U64>),
+    (total_q, total_k): (Reg<U32>, Reg<U32>),
+    (group, causal): (Reg<U32>, Reg<U32>),
+    rows: u32,
+) -> BlockTile {
+    // The last query tiles first: under a causal mask they see the most keys, and
+    // starting them early keeps them from running alone at the end.
+    let tiles_x = b.nctaid_x();
+    let tile = b.ctaid_x();
+    let tile = b.sub(tiles_x, tile);
+    let tile = b.sub(tile, 1u32);
+    let h = b.ctaid_y();
+    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
+    let (q_start, len_q) = seq_range(b, cu_q, seq, total_q);
+    let (k_start, len_k) = seq_range(b, cu_k, seq, total_k);
+    let q0 = b.mul(tile, rows);
+    let past = b.setp::<U32>(Cmp::Ge, q0, len_q);
+    let done = b.new_label();
+    b.bra_if(past, false, done, true);
+    let hk = b.div_int(h, group);
+    let is_causal = b.setp::<U32>(Cmp::Ne, causal, 0u32);
+    let limits = KeyLimits {
+        len_q,
+        len_k,
+        causal: is_causal,
+    };
+    let last_row = b.add(q0, rows - 1);
+    let keys_needed = limits.lim(b, last_row);
+    BlockTile {
+        h,
+        hk,
+        q_start,
+        k_start,
+        q0,
+        limits,
+        keys_needed,
+        done,
     }
 }
 

@@ -25,12 +25,12 @@
 //! non-finite ones) reach an output.
 
 use super::HalfType;
-use super::build::seq_range;
-use super::rows::{Frags, KeyLimits, OutRows, online_softmax, probs_a, rescale, store_rows};
+use super::rows::{
+    BlockTile, Frags, OutRows, block_tile, online_softmax, probs_a, rescale, store_rows,
+};
 use crate::error::Result;
 use crate::kernels::gemm_wgmma::{EMPTY, FULL, Ring, descriptor};
-use crate::kernels::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
-use crate::ptx::ir::{Dim, SpecialReg};
+use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, Target, U32, U64};
 
 /// Warpgroups per block, 64 query rows each: three at head dim 64 (each key/value tile
@@ -101,16 +101,8 @@ impl Kernel for FlashAttentionWgmmaKernel {
     }
     /// `[max_seqlen_q, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        check_dims(&name, dims, 3)?;
-        let gx = blocks_for(&name, dims[0], block_rows(self.1) as usize, i32::MAX as u32)?;
-        let gy = blocks_for(&name, dims[1], 1, 65535)?;
-        let gz = blocks_for(&name, dims[2], 1, 65535)?;
-        Ok(LaunchConfig {
-            grid: (gx, gy, gz),
-            block: (threads(self.1), 1, 1),
-            shared_bytes: shared_bytes(self.1),
-        })
+        let block = (block_rows(self.1), threads(self.1), shared_bytes(self.1));
+        super::launch(&self.name(), dims, block)
     }
 }
 
@@ -156,30 +148,24 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let bars = b.add(stage0, stages * stage_bytes);
     let ring_bars = b.add(bars, 8u32);
 
-    // The last query tiles first (under a causal mask they see the most keys).
-    let tiles_x = b.nctaid_x();
-    let tile = b.ctaid_x();
-    let tile = b.sub(tiles_x, tile);
-    let tile = b.sub(tile, 1u32);
-    let h = b.ctaid_y();
-    let seq = b.special(SpecialReg::Ctaid(Dim::Z));
-    let (q_start, len_q) = seq_range(&mut b, cu_q, seq, total_q);
-    let (k_start, len_k) = seq_range(&mut b, cu_k, seq, total_k);
-    let q0 = b.mul(tile, block_rows);
-    // Tiles past this sequence's queries leave before any barrier exists (a
-    // block-uniform branch).
-    let past = b.setp::<U32>(Cmp::Ge, q0, len_q);
-    let done = b.new_label();
-    b.bra_if(past, false, done, true);
-    let hk = b.div_int(h, group);
-    let is_causal = b.setp::<U32>(Cmp::Ne, causal, 0u32);
-    let limits = KeyLimits {
-        len_q,
-        len_k,
-        causal: is_causal,
-    };
-    let last_row = b.add(q0, block_rows - 1);
-    let keys_needed = limits.lim(&mut b, last_row);
+    let BlockTile {
+        h,
+        hk,
+        q_start,
+        k_start,
+        q0,
+        limits,
+        keys_needed,
+        done,
+    } = block_tile(
+        &mut b,
+        (cu_q, cu_k),
+        (total_q, total_k),
+        (group, causal),
+        block_rows,
+    );
+    let len_q = limits.len_q;
+    let len_k = limits.len_k;
     let n_tiles = b.add(keys_needed, bn - 1);
     let n_tiles = b.shr(n_tiles, bn.trailing_zeros());
 
@@ -242,8 +228,8 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let zero = b.mov(0u32);
     b.mbar_wait(bars, zero);
 
-    // Descriptors (addresses in 16-byte units): this warpgroup's 64 rows of Q (8 KiB
-    // into each 128-row box), K k-major (`bn` rows a box), V n-major (its boxes of 64
+    // Descriptors (addresses in 16-byte units): this warpgroup's 64 rows of Q (8 KiB a
+    // warpgroup into each box of the block's rows), K k-major (`bn` rows a box), V n-major (its boxes of 64
     // columns `bn` k-rows apart; a k16 step is 16 k-rows, 2048 bytes).
     let q_rows = b.mad(c, 64 * 128, q_tile);
     let q_desc = descriptor(&mut b, q_rows, 16);
@@ -366,13 +352,10 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         .map(|_| std::array::from_fn(|_| b.mov(0u32)))
         .collect();
     let prev = [b.mov(0u32), b.mov(0u32), b.mov(0u32), b.mov(0u32)];
-    b.if_then(has_tiles, true, |b| {
-        b.wgmma_fence();
-        issue_scores(b);
-        b.wgmma_wait(0);
-        let (corrs, same) = softmax(b, zero);
-        rescale(b, &acc, &corrs, same);
-        zero_value_tail(b, zero);
+    // After tile kt's softmax and rescale: its value tail zeroed, its probabilities
+    // packed for the next step's `P V`, its stage and barriers kept as `prev`.
+    let close_tile = |b: &mut KernelBuilder, kt: Reg<U32>| {
+        zero_value_tail(b, kt);
         for (d, x) in p.iter().zip(pack(b)) {
             for (d, x) in d.iter().zip(x) {
                 b.assign(*d, x);
@@ -384,6 +367,14 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             b.assign(*d, x);
         }
         ring.advance(b);
+    };
+    b.if_then(has_tiles, true, |b| {
+        b.wgmma_fence();
+        issue_scores(b);
+        b.wgmma_wait(0);
+        let (corrs, same) = softmax(b, zero);
+        rescale(b, &acc, &corrs, same);
+        close_tile(b, zero);
     });
     let held: Vec<Reg<U32>> = p.iter().flatten().copied().collect();
     b.for_loop(1u32, n_tiles, 1u32, true, |b, kt| {
@@ -397,18 +388,7 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         let prev_kt = b.sub(kt, 1u32);
         release(b, prev_kt, prev);
         rescale(b, &acc, &corrs, same);
-        zero_value_tail(b, kt);
-        for (d, x) in p.iter().zip(pack(b)) {
-            for (d, x) in d.iter().zip(x) {
-                b.assign(*d, x);
-            }
-        }
-        let full = ring.barrier(b, FULL);
-        let empty = ring.barrier(b, EMPTY);
-        for (d, x) in prev.iter().zip([ring.stage, full, empty, ring.phase]) {
-            b.assign(*d, x);
-        }
-        ring.advance(b);
+        close_tile(b, kt);
     });
     // The last tile's `P V`.
     let has_tiles = b.setp::<U32>(Cmp::Gt, n_tiles, 0u32);

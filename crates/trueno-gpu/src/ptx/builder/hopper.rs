@@ -148,18 +148,32 @@ impl KernelBuilder {
         b_desc: Reg<U64>,
         accumulate: Reg<Pred>,
     ) {
+        let a = Operand::Reg(a_desc.vreg());
+        self.push_wgmma(input, trans_b, acc, a, b_desc, accumulate);
+    }
+
+    /// Both forms' instruction: `a` a descriptor register or a vector of four.
+    fn push_wgmma(
+        &mut self,
+        input: PtxType,
+        trans_b: bool,
+        acc: &[Reg<F32>],
+        a: Operand,
+        b_desc: Reg<U64>,
+        accumulate: Reg<Pred>,
+    ) {
         let d: Vec<_> = acc.iter().map(|r| r.vreg()).collect();
         self.push(Instr::new(
             Op::Wgmma {
                 n: 2 * acc.len() as u32,
                 trans_b,
-                a_regs: false,
+                a_regs: matches!(a, Operand::Vector(_)),
             },
             Some(input),
             d.clone(),
             vec![
                 Operand::Vector(d),
-                Operand::Reg(a_desc.vreg()),
+                a,
                 Operand::Reg(b_desc.vreg()),
                 Operand::Reg(accumulate.vreg()),
             ],
@@ -180,22 +194,8 @@ impl KernelBuilder {
         b_desc: Reg<U64>,
         accumulate: Reg<Pred>,
     ) {
-        let d: Vec<_> = acc.iter().map(|r| r.vreg()).collect();
-        self.push(Instr::new(
-            Op::Wgmma {
-                n: 2 * acc.len() as u32,
-                trans_b,
-                a_regs: true,
-            },
-            Some(input),
-            d.clone(),
-            vec![
-                Operand::Vector(d),
-                Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
-                Operand::Reg(b_desc.vreg()),
-                Operand::Reg(accumulate.vreg()),
-            ],
-        ));
+        let a = Operand::Vector(a.iter().map(|r| r.vreg()).collect());
+        self.push_wgmma(input, trans_b, acc, a, b_desc, accumulate);
     }
 
     /// [`wgmma_wait`](Self::wgmma_wait) that keeps `held` (the A fragments of products
