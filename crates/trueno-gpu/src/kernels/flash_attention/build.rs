@@ -1,11 +1,13 @@
 //! The FlashAttention forward kernel's IR: the copies into shared memory, the fragment
 //! addressing, and the loop over key/value tiles (see the module above for the design).
 
-use super::rows::{BlockTile, OutRows, block_tile, online_softmax, probs_a, rescale, store_rows};
+use super::rows::{
+    BlockTile, OutRows, Params, block_tile, online_softmax, probs_a, rescale, store_rows,
+};
 use super::{THREADS, block_rows, tiles};
 use crate::kernels::gemm_copies::cp_chunk;
 use crate::kernels::gemm_mma::HalfType;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, U32, U64};
 
 /// One thread's share of the 16-byte chunks of a `rows x dim` tile: chunk `t % cpr` of
 /// rows `t / cpr + j * pass_rows`, `cpr = dim / 8` chunks a row.
@@ -124,16 +126,18 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let gq = b.param_ptr("q", pt);
     let gk = b.param_ptr("k", pt);
     let gv = b.param_ptr("v", pt);
-    let go = b.param_ptr("out", pt);
-    let cu_q = b.param_ptr("cu_q", PtxType::U32);
-    let cu_k = b.param_ptr("cu_k", PtxType::U32);
-    let total_q = b.param_u32("total_q");
-    let total_k = b.param_u32("total_k");
-    let heads_q = b.param_u32("heads_q");
-    let heads_kv = b.param_u32("heads_kv");
-    let group = b.param_u32("group");
-    let scale_log2 = b.param_f32("scale_log2");
-    let causal = b.param_u32("causal");
+    let Params {
+        out: go,
+        cu_q,
+        cu_k,
+        total_q,
+        total_k,
+        heads_q,
+        heads_kv,
+        group,
+        scale_log2,
+        causal,
+    } = Params::declare(&mut b, pt);
     let smem = b.dynamic_shared();
 
     let t = b.tid_x();

@@ -60,6 +60,40 @@ impl KeyLimits {
     }
 }
 
+/// The parameters both kernels take after their inputs (`q`, `k`, `v` or their tensor
+/// maps): `out`, `cu_q`, `cu_k`, `total_q`, `total_k`, `heads_q`, `heads_kv`, `group`,
+/// `scale_log2`, `causal` (then `lse`, `want_lse`, read by [`store_rows`]).
+pub(super) struct Params {
+    pub out: Reg<U64>,
+    pub cu_q: Reg<U64>,
+    pub cu_k: Reg<U64>,
+    pub total_q: Reg<U32>,
+    pub total_k: Reg<U32>,
+    pub heads_q: Reg<U32>,
+    pub heads_kv: Reg<U32>,
+    pub group: Reg<U32>,
+    pub scale_log2: Reg<F32>,
+    pub causal: Reg<U32>,
+}
+
+impl Params {
+    /// Declares them in that order; `out` of element type `ty`.
+    pub fn declare(b: &mut KernelBuilder, ty: PtxType) -> Params {
+        Params {
+            out: b.param_ptr("out", ty),
+            cu_q: b.param_ptr("cu_q", PtxType::U32),
+            cu_k: b.param_ptr("cu_k", PtxType::U32),
+            total_q: b.param_u32("total_q"),
+            total_k: b.param_u32("total_k"),
+            heads_q: b.param_u32("heads_q"),
+            heads_kv: b.param_u32("heads_kv"),
+            group: b.param_u32("group"),
+            scale_log2: b.param_f32("scale_log2"),
+            causal: b.param_u32("causal"),
+        }
+    }
+}
+
 /// A sequence's token range from its `cu` array, clamped to `total` so inconsistent
 /// offsets cannot reach past the buffers: (first token, length).
 fn seq_range(

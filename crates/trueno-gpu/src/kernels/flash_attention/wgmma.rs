@@ -26,12 +26,12 @@
 
 use super::HalfType;
 use super::rows::{
-    BlockTile, Frags, OutRows, block_tile, online_softmax, probs_a, rescale, store_rows,
+    BlockTile, Frags, OutRows, Params, block_tile, online_softmax, probs_a, rescale, store_rows,
 };
 use crate::error::Result;
 use crate::kernels::gemm_wgmma::{EMPTY, FULL, Ring, descriptor};
 use crate::kernels::{Family, Kernel, LaunchConfig};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, Target, U32, U64};
 
 /// Warpgroups per block, 64 query rows each: three at head dim 64 (each key/value tile
 /// then serves 192 rows, and 156 registers fit the 168 of 384 threads), two above.
@@ -130,16 +130,18 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     let map_q = b.param_tensor_map("map_q");
     let map_k = b.param_tensor_map("map_k");
     let map_v = b.param_tensor_map("map_v");
-    let go = b.param_ptr("out", pt);
-    let cu_q = b.param_ptr("cu_q", PtxType::U32);
-    let cu_k = b.param_ptr("cu_k", PtxType::U32);
-    let total_q = b.param_u32("total_q");
-    let total_k = b.param_u32("total_k");
-    let heads_q = b.param_u32("heads_q");
-    let _heads_kv = b.param_u32("heads_kv");
-    let group = b.param_u32("group");
-    let scale_log2 = b.param_f32("scale_log2");
-    let causal = b.param_u32("causal");
+    let Params {
+        out: go,
+        cu_q,
+        cu_k,
+        total_q,
+        total_k,
+        heads_q,
+        heads_kv: _,
+        group,
+        scale_log2,
+        causal,
+    } = Params::declare(&mut b, pt);
     // Shared memory: the query tile, the stages, then q_full and the ring's barriers.
     let raw = b.dynamic_shared();
     let q_tile = b.add(raw, ALIGN - 1);
