@@ -14,6 +14,7 @@ use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShap
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
+use crate::kernels::flash_attention::wgmma::FlashAttentionWgmmaKernel;
 use crate::kernels::float_type::FloatType;
 use crate::kernels::gather_rows::GatherRowsKernel;
 use crate::kernels::gemm_mma::HalfType;
@@ -334,7 +335,12 @@ fn check(m: &ModelShape) -> Result<()> {
 }
 
 /// The attention of one layer: decode over the cache, or FlashAttention over the prompt.
-fn attention(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<Vec<Step>> {
+fn attention(
+    m: &ModelShape,
+    phase: Phase,
+    kv: FloatType,
+    (sms, wgmma): (usize, bool),
+) -> Result<Vec<Step>> {
     let (hq, hkv, d) = (m.heads_q, m.heads_kv, m.head_dim);
     let fits = HEAD_DIMS.contains(&(d as u32));
     let kv_bytes = kv.bytes() as u64;
@@ -408,9 +414,14 @@ fn attention(m: &ModelShape, phase: Phase, kv: FloatType, sms: usize) -> Result<
                     gap("attention", why, bytes, flops, Math::Tensor),
                 ]);
             }
+            // `Stream::flash_attention`'s choice: Hopper's kernel on a wgmma device.
+            let kernel: &dyn Kernel = match wgmma {
+                true => &FlashAttentionWgmmaKernel(HalfType::Bf16, d as u32),
+                false => &FlashAttentionKernel(HalfType::Bf16, d as u32),
+            };
             let mut fa = launch(
                 "flash attention (causal, bf16 in and out)",
-                &FlashAttentionKernel(HalfType::Bf16, d as u32),
+                kernel,
                 &[tokens, hq, 1],
                 bytes,
                 flops,
@@ -497,7 +508,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
                 3 * n,
             )?);
         }
-        s.extend(attention(m, phase, kv, sms)?);
+        s.extend(attention(m, phase, kv, (sms, device.wgmma))?);
         s.extend(projections(
             &[("output projection", &w.o, h)],
             hq * d,

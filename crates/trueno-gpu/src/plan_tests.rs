@@ -292,6 +292,18 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     );
     assert!(named("q projection (weights to bf16)").is_none());
     assert!(named("q projection (input to bf16)").is_some());
+    // Attention on Hopper's FlashAttention kernel, as `Stream::flash_attention` runs it.
+    let fa = l
+        .iter()
+        .find(|s| s.what.starts_with("flash attention"))
+        .unwrap();
+    let fa_kernel =
+        crate::kernels::flash_attention::wgmma::FlashAttentionWgmmaKernel(HalfType::Bf16, 128);
+    assert_eq!(fa.kernel, Some(fa_kernel.name()));
+    assert_eq!(
+        fa.config,
+        Some(fa_kernel.launch_config(&[512, 32, 1]).unwrap())
+    );
     // gate (Q4_K, 14336 rows): 2 x 112 tall blocks, the 256-row tile.
     let gate = named("gate projection (fused GEMM)").unwrap();
     let tall = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M256);
