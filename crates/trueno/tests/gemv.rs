@@ -7,6 +7,35 @@ use common::gemm_ref::Strided;
 use common::{Rng, engines};
 use trueno::{Matrix, TruenoError};
 
+/// Checks `got[i] = alpha sum_p term(i, p) + beta y0[i]` (p over `len` terms) against its
+/// f64 value within `(len + 2) eps (|alpha| sum |terms| + |beta y0[i]|)`.
+fn assert_matches(
+    what: &str,
+    got: &[f32],
+    y0: &[f32],
+    (alpha, beta): (f32, f32),
+    len: usize,
+    term: impl Fn(usize, usize) -> f64,
+) {
+    for (i, &g) in got.iter().enumerate() {
+        let (s, mag): (f64, f64) = (0..len)
+            .map(|p| term(i, p))
+            .fold((0.0, 0.0), |(s, m), v| (s + v, m + v.abs()));
+        let c = if beta == 0.0 {
+            0.0
+        } else {
+            beta as f64 * y0[i] as f64
+        };
+        let want = alpha as f64 * s + c;
+        let bound =
+            (len as f64 + 2.0) * f32::EPSILON as f64 * (alpha.abs() as f64 * mag + c.abs()) + 1e-30;
+        assert!(
+            (g as f64 - want).abs() <= bound,
+            "{what}: y[{i}] = {g} want {want}"
+        );
+    }
+}
+
 #[test]
 fn gemv_and_its_transpose_match_the_reference_on_every_isa() {
     let mut rng = Rng::new(21);
@@ -31,27 +60,9 @@ fn gemv_and_its_transpose_match_the_reference_on_every_isa() {
                     y0.clone()
                 };
                 e.gemv(alpha, a.view(), &x, beta, &mut y).unwrap();
-                for i in 0..m {
-                    let (s, mag): (f64, f64) = (0..k)
-                        .map(|p| a.at(i, p) as f64 * x[p] as f64)
-                        .fold((0.0, 0.0), |(s, g), v| (s + v, g + v.abs()));
-                    let want = alpha as f64 * s
-                        + if beta == 0.0 {
-                            0.0
-                        } else {
-                            beta as f64 * y0[i] as f64
-                        };
-                    let bound = (k as f64 + 2.0)
-                        * f32::EPSILON as f64
-                        * (alpha.abs() as f64 * mag + (beta as f64 * y0[i] as f64).abs())
-                        + 1e-30;
-                    assert!(
-                        (y[i] as f64 - want).abs() <= bound,
-                        "{} gemv {m}x{k}: y[{i}] = {} want {want}",
-                        backend.name(),
-                        y[i]
-                    );
-                }
+                let what = format!("{} gemv {m}x{k}", backend.name());
+                let term = |i: usize, p: usize| a.at(i, p) as f64 * x[p] as f64;
+                assert_matches(&what, &y, &y0, (alpha, beta), k, term);
                 let y1 = rng.vec(k, -1.0, 1.0);
                 let mut yt = if beta == 0.0 {
                     vec![f32::NAN; k]
@@ -59,27 +70,9 @@ fn gemv_and_its_transpose_match_the_reference_on_every_isa() {
                     y1.clone()
                 };
                 e.gemv_t(alpha, &xt, a.view(), beta, &mut yt).unwrap();
-                for j in 0..k {
-                    let (s, mag): (f64, f64) = (0..m)
-                        .map(|i| xt[i] as f64 * a.at(i, j) as f64)
-                        .fold((0.0, 0.0), |(s, g), v| (s + v, g + v.abs()));
-                    let want = alpha as f64 * s
-                        + if beta == 0.0 {
-                            0.0
-                        } else {
-                            beta as f64 * y1[j] as f64
-                        };
-                    let bound = (m as f64 + 2.0)
-                        * f32::EPSILON as f64
-                        * (alpha.abs() as f64 * mag + (beta as f64 * y1[j] as f64).abs())
-                        + 1e-30;
-                    assert!(
-                        (yt[j] as f64 - want).abs() <= bound,
-                        "{} gemv_t {m}x{k}: y[{j}] = {} want {want}",
-                        backend.name(),
-                        yt[j]
-                    );
-                }
+                let what = format!("{} gemv_t {m}x{k}", backend.name());
+                let term = |j: usize, i: usize| xt[i] as f64 * a.at(i, j) as f64;
+                assert_matches(&what, &yt, &y1, (alpha, beta), m, term);
             }
         }
         let a = Matrix::zeros(3, 4).unwrap();
