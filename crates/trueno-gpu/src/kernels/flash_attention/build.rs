@@ -11,19 +11,20 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, U32, U64};
 
 /// One thread's share of the 16-byte chunks of a `rows x dim` tile: chunk `t % cpr` of
 /// rows `t / cpr + j * pass_rows`, `cpr = dim / 8` chunks a row.
-struct TileCopy {
+pub(crate) struct TileCopy {
     /// Shared offsets (within the tile) of passes with even and odd `j`: rows advance by
     /// `pass_rows`, and when that is 4 the row's swizzle alternates (adding 4 mod 8
     /// flips bit 2), otherwise it stays.
     smem: [Reg<U32>; 2],
     /// The thread's first row and the rows one pass advances.
-    row: Reg<U32>,
-    pass_rows: u32,
+    pub(crate) row: Reg<U32>,
+    pub(crate) pass_rows: u32,
     /// Bytes from this thread's chunk to the first element of the head's row.
-    col_bytes: Reg<U32>,
+    pub(crate) col_bytes: Reg<U32>,
 }
 
-fn tile_copy(b: &mut KernelBuilder, t: Reg<U32>, dim: u32) -> TileCopy {
+/// The copy plan of a four-warp block for tiles of `dim`-element 16-bit rows.
+pub(crate) fn tile_copy(b: &mut KernelBuilder, t: Reg<U32>, dim: u32) -> TileCopy {
     let cpr = dim / 8;
     let row = b.shr(t, cpr.trailing_zeros());
     let chunk = b.and(t, cpr - 1);
@@ -48,7 +49,7 @@ impl TileCopy {
     /// `row_step` bytes between passes, into shared `dst`; rows at or past `valid` are
     /// zero-filled. `base` is any readable address for the skipped copies.
     #[allow(clippy::too_many_arguments)]
-    fn issue(
+    pub(crate) fn issue(
         &self,
         b: &mut KernelBuilder,
         dst: Reg<U32>,
@@ -67,15 +68,26 @@ impl TileCopy {
             let r = b.add(self.row, j * self.pass_rows);
             let ok = b.setp::<U32>(Cmp::Lt, r, valid);
             let (bytes, from) = cp_chunk(b, ok, ptr, base);
-            let parity = if self.pass_rows == 4 {
-                j as usize & 1
-            } else {
-                0
-            };
-            let d = b.add(dst, self.smem[parity]);
-            let d = b.add(d, j * self.pass_rows * dim * 2);
+            let d = self.chunk_dst(b, dst, j, dim);
             b.cp_async_16(d, from, bytes);
         }
+    }
+
+    /// Where this thread's chunk of pass `j` lands in the tile at shared `dst`.
+    pub(crate) fn chunk_dst(
+        &self,
+        b: &mut KernelBuilder,
+        dst: Reg<U32>,
+        j: u32,
+        dim: u32,
+    ) -> Reg<U32> {
+        let parity = if self.pass_rows == 4 {
+            j as usize & 1
+        } else {
+            0
+        };
+        let d = b.add(dst, self.smem[parity]);
+        b.add(d, j * self.pass_rows * dim * 2)
     }
 }
 
@@ -87,7 +99,7 @@ impl TileCopy {
 /// pairs in registers 0-1 and 2-3). Chunk `c` of row `r` sits at `(c ^ (r % 8)) * 16`,
 /// and the rows a lane addresses are `l % 8` plus multiples of 8. (K addressed rows
 /// first, sharing Q's offsets and saving four registers, measured 7% slower on the H100.)
-fn frag_offsets(
+pub(crate) fn frag_offsets(
     b: &mut KernelBuilder,
     lane: Reg<U32>,
     dim: u32,
@@ -111,7 +123,7 @@ fn frag_offsets(
 
 /// The `ldmatrix` immediate for k16 step `s` of a row (which 128-byte period, then
 /// `frag_offsets[s % 4]`) plus `rows` rows.
-fn frag_imm(s: u32, rows: u32, dim: u32) -> i64 {
+pub(crate) fn frag_imm(s: u32, rows: u32, dim: u32) -> i64 {
     ((s / 4) * 128 + rows * dim * 2) as i64
 }
 

@@ -22,8 +22,8 @@
 //! sees keys `0..=i + lk - lq`, so a decode-style suffix of queries attends its whole
 //! prefix. A row that sees no key gets zeros.
 
-mod build;
-mod rows;
+pub(crate) mod build;
+pub(crate) mod rows;
 pub mod wgmma;
 
 use super::attention::attend_f64;

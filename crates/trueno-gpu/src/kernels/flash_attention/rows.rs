@@ -10,10 +10,10 @@ use crate::ptx::ir::{Dim, Label, Rounding, ShflMode, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, Pred, PtxType, Reg, Space, U32, U64};
 
 /// Accumulator fragments: `[fragment][n8 tile]`, four registers each.
-pub(super) type Frags = Vec<Vec<[Reg<F32>; 4]>>;
+pub(crate) type Frags = Vec<Vec<[Reg<F32>; 4]>>;
 
 /// `x > y ? x - y : 0`
-pub(super) fn sat_sub(b: &mut KernelBuilder, x: Reg<U32>, y: Reg<U32>) -> Reg<U32> {
+pub(crate) fn sat_sub(b: &mut KernelBuilder, x: Reg<U32>, y: Reg<U32>) -> Reg<U32> {
     let d = b.sub(x, y);
     let gt = b.setp::<U32>(Cmp::Gt, x, y);
     b.selp::<U32>(d, 0u32, gt)
@@ -179,7 +179,7 @@ pub(super) fn block_tile(
 /// turns the scores into probabilities in place and returns each row's correction of
 /// the output so far, and whether every row of the warp kept its max (then the
 /// correction is 1 throughout and [`rescale`] skips).
-pub(super) fn online_softmax(
+pub(crate) fn online_softmax(
     b: &mut KernelBuilder,
     s: &Frags,
     (m_run, l_run): (&[Reg<F32>], &[Reg<F32>]),
@@ -236,7 +236,7 @@ pub(super) fn online_softmax(
 /// Multiplies the output rows by their corrections, unless every row of the warp kept
 /// its max (a vote): past the first tiles most do, and the rescale is `dim / 4`
 /// multiplies a row.
-pub(super) fn rescale(b: &mut KernelBuilder, acc: &Frags, corrs: &[Reg<F32>], same: Reg<Pred>) {
+pub(crate) fn rescale(b: &mut KernelBuilder, acc: &Frags, corrs: &[Reg<F32>], same: Reg<Pred>) {
     let warp_same = b.vote_all(same);
     let rescale = b.not_pred(warp_same);
     b.if_then(rescale, false, |b| {
@@ -258,7 +258,7 @@ pub(super) fn rescale(b: &mut KernelBuilder, acc: &Frags, corrs: &[Reg<F32>], sa
 /// The probabilities of keys `16 kk..16 kk + 16` as the 16-bit A operand of one k16
 /// product per fragment: the accumulators of n8 tiles `2 kk` and `2 kk + 1` are that
 /// operand's layout.
-pub(super) fn probs_a(
+pub(crate) fn probs_a(
     b: &mut KernelBuilder,
     ty: PtxType,
     s: &Frags,
