@@ -79,7 +79,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "trueno_quantize_q8k_f32",
         "trueno_qgemv_q4_k_q8k",
         "trueno_qgemv_q6_k_q8k",
-        "trueno_decode_attn_d64_f16",
+        "trueno_decode_attn_mma_d64_f16",
         "trueno_argmax_f32",
         "trueno_dequant_rows_q4_k_f32",
         "43 launches per token (0 without a kernel yet)",

@@ -67,4 +67,5 @@ pub mod plan;
 pub mod ptx;
 
 pub use error::{GpuError, Result};
+pub use ops_attention::DecodeInputs;
 pub use ops_gemm::GemmEpilogue;

@@ -4,12 +4,47 @@
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
+use crate::kernels::decode_mma::{DecodeMmaKernel, DecodePath, half_type};
 use crate::kernels::flash_attention::wgmma::{self as fa_wgmma, FlashAttentionWgmmaKernel};
 use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashPath, FlashShape};
+use crate::kernels::float_type::FloatType;
 use crate::kernels::kv_cache::KvAppendKernel;
+use crate::kernels::paged::PagedDecodeChunkKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem};
 use crate::ops::{expect_len, token_values};
+
+/// A decode step's query and key/value caches.
+pub type DecodeInputs<'a, C> = (
+    &'a DeviceBuffer<f32>,
+    &'a DeviceBuffer<C>,
+    &'a DeviceBuffer<C>,
+);
+
+/// The chunk kernel `path` names for a cache of type `ty`, contiguous or `paged`; an
+/// error for the tensor cores on an f32 cache.
+pub(crate) fn decode_chunk_kernel(
+    path: DecodePath,
+    ty: FloatType,
+    shape: &DecodeShape,
+    paged: bool,
+) -> Result<Box<dyn Kernel>> {
+    let dim = shape.dim as u32;
+    let heads = shape.block_heads() as u32;
+    Ok(match (path, paged) {
+        (DecodePath::Simt, false) => Box::new(DecodeChunkKernel(dim, ty, heads)),
+        (DecodePath::Simt, true) => Box::new(PagedDecodeChunkKernel(dim, ty, heads)),
+        (DecodePath::Mma, _) => {
+            let Some(ty) = half_type(ty) else {
+                return shape_err(
+                    "decode_attention",
+                    "the tensor-core path (DecodePath::Mma) needs a bf16 or f16 cache",
+                );
+            };
+            Box::new(DecodeMmaKernel { dim, ty, paged })
+        }
+    })
+}
 
 /// How a decode step splits its cache (see [`Stream::decode_split`]): positions per
 /// chunk, chunks, the chunk kernel's launch, and the partials' scratch (accumulators;
@@ -160,8 +195,46 @@ impl<'a> Stream<Recording<'a>> {
         shape: DecodeShape,
         scale: f32,
     ) -> Result<()> {
-        let heads = shape.block_heads() as u32;
-        let chunk_k = DecodeChunkKernel(shape.dim as u32, C::TYPE, heads);
+        let path = DecodePath::for_cache(C::TYPE);
+        self.decode_attention_with(path, (q, k_cache, v_cache), lens, out, shape, scale)
+    }
+
+    /// [`decode_attention`](Self::decode_attention) on the chunk kernel `path` names: 16-bit
+    /// caches take the tensor cores ([`DecodePath::Mma`]) by default; [`DecodePath::Simt`]
+    /// runs any cache type, [`DecodePath::Mma`] on an f32 cache is an error. The two
+    /// agree to f32 rounding (the tensor-core kernel takes the query and the weights in
+    /// two 16-bit parts each); an f16 cache's path also needs the query under 65504 in
+    /// magnitude, as the cache's own values are.
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::attention::DecodeShape;
+    /// use trueno_gpu::kernels::decode_mma::DecodePath;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = DecodeShape { batch: 1, heads_q: 4, heads_kv: 1, capacity: 8, dim: 64 };
+    /// let q = ctx.upload(&vec![0.1f32; 4 * 64])?;
+    /// let k = ctx.upload(&vec![bf16::from_f32(0.2); 8 * 64])?;
+    /// let v = ctx.upload(&vec![bf16::from_f32(3.0); 8 * 64])?;
+    /// let lens = ctx.upload(&[5u32])?;
+    /// let mut out = ctx.alloc::<f32>(4 * 64)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.decode_attention_with(DecodePath::Simt, (&q, &k, &v), &lens, &out, shape, 0.125)?;
+    /// s.sync()?;
+    /// assert!(out.to_vec()?.iter().all(|&x| (x - 3.0).abs() < 1e-5));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn decode_attention_with<C: FloatElem>(
+        &mut self,
+        path: DecodePath,
+        (q, k_cache, v_cache): DecodeInputs<'a, C>,
+        lens: &'a DeviceBuffer<u32>,
+        out: &'a DeviceBuffer<f32>,
+        shape: DecodeShape,
+        scale: f32,
+    ) -> Result<()> {
+        let chunk_k = decode_chunk_kernel(path, C::TYPE, &shape, false)?;
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention q", q, rows * shape.dim)?;
@@ -173,7 +246,7 @@ impl<'a> Stream<Recording<'a>> {
         if out.device_ptr() == q.device_ptr() {
             return shape_err(&chunk_k.name(), "the output may not alias the query");
         }
-        let split = self.decode_split(&shape, &chunk_k)?;
+        let split = self.decode_split(&shape, chunk_k.as_ref(), path)?;
         let f = self.context().function(chunk_k.family(), &chunk_k.name())?;
         self.launch(&f)
             .config(split.cfg)
@@ -194,20 +267,23 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// A decode step's split of the cache (`shape.capacity` positions, the longest
-    /// sequence) into chunks, the chunk kernel's launch and the partials' scratch.
+    /// sequence) into chunks for `path`'s chunk kernel, its launch and the partials'
+    /// scratch.
     pub(crate) fn decode_split(
         &self,
         shape: &DecodeShape,
         chunk_k: &dyn Kernel,
+        path: DecodePath,
     ) -> Result<DecodeSplit> {
         let ctx = self.context();
         let rows = shape.batch * shape.heads_q;
-        let chunk = shape.chunk(ctx.device().multiprocessors as usize);
+        let sms = ctx.device().multiprocessors as usize;
+        let (chunk, heads) = shape.split_for(path, sms);
         let splits = shape.capacity.div_ceil(chunk);
         Ok(DecodeSplit {
             chunk,
             splits,
-            cfg: chunk_k.launch_config(&[splits, shape.heads_q, shape.batch])?,
+            cfg: chunk_k.launch_config(&[splits, heads, shape.batch])?,
             part_acc: ctx.alloc::<f32>(rows * splits * shape.dim)?,
             part_ml: ctx.alloc::<f32>(rows * splits * 2)?,
         })

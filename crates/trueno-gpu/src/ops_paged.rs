@@ -3,10 +3,12 @@
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
-use crate::kernels::paged::{PagedDecodeChunkKernel, PagedKvAppendKernel, PagedShape};
+use crate::kernels::decode_mma::DecodePath;
+use crate::kernels::paged::{PagedKvAppendKernel, PagedShape};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem};
 use crate::ops::{expect_len, token_values};
+use crate::ops_attention::{DecodeInputs, decode_chunk_kernel};
 
 impl<'a> Stream<Recording<'a>> {
     /// [`kv_append`](Self::kv_append) into paged pools: `k_new`, `v_new`
@@ -139,8 +141,46 @@ impl<'a> Stream<Recording<'a>> {
         shape: PagedShape,
         scale: f32,
     ) -> Result<()> {
-        let heads = shape.as_decode().block_heads() as u32;
-        let chunk_k = PagedDecodeChunkKernel(shape.dim as u32, C::TYPE, heads);
+        let path = DecodePath::for_cache(C::TYPE);
+        let inputs = (q, k_pages, v_pages);
+        self.decode_attention_paged_with(path, inputs, (table, lens), out, shape, scale)
+    }
+
+    /// [`decode_attention_paged`](Self::decode_attention_paged) on the chunk kernel
+    /// `path` names (see [`decode_attention_with`](Self::decode_attention_with)).
+    ///
+    /// ```
+    /// use half::f16;
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::decode_mma::DecodePath;
+    /// use trueno_gpu::kernels::paged::PagedShape;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let shape = PagedShape {
+    ///     batch: 1, heads_q: 2, heads_kv: 1, dim: 64, page_size: 8, max_pages: 2, pool_pages: 3,
+    /// };
+    /// let q = ctx.upload(&vec![0.1f32; 2 * 64])?;
+    /// let k = ctx.upload(&vec![f16::from_f32(0.2); shape.pool_len()])?;
+    /// let v = ctx.upload(&vec![f16::from_f32(3.0); shape.pool_len()])?;
+    /// let (table, lens) = (ctx.upload(&[2u32, 0])?, ctx.upload(&[11u32])?);
+    /// let mut out = ctx.alloc::<f32>(2 * 64)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.decode_attention_paged_with(DecodePath::Mma, (&q, &k, &v), (&table, &lens), &out, shape, 0.125)?;
+    /// s.sync()?;
+    /// assert!(out.to_vec()?.iter().all(|&x| (x - 3.0).abs() < 1e-5));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn decode_attention_paged_with<C: FloatElem>(
+        &mut self,
+        path: DecodePath,
+        (q, k_pages, v_pages): DecodeInputs<'a, C>,
+        (table, lens): (&'a DeviceBuffer<u32>, &'a DeviceBuffer<u32>),
+        out: &'a DeviceBuffer<f32>,
+        shape: PagedShape,
+        scale: f32,
+    ) -> Result<()> {
+        let longest = shape.as_decode();
+        let chunk_k = decode_chunk_kernel(path, C::TYPE, &longest, true)?;
         shape.check(&chunk_k.name())?;
         let rows = shape.batch * shape.heads_q;
         expect_len("decode_attention_paged q", q, rows * shape.dim)?;
@@ -156,8 +196,7 @@ impl<'a> Stream<Recording<'a>> {
         if out.device_ptr() == q.device_ptr() {
             return shape_err(&chunk_k.name(), "the output may not alias the query");
         }
-        let longest = shape.as_decode();
-        let split = self.decode_split(&longest, &chunk_k)?;
+        let split = self.decode_split(&longest, chunk_k.as_ref(), path)?;
         let f = self.context().function(chunk_k.family(), &chunk_k.name())?;
         self.launch(&f)
             .config(split.cfg)

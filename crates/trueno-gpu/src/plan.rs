@@ -10,7 +10,8 @@
 use crate::error::{Result, shape_err};
 use crate::kernels::Kernel;
 use crate::kernels::LaunchConfig;
-use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape, HEAD_DIMS};
+use crate::kernels::attention::{DecodeMergeKernel, DecodeShape, HEAD_DIMS};
+use crate::kernels::decode_mma::DecodePath;
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;
@@ -23,6 +24,7 @@ use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::reduce::{ReduceKernel, ReduceOp};
 use crate::kernels::rope::{RopeKernel, RopeMode};
+use crate::ops_attention::decode_chunk_kernel;
 
 /// How a weight matrix is stored: a GGML type name (`Q4_K`, `F16`...) and its block
 /// geometry, so its bytes are known whether or not trueno has a kernel for it.
@@ -371,21 +373,27 @@ fn attention(
                 capacity: context,
                 dim: d,
             };
-            let chunk = shape.chunk(sms);
+            // The chunk kernel `Stream::decode_attention` runs for this cache type.
+            let path = DecodePath::for_cache(kv);
+            let (chunk, width) = shape.split_for(path, sms);
             let splits = context.div_ceil(chunk);
             let partials = (hq * splits * (d + 2)) as u64 * F32;
             let q = (hq * d) as u64 * F32;
-            let chunk_k = DecodeChunkKernel(d as u32, kv, shape.block_heads() as u32);
+            let chunk_k = decode_chunk_kernel(path, kv, &shape, false)?;
             let merge_k = DecodeMergeKernel(d as u32);
+            let mut chunks = launch(
+                "decode attention (chunks)",
+                chunk_k.as_ref(),
+                &[splits, width, 1],
+                cache + q + partials,
+                flops,
+            )?;
+            if path == DecodePath::Mma {
+                chunks.math = Math::Tensor;
+            }
             Ok(vec![
                 append,
-                launch(
-                    "decode attention (chunks)",
-                    &chunk_k,
-                    &[splits, hq, 1],
-                    cache + q + partials,
-                    flops,
-                )?,
+                chunks,
                 launch(
                     "decode attention (merge)",
                     &merge_k,

@@ -87,8 +87,8 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
         "trueno_qgemv_q6_k_q8k",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
-        // Llama 3's groups of four query heads: four heads a chunk block.
-        "trueno_decode_attn_d128_f16_h4",
+        // A 16-bit cache: the tensor-core chunk kernel, as the stream runs it.
+        "trueno_decode_attn_mma_d128_f16",
         "trueno_decode_merge_d128_f32",
         "trueno_swiglu_f32",
     ] {
@@ -143,10 +143,17 @@ fn launch_configs_are_the_kernels_own() {
     // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
     let quantize = step("trueno_quantize_q8k_f32");
     assert_eq!(quantize.config.unwrap().grid, (2, 1, 1));
-    // 32K positions x 8 tiles of four heads over 4 x 132 blocks: 496.5, so chunks of 512
-    // positions, 64 splits.
-    let chunks = step("trueno_decode_attn_d128_bf16_h4");
+    // 32K positions x 8 key/value heads (a block each: groups of four fit one tile of
+    // 16 heads) over 4 x 132 blocks: 496.5, so chunks of 512 positions, 64 splits.
+    let chunks = step("trueno_decode_attn_mma_d128_bf16");
     assert_eq!(chunks.config.unwrap().grid, (8, 64, 1));
+    // An f32 cache keeps the SIMT kernel: four heads a chunk block, the same 8 x 64.
+    let p = plan(&m, Phase::Decode { context: 32768 }, FloatType::F32, H100).unwrap();
+    let simt = p.layers[0]
+        .iter()
+        .find(|s| s.kernel.as_deref() == Some("trueno_decode_attn_d128_f32_h4"))
+        .expect("the SIMT chunk kernel");
+    assert_eq!(simt.config.unwrap().grid, (8, 64, 1));
 }
 
 #[test]

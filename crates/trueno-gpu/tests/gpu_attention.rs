@@ -10,6 +10,7 @@ use half::{bf16, f16};
 use trueno_gpu::memory::FloatElem;
 
 use trueno_gpu::kernels::attention::{DecodeShape, reference};
+use trueno_gpu::kernels::decode_mma::DecodePath;
 use trueno_gpu::kernels::kv_cache;
 
 fn run<C: FloatElem>(
@@ -18,6 +19,17 @@ fn run<C: FloatElem>(
     q: &[f32],
     k: &[C],
     v: &[C],
+    lens: &[u32],
+) -> Vec<f32> {
+    run_on(ctx, DecodePath::for_cache(C::TYPE), shape, q, (k, v), lens)
+}
+
+fn run_on<C: FloatElem>(
+    ctx: &trueno_gpu::driver::Context,
+    path: DecodePath,
+    shape: DecodeShape,
+    q: &[f32],
+    (k, v): (&[C], &[C]),
     lens: &[u32],
 ) -> Vec<f32> {
     let (dq, dk, dv, dl) = (
@@ -29,7 +41,7 @@ fn run<C: FloatElem>(
     let mut out = poisoned(ctx, q.len());
     let scale = 1.0 / (shape.dim as f32).sqrt();
     let mut s = ctx.stream().unwrap().record();
-    s.decode_attention(&dq, &dk, &dv, &dl, &out, shape, scale)
+    s.decode_attention_with(path, (&dq, &dk, &dv), &dl, &out, shape, scale)
         .unwrap();
     s.sync().unwrap();
     out.to_vec().unwrap()
@@ -134,14 +146,97 @@ fn check_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut
         let cache = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
         let k: Vec<T> = halves(rng, cache);
         let v: Vec<T> = halves(rng, cache);
-        let got = run(ctx, sh, &q, &k, &v, &lens);
         let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
         let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
         let scale = 1.0 / (sh.dim as f32).sqrt();
         let want = reference(&q, &wide(&k), &wide(&v), &lens, dims, scale);
+        for path in [DecodePath::Simt, DecodePath::Mma] {
+            let got = run_on(ctx, path, sh, &q, (&k, &v), &lens);
+            let what = format!(
+                "{} cache {path:?} {sh:?} {lens:?}",
+                std::any::type_name::<T>()
+            );
+            assert_close(&what, &got, &want, 1e-3, 5e-5);
+        }
+    }
+}
+
+/// The tensor-core kernel at every group size it tiles differently (one head, odd
+/// groups, one full tile of 16, past it), lengths at and around its 64-row tiles and
+/// chunk ends, every head dimension; rows past each sequence hold NaN (they must land
+/// as zeros, never read into an output) and one query head is NaN (its own output only).
+fn check_mma_groups<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
+    let shape = |batch, heads_q, heads_kv, capacity, dim| DecodeShape {
+        batch,
+        heads_q,
+        heads_kv,
+        capacity,
+        dim,
+    };
+    let cases = [
+        (shape(2, 4, 4, 130, 64), vec![1u32, 130]),
+        (shape(1, 28, 4, 300, 128), vec![257]),
+        (shape(3, 64, 8, 200, 128), vec![63, 64, 65]),
+        (shape(1, 16, 1, 1100, 64), vec![1025]),
+        (shape(2, 34, 2, 129, 128), vec![128, 0]),
+        (shape(1, 32, 1, 96, 256), vec![96]),
+        (shape(1, 12, 4, 2200, 256), vec![2111]),
+        // Chunks of 256 positions: four tiles a block, around the stage ring.
+        (shape(1, 8, 8, 9000, 128), vec![8999]),
+        (shape(1, 16, 8, 9000, 256), vec![7001]),
+    ];
+    for (sh, lens) in cases {
+        let mut q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);
+        let bad_head = sh.heads_q - 1;
+        q[bad_head * sh.dim + 3] = f32::NAN;
+        let mut k: Vec<T> = halves(rng, sh.batch * sh.heads_kv * sh.capacity * sh.dim);
+        let mut v: Vec<T> = halves(rng, k.len());
+        for (b, &len) in lens.iter().enumerate() {
+            for h in 0..sh.heads_kv {
+                let row0 = (b * sh.heads_kv + h) * sh.capacity;
+                for p in len as usize..sh.capacity {
+                    for x in &mut k[(row0 + p) * sh.dim..][..sh.dim] {
+                        *x = T::from_f32(f32::NAN);
+                    }
+                    for x in &mut v[(row0 + p) * sh.dim..][..sh.dim] {
+                        *x = T::from_f32(f32::INFINITY);
+                    }
+                }
+            }
+        }
+        let got = run_on(ctx, DecodePath::Mma, sh, &q, (&k, &v), &lens);
+        let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
+        let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
+        let scale = 1.0 / (sh.dim as f32).sqrt();
+        let mut want = reference(&q, &wide(&k), &wide(&v), &lens, dims, scale);
+        // The poisoned head (every case's first sequence has keys) is NaN throughout (the reference's softmax, which skips NaN
+        // maxima, says 0 there); every other head as the reference.
+        for x in &mut want[bad_head * sh.dim..][..sh.dim] {
+            *x = f32::NAN;
+        }
         let what = format!("{} cache {sh:?} {lens:?}", std::any::type_name::<T>());
         assert_close(&what, &got, &want, 1e-3, 5e-5);
+        for (i, head) in got.chunks(sh.dim).enumerate() {
+            let poisoned_head = i == bad_head;
+            assert_eq!(
+                head.iter().all(|x| x.is_nan()),
+                poisoned_head,
+                "{what}: head {i}"
+            );
+            assert!(
+                poisoned_head || head.iter().all(|x| x.is_finite()),
+                "{what}: head {i}"
+            );
+        }
     }
+}
+
+#[test]
+fn tensor_core_decode_matches_the_reference_at_every_group_size() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(29);
+    check_mma_groups::<bf16>(&ctx, &mut rng);
+    check_mma_groups::<f16>(&ctx, &mut rng);
 }
 
 #[test]
@@ -349,6 +444,11 @@ fn decode_shapes_and_lengths_are_checked_before_launch() {
         s.decode_attention(&q, &kv, &kv2, &lens, &q, ok, 0.125)
             .is_err()
     );
+    // The tensor cores take 16-bit caches only.
+    let e = s
+        .decode_attention_with(DecodePath::Mma, (&q, &kv, &kv2), &lens, &out, ok, 0.125)
+        .unwrap_err();
+    assert!(e.to_string().contains("bf16 or f16"), "{e}");
     let e = s.kv_append(&new, &new, &kv, &kv, &lens, ok).unwrap_err();
     assert!(e.to_string().contains("same buffer"), "{e}");
     let e = s

@@ -10,6 +10,7 @@ use common::device::{POISON, Rng, assert_close, ctx, poisoned};
 
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
+use trueno_gpu::kernels::decode_mma::DecodePath;
 use trueno_gpu::kernels::paged::{PagedShape, append_reference, reference};
 use trueno_gpu::memory::FloatElem;
 
@@ -94,7 +95,7 @@ fn pools<T: Elem>(rng: &mut Rng, len: usize) -> (Vec<T>, Vec<f32>) {
     (t, f)
 }
 
-fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng) {
+fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng, path: DecodePath) {
     let cases = [
         (shape(1, (4, 4), 64, 1, 40), vec![37u32]),
         (shape(2, (8, 2), 128, 16, 20), vec![300, 17]),
@@ -104,6 +105,10 @@ fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng) {
         // Eight heads a block over two groups; two heads a block at dimension 256.
         (shape(2, (16, 2), 128, 8, 12), vec![90, 96]),
         (shape(1, (2, 1), 256, 4, 9), vec![33]),
+        // Groups of eight and of seven, of 17 (two tensor-core tiles), pages of one row.
+        (shape(2, (64, 8), 128, 16, 40), vec![640, 333]),
+        (shape(1, (28, 4), 128, 32, 10), vec![300]),
+        (shape(1, (34, 2), 64, 1, 200), vec![199]),
     ];
     for (sh, lens) in cases {
         let q = rng.vec(sh.batch * sh.heads_q * sh.dim, -1.0, 1.0);
@@ -119,12 +124,15 @@ fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng) {
         let mut out = poisoned(ctx, q.len());
         let scale = 1.0 / (sh.dim as f32).sqrt();
         let mut s = ctx.stream().unwrap().record();
-        s.decode_attention_paged(&dq, &dk, &dv, &dt, &dl, &out, sh, scale)
+        s.decode_attention_paged_with(path, (&dq, &dk, &dv), (&dt, &dl), &out, sh, scale)
             .unwrap();
         s.sync().unwrap();
         let got = out.to_vec().unwrap();
         let want = reference(&q, (&kf, &vf), &table, &lens, &sh, scale);
-        let what = format!("{} pools {sh:?} {lens:?}", std::any::type_name::<T>());
+        let what = format!(
+            "{} pools {path:?} {sh:?} {lens:?}",
+            std::any::type_name::<T>()
+        );
         assert_close(&what, &got, &want, 1e-3, 5e-5);
         for (b, &l) in lens.iter().enumerate() {
             if l == 0 {
@@ -139,9 +147,11 @@ fn check_decode<T: Elem>(ctx: &Context, rng: &mut Rng) {
 fn paged_decode_attention_matches_an_f64_softmax_through_the_table() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(41);
-    check_decode::<f32>(&ctx, &mut rng);
-    check_decode::<bf16>(&ctx, &mut rng);
-    check_decode::<f16>(&ctx, &mut rng);
+    check_decode::<f32>(&ctx, &mut rng, DecodePath::Simt);
+    for path in [DecodePath::Simt, DecodePath::Mma] {
+        check_decode::<bf16>(&ctx, &mut rng, path);
+        check_decode::<f16>(&ctx, &mut rng, path);
+    }
 }
 
 /// Appends land where the table says (bit for bit: 16-bit pools hold each value rounded

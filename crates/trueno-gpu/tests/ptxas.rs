@@ -156,8 +156,8 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
 /// ptxas): their multiplies are HMMA (tensor-core) instructions, their tiles arrive by
 /// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for a 16-bit
 /// operand stored n-major; a `Bᵀ` is k-major, so none transposed), on every target
-/// they claim; FlashAttention's probabilities become 16-bit operands by F2FP packs, in
-/// registers.
+/// they claim; attention's probabilities (FlashAttention's, decode's) become 16-bit
+/// operands by F2FP packs, in registers.
 #[test]
 fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     let Some(sass) = Sass::find() else { return };
@@ -194,12 +194,23 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             kernels.push((Box::new(FlashAttentionKernel(ty, d)), hmma(ty), None, true));
         }
     }
+    // Decode attention's tensor-core chunk kernels: the same shape of code (a group's
+    // heads as the rows, V read transposed, the probabilities packed in registers).
+    for paged in [false, true] {
+        for ty in [HalfType::Bf16, HalfType::F16] {
+            for dim in HEAD_DIMS {
+                let k = trueno_gpu::kernels::decode_mma::DecodeMmaKernel { dim, ty, paged };
+                kernels.push((Box::new(k), hmma(ty), None, true));
+            }
+        }
+    }
     for (k, hmma, out, transposed) in &kernels {
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&**k, target);
             let count = |op: &str| code.matches(op).count();
             // The GEMM's loop body: 4 x 4 fragments x 2 k16 steps per k-tile; attention's
-            // at least 64 (Q K^T and P V of one key tile).
+            // at least 64 (Q K^T and P V of one key tile); decode's 32 at head dimension
+            // 64 (each product once per 16-bit part of its operand).
             assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
             assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
             assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");

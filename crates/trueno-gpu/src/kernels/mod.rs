@@ -7,6 +7,7 @@
 pub mod attention;
 pub mod convert;
 mod decode_chunk;
+pub mod decode_mma;
 pub mod dequant;
 mod dequant_chunk;
 pub mod dequant_t;
@@ -148,11 +149,14 @@ pub enum Family {
     DecodeHeads4,
     /// as `DecodeHeads2`, eight query heads a block
     DecodeHeads8,
+    /// decode attention's chunk kernels on the tensor cores (16-bit caches, contiguous
+    /// and paged: a group's query heads as the rows of `mma.sync` products)
+    DecodeMma,
 }
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 16] = [
+    pub const ALL: [Family; 17] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -169,6 +173,7 @@ impl Family {
         Family::DecodeHeads2,
         Family::DecodeHeads4,
         Family::DecodeHeads8,
+        Family::DecodeMma,
     ];
 
     /// Module name.
@@ -190,6 +195,7 @@ impl Family {
             Family::DecodeHeads2 => "decode_attention_h2",
             Family::DecodeHeads4 => "decode_attention_h4",
             Family::DecodeHeads8 => "decode_attention_h8",
+            Family::DecodeMma => "decode_attention_mma",
         }
     }
 
@@ -246,6 +252,7 @@ impl Family {
             Family::DecodeHeads2 => attention::grouped(2),
             Family::DecodeHeads4 => attention::grouped(4),
             Family::DecodeHeads8 => attention::grouped(8),
+            Family::DecodeMma => decode_mma::all(),
         }
     }
 }

@@ -19,8 +19,10 @@ use trueno_gpu::Result;
 use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::attention::DecodeShape;
+use trueno_gpu::kernels::decode_mma::DecodePath;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::flash_attention::{FlashPath, FlashShape};
+use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::paged::PagedShape;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
@@ -227,19 +229,7 @@ impl Bench {
         let lens = self.ctx.upload(&[cap as u32])?;
         let out = self.ctx.alloc::<f32>(heads_q * dim)?;
         let scale = 1.0 / (dim as f32).sqrt();
-        // Each call takes its partials' scratch from the context's pool, given back at the
-        // stream's sync: a first timing loop grows the pool to the loop's 35 calls (a
-        // decode loop that syncs every token needs one), the second is the one reported.
-        let mut ms = 0.0;
-        for _ in 0..2 {
-            ms = self.time(1, |s, _| {
-                s.decode_attention(&q, &k, &v, &lens, &out, shape, scale)
-            })?;
-        }
         let bytes = 2 * cache * size_of::<C>();
-        self.emit(format!(
-            r#"{{"kind":"decode_attn","cache":"{name}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
-        ));
         // The same cache as 16-position pages in reversed order (every page lookup
         // leaves its neighbour), through a block table.
         let paged = PagedShape {
@@ -253,12 +243,40 @@ impl Bench {
         };
         let table: Vec<u32> = (0..paged.max_pages as u32).rev().collect();
         let table = self.ctx.upload(&table)?;
-        let ms = self.time(1, |s, _| {
-            s.decode_attention_paged(&q, &k, &v, &table, &lens, &out, paged, scale)
-        })?;
-        self.emit(format!(
-            r#"{{"kind":"decode_attn","cache":"{name} paged16","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
-        ));
+        // Both chunk kernels where the cache is 16-bit (the tensor cores take only those).
+        let paths: &[DecodePath] = match C::TYPE {
+            FloatType::F32 => &[DecodePath::Simt],
+            _ => &[DecodePath::Simt, DecodePath::Mma],
+        };
+        for &path in paths {
+            let label = format!("{path:?}").to_lowercase();
+            // Each call takes its partials' scratch from the context's pool, given back at
+            // the stream's sync: a first timing loop grows the pool to the loop's 35 calls
+            // (a decode loop that syncs every token needs one), the second is the one
+            // reported.
+            let mut ms = 0.0;
+            for _ in 0..2 {
+                ms = self.time(1, |s, _| {
+                    s.decode_attention_with(path, (&q, &k, &v), &lens, &out, shape, scale)
+                })?;
+            }
+            self.emit(format!(
+                r#"{{"kind":"decode_attn","cache":"{name}","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+            ));
+            let ms = self.time(1, |s, _| {
+                s.decode_attention_paged_with(
+                    path,
+                    (&q, &k, &v),
+                    (&table, &lens),
+                    &out,
+                    paged,
+                    scale,
+                )
+            })?;
+            self.emit(format!(
+                r#"{{"kind":"decode_attn","cache":"{name} paged16","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+            ));
+        }
         Ok(())
     }
 
