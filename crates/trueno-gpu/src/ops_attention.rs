@@ -278,7 +278,7 @@ impl<'a> Stream<Recording<'a>> {
         let ctx = self.context();
         let rows = shape.batch * shape.heads_q;
         let sms = ctx.device().multiprocessors as usize;
-        let (chunk, heads) = shape.split_for(path, sms);
+        let (chunk, heads) = shape.split_for(path, sms, ctx.device().max_shared_per_block);
         let splits = shape.capacity.div_ceil(chunk);
         Ok(DecodeSplit {
             chunk,

@@ -118,6 +118,9 @@ pub struct DevicePeak {
     pub f32_tflops: f64,
     /// Multiprocessors (decode attention's split count depends on it).
     pub sms: usize,
+    /// Shared memory a block may take (opt-in), bytes: how many of decode attention's
+    /// tensor-core blocks a SM holds, and so its split.
+    pub max_shared_per_block: u32,
     /// Hopper (sm_90a): the wgmma kernels run, and a prefill's quantized projections
     /// take the fused kernel where `Stream::qgemm_with` does.
     pub wgmma: bool,
@@ -132,6 +135,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 989.4,
         f32_tflops: 66.9,
         sms: 132,
+        max_shared_per_block: 227 * 1024,
         wgmma: true,
     },
     DevicePeak {
@@ -141,6 +145,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 989.4,
         f32_tflops: 66.9,
         sms: 132,
+        max_shared_per_block: 227 * 1024,
         wgmma: true,
     },
     DevicePeak {
@@ -150,6 +155,7 @@ pub const DEVICES: [DevicePeak; 3] = [
         bf16_tflops: 312.0,
         f32_tflops: 19.5,
         sms: 108,
+        max_shared_per_block: 163 * 1024,
         wgmma: false,
     },
 ];
@@ -341,8 +347,9 @@ fn attention(
     m: &ModelShape,
     phase: Phase,
     kv: FloatType,
-    (sms, wgmma): (usize, bool),
+    device: &DevicePeak,
 ) -> Result<Vec<Step>> {
+    let (sms, wgmma) = (device.sms, device.wgmma);
     let (hq, hkv, d) = (m.heads_q, m.heads_kv, m.head_dim);
     let fits = HEAD_DIMS.contains(&(d as u32));
     let kv_bytes = kv.bytes() as u64;
@@ -375,7 +382,7 @@ fn attention(
             };
             // The chunk kernel `Stream::decode_attention` runs for this cache type.
             let path = DecodePath::for_cache(kv);
-            let (chunk, width) = shape.split_for(path, sms);
+            let (chunk, width) = shape.split_for(path, sms, device.max_shared_per_block);
             let splits = context.div_ceil(chunk);
             let partials = (hq * splits * (d + 2)) as u64 * F32;
             let q = (hq * d) as u64 * F32;
@@ -444,7 +451,6 @@ fn attention(
 /// sizes its splits by its multiprocessors; a prefill's quantized projections take the
 /// fused kernel on Hopper where `Stream::qgemm_with` does).
 pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) -> Result<Plan> {
-    let sms = device.sms;
     check(m)?;
     let tokens = match phase {
         Phase::Decode { context: 0 } => {
@@ -516,7 +522,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
                 3 * n,
             )?);
         }
-        s.extend(attention(m, phase, kv, (sms, device.wgmma))?);
+        s.extend(attention(m, phase, kv, device)?);
         s.extend(projections(
             &[("output projection", &w.o, h)],
             hq * d,

@@ -97,10 +97,11 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     let weights = llama3_8b_weight_bytes();
     let (bytes, flops, us) = p.totals(H100);
     // Weights once, plus activations, the cache (2 x 4096 x 8 x 128 f16 a layer) and
-    // attention's chunk partials, written and read back (32 heads x 64 chunks of 64
-    // positions x (128 + 2) f32 a layer).
+    // attention's chunk partials, written and read back (32 heads x 32 chunks of 128
+    // positions x (128 + 2) f32 a layer: 32 splits of 8 blocks fill one wave of 396
+    // with two tiles a block, as 49 would).
     let cache = 32 * 2 * 4096 * 8 * 128 * 2;
-    let partials = 32 * 2 * 32 * 64 * 130 * 4;
+    let partials = 32 * 2 * 32 * 32 * 130 * 4;
     let moved = weights + cache + partials;
     assert!(bytes > moved && bytes < moved * 101 / 100, "{bytes}");
     // 2 FLOPs a weight (the embedding table's rows aside) and 4 per cached position,
@@ -143,10 +144,12 @@ fn launch_configs_are_the_kernels_own() {
     // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
     let quantize = step("trueno_quantize_q8k_f32");
     assert_eq!(quantize.config.unwrap().grid, (2, 1, 1));
-    // 32K positions x 8 key/value heads (a block each: groups of four fit one tile of
-    // 16 heads) over 4 x 132 blocks: 496.5, so chunks of 512 positions, 64 splits.
+    // 8 key/value heads (a block each: groups of four fit one tile of 16 heads), 512
+    // tiles of 64 positions, three blocks a SM (72 KB each): one wave of 396 places
+    // holds 49 splits of 8 blocks, and 47 splits of 11 tiles (704 positions) take as
+    // many tiles a block as 49 do.
     let chunks = step("trueno_decode_attn_mma_d128_bf16");
-    assert_eq!(chunks.config.unwrap().grid, (8, 64, 1));
+    assert_eq!(chunks.config.unwrap().grid, (8, 47, 1));
     // An f32 cache keeps the SIMT kernel: four heads a chunk block, the same 8 x 64.
     let p = plan(&m, Phase::Decode { context: 32768 }, FloatType::F32, H100).unwrap();
     let simt = p.layers[0]

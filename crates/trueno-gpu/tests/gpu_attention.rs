@@ -181,7 +181,7 @@ fn check_mma_groups<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng:
         (shape(2, 34, 2, 129, 128), vec![128, 0]),
         (shape(1, 32, 1, 96, 256), vec![96]),
         (shape(1, 12, 4, 2200, 256), vec![2111]),
-        // Chunks of 256 positions: four tiles a block, around the stage ring.
+        // Chunks of several tiles (on an H100 3 and 9 of 64 rows), around the stages.
         (shape(1, 8, 8, 9000, 128), vec![8999]),
         (shape(1, 16, 8, 9000, 256), vec![7001]),
     ];
