@@ -47,17 +47,39 @@ fn run_on<C: FloatElem>(
     out.to_vec().unwrap()
 }
 
-#[test]
-fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(17);
-    let shape = |batch, heads_q, heads_kv, capacity, dim| DecodeShape {
+fn shape(
+    batch: usize,
+    heads_q: usize,
+    heads_kv: usize,
+    capacity: usize,
+    dim: usize,
+) -> DecodeShape {
+    DecodeShape {
         batch,
         heads_q,
         heads_kv,
         capacity,
         dim,
-    };
+    }
+}
+
+/// The f64 reference over a 16-bit cache's values, at the tests' scale.
+fn reference_16bit<T: Half>(
+    q: &[f32],
+    (k, v): (&[T], &[T]),
+    lens: &[u32],
+    sh: DecodeShape,
+) -> Vec<f32> {
+    let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
+    let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
+    let scale = 1.0 / (sh.dim as f32).sqrt();
+    reference(q, &wide(k), &wide(v), lens, dims, scale)
+}
+
+#[test]
+fn decode_attention_matches_an_f64_softmax_over_ragged_lengths() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(17);
     let mut cases = vec![
         (shape(1, 4, 4, 1, 64), vec![1u32]),
         (shape(2, 8, 2, 300, 128), vec![300, 17]),
@@ -146,10 +168,7 @@ fn check_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut
         let cache = sh.batch * sh.heads_kv * sh.capacity * sh.dim;
         let k: Vec<T> = halves(rng, cache);
         let v: Vec<T> = halves(rng, cache);
-        let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
-        let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
-        let scale = 1.0 / (sh.dim as f32).sqrt();
-        let want = reference(&q, &wide(&k), &wide(&v), &lens, dims, scale);
+        let want = reference_16bit(&q, (&k, &v), &lens, sh);
         for path in [DecodePath::Simt, DecodePath::Mma] {
             let got = run_on(ctx, path, sh, &q, (&k, &v), &lens);
             let what = format!(
@@ -166,13 +185,6 @@ fn check_16bit<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut
 /// chunk ends, every head dimension; rows past each sequence hold NaN (they must land
 /// as zeros, never read into an output) and one query head is NaN (its own output only).
 fn check_mma_groups<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng: &mut Rng) {
-    let shape = |batch, heads_q, heads_kv, capacity, dim| DecodeShape {
-        batch,
-        heads_q,
-        heads_kv,
-        capacity,
-        dim,
-    };
     let cases = [
         (shape(2, 4, 4, 130, 64), vec![1u32, 130]),
         (shape(1, 28, 4, 300, 128), vec![257]),
@@ -205,10 +217,7 @@ fn check_mma_groups<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng:
             }
         }
         let got = run_on(ctx, DecodePath::Mma, sh, &q, (&k, &v), &lens);
-        let wide = |x: &[T]| -> Vec<f32> { x.iter().map(|h| h.to_f64() as f32).collect() };
-        let dims = (sh.heads_q, sh.heads_kv, sh.capacity, sh.dim);
-        let scale = 1.0 / (sh.dim as f32).sqrt();
-        let mut want = reference(&q, &wide(&k), &wide(&v), &lens, dims, scale);
+        let mut want = reference_16bit(&q, (&k, &v), &lens, sh);
         // The poisoned head (every case's first sequence has keys) is NaN throughout (the reference's softmax, which skips NaN
         // maxima, says 0 there); every other head as the reference.
         for x in &mut want[bad_head * sh.dim..][..sh.dim] {

@@ -36,6 +36,83 @@ fn lanes_per_row(dim: u32, paged: bool) -> u32 {
     if !paged && dim <= 128 { 16 } else { 32 }
 }
 
+/// A paged cache's parameters: the table, the pool's pages, log2 of the rows per page.
+pub(super) type Paging = Option<(Reg<U64>, Reg<U32>, Reg<U32>)>;
+
+/// The parameters every chunk kernel takes (SIMT and tensor-core, contiguous and paged),
+/// in launch order: `q`, `k`, `v`, `lens`, [`table`], `part_acc`, `part_ml`, `heads_q`,
+/// `heads_kv`, `capacity` or `max_pages`, [`pool_pages`, `page_shift`], `chunk`,
+/// `splits`, `scale`.
+pub(super) struct ChunkParams {
+    pub q: Reg<U64>,
+    pub k: Reg<U64>,
+    pub v: Reg<U64>,
+    pub lens: Reg<U64>,
+    pub part_acc: Reg<U64>,
+    pub part_ml: Reg<U64>,
+    pub heads_q: Reg<U32>,
+    pub heads_kv: Reg<U32>,
+    /// Contiguous: positions per head. Paged: table entries per sequence.
+    pub capacity: Reg<U32>,
+    pub paging: Paging,
+    pub chunk: Reg<U32>,
+    pub splits: Reg<U32>,
+    pub scale: Reg<F32>,
+}
+
+impl ChunkParams {
+    /// Declares them for a cache of element type `cache`.
+    pub fn declare(b: &mut KernelBuilder, cache: PtxType, paged: bool) -> ChunkParams {
+        let q = b.param_ptr("q", PtxType::F32);
+        let k = b.param_ptr("k", cache);
+        let v = b.param_ptr("v", cache);
+        let lens = b.param_ptr("lens", PtxType::U32);
+        let table = paged.then(|| b.param_ptr("table", PtxType::U32));
+        let part_acc = b.param_ptr("part_acc", PtxType::F32);
+        let part_ml = b.param_ptr("part_ml", PtxType::F32);
+        let heads_q = b.param_u32("heads_q");
+        let heads_kv = b.param_u32("heads_kv");
+        let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
+        let paging = table.map(|table| {
+            let pool = b.param_u32("pool_pages");
+            let shift = b.param_u32("page_shift");
+            (table, pool, shift)
+        });
+        ChunkParams {
+            q,
+            k,
+            v,
+            lens,
+            part_acc,
+            part_ml,
+            heads_q,
+            heads_kv,
+            capacity,
+            paging,
+            chunk: b.param_u32("chunk"),
+            splits: b.param_u32("splits"),
+            scale: b.param_f32("scale"),
+        }
+    }
+}
+
+/// Positions of sequence `seq` attended: `lens[seq]`, capped at what the cache holds
+/// (`capacity`, or `max_pages` pages of `1 << page_shift` rows).
+pub(super) fn seq_len(
+    b: &mut KernelBuilder,
+    lens: Reg<U64>,
+    seq: Reg<U32>,
+    (capacity, paging): (Reg<U32>, Paging),
+) -> Reg<U32> {
+    let lens_addr = elem_addr(b, lens, seq, 4);
+    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
+    let limit = match paging {
+        Some((_, _, shift)) => b.shl(capacity, shift),
+        None => capacity,
+    };
+    b.min(len, limit)
+}
+
 /// Builds the chunk kernel for head dimension `dim`, cache type `ty`, `heads` query heads
 /// a block (a divisor of every group it is launched for), contiguous or `paged`.
 pub(super) fn build_chunk(
@@ -54,26 +131,21 @@ pub(super) fn build_chunk(
     let nh = heads as usize;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
-    let gq = b.param_ptr("q", PtxType::F32);
-    let gk = b.param_ptr("k", ty.ptx());
-    let gv = b.param_ptr("v", ty.ptx());
-    let glens = b.param_ptr("lens", PtxType::U32);
-    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
-    let gacc = b.param_ptr("part_acc", PtxType::F32);
-    let gml = b.param_ptr("part_ml", PtxType::F32);
-    let heads_q = b.param_u32("heads_q");
-    let heads_kv = b.param_u32("heads_kv");
-    // Contiguous: positions per head. Paged: table entries per sequence, the pool's
-    // pages, log2 of the rows per page.
-    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
-    let paging = table.map(|table| {
-        let pool = b.param_u32("pool_pages");
-        let shift = b.param_u32("page_shift");
-        (table, pool, shift)
-    });
-    let chunk = b.param_u32("chunk");
-    let splits = b.param_u32("splits");
-    let scale = b.param_f32("scale");
+    let ChunkParams {
+        q: gq,
+        k: gk,
+        v: gv,
+        lens: glens,
+        part_acc: gacc,
+        part_ml: gml,
+        heads_q,
+        heads_kv,
+        capacity,
+        paging,
+        chunk,
+        splits,
+        scale,
+    } = ChunkParams::declare(&mut b, ty.ptx(), paged);
     // One (m, l, acc) slot per row group and head.
     let slot_bytes = (dim + 2) * 4;
     let smem = b.shared_array("merge", row_groups * heads * slot_bytes, 16);
@@ -98,13 +170,7 @@ pub(super) fn build_chunk(
     let h0 = if heads == 1 { tile } else { b.mul(tile, heads) };
     let group = b.div_int(heads_q, heads_kv);
     let hkv = b.div_int(h0, group);
-    let lens_addr = elem_addr(&mut b, glens, seq, 4);
-    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
-    let limit = match paging {
-        Some((_, _, shift)) => b.shl(capacity, shift),
-        None => capacity,
-    };
-    let len = b.min(len, limit);
+    let len = seq_len(&mut b, glens, seq, (capacity, paging));
     let pages = paging.map(|(table, pool, shift)| {
         Pages::new(
             &mut b,

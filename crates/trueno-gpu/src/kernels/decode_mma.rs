@@ -25,6 +25,7 @@
 //! as zeros and score -inf, so a neighbour's NaN cannot reach an output.
 
 use super::attention::{DecodeShape, THREADS, WARPS, weight};
+use super::decode_chunk::{ChunkParams, seq_len};
 use super::flash_attention::build::{frag_imm, frag_offsets, tile_copy};
 use super::flash_attention::rows::{Frags, online_softmax, rescale, sat_sub};
 use super::float_type::{FloatType, widen};
@@ -35,7 +36,7 @@ use super::paged::Pages;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use crate::error::Result;
 use crate::ptx::ir::{Dim, ShflMode, SpecialReg};
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
 
 /// Which chunk kernel runs a decode step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -250,24 +251,21 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
     let stage_bytes = 2 * tile_bytes;
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
-    let gq = b.param_ptr("q", PtxType::F32);
-    let gk = b.param_ptr("k", pt);
-    let gv = b.param_ptr("v", pt);
-    let glens = b.param_ptr("lens", PtxType::U32);
-    let table = paged.then(|| b.param_ptr("table", PtxType::U32));
-    let gacc = b.param_ptr("part_acc", PtxType::F32);
-    let gml = b.param_ptr("part_ml", PtxType::F32);
-    let heads_q = b.param_u32("heads_q");
-    let heads_kv = b.param_u32("heads_kv");
-    let capacity = b.param_u32(if paged { "max_pages" } else { "capacity" });
-    let paging = table.map(|table| {
-        let pool = b.param_u32("pool_pages");
-        let shift = b.param_u32("page_shift");
-        (table, pool, shift)
-    });
-    let chunk = b.param_u32("chunk");
-    let splits = b.param_u32("splits");
-    let scale = b.param_f32("scale");
+    let ChunkParams {
+        q: gq,
+        k: gk,
+        v: gv,
+        lens: glens,
+        part_acc: gacc,
+        part_ml: gml,
+        heads_q,
+        heads_kv,
+        capacity,
+        paging,
+        chunk,
+        splits,
+        scale,
+    } = ChunkParams::declare(&mut b, pt, paged);
     let smem = b.dynamic_shared();
 
     let t = b.tid_x();
@@ -287,13 +285,7 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
     let h0 = b.mad(hkv, group, sub_head);
     let left = b.sub(group, sub_head);
     let heads = b.min(left, HEAD_ROWS);
-    let lens_addr = elem_addr(&mut b, glens, seq, 4);
-    let len = b.ld::<U32, U64>(Space::Global, lens_addr, 0);
-    let limit = match paging {
-        Some((_, _, shift)) => b.shl(capacity, shift),
-        None => capacity,
-    };
-    let len = b.min(len, limit);
+    let len = seq_len(&mut b, glens, seq, (capacity, paging));
     let start = b.mul(split, chunk);
     let end = b.add(start, chunk);
     let end = b.min(end, len);
