@@ -165,7 +165,8 @@ impl<'a> Stream<Recording<'a>> {
     /// host round trip; a length past the capacity counts as the capacity, an empty
     /// sequence gives zeros). Query head `h` reads key/value head
     /// `h / (heads_q / heads_kv)`. Split over the cache in chunks (flash-decoding), with
-    /// the chunks' partial results in a scratch buffer this call allocates.
+    /// the chunks' partial results in a scratch buffer this call allocates; 16-bit caches
+    /// run on the tensor cores (see [`decode_attention_with`](Self::decode_attention_with)).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -201,10 +202,11 @@ impl<'a> Stream<Recording<'a>> {
 
     /// [`decode_attention`](Self::decode_attention) on the chunk kernel `path` names: 16-bit
     /// caches take the tensor cores ([`DecodePath::Mma`]) by default; [`DecodePath::Simt`]
-    /// runs any cache type, [`DecodePath::Mma`] on an f32 cache is an error. The two
-    /// agree to f32 rounding (the tensor-core kernel takes the query and the weights in
-    /// two 16-bit parts each); an f16 cache's path also needs the query under 65504 in
-    /// magnitude, as the cache's own values are.
+    /// runs any cache type, [`DecodePath::Mma`] on an f32 cache is an error. Both are
+    /// held to the same tolerance against an f64 softmax in the tests (1e-3 relative):
+    /// the tensor-core kernel takes the query and the weights in two 16-bit parts each,
+    /// about 16 significant bits, and sums in f32. On an f16 cache it also needs the
+    /// query under 65504 in magnitude, as the cache's own values are.
     ///
     /// ```
     /// use half::bf16;
