@@ -4,7 +4,8 @@
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::attention::{DecodeChunkKernel, DecodeMergeKernel, DecodeShape};
-use crate::kernels::decode_mma::{DecodeMmaKernel, DecodePath, half_type};
+use crate::kernels::decode_mma::DecodeMmaKernel;
+use crate::kernels::decode_split::{DecodePath, half_type};
 use crate::kernels::flash_attention::wgmma::{self as fa_wgmma, FlashAttentionWgmmaKernel};
 use crate::kernels::flash_attention::{self, FlashAttentionKernel, FlashPath, FlashShape};
 use crate::kernels::float_type::FloatType;
@@ -212,7 +213,7 @@ impl<'a> Stream<Recording<'a>> {
     /// use half::bf16;
     /// use trueno_gpu::driver::Context;
     /// use trueno_gpu::kernels::attention::DecodeShape;
-    /// use trueno_gpu::kernels::decode_mma::DecodePath;
+    /// use trueno_gpu::kernels::decode_split::DecodePath;
     ///
     /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
     /// let shape = DecodeShape { batch: 1, heads_q: 4, heads_kv: 1, capacity: 8, dim: 64 };

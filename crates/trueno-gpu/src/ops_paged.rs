@@ -3,7 +3,7 @@
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
-use crate::kernels::decode_mma::DecodePath;
+use crate::kernels::decode_split::DecodePath;
 use crate::kernels::paged::{PagedKvAppendKernel, PagedShape};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem};
@@ -152,7 +152,7 @@ impl<'a> Stream<Recording<'a>> {
     /// ```
     /// use half::f16;
     /// use trueno_gpu::driver::Context;
-    /// use trueno_gpu::kernels::decode_mma::DecodePath;
+    /// use trueno_gpu::kernels::decode_split::DecodePath;
     /// use trueno_gpu::kernels::paged::PagedShape;
     ///
     /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run

@@ -11,7 +11,7 @@ use crate::error::{Result, shape_err};
 use crate::kernels::Kernel;
 use crate::kernels::LaunchConfig;
 use crate::kernels::attention::{DecodeMergeKernel, DecodeShape, HEAD_DIMS};
-use crate::kernels::decode_mma::DecodePath;
+use crate::kernels::decode_split::DecodePath;
 use crate::kernels::dequant::DequantRowsKernel;
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::flash_attention::FlashAttentionKernel;

@@ -46,9 +46,8 @@ fn config(arch: &str) -> Config {
 /// estimate runs above ptxas, which fits 156-204 registers without spills);
 /// decode attention's blocks of several query heads keep each head's query slice and
 /// accumulators in registers (reading each cache row once for all of them was worth the
-/// occupancy: 32K bf16 105 -> 78 us on an H100); its tensor-core chunk kernel holds a
-/// warp's 16 heads' output (up to 128 f32 a thread at head dimension 256) with its
-/// shared-memory stages the limit anyway (three blocks a SM at 64-128, one at 256).
+/// occupancy: 32K bf16 105 -> 78 us on an H100); its tensor-core kernel holds 16 heads'
+/// output a warp, shared memory its limit anyway (three blocks a SM at 64-128).
 const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h2", "register-pressure"),
     ("trueno_decode_attn_", "_h4", "register-pressure"),

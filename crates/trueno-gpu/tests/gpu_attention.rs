@@ -10,7 +10,7 @@ use half::{bf16, f16};
 use trueno_gpu::memory::FloatElem;
 
 use trueno_gpu::kernels::attention::{DecodeShape, reference};
-use trueno_gpu::kernels::decode_mma::DecodePath;
+use trueno_gpu::kernels::decode_split::DecodePath;
 use trueno_gpu::kernels::kv_cache;
 
 fn run<C: FloatElem>(

@@ -10,7 +10,7 @@ use common::device::{POISON, Rng, assert_close, ctx, poisoned};
 
 use half::{bf16, f16};
 use trueno_gpu::driver::Context;
-use trueno_gpu::kernels::decode_mma::DecodePath;
+use trueno_gpu::kernels::decode_split::DecodePath;
 use trueno_gpu::kernels::paged::{PagedShape, append_reference, reference};
 use trueno_gpu::memory::FloatElem;
 

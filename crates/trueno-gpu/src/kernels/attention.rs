@@ -17,7 +17,7 @@
 
 use super::decode_chunk::build_chunk;
 use super::float_type::{FloatType, load_row};
-use super::helpers::{elem_addr, max_nan};
+use super::helpers::{elem_addr, max_nan_of};
 use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::{Result, shape_err};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Space, U32, U64};
@@ -282,10 +282,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
                 (m, ml[1], load_row(b, aa, per_lane, FloatType::F32))
             })
             .collect();
-        let mut top = big;
-        for (m, _, _) in &parts {
-            top = max_nan(b, top, *m);
-        }
+        let top = max_nan_of(b, big, parts.iter().map(|p| p.0));
         let keep = weight(b, big, top);
         let mut t2 = b.mul(total, keep);
         let mut a2: Vec<Reg<F32>> = acc.iter().map(|&a| b.mul(a, keep)).collect();
@@ -321,10 +318,7 @@ fn build_merge(name: &str, dim: u32) -> KernelIr {
         let ms: Vec<[Reg<F32>; 2]> = (0..MERGE_WARPS)
             .map(|w| b.ld_vec::<F32, U32, 2>(Space::Shared, smem, (w * slot_bytes) as i64))
             .collect();
-        let mut top = ms[0][0];
-        for m in &ms[1..] {
-            top = max_nan(b, top, m[0]);
-        }
+        let top = max_nan_of(b, ms[0][0], ms[1..].iter().map(|m| m[0]));
         // Element t is lane t / per_lane's element t % per_lane.
         let k = b.and(t, per_lane as u32 - 1);
         let from = b.shr(t, per_lane.trailing_zeros());

@@ -12,7 +12,7 @@
 
 use super::attention::{THREADS, WARPS, weight};
 use super::float_type::{FloatType, load_row, load_words, widen};
-use super::helpers::{elem_addr, group_reduce, max_nan};
+use super::helpers::{elem_addr, group_reduce, max_nan_of};
 use super::math::LOG2E;
 use super::paged::Pages;
 use crate::ptx::ir::{Dim, SpecialReg};
@@ -286,10 +286,7 @@ pub(super) fn build_chunk(
                     b.selp(s, f32::NEG_INFINITY, *valid)
                 })
                 .collect();
-            let mut m_new = m[j];
-            for &s in &scores {
-                m_new = max_nan(b, m_new, s);
-            }
+            let m_new = max_nan_of(b, m[j], scores.iter().copied());
             let c = weight(b, m[j], m_new);
             let mut l2 = b.mul(l[j], c);
             let mut acc2: Vec<Reg<F32>> = acc[j].iter().map(|&a| b.mul(a, c)).collect();
@@ -354,10 +351,7 @@ pub(super) fn build_chunk(
             let ms: Vec<Reg<F32>> = (0..row_groups)
                 .map(|w| b.ld::<F32, U32>(Space::Shared, smem, head + (w * slot_bytes) as i64))
                 .collect();
-            let mut big = ms[0];
-            for &x in &ms[1..] {
-                big = max_nan(b, big, x);
-            }
+            let big = max_nan_of(b, ms[0], ms[1..].iter().copied());
             let total = b.mov(0.0f32);
             // Each lane merges dim / 32 elements: the `half`-th share of its row-group
             // lane's slice (all of it with one group a warp).

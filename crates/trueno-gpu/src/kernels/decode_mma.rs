@@ -24,13 +24,13 @@
 //! kernel's. Heads past the group are zero rows, never stored; rows past the chunk land
 //! as zeros and score -inf, so a neighbour's NaN cannot reach an output.
 
-use super::attention::{DecodeShape, THREADS, WARPS, weight};
+use super::attention::{THREADS, WARPS, weight};
 use super::decode_chunk::{ChunkParams, seq_len};
 use super::flash_attention::build::{frag_imm, frag_offsets, tile_copy};
 use super::flash_attention::rows::{Frags, online_softmax, rescale, sat_sub};
 use super::float_type::{FloatType, widen};
 use super::gemm_mma::HalfType;
-use super::helpers::{elem_addr, max_nan};
+use super::helpers::{elem_addr, max_nan_of};
 use super::math::LOG2E;
 use super::paged::Pages;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -38,41 +38,11 @@ use crate::error::Result;
 use crate::ptx::ir::{Dim, ShflMode, SpecialReg};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
 
-/// Which chunk kernel runs a decode step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodePath {
-    /// The SIMT kernels (`DecodeChunkKernel`, `PagedDecodeChunkKernel`): f32 math on
-    /// every element, any cache type.
-    Simt,
-    /// [`DecodeMmaKernel`]: 16-bit caches only.
-    Mma,
-}
-
-impl DecodePath {
-    /// The path a cache of element type `ty` takes by default: the tensor cores for
-    /// 16-bit caches, SIMT for f32 ones.
-    pub fn for_cache(ty: FloatType) -> DecodePath {
-        match ty {
-            FloatType::F32 => DecodePath::Simt,
-            _ => DecodePath::Mma,
-        }
-    }
-}
-
-/// The 16-bit type of a cache, if it has one.
-pub fn half_type(ty: FloatType) -> Option<HalfType> {
-    match ty {
-        FloatType::Bf16 => Some(HalfType::Bf16),
-        FloatType::F16 => Some(HalfType::F16),
-        FloatType::F32 => None,
-    }
-}
-
 /// Query heads a block: the M of one `m16n8k16` product.
 pub const HEAD_ROWS: u32 = 16;
 
 /// Cache rows a stage holds: 16 for each warp.
-const TILE_ROWS: u32 = WARPS * 16;
+pub(super) const TILE_ROWS: u32 = WARPS * 16;
 
 /// Stages of key and value tiles in flight: 64 KB of them at head dimension 64 and 128
 /// (three blocks a SM), two stages of 64 KB at 256 (one). At 128, three stages
@@ -150,67 +120,6 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
         }
     }
     v
-}
-
-/// Blocks of the tensor-core kernel a SM holds at head dimension `dim`, on a device whose
-/// blocks may take `max_shared_per_block` bytes (each block reserves 1 KB more, the SM
-/// that much over the block's limit): shared memory is the bound at every dimension
-/// (registers would allow 5, 4 and 2 at 64, 128 and 256: ptxas's counts).
-pub fn blocks_per_sm(dim: u32, max_shared_per_block: u32) -> usize {
-    let per_sm = max_shared_per_block as usize + 1024;
-    (per_sm / (shared_bytes(dim) as usize + 1024)).max(1)
-}
-
-/// The most chunks a cache is split into (the merge reads each).
-const MOST_SPLITS: usize = 1024;
-
-impl DecodeShape {
-    /// Positions per chunk, and the launch's second dimension (the SIMT kernels' query
-    /// heads, each tiling them by its own count; the tensor-core kernel's blocks of a
-    /// chunk), for `path` on a device of `sms` multiprocessors whose blocks may take
-    /// `max_shared_per_block` bytes.
-    pub fn split_for(
-        &self,
-        path: DecodePath,
-        sms: usize,
-        max_shared_per_block: u32,
-    ) -> (usize, usize) {
-        match path {
-            DecodePath::Simt => (self.chunk(sms), self.heads_q),
-            DecodePath::Mma => {
-                let group = self.heads_q / self.heads_kv.max(1);
-                let slots = sms.max(1) * blocks_per_sm(self.dim as u32, max_shared_per_block);
-                (
-                    self.mma_chunk(slots),
-                    self.heads_kv * tiles_per_group(group),
-                )
-            }
-        }
-    }
-
-    /// Positions per chunk for the tensor-core kernel on a device that holds `slots`
-    /// blocks at once: the split (a multiple of its 64-row tiles) whose blocks take the
-    /// fewest tiles in turn, waves of `slots` blocks times the tiles each (plus one for a
-    /// block's own start and end), ties to fewer chunks. Memory-bound blocks finish
-    /// together, so a last wave that fills a part of the GPU costs nearly a whole one.
-    /// Against chunks of a power of two (as the SIMT kernels', 1.3 waves at 32K): 3-7%
-    /// faster at 128K and 14% at 4K on an H100, the same at 32K.
-    pub fn mma_chunk(&self, slots: usize) -> usize {
-        let per_split = self.heads_kv * tiles_per_group(self.heads_q / self.heads_kv.max(1));
-        let per_split = per_split.saturating_mul(self.batch).max(1);
-        let tiles = self.capacity.div_ceil(TILE_ROWS as usize).max(1);
-        let cost = |splits: usize| {
-            // A block's prologue and epilogue (the query, the first copies' latency, the
-            // warps' merge) count as one more tile.
-            let each = tiles.div_ceil(splits) + 1;
-            let waves = splits.saturating_mul(per_split).div_ceil(slots.max(1));
-            (waves.saturating_mul(each), splits)
-        };
-        let best = (1..=tiles.min(MOST_SPLITS))
-            .min_by_key(|&s| cost(s))
-            .unwrap_or(1);
-        tiles.div_ceil(best) * TILE_ROWS as usize
-    }
 }
 
 /// `x` as two 16-bit parts `hi + lo` packed in pairs: `hi` each value rounded, `lo` the
@@ -538,10 +447,7 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
             let ms: Vec<Reg<F32>> = (0..WARPS)
                 .map(|w| b.ld::<F32, U32>(Space::Shared, at, (w * 16 * 8) as i64))
                 .collect();
-            let mut top = ms[0];
-            for &mw in &ms[1..] {
-                top = max_nan(&mut b, top, mw);
-            }
+            let top = max_nan_of(&mut b, ms[0], ms[1..].iter().copied());
             weight(&mut b, m_run[half as usize], top)
         })
         .collect();
@@ -592,10 +498,7 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
         let parts: Vec<[Reg<F32>; 2]> = (0..WARPS)
             .map(|w| b.ld_vec::<F32, U32, 2>(Space::Shared, at, (w * 16 * 8) as i64))
             .collect();
-        let mut top = parts[0][0];
-        for p in &parts[1..] {
-            top = max_nan(b, top, p[0]);
-        }
+        let top = max_nan_of(b, parts[0][0], parts[1..].iter().map(|p| p[0]));
         let total = b.mov(0.0f32);
         for p in &parts {
             let f = weight(b, p[0], top);
@@ -629,51 +532,9 @@ mod tests {
             ty: HalfType::Bf16,
             paged: false,
         };
-        // Blocks a SM: 227 KB + 1 KB (H100) over 68, 72 and 144 KB (+ 1 KB); A100's 163.
-        let h100 = 227 * 1024;
-        let per_sm: Vec<usize> = [64, 128, 256].map(|d| blocks_per_sm(d, h100)).to_vec();
-        assert_eq!(per_sm, [3, 3, 1]);
-        assert_eq!(blocks_per_sm(128, 163 * 1024), 2);
         let cfg = k.launch_config(&[64, 8, 2]).unwrap();
         assert_eq!((cfg.grid, cfg.block.0), ((8, 64, 2), THREADS));
         assert!(k.launch_config(&[70000, 8, 1]).is_err());
         assert!(k.launch_config(&[0, 8, 1]).is_err());
-    }
-
-    #[test]
-    fn chunks_fill_whole_waves_with_the_fewest_tiles_a_block() {
-        let shape = |heads_q, heads_kv, capacity| DecodeShape {
-            batch: 1,
-            heads_q,
-            heads_kv,
-            capacity,
-            dim: 128,
-        };
-        // 396 places (132 SMs x 3); a block costs its tiles + 1. 32/8 at 32K: 8 blocks
-        // a split, 512 tiles; 49 splits fill one wave at ceil(512 / 49) = 11 tiles a
-        // block, and 47 (704 positions) is the fewest that do. 128K: 2048 tiles, 49
-        // splits of 42 (2688 positions; 98 in two waves of 21 cost 44, not 43). 28/4: 4
-        // blocks a split, 99 in a wave at 6 tiles, 86 the fewest (384). 4K: 64 tiles, 2
-        // a block from 32 splits (64 splits: two waves of 1, 4 against 3).
-        for (s, want) in [
-            (shape(32, 8, 32768), 704),
-            (shape(64, 8, 32768), 704),
-            (shape(32, 8, 131072), 2688),
-            (shape(28, 4, 32768), 384),
-            (shape(32, 8, 4096), 128),
-            (shape(32, 8, 1), 64),
-        ] {
-            assert_eq!(s.mma_chunk(396), want, "{s:?}");
-        }
-        // Group 17 (two tiles a group) at 8 key/value heads: 16 blocks a split, 24 in a
-        // wave, 3 tiles a block from 22 splits (192 positions). A batch of 64 is 512
-        // blocks a split, past one wave: 1 split costs 2 waves of 65 (130), 3 splits 4
-        // waves of 23 (92; 6: 8 x 12 = 96, 64: 83 x 2 = 166), so 1408 positions.
-        assert_eq!(shape(136, 8, 4096).mma_chunk(396), 192);
-        let batch = DecodeShape {
-            batch: 64,
-            ..shape(32, 8, 4096)
-        };
-        assert_eq!(batch.mma_chunk(396), 1408);
     }
 }

@@ -93,6 +93,20 @@ pub(crate) fn max_nan(b: &mut KernelBuilder, x: Reg<F32>, y: Reg<F32>) -> Reg<F3
     b.selp(poison, m, either_nan)
 }
 
+/// [`max_nan`] of `first` and every value of `rest`, in order: a NaN among them makes
+/// the result NaN.
+pub(crate) fn max_nan_of(
+    b: &mut KernelBuilder,
+    first: Reg<F32>,
+    rest: impl IntoIterator<Item = Reg<F32>>,
+) -> Reg<F32> {
+    let mut m = first;
+    for x in rest {
+        m = max_nan(b, m, x);
+    }
+    m
+}
+
 /// Reduces across the 32 lanes of a warp; every lane gets the result.
 pub(crate) fn warp_reduce(b: &mut KernelBuilder, v: Reg<F32>, op: Combine) -> Reg<F32> {
     group_reduce(b, v, op, 32)

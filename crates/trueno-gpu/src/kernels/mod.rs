@@ -8,6 +8,7 @@ pub mod attention;
 pub mod convert;
 mod decode_chunk;
 pub mod decode_mma;
+pub mod decode_split;
 pub mod dequant;
 mod dequant_chunk;
 pub mod dequant_t;

@@ -19,7 +19,7 @@ use trueno_gpu::Result;
 use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::attention::DecodeShape;
-use trueno_gpu::kernels::decode_mma::DecodePath;
+use trueno_gpu::kernels::decode_split::DecodePath;
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::flash_attention::{FlashPath, FlashShape};
 use trueno_gpu::kernels::float_type::FloatType;
