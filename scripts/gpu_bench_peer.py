@@ -228,7 +228,16 @@ def main():
         table.append((label, f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
-    # f32, twice Q8_0's), and the bar is the copy bandwidth measured above.
+    # f32, twice Q8_0's), and the bar is the copy bandwidth measured above. "read" is a
+    # reduction over as many bytes (torch.sum, rotated the same way): what a kernel that
+    # only streams these bytes takes at this size, launch and ramp included.
+    read_ms = {}
+    for r in [r for r in rows_in if r["kind"] == "qgemv"]:
+        if r["bytes"] not in read_ms:
+            sets = sets_for(r["bytes"])
+            bufs = [torch.rand(r["bytes"] // 4, device="cuda") for _ in range(sets)]
+            read_ms[r["bytes"]] = bench(lambda i: bufs[i].sum(), sets, quick)
+            del bufs
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:
         rows, cols = r["rows"], r["cols"]
         sets = sets_for(rows * cols * 2)
@@ -237,7 +246,8 @@ def main():
         t = bench(lambda i: torch.mv(ws[i], xv), sets, quick)
         gbs = r["bytes"] / r["ms"] / 1e6
         bf_gbs = (rows * cols + rows + cols) * 2 / t / 1e6
-        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s"))
+        rd = read_ms[r["bytes"]]
+        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s; read of the same bytes {1000*rd:.1f} us ({100*rd/r['ms']:.0f}% of this time)"))
         del ws
 
     # Batched quantized GEMV: the peer is cuBLAS's bf16 GEMM with as many columns

@@ -456,8 +456,10 @@ fn the_fused_quantized_gemm_dequantizes_into_shared_memory_for_warpgroup_product
 /// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
 /// (four 8-bit products per instruction: unsigned weight bytes by signed activation
 /// bytes, Q8_0's signed by signed), the activations arrive in 16-byte loads, and so do
-/// Q4_K's and Q5_K's weights; Q6_K's 210-byte blocks allow only 16-bit loads, Q8_0's 34
-/// and Q4_0's 18 32-bit ones (from the word boundary before the block), on every target.
+/// Q4_K's and Q5_K's weights; Q6_K's quant runs in 8-byte loads (from the 8-byte boundary
+/// before each, its 210-byte blocks being 2-byte aligned) and its scales and `d` in 16-bit
+/// ones, Q8_0's 34 and Q4_0's 18 bytes in 32-bit ones (from the word boundary before the
+/// block), on every target.
 #[test]
 fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     let Some(sass) = Sass::find() else { return };
@@ -465,13 +467,14 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     for f in QgemvQ8kKernel::FORMATS {
         // In the two-step pass alone: eight products and two activation loads a step;
-        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's 38
-        // weight bytes a step in 19 16-bit loads, Q8_0's 9 words and Q4_0's 5.
-        let (idp, wide, narrow, words) = match f {
-            QuantFormat::Q6K => ("IDP.4A.U8.S8", 4, 38, 0),
-            QuantFormat::Q8_0 => ("IDP.4A.S8.S8", 4, 0, 18),
-            QuantFormat::Q4_0 => ("IDP.4A.U8.S8", 4, 0, 10),
-            _ => ("IDP.4A.U8.S8", 8, 0, 0),
+        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's two
+        // quant runs a step in six 8-byte loads and its scales and `d` in three 16-bit
+        // ones, Q8_0's 9 words and Q4_0's 5.
+        let (idp, wide, dwords, narrow, words) = match f {
+            QuantFormat::Q6K => ("IDP.4A.U8.S8", 4, 12, 6, 0),
+            QuantFormat::Q8_0 => ("IDP.4A.S8.S8", 4, 0, 0, 18),
+            QuantFormat::Q4_0 => ("IDP.4A.U8.S8", 4, 0, 0, 10),
+            _ => ("IDP.4A.U8.S8", 8, 0, 0, 0),
         };
         for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
             let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
@@ -479,6 +482,7 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
             for (op, least) in [
                 (idp, 16),
                 ("LDG.E.128 ", wide),
+                ("LDG.E.64 ", dwords),
                 ("LDG.E.U16 ", narrow),
                 ("LDG.E ", words),
             ] {

@@ -274,7 +274,12 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
     match f {
         QuantFormat::Q6K => {
             let fr = frame(&mut b, qgemv_q6k::BLOCK_BYTES, batched);
-            let lane = qgemv_q6k_dp4a::Q6kLane::new(&mut b, &fr);
+            let runs = if batched {
+                qgemv_q6k_dp4a::Q6kRuns::Halves
+            } else {
+                qgemv_q6k_dp4a::Q6kRuns::AlignedPairs
+            };
+            let lane = qgemv_q6k_dp4a::Q6kLane::new(&mut b, &fr, runs);
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
