@@ -35,6 +35,43 @@ def bench(fn, sets, quick):
     return statistics.median(times)
 
 
+def graph_ms(calls, quick):
+    """Milliseconds per call of `calls` (one per rotated input set), from CUDA-graph
+    replays of all of them in turn (median of replays, divided by their number): GPU time
+    without Python's dispatch between calls, which small kernels' event pairs include."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for c in calls:
+            c()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls:
+            c()
+    ms = bench(lambda i: g.replay(), 1, quick) / len(calls)
+    del g
+    return ms
+
+
+def graph_read_ms(nbytes, quick):
+    """torch.sum over `nbytes` (rotated copies), timed by `graph_ms`."""
+    sets = max(2, sets_for(nbytes))
+    bufs = [torch.rand(nbytes // 4, device="cuda") for _ in range(sets)]
+    outs = [torch.empty((), device="cuda") for _ in range(sets)]
+    calls = [lambda b=b, o=o: torch.sum(b, dim=0, out=o) for b, o in zip(bufs, outs)]
+    ms = graph_ms(calls, quick)
+    del bufs, outs
+    return ms
+
+
+def queued(r, graph_ms_):
+    """trueno's runs queued back to back (gpu-bench's `queued_ms`) against the peer's
+    graph time: both without host launch latency."""
+    q = r.get("queued_ms")
+    return f"; trueno queued {1000*q:.1f} us ({graph_ms_ / q:.2f}x)" if q else ""
+
+
 def rand(n, sets):
     base = torch.rand(n, device="cuda") * 4 - 2
     return [base.clone() for _ in range(sets)]
@@ -220,34 +257,45 @@ def main():
             q = (torch.rand(1, hq, 1, d, device="cuda") * 2 - 1).to(dt)
             k = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
             v = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
-            sdpa[key] = bench(lambda i: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), 1, quick)
+            call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            t = bench(lambda i: call(), 1, quick)
+            # The same call eight times in a CUDA graph: its GPU time without Python's
+            # dispatch, which the event pair includes where the kernels are short.
+            try:
+                tg = graph_ms([call] * 8, quick)
+            except RuntimeError as e:
+                tg = None
+                print(f"SDPA graph capture failed: {e}", file=sys.stderr)
+            sdpa[key] = (t, tg)
             del k, v
-        t = sdpa[key]
+        t, tg = sdpa[key]
         gbs = r["bytes"] / r["ms"] / 1e6
         label = f"decode attention {r.get('cache', 'f32')} cache ({r.get('path', 'simt')})"
-        table.append((label, f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
+        graph = f"; SDPA in a graph {1000*tg:.1f} us{queued(r, tg)}" if tg else ""
+        table.append((label, f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}{graph}"))
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
     # f32, twice Q8_0's), and the bar is the copy bandwidth measured above. "read" is a
-    # reduction over as many bytes (torch.sum, rotated the same way): what a kernel that
-    # only streams these bytes takes at this size, launch and ramp included.
+    # reduction over as many bytes (torch.sum over the rotated copies, captured once in a
+    # CUDA graph and replayed, so Python's dispatch between calls is not timed): what
+    # streaming those bytes costs at that size on this GPU.
     read_ms = {}
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:
         if r["bytes"] not in read_ms:
-            sets = sets_for(r["bytes"])
-            bufs = [torch.rand(r["bytes"] // 4, device="cuda") for _ in range(sets)]
-            read_ms[r["bytes"]] = bench(lambda i: bufs[i].sum(), sets, quick)
-            del bufs
+            read_ms[r["bytes"]] = graph_read_ms(r["bytes"], quick)
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:
         rows, cols = r["rows"], r["cols"]
         sets = sets_for(rows * cols * 2)
         ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
         xv = torch.rand(cols, device="cuda").to(torch.bfloat16)
         t = bench(lambda i: torch.mv(ws[i], xv), sets, quick)
+        ys = [torch.empty(rows, device="cuda", dtype=torch.bfloat16) for _ in range(sets)]
+        tg = graph_ms([lambda w=w, y=y: torch.mv(w, xv, out=y) for w, y in zip(ws, ys)], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
         bf_gbs = (rows * cols + rows + cols) * 2 / t / 1e6
         rd = read_ms[r["bytes"]]
-        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s; read of the same bytes {1000*rd:.1f} us ({100*rd/r['ms']:.0f}% of this time)"))
+        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s, in a graph {1000*tg:.1f} us{queued(r, tg)}; sum of the same bytes in a graph {1000*rd:.1f} us"))
+        del ys
         del ws
 
     # Batched quantized GEMV: the peer is cuBLAS's bf16 GEMM with as many columns
@@ -259,9 +307,10 @@ def main():
         ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
         xm = torch.rand(cols, n, device="cuda").to(torch.bfloat16)
         t = bench(lambda i: ws[i] @ xm, sets, quick)
+        tg = graph_ms([lambda w=w: w @ xm for w in ws], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
         per = n * r["single_ms"] / r["ms"]
-        table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches"))
+        table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches; cuBLAS in a graph {1000*tg:.1f} us{queued(r, tg)}"))
         del ws
 
     # Dequantization to f32: the bar is the copy bandwidth; the peer is torch's bf16 ->

@@ -36,6 +36,11 @@ struct Bench {
     ctx: Context,
     out: Box<dyn Write>,
     quick: bool,
+    /// The last [`Bench::time`]'s runs queued back to back between one event pair,
+    /// milliseconds a run: GPU time without the host's launch latency, which a single
+    /// run's event pair includes (the peer script times PyTorch the same way, in a CUDA
+    /// graph).
+    queued: std::cell::Cell<f64>,
 }
 
 fn random(n: usize, seed: u64) -> Vec<f32> {
@@ -106,6 +111,12 @@ impl Bench {
             let b = s.record_event()?;
             times.push(a.elapsed_ms(&b)?);
         }
+        let a = s.record_event()?;
+        for i in 0..reps {
+            run(&mut s, i % sets)?;
+        }
+        let b = s.record_event()?;
+        self.queued.set(f64::from(a.elapsed_ms(&b)?) / reps as f64);
         s.sync()?;
         Ok(median(times))
     }
@@ -261,7 +272,8 @@ impl Bench {
                 })?;
             }
             self.emit(format!(
-                r#"{{"kind":"decode_attn","cache":"{name}","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+                r#"{{"kind":"decode_attn","cache":"{name}","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{bytes}}}"#,
+                self.queued.get()
             ));
             let ms = self.time(1, |s, _| {
                 s.decode_attention_paged_with(
@@ -274,7 +286,8 @@ impl Bench {
                 )
             })?;
             self.emit(format!(
-                r#"{{"kind":"decode_attn","cache":"{name} paged16","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"bytes":{bytes}}}"#
+                r#"{{"kind":"decode_attn","cache":"{name} paged16","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{bytes}}}"#,
+                self.queued.get()
             ));
         }
         Ok(())
@@ -362,14 +375,16 @@ impl Bench {
                 let ms = self.time(sets, |s, i| s.qgemv(&ws[i], &x, &y))?;
                 let moved = bytes + (cols + rows) * 4;
                 self.emit(format!(
-                    r#"{{"kind":"qgemv","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{moved}}}"#,
-                    f.name()
+                    r#"{{"kind":"qgemv","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{moved}}}"#,
+                    f.name(),
+                    self.queued.get()
                 ));
                 // f16 activations: half the activation bytes, widened in the kernel.
                 let ms = self.time(sets, |s, i| s.qgemv(&ws[i], &xh, &y))?;
                 self.emit(format!(
-                    r#"{{"kind":"qgemv","format":"{} f16x","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+                    r#"{{"kind":"qgemv","format":"{} f16x","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
                     f.name(),
+                    self.queued.get(),
                     bytes + cols * 2 + rows * 4
                 ));
                 if QgemvQ8kKernel::FORMATS.contains(&f) {
@@ -400,8 +415,9 @@ impl Bench {
         let act = cols + cols / 256 * 4 + cols / 16 * 4;
         let single = self.time(ws.len(), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"queued_ms":{:.5},"bytes":{}}}"#,
             f.name(),
+            self.queued.get(),
             bytes + act + rows * 4
         ));
         // Batches: n different vectors against one read of the weights.
@@ -414,8 +430,9 @@ impl Bench {
             s.sync()?;
             let ms = self.time(ws.len(), |s, i| s.qgemv_q8k_batch(&ws[i], &qn, &yn, n))?;
             self.emit(format!(
-                r#"{{"kind":"qgemv_batch","format":"{} q8k","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"single_ms":{single:.5},"bytes":{}}}"#,
+                r#"{{"kind":"qgemv_batch","format":"{} q8k","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"queued_ms":{:.5},"single_ms":{single:.5},"bytes":{}}}"#,
                 f.name(),
+                self.queued.get(),
                 bytes + n * (act + rows * 4)
             ));
         }
@@ -424,8 +441,9 @@ impl Bench {
             s.qgemv_q8k(&ws[i], &q, y)
         })?;
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k+quantize","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k+quantize","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
             f.name(),
+            self.queued.get(),
             bytes + cols * 4 + rows * 4
         ));
         Ok(())
@@ -510,7 +528,12 @@ fn main() {
     };
     let out = trueno_bench::out_writer(&args);
     let d = ctx.device().clone();
-    let mut b = Bench { ctx, out, quick };
+    let mut b = Bench {
+        ctx,
+        out,
+        quick,
+        queued: std::cell::Cell::new(0.0),
+    };
     b.emit(format!(
         r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1}}}"#,
         d.name,
