@@ -134,8 +134,9 @@ def main():
             "add_rmsnorm": lambda i: F.rms_norm(xs[i] + rs[i], (cols,), g, 1e-5),
         }[r["op"]]
         t = bench(fn, sets, quick)
+        tg = graph_ms([lambda i=i: fn(i) for i in range(sets)], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        extra = f"{gbs:.0f} GB/s" + share(gbs)
+        extra = f"{gbs:.0f} GB/s" + share(gbs) + f"; torch in a graph {1000*tg:.1f} us{queued(r, tg)}"
         table.append((r["op"], f"{rows}x{cols}", r["ms"], t, t / r["ms"], extra))
 
     for r in [r for r in rows_in if r["kind"] == "gemm"]:
@@ -366,8 +367,9 @@ def main():
             x1, x2 = x[..., : d // 2], x[..., d // 2 :]
             return torch.cat((-x2, x1), dim=-1)
         t = bench(lambda i: xs[i] * cos + rot(xs[i]) * sin, sets, quick)
+        tg = graph_ms([lambda x=x: x * cos + rot(x) * sin for x in xs], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        table.append(("rope neox", f"{t_}x{h}x{d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}"))
+        table.append(("rope neox", f"{t_}x{h}x{d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch in a graph {1000*tg:.1f} us{queued(r, tg)}"))
 
     for r in [r for r in rows_in if r["kind"] == "module"]:
         table.append((f"module {r['family']}", "build + JIT load", None, None, None, f"build {r['build_ms']:.2f} ms, load {r['load_ms']:.2f} ms"))

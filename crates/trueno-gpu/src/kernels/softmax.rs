@@ -1,12 +1,19 @@
-//! Row softmax over a row-major f32 matrix. Short rows: one warp per row. Long rows: one
-//! block per row. Both make one pass with an online max and rescaled sum, then a second
-//! pass that writes exp(x - max) / sum. Rows whose length is a multiple of 4 use 16-byte
-//! accesses.
+//! Row softmax over a row-major f32 matrix. Rows whose length is a multiple of 4 use
+//! 16-byte accesses.
+//!
+//! Short rows (up to 1024): one warp per row, the row held in the lanes' registers (32
+//! values a lane at most): one read, the max, one exponential a value, the sum, one
+//! write. (The first version read the row twice and paid three exponentials a value
+//! through an online max; on GPU time it ran at 0.82x PyTorch's softmax at 4096 x 1024
+//! on an H100.) Long rows: one block per row, one pass with an online max and rescaled
+//! sum, then a second pass that writes exp(x - max) / sum.
 
-use super::helpers::{block_stage, col_loop, load_cols, row_ptr, store_cols};
+use super::helpers::{
+    block_stage, col_loop, load_cols, max_nan, max_nan_of, row_ptr, store_cols, warp_reduce,
+};
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_rows, math};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, ShflMode, Space, U32};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, ShflMode, Space, U32, U64};
 
 /// Rows at most this long take the warp-per-row kernel.
 pub const WARP_ROW_MAX: usize = 1024;
@@ -89,6 +96,73 @@ fn warp_combine(b: &mut KernelBuilder, m: Reg<F32>, s: Reg<F32>) {
     }
 }
 
+/// The warp kernel's row: lane `l` holds columns `width * (l + 32 k)..+width` for every
+/// `k` below `WARP_ROW_MAX / (32 * width)` (-inf past `cols`, which weighs 0, or NaN if
+/// the row's max is -inf or NaN, as the reference's), then writes the ones inside. Steps
+/// wholly past `cols` are branched over (the test is the same for the whole warp), so a
+/// short row pays for its own columns only.
+fn warp_row_in_registers(
+    b: &mut KernelBuilder,
+    (xr, or): (Reg<U64>, Reg<U64>),
+    cols: Reg<U32>,
+    lane: Reg<U32>,
+    width: u32,
+) {
+    let steps = WARP_ROW_MAX as u32 / (32 * width);
+    let w = width as usize;
+    let c0 = b.mul(lane, width);
+    let col = |b: &mut KernelBuilder, k: u32| b.add(c0, k * 32 * width);
+    // Whether step k has a column inside the row, for the whole warp.
+    let live_step = |b: &mut KernelBuilder, k: u32| b.setp::<U32>(Cmp::Lt, k * 32 * width, cols);
+    let vals: Vec<Reg<F32>> = (0..steps * width)
+        .map(|_| b.mov(f32::NEG_INFINITY))
+        .collect();
+    for k in 0..steps {
+        let live = live_step(b, k);
+        b.if_then(live, true, |b| {
+            let c = col(b, k);
+            let inside = b.setp::<U32>(Cmp::Lt, c, cols);
+            b.predicated(inside, |b| {
+                let v = load_cols(b, xr, c, width);
+                for (r, v) in vals[k as usize * w..].iter().zip(v) {
+                    b.assign(*r, v);
+                }
+            });
+        });
+    }
+    let m = max_nan_of(b, vals[0], vals[1..].iter().copied());
+    let m = warp_reduce(b, m, max_nan);
+    // Each value becomes its exponential in place (a step past the row keeps -inf and
+    // stays out of the sum).
+    let sum = b.mov(0.0f32);
+    for k in 0..steps {
+        let live = live_step(b, k);
+        b.if_then(live, true, |b| {
+            for &v in &vals[k as usize * w..(k as usize + 1) * w] {
+                let d = b.sub(v, m);
+                let e = math::exp(b, d);
+                b.assign(v, e);
+                let s2 = b.add(sum, e);
+                b.assign(sum, s2);
+            }
+        });
+    }
+    let sum = warp_reduce(b, sum, |b, x, y| b.add(x, y));
+    let inv = b.div(1.0f32, sum);
+    for k in 0..steps {
+        let live = live_step(b, k);
+        b.if_then(live, true, |b| {
+            let c = col(b, k);
+            let inside = b.setp::<U32>(Cmp::Lt, c, cols);
+            let r: Vec<Reg<F32>> = vals[k as usize * w..(k as usize + 1) * w]
+                .iter()
+                .map(|&e| b.mul(e, inv))
+                .collect();
+            b.predicated(inside, |b| store_cols(b, or, c, &r));
+        });
+    }
+}
+
 impl Kernel for SoftmaxKernel {
     fn name(&self) -> String {
         let v = match self.variant {
@@ -131,6 +205,13 @@ impl Kernel for SoftmaxKernel {
             // Warps past the last row leave; this kernel has no barrier.
             let past = b.setp::<U32>(Cmp::Ge, row, rows);
             b.exit_if(past);
+            let (xr, or) = (
+                row_ptr(&mut b, x, row, cols),
+                row_ptr(&mut b, out, row, cols),
+            );
+            warp_row_in_registers(&mut b, (xr, or), cols, first, width);
+            b.ret();
+            return b.finish();
         }
         let xr = row_ptr(&mut b, x, row, cols);
         let m = b.mov(f32::NEG_INFINITY);

@@ -187,7 +187,8 @@ impl Bench {
                     _ => s.add_rmsnorm(&xs[i], &rs[i], &g, &out, &h, rows, cols, 1e-5),
                 })?;
                 self.emit(format!(
-                    r#"{{"kind":"rows","op":"{name}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+                    r#"{{"kind":"rows","op":"{name}","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
+                    self.queued.get(),
                     streams * n * 4
                 ));
             }
@@ -469,7 +470,8 @@ impl Bench {
                 s.rope(RopeMode::Neox, &xs[i], &pd, &fd, &out, tokens, heads, dim)
             })?;
             self.emit(format!(
-                r#"{{"kind":"rope","tokens":{tokens},"heads":{heads},"dim":{dim},"ms":{ms:.5},"bytes":{}}}"#,
+                r#"{{"kind":"rope","tokens":{tokens},"heads":{heads},"dim":{dim},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
+                self.queued.get(),
                 2 * n * 4
             ));
         }
