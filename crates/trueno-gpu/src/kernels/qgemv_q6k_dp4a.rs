@@ -6,8 +6,8 @@
 //!   up with a select and a byte permute each, whose controls are the lane's own (a step
 //!   moves four blocks, 840 bytes, 0 mod 8, so the lane's misalignment never changes):
 //!   nine loads a step where 16-bit loads took nineteen, which held the L1 at 89% of its
-//!   throughput (Nsight Compute, 32000x4096) with DRAM at 56%; 1.11-1.16x faster on the
-//!   H100 at every benchmark shape;
+//!   throughput (Nsight Compute, 32000x4096) with DRAM at 56%; on the H100 (medians of
+//!   seven runs) 1.15x faster at 32000x4096, 1.13x at 14336x4096, 1.04x at 4096x14336;
 //! - the batched kernel: 16-bit loads paired into words. With four to eight vectors of
 //!   long rows (4096x14336) the aligned loads were 1.25-1.35x slower (more bytes through
 //!   the L1 beside eight vectors' activations, our reading), though 1.05-1.08x faster at
