@@ -276,10 +276,10 @@ def main():
         table.append((label, f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}{graph}"))
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of
-    # f32, twice Q8_0's), and the bar is the copy bandwidth measured above. "read" is a
-    # reduction over as many bytes (torch.sum over the rotated copies, captured once in a
-    # CUDA graph and replayed, so Python's dispatch between calls is not timed): what
-    # streaming those bytes costs at that size on this GPU.
+    # f32, twice Q8_0's), and the bar is the copy bandwidth measured above. "sum of the
+    # same bytes" is a reduction over as many bytes (torch.sum over rotated copies,
+    # captured once in a CUDA graph and replayed, so Python's dispatch between calls is
+    # not timed): what streaming those bytes costs at that size on this GPU.
     read_ms = {}
     for r in [r for r in rows_in if r["kind"] == "qgemv"]:
         if r["bytes"] not in read_ms:
