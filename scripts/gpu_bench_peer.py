@@ -79,7 +79,9 @@ def rand(n, sets):
 
 def main():
     rows_in = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-    quick = len([r for r in rows_in if r["kind"] == "gemm"]) <= 2
+    # gpu-bench says whether it ran --quick (older files: guessed from the gemm rows).
+    dev0 = next((r for r in rows_in if r["kind"] == "device"), {})
+    quick = dev0.get("quick", len([r for r in rows_in if r["kind"] == "gemm"]) <= 2)
     md_path = sys.argv[sys.argv.index("--md") + 1] if "--md" in sys.argv else None
     table, peer = [], []
     dev = next(r for r in rows_in if r["kind"] == "device")

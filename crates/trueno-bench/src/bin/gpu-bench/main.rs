@@ -537,7 +537,7 @@ fn main() {
         queued: std::cell::Cell::new(0.0),
     };
     b.emit(format!(
-        r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1}}}"#,
+        r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1},"quick":{quick}}}"#,
         d.name,
         d.compute_capability.0,
         d.compute_capability.1,
