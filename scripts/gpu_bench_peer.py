@@ -65,6 +65,23 @@ def graph_read_ms(nbytes, quick):
     return ms
 
 
+def timed(call, quick):
+    """A peer call's per-call event time and its time in a CUDA graph (four calls, the
+    same inputs, replayed); the graph time is None where capture fails."""
+    t = bench(lambda i: call(), 1, quick)
+    try:
+        tg = graph_ms([call] * 4, quick)
+    except RuntimeError as e:
+        print(f"graph capture failed: {str(e).splitlines()[0][:80]}", file=sys.stderr)
+        tg = None
+    return t, tg
+
+
+def in_graph(r, tg):
+    """The note for a peer timed in a graph, against trueno's queued time."""
+    return f"; peer in a graph {1000*tg:.1f} us{queued(r, tg)}" if tg else ""
+
+
 def queued(r, graph_ms_):
     """trueno's runs queued back to back (gpu-bench's `queued_ms`) against the peer's
     graph time: both without host launch latency."""
@@ -145,9 +162,9 @@ def main():
         s = r["size"]
         a, b = torch.rand(s, s, device="cuda"), torch.rand(s, s, device="cuda")
         c = torch.empty(s, s, device="cuda")
-        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        t, tg = timed(lambda: torch.matmul(a, b, out=c), quick)
         tf = 2 * s**3 / (t * 1e-3) / 1e12
-        table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"))
+        table.append((f"sgemm {r['variant'].lower()}", f"{s}", r["ms"], t, t / r["ms"], f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%{in_graph(r, tg)}"))
 
     # Tensor-core GEMM: cuBLAS bf16 (torch.matmul, bf16 out; the kernel rows write f32,
     # twice the output bytes; the "bf16 out" rows match it). Rows with a bias against
@@ -168,17 +185,18 @@ def main():
         c = torch.empty(s, s, device="cuda", dtype=torch.bfloat16)
         bias = (torch.rand(s, device="cuda") * 2 - 1).to(torch.bfloat16)
         if r.get("peer") == "addmm_gelu":
-            t = bench(lambda i: addmm_gelu(bias, a, b), 1, quick)
+            t, tg = timed(lambda: addmm_gelu(bias, a, b), quick)
         elif r.get("peer") == "addmm":
-            t = bench(lambda i: torch.addmm(bias, a, b, out=c), 1, quick)
+            t, tg = timed(lambda: torch.addmm(bias, a, b, out=c), quick)
         elif r.get("peer") == "matmul_bt":
-            t = bench(lambda i: torch.matmul(a, b.t(), out=c), 1, quick)
+            t, tg = timed(lambda: torch.matmul(a, b.t(), out=c), quick)
         else:
-            t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+            t, tg = timed(lambda: torch.matmul(a, b, out=c), quick)
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         note = f"{r['tflops']:.1f} vs cuBLAS {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
         if "plain_ms" in r and r["type"] != "bf16 out":
             note += f"; {r['ms']/r['plain_ms']:.2f}x the plain product's time"
+        note += in_graph(r, tg)
         table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
     # TF32: cuBLAS with TF32 allowed (torch.backends.cuda.matmul.allow_tf32), f32 in and
@@ -190,14 +208,15 @@ def main():
         c = torch.empty(s, s, device="cuda")
         torch.backends.cuda.matmul.allow_tf32 = True
         if r["layout"] == "nt":
-            t = bench(lambda i: torch.matmul(a, b.t(), out=c), 1, quick)
+            t, tg = timed(lambda: torch.matmul(a, b.t(), out=c), quick)
         else:
-            t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+            t, tg = timed(lambda: torch.matmul(a, b, out=c), quick)
         torch.backends.cuda.matmul.allow_tf32 = False
         tf = 2 * s**3 / (t * 1e-3) / 1e12
         note = f"{r['tflops']:.1f} vs cuBLAS TF32 {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
         if "transpose_ms" in r:
             note += f"; the transpose alone {1000*r['transpose_ms']:.0f} us"
+        note += in_graph(r, tg)
         table.append((f"gemm {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
     # Tuned GEMM configurations: cuBLAS bf16 (torch.matmul, bf16 out) at the same shape.
@@ -206,11 +225,11 @@ def main():
         a = (torch.rand(m, k, device="cuda") * 2 - 1).to(torch.bfloat16)
         b = (torch.rand(k, n, device="cuda") * 2 - 1).to(torch.bfloat16)
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        t = bench(lambda i: torch.matmul(a, b, out=c), 1, quick)
+        t, tg = timed(lambda: torch.matmul(a, b, out=c), quick)
         tf = 2 * m * n * k / (t * 1e-3) / 1e12
         tune = ", ".join(f"{name} {1000*ms:.0f}" for name, ms in r["tune_ms"].items())
         note = (f"{r['tflops']:.0f} vs cuBLAS {tf:.0f} TFLOP/s; tuned {r['tuned']}, rule {r['rule']} "
-                f"({r['rule_ms']/r['ms']:.2f}x the tuned time); tuning us: {tune}")
+                f"({r['rule_ms']/r['ms']:.2f}x the tuned time); tuning us: {tune}{in_graph(r, tg)}")
         table.append(("gemm tuned bf16", f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
 
     # FlashAttention forward: torch SDPA's flash (FlashAttention-2) and cuDNN backends on
@@ -227,20 +246,20 @@ def main():
             for name, backend in [("flash", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION)]:
                 try:
                     with sdpa_kernel(backend):
-                        t = bench(lambda i: F.scaled_dot_product_attention(*qkv, is_causal=causal), 1, quick)
+                        t, tg = timed(lambda: F.scaled_dot_product_attention(*qkv, is_causal=causal), quick)
                 except RuntimeError as e:
-                    peers.append((name, None, str(e).splitlines()[0][:60]))
+                    peers.append((name, None, str(e).splitlines()[0][:60], None))
                     continue
-                peers.append((name, t, None))
+                peers.append((name, t, None, tg))
             fa_peers[key] = peers
             del qkv
         flops = 4 * bsz * seq * seq * h * d / (2 if causal else 1)
         notes, first = [], None
-        for name, t, err in fa_peers[key]:
+        for name, t, err, tg in fa_peers[key]:
             if t is None:
                 notes.append(f"{name}: unavailable ({err})")
                 continue
-            notes.append(f"{name} {flops / (t * 1e-3) / 1e12:.0f} TFLOP/s ({t / r['ms']:.2f}x)")
+            notes.append(f"{name} {flops / (t * 1e-3) / 1e12:.0f} TFLOP/s ({t / r['ms']:.2f}x){in_graph(r, tg)}")
             first = first or t
         shape = f"{bsz}x{seq}, {h} heads x {d}{', causal' if causal else ''}"
         label = f"flash attention bf16 ({r.get('path', 'mma')})"
@@ -323,8 +342,9 @@ def main():
         sets = sets_for(rows * cols * 6)
         ws = [(torch.rand(rows, cols, device="cuda") - 0.5).to(torch.bfloat16) for _ in range(sets)]
         t = bench(lambda i: ws[i].float(), sets, quick)
+        tg = graph_ms([lambda w=w: w.float() for w in ws], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        table.append((f"dequantize {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16->f32 {rows*cols*6/t/1e6:.0f} GB/s"))
+        table.append((f"dequantize {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16->f32 {rows*cols*6/t/1e6:.0f} GB/s{in_graph(r, tg)}"))
         del ws
 
     # Token embeddings: the peer gathers the same rows from an f32 table (F.embedding).
@@ -335,9 +355,9 @@ def main():
             tables = {(vocab, cols): torch.rand(vocab, cols, device="cuda")}
         tab = tables[(vocab, cols)]
         ids = torch.randint(0, vocab, (n,), device="cuda")
-        t = bench(lambda i: F.embedding(ids, tab), 1, quick)
+        t, tg = timed(lambda: F.embedding(ids, tab), quick)
         gbs = r["bytes"] / r["ms"] / 1e6
-        table.append((f"embedding rows {r['format']}", f"{n} of {vocab}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s; torch f32 table"))
+        table.append((f"embedding rows {r['format']}", f"{n} of {vocab}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s; torch f32 table{in_graph(r, tg)}"))
     del tables
 
     # A prefill's quantized projection: the peer is cuBLAS's bf16 GEMM on bf16 weights

@@ -25,8 +25,9 @@ impl Bench {
                 .collect::<Result<Vec<_>>>()?;
             let ms = self.time(sets, |s, i| s.dequantize(&ws[i], &outs[i]))?;
             self.emit(format!(
-                r#"{{"kind":"dequant","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"bytes":{}}}"#,
+                r#"{{"kind":"dequant","format":"{}","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
                 f.name(),
+                self.queued.get(),
                 bytes + rows * cols * 4
             ));
         }
@@ -46,8 +47,9 @@ impl Bench {
                 let out = self.ctx.alloc::<f32>(tokens * cols)?;
                 let ms = self.time(1, |s, _| s.embedding_rows(&table, &ids, &out))?;
                 self.emit(format!(
-                    r#"{{"kind":"embedding","format":"{}","vocab":{vocab},"cols":{cols},"tokens":{tokens},"ms":{ms:.5},"bytes":{}}}"#,
+                    r#"{{"kind":"embedding","format":"{}","vocab":{vocab},"cols":{cols},"tokens":{tokens},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
                     f.name(),
+                    self.queued.get(),
                     f.matrix_bytes(tokens, cols).expect("fits") + tokens * (cols * 4 + 4)
                 ));
             }

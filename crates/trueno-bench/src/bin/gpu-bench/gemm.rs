@@ -28,8 +28,9 @@ impl Bench {
                     continue;
                 }
                 let ms = self.time(1, |st, _| st.gemm(v, &a, &b, &c, s, s, s))?;
+                let q = self.queued.get();
                 let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
-                self.emit(format!(r#"{{"kind":"gemm","variant":"{v:?}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#));
+                self.emit(format!(r#"{{"kind":"gemm","variant":"{v:?}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3}}}"#));
             }
         }
         Ok(())
@@ -52,9 +53,10 @@ impl Bench {
                 let ms = self.time(1, |st, _| {
                     st.gemm_mma_tiled(tk, &a, &b, &c, s, s, s, GemmEpilogue::default())
                 })?;
+                let q = self.queued.get();
                 let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
                 self.emit(format!(
-                    r#"{{"kind":"gemm_mma","type":"bf16 k{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    r#"{{"kind":"gemm_mma","type":"bf16 k{}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3}}}"#,
                     tk.elems()
                 ));
             }
@@ -65,9 +67,10 @@ impl Bench {
                 let ms = self.time(1, |st, _| {
                     st.gemm_wgmma_tiled(tn, &a, &b, &c, s, s, s, GemmEpilogue::default())
                 })?;
+                let q = self.queued.get();
                 let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
                 self.emit(format!(
-                    r#"{{"kind":"gemm_mma","type":"bf16 wgmma n{}","size":{s},"ms":{ms:.5},"tflops":{tflops:.3}}}"#,
+                    r#"{{"kind":"gemm_mma","type":"bf16 wgmma n{}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3}}}"#,
                     tn.elems()
                 ));
             }
@@ -99,21 +102,23 @@ impl Bench {
             // B given transposed (square, so the same buffer serves as Bᵀ): against
             // torch's `a @ b.t()`.
             let ms = self.time(1, |st, _| st.gemm_mma_bt(&a, &b, &c, s, s, s, plain))?;
+            let q = self.queued.get();
             let plain_ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, plain))?;
             let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
             self.emit(format!(
-                r#"{{"kind":"gemm_mma","type":"bf16 out, a bT","peer":"matmul_bt","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
+                r#"{{"kind":"gemm_mma","type":"bf16 out, a bT","peer":"matmul_bt","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
             ));
             // Each epilogue timed next to the plain product: at 8192 the times drift by
             // up to 12% over a sequence of rows (a repeat of the first row measured it),
             // which a lone row would put on its epilogue.
             for (what, e, peer) in rows {
                 let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, e))?;
+                let q = self.queued.get();
                 let plain_ms =
                     self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, s, s, s, plain))?;
                 let tflops = 2.0 * (s as f64).powi(3) / (ms * 1e-3) / 1e12;
                 self.emit(format!(
-                    r#"{{"kind":"gemm_mma","type":"{what}","peer":"{peer}","size":{s},"ms":{ms:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
+                    r#"{{"kind":"gemm_mma","type":"{what}","peer":"{peer}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"plain_ms":{plain_ms:.5},"tflops":{tflops:.3}}}"#
                 ));
             }
         }
@@ -144,16 +149,18 @@ impl Bench {
             let ms = self.time(1, |st, _| {
                 st.gemm_with_config(tf32, GemmConfig::Mma(MmaTileK::K32), &a, &b, &c, s, s, s, e)
             })?;
+            let q = self.queued.get();
             self.emit(format!(
-                r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT mma.sync","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
+                r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT mma.sync","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
                 tflops(ms)
             ));
             for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
                 let ms = self.time(1, |st, _| {
                     st.gemm_with_config(tf32, GemmConfig::Wgmma(tn), &a, &b, &c, s, s, s, e)
                 })?;
+                let q = self.queued.get();
                 self.emit(format!(
-                    r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT n{}","size":{s},"ms":{ms:.5},"tflops":{:.3}}}"#,
+                    r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT n{}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
                     tn.elems(),
                     tflops(ms)
                 ));
@@ -162,9 +169,10 @@ impl Bench {
                 st.transpose(&b, &bt, s, s)?;
                 st.gemm_tf32(&a, &bt, &c, s, s, s, e)
             })?;
+            let q = self.queued.get();
             let tms = self.time(1, |st, _| st.transpose(&b, &bt, s, s))?;
             self.emit(format!(
-                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (transpose + a bT)","size":{s},"ms":{ms:.5},"transpose_ms":{tms:.5},"tflops":{:.3}}}"#,
+                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (transpose + a bT)","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"transpose_ms":{tms:.5},"tflops":{:.3}}}"#,
                 tflops(ms)
             ));
         }
@@ -203,6 +211,7 @@ impl Bench {
             let c = self.ctx.alloc::<B>(m * n)?;
             let e = GemmEpilogue::default();
             let ms = self.time(1, |st, _| st.gemm_mma_with(&a, &b, &c, m, n, k, e))?;
+            let q = self.queued.get();
             let rule_ms = self.time(1, |st, _| {
                 st.gemm_with_config(bf16_in, rule, &a, &b, &c, m, n, k, e)
             })?;
@@ -212,7 +221,7 @@ impl Bench {
                 .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
                 .collect();
             self.emit(format!(
-                r#"{{"kind":"gemm_tune","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"tflops":{tflops:.3},"tuned":"{}","rule":"{}","rule_ms":{rule_ms:.5},"tune_ms":{{{}}}}}"#,
+                r#"{{"kind":"gemm_tune","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3},"tuned":"{}","rule":"{}","rule_ms":{rule_ms:.5},"tune_ms":{{{}}}}}"#,
                 best.name(),
                 rule.name(),
                 all.join(",")

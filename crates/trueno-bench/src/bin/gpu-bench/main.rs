@@ -341,7 +341,8 @@ impl Bench {
                         let tflops = flops / (ms * 1e-3) / 1e12;
                         let path = format!("{path:?}").to_lowercase();
                         self.emit(format!(
-                            r#"{{"kind":"flash_attn","path":"{path}","batch":{batch},"seq":{seq},"heads":{heads},"dim":{dim},"causal":{causal},"ms":{ms:.5},"tflops":{tflops:.2}}}"#
+                            r#"{{"kind":"flash_attn","path":"{path}","batch":{batch},"seq":{seq},"heads":{heads},"dim":{dim},"causal":{causal},"ms":{ms:.5},"queued_ms":{:.5},"tflops":{tflops:.2}}}"#,
+                            self.queued.get()
                         ));
                     }
                 }
