@@ -206,20 +206,16 @@ fn check_mma_groups<T: Half + FloatElem>(ctx: &trueno_gpu::driver::Context, rng:
         for (b, &len) in lens.iter().enumerate() {
             for h in 0..sh.heads_kv {
                 let row0 = (b * sh.heads_kv + h) * sh.capacity;
-                for p in len as usize..sh.capacity {
-                    for x in &mut k[(row0 + p) * sh.dim..][..sh.dim] {
-                        *x = T::from_f32(f32::NAN);
-                    }
-                    for x in &mut v[(row0 + p) * sh.dim..][..sh.dim] {
-                        *x = T::from_f32(f32::INFINITY);
-                    }
-                }
+                let past = (row0 + len as usize) * sh.dim..(row0 + sh.capacity) * sh.dim;
+                k[past.clone()].fill(T::from_f32(f32::NAN));
+                v[past].fill(T::from_f32(f32::INFINITY));
             }
         }
         let got = run_on(ctx, DecodePath::Mma, sh, &q, (&k, &v), &lens);
         let mut want = reference_16bit(&q, (&k, &v), &lens, sh);
-        // The poisoned head (every case's first sequence has keys) is NaN throughout (the reference's softmax, which skips NaN
-        // maxima, says 0 there); every other head as the reference.
+        // The poisoned head (every case's first sequence has keys) is NaN throughout (the
+        // reference's softmax, which skips NaN maxima, says 0 there); every other head as
+        // the reference.
         for x in &mut want[bad_head * sh.dim..][..sh.dim] {
             *x = f32::NAN;
         }

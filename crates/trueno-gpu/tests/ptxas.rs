@@ -456,10 +456,8 @@ fn the_fused_quantized_gemm_dequantizes_into_shared_memory_for_warpgroup_product
 /// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
 /// (four 8-bit products per instruction: unsigned weight bytes by signed activation
 /// bytes, Q8_0's signed by signed), the activations arrive in 16-byte loads, and so do
-/// Q4_K's and Q5_K's weights; Q6_K's quant runs in 8-byte loads (from the 8-byte boundary
-/// before each, its 210-byte blocks being 2-byte aligned) and its scales and `d` in 16-bit
-/// ones, Q8_0's 34 and Q4_0's 18 bytes in 32-bit ones (from the word boundary before the
-/// block), on every target.
+/// Q4_K's and Q5_K's weights; Q6_K's 2-byte aligned quant runs in aligned 8-byte loads,
+/// Q8_0's and Q4_0's blocks in aligned 32-bit ones, on every target.
 #[test]
 fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     let Some(sass) = Sass::find() else { return };
@@ -467,9 +465,8 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     for f in QgemvQ8kKernel::FORMATS {
         // In the two-step pass alone: eight products and two activation loads a step;
-        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's two
-        // quant runs a step in six 8-byte loads and its scales and `d` in three 16-bit
-        // ones, Q8_0's 9 words and Q4_0's 5.
+        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's runs in
+        // six 8-byte loads and scales and `d` in three 16-bit ones, Q8_0's 9 words, Q4_0's 5.
         let (idp, wide, dwords, narrow, words) = match f {
             QuantFormat::Q6K => ("IDP.4A.U8.S8", 4, 12, 6, 0),
             QuantFormat::Q8_0 => ("IDP.4A.S8.S8", 4, 0, 0, 18),

@@ -30,7 +30,7 @@ use super::flash_attention::build::{frag_imm, frag_offsets, tile_copy};
 use super::flash_attention::rows::{Frags, online_softmax, rescale, sat_sub};
 use super::float_type::{FloatType, widen};
 use super::gemm_mma::HalfType;
-use super::helpers::{elem_addr, max_nan_of};
+use super::helpers::{elem_addr, max_nan_of, next_stage};
 use super::math::LOG2E;
 use super::paged::Pages;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -325,15 +325,9 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
             .collect(),
     ];
     let scale_log2 = b.mul(scale, LOG2E);
-    let stage_end = b.add(stage0, stages * stage_bytes);
-    let read = b.mov(stage0);
-    let write = b.add(stage0, (stages - 1) * stage_bytes);
-    let next_stage = |b: &mut KernelBuilder, at: Reg<U32>| {
-        let n = b.add(at, stage_bytes);
-        let wrap = b.setp::<U32>(Cmp::Ge, n, stage_end);
-        let n = b.selp::<U32>(stage0, n, wrap);
-        b.assign(at, n);
-    };
+    // The ring's read and write stages, as offsets from the first.
+    let read = b.mov(0u32);
+    let write = b.mov((stages - 1) * stage_bytes);
 
     b.for_loop(0u32, n_tiles, 1u32, true, |b, j| {
         // Tile j (and the query) landed; every warp is done with the stage the next
@@ -342,11 +336,13 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
         b.bar_sync();
         let nj = b.add(j, stages - 1);
         let more = b.setp::<U32>(Cmp::Lt, nj, n_tiles);
-        b.if_then(more, true, |b| issue(b, nj, write));
+        let write_at = b.add(stage0, write);
+        b.if_then(more, true, |b| issue(b, nj, write_at));
         b.cp_async_commit();
 
         // S = Q K^T over this warp's 16 rows, each k16 step once per query part.
-        let k_tile = b.add(read, warp_rows);
+        let read_at = b.add(stage0, read);
+        let k_tile = b.add(read_at, warp_rows);
         let k_frag: [Reg<U32>; 4] = std::array::from_fn(|i| b.add(k_tile, k_off[i]));
         let s: Frags = vec![
             (0..2)
@@ -396,7 +392,7 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
         let (ph, pl) = split_pairs(b, ty, &ps);
         let (ph, pl): ([Reg<U32>; 4], [Reg<U32>; 4]) =
             ([ph[0], ph[1], ph[2], ph[3]], [pl[0], pl[1], pl[2], pl[3]]);
-        let v_tile = b.add(read, tile_bytes);
+        let v_tile = b.add(read_at, tile_bytes);
         let v_tile = b.add(v_tile, warp_rows);
         let v_shift = b.sub(v_tile, q_hi);
         for dp in 0..dim / 16 {
@@ -412,8 +408,8 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
                 }
             }
         }
-        next_stage(b, read);
-        next_stage(b, write);
+        next_stage(b, read, stage_bytes, stages);
+        next_stage(b, write, stage_bytes, stages);
     });
     b.cp_async_wait(0);
     b.bar_sync();
