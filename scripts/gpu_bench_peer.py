@@ -232,6 +232,23 @@ def main():
                 f"({r['rule_ms']/r['ms']:.2f}x the tuned time); tuning us: {tune}{in_graph(r, tg)}")
         table.append(("gemm tuned bf16", f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
 
+    # Split-K sweeps: each cut's queued time against cuBLAS in a graph on the same shape
+    # (SGEMM with TF32 off; bf16 in and out), timed once per shape.
+    split_peer = {}
+    for r in [r for r in rows_in if r["kind"] == "gemm_split"]:
+        m, n, k = r["m"], r["n"], r["k"]
+        key = (r["type"], m, n, k)
+        if key not in split_peer:
+            dt = torch.float32 if r["type"] == "sgemm" else torch.bfloat16
+            a = (torch.rand(m, k, device="cuda") * 2 - 1).to(dt)
+            b = (torch.rand(k, n, device="cuda") * 2 - 1).to(dt)
+            c = torch.empty(m, n, device="cuda", dtype=dt)
+            split_peer[key] = timed(lambda: torch.matmul(a, b, out=c), quick)
+        t, tg = split_peer[key]
+        note = (f"{r['tflops']:.1f} TFLOP/s queued; the rule's cut {1000*r['rule_ms']:.1f} us"
+                f"{in_graph(r, tg)}; rule {tg / r['rule_ms']:.2f}x" if tg else "")
+        table.append((f"gemm split {r['type']}", f"{m}x{n}x{k} s{r['splits']}", r["ms"], t, t / r["ms"], note))
+
     # FlashAttention forward: torch SDPA's flash (FlashAttention-2) and cuDNN backends on
     # the same [batch, seq, heads, dim] tensors (viewed as SDPA's [batch, heads, seq, dim]).
     # Each shape's peers are timed once, for every trueno kernel ("path") measured on it.

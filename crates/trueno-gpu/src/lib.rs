@@ -60,6 +60,7 @@ mod ops;
 mod ops_attention;
 mod ops_dequant;
 mod ops_gemm;
+mod ops_gemm_split;
 mod ops_paged;
 mod ops_qgemm;
 mod ops_qgemv;

@@ -18,6 +18,7 @@ use crate::kernels::rope::{RopeKernel, RopeMode};
 use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::DeviceBuffer;
+use crate::ops_gemm_split::SplitShape;
 
 /// The values of `tokens` rows of `row` values each, for kernel `name`: at least one
 /// token, under 2^32 values in all.
@@ -288,7 +289,9 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// `c = a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n).
+    /// `c = a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n). The tiled kernel
+    /// cuts k into ranges where its tiles would leave most of the GPU idle (the split
+    /// rule; [`gemm_split`](Self::gemm_split) forces a cut).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &mut self,
@@ -300,24 +303,11 @@ impl<'a> Stream<Recording<'a>> {
         n: usize,
         k: usize,
     ) -> Result<()> {
-        let kern = GemmKernel(variant);
-        if c.device_ptr() == a.device_ptr() || c.device_ptr() == b.device_ptr() {
-            return shape_err(&kern.name(), "the output may not alias an input");
-        }
-        let cfg = kern.launch_config(&[m, n, k])?;
-        expect_len("gemm a", a, m * k)?;
-        expect_len("gemm b", b, k * n)?;
-        expect_len("gemm c", c, m * n)?;
-        let f = self.context().function(Family::Gemm, &kern.name())?;
-        self.launch(&f)
-            .config(cfg)
-            .arg(KernelArg::buf(a))
-            .arg(KernelArg::buf(b))
-            .arg(KernelArg::buf_mut(c))
-            .arg(KernelArg::U32(m as u32))
-            .arg(KernelArg::U32(n as u32))
-            .arg(KernelArg::U32(k as u32))
-            .run()
+        let splits = match variant {
+            GemmVariant::Tiled => self.gemm_splits(SplitShape::SIMT, (m, n, k)),
+            GemmVariant::Naive => 1,
+        };
+        self.simt_gemm(&GemmKernel(variant), splits, (a, b, c), (m, n, k))
     }
 
     /// Rotary position embedding of `x` (`[tokens, heads, dim]`, row-major) into `out`

@@ -14,6 +14,11 @@ use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
+use crate::ops_gemm_split::SplitShape;
+
+/// The fewest k-tiles the split rule gives a wgmma range: its ring holds four to six,
+/// and a range shorter than the ring spends most of its time filling it.
+const WGMMA_MIN_K_TILES: usize = 4;
 
 /// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
 /// `j`: `c[r, j] = activation(alpha * p + beta * c[r, j] + bias[j])`, rounded to `c`'s
@@ -400,12 +405,48 @@ impl<'a> Stream<Recording<'a>> {
     /// [`GemmInput::HalfBt`] and [`GemmInput::Tf32`]) and `config` (an error where it
     /// cannot run: wgmma off Hopper, TF32 with the 64-wide k-step), its operands as that
     /// kernel reads them (buffers for the sm_80 path, tensor maps for the copy engine),
-    /// then the common launch with the epilogue of [`GemmEpilogue`].
+    /// then the common launch with the epilogue of [`GemmEpilogue`]. The wgmma path cuts
+    /// k into ranges by the split rule where its tiles would leave most of the GPU idle
+    /// ([`gemm_with_split`](Self::gemm_with_split) forces a cut).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_with_config<T: DeviceCopy, C: FloatElem>(
         &mut self,
         input: GemmInput,
         config: GemmConfig,
+        a: &'a DeviceBuffer<T>,
+        b: &'a DeviceBuffer<T>,
+        c: &'a DeviceBuffer<C>,
+        m: usize,
+        n: usize,
+        k: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let splits = match config {
+            GemmConfig::Wgmma(tile_n) => {
+                let shape = SplitShape {
+                    tile: (TILE_M as usize, tile_n.elems() as usize),
+                    tile_k: tile_k(input) as usize,
+                    blocks_per_sm: 1,
+                    min_k_tiles: WGMMA_MIN_K_TILES,
+                };
+                self.gemm_splits(shape, (m, n, k))
+            }
+            GemmConfig::Mma(_) => 1,
+        };
+        self.gemm_with_split(input, config, splits, a, b, c, m, n, k, epilogue)
+    }
+
+    /// [`gemm_with_config`](Self::gemm_with_config) with the k-loop cut into `splits`
+    /// ranges (1: not cut; the wgmma path only, at most
+    /// [`MAX_SPLITS`](crate::kernels::gemm_split::MAX_SPLITS)): each range's product
+    /// goes to an f32 slice of scratch (`splits * m * n` values, kept until the stream
+    /// is synchronised), then one more kernel sums them and applies the epilogue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_with_split<T: DeviceCopy, C: FloatElem>(
+        &mut self,
+        input: GemmInput,
+        config: GemmConfig,
+        splits: u32,
         a: &'a DeviceBuffer<T>,
         b: &'a DeviceBuffer<T>,
         c: &'a DeviceBuffer<C>,
@@ -427,10 +468,13 @@ impl<'a> Stream<Recording<'a>> {
         match config {
             GemmConfig::Mma(tile_k) => {
                 let kern = MmaGemmKernel(input, tile_k, C::TYPE);
+                if splits != 1 {
+                    return shape_err(&kern.name(), "only the wgmma path splits k");
+                }
                 let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
                 self.tensor_core_gemm(
                     Family::GemmMma,
-                    &kern,
+                    (&kern, None),
                     names,
                     (a, b, c),
                     (m, n, k),
@@ -451,9 +495,12 @@ impl<'a> Stream<Recording<'a>> {
                     };
                     Ok([KernelArg::tensor_map(a, m, k, TILE_M, tk)?, b_map])
                 };
+                // A cut writes raw f32 partial products.
+                let partial = WgmmaGemmKernel(input, tile_n, FloatType::F32);
+                let split = (splits != 1).then_some((splits, &partial as &dyn Kernel));
                 self.tensor_core_gemm(
                     Family::GemmWgmma,
-                    &kern,
+                    (&kern, split),
                     names,
                     (a, b, c),
                     (m, n, k),
@@ -466,12 +513,13 @@ impl<'a> Stream<Recording<'a>> {
 
     /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A
     /// and B as `operands` passes them (buffers, or tensor maps of them), C, m, n, k
-    /// and the epilogue's alpha, beta, bias and flags.
+    /// and the epilogue's alpha, beta, bias and flags; with a `split` (its count and
+    /// the f32-output kernel of the family), the ranges' launch and the reduce.
     #[allow(clippy::too_many_arguments)]
     fn tensor_core_gemm<T: DeviceCopy, C: FloatElem>(
         &mut self,
         family: Family,
-        kern: &dyn Kernel,
+        (kern, split): (&dyn Kernel, Option<(u32, &dyn Kernel)>),
         names: [&'static str; 3],
         (a, b, c): (
             &'a DeviceBuffer<T>,
@@ -495,19 +543,31 @@ impl<'a> Stream<Recording<'a>> {
         if let Some(bias) = epilogue.bias {
             expect_len("gemm bias", bias, n)?;
         }
-        let f = self.context().function(family, &kern.name())?;
         let operands = operands(a, b)?;
-        self.launch_gemm(&f, cfg, operands, c, (m, n, k), epilogue)
+        match split {
+            None => {
+                let f = self.context().function(family, &kern.name())?;
+                let c = KernelArg::buf_mut(c);
+                self.launch_gemm(&f, cfg, operands, c, (m, n, k), epilogue)
+            }
+            Some((splits, partial)) => {
+                let f = self.context().function(family, &partial.name())?;
+                self.split_k(cfg, splits, c, (m, n), epilogue, |s, cfg, out| {
+                    let raw = GemmEpilogue::default();
+                    s.launch_gemm(&f, cfg, operands, out, (m, n, k), raw)
+                })
+            }
+        }
     }
 
     /// A GEMM kernel's launch once its operands are checked: A and B as the kernel
     /// reads them, C, m, n, k and the epilogue's alpha, beta, bias and flags.
-    pub(crate) fn launch_gemm<C: FloatElem>(
+    pub(crate) fn launch_gemm(
         &mut self,
         f: &Function,
         cfg: LaunchConfig,
         [a, b]: [KernelArg<'a>; 2],
-        c: &'a DeviceBuffer<C>,
+        c: KernelArg<'a>,
         (m, n, k): (usize, usize, usize),
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
@@ -516,7 +576,7 @@ impl<'a> Stream<Recording<'a>> {
             .config(cfg)
             .arg(a)
             .arg(b)
-            .arg(KernelArg::buf_mut(c))
+            .arg(c)
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))
             .arg(KernelArg::U32(k as u32))

@@ -237,7 +237,14 @@ impl<'a> Stream<Recording<'a>> {
         let box_k = tile_k(GemmInput::HalfBt(HalfType::Bf16));
         let a = KernelArg::tensor_map(xh, tokens, k, tile.rows(), box_k)?;
         let operands = [a, KernelArg::buf(w.words())];
-        self.launch_gemm(&f, cfg, operands, y, (tokens, n, k), epilogue)
+        self.launch_gemm(
+            &f,
+            cfg,
+            operands,
+            KernelArg::buf_mut(y),
+            (tokens, n, k),
+            epilogue,
+        )
     }
 }
 

@@ -333,6 +333,73 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
     }
 }
 
+/// The tiled GEMM with k cut into ranges (forced): ragged shapes, more ranges than
+/// k-tiles (empty ranges add zeros), a NaN in one range of A's row 0, and the cuts the
+/// reduce cannot take.
+#[test]
+fn split_k_gemm_matches_the_cpu_reference() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(6);
+    let shapes = [
+        (1, 4, 1),
+        (17, 20, 23),
+        (64, 32, 40),
+        (300, 260, 100),
+        (129, 132, 1031),
+    ];
+    for (m, n, k) in shapes {
+        let a = rng.vec(m * k, -1.0, 1.0);
+        let b = rng.vec(k * n, -1.0, 1.0);
+        let want = gemm::reference(&a, &b, m, n, k);
+        let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+        for splits in [1, 2, 5, 16] {
+            let mut c = poisoned(&ctx, m * n);
+            let mut s = ctx.stream().unwrap().record();
+            s.gemm_split(splits, &da, &db, &c, m, n, k).unwrap();
+            s.sync().unwrap();
+            let got = c.to_vec().unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                // f32 sums of k products of values in [-1, 1], in another order than
+                // the reference's f64 one.
+                let bound = (k as f32 + 2.0) * f32::EPSILON * 1.0 + 1e-6 * w.abs();
+                assert!(
+                    (g - w).abs() <= bound,
+                    "{splits} splits {m}x{n}x{k} [{i}]: got {g}, want {w}"
+                );
+            }
+        }
+    }
+    let (m, n, k) = (70, 68, 200);
+    let mut a = rng.vec(m * k, -1.0, 1.0);
+    a[150] = f32::NAN;
+    let b = rng.vec(k * n, -1.0, 1.0);
+    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let mut c = poisoned(&ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    s.gemm_split(3, &da, &db, &c, m, n, k).unwrap();
+    s.sync().unwrap();
+    let got = c.to_vec().unwrap();
+    assert!(got[..n].iter().all(|v| v.is_nan()), "row 0 must be NaN");
+    assert!(got[n..].iter().all(|v| v.is_finite()), "other rows finite");
+    let x = ctx.upload(&vec![1.0f32; 64 * 64]).unwrap();
+    let c = ctx.alloc::<f32>(64 * 64).unwrap();
+    // n = 63: the reduce reads four columns a thread.
+    let (b63, c63) = (
+        ctx.alloc::<f32>(64 * 63).unwrap(),
+        ctx.alloc(64 * 63).unwrap(),
+    );
+    let mut s = ctx.stream().unwrap().record();
+    for splits in [0, 17] {
+        let e = s.gemm_split(splits, &x, &x, &c, 64, 64, 64).unwrap_err();
+        assert!(matches!(e, GpuError::Shape { .. }), "{splits}: {e}");
+    }
+    let e = s.gemm_split(2, &x, &b63, &c63, 64, 63, 64).unwrap_err();
+    assert!(e.to_string().contains("multiple of 4"), "{e}");
+    // Unsplit, the same shape runs.
+    s.gemm_split(1, &x, &b63, &c63, 64, 63, 64).unwrap();
+    s.sync().unwrap();
+}
+
 #[test]
 fn bad_shapes_and_arguments_fail_before_launch() {
     let Some(ctx) = ctx() else { return };

@@ -15,6 +15,7 @@
 //! (47.5).
 
 use super::gemm::{THREADS, TILE};
+use super::gemm_split::{k_range, split_output};
 use super::helpers::{self, elem_addr};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, Reg, Space, U32, U64};
 
@@ -60,6 +61,8 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     b.max_threads(THREADS);
     b.min_blocks(2);
     let g = super::gemm::args(&mut b);
+    // This block's share of k (all of it unless the grid splits k).
+    let range = k_range(&mut b, g.k, tile_k);
     let smem = b.dynamic_shared();
     let stage_bytes = pipe.stage_bytes();
     let a_area = tile_k * A_STRIDE * 4;
@@ -80,6 +83,7 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
         b.setp::<U32>(Cmp::Lt, r, g.m)
     });
     let a_idx = b.mad(a_row, g.k, a_k);
+    let a_idx = b.add(a_idx, range.begin);
     let a_ptr = elem_addr(&mut b, g.a, a_idx, 4);
     let a_rows32 = b.mul_wide(g.k, 32 * 4);
     let sa_idx = b.mad(a_k, A_STRIDE, a_r);
@@ -106,7 +110,8 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     let b_rows2 = b.mul_wide(g.n, 2 * 4);
     let b_rows8 = b.mul_wide(g.n, 8 * 4);
     let b_tile_step = b.mul_wide(g.n, tile_k * 4);
-    let b_corner = elem_addr(&mut b, g.b, col0, 4);
+    let b_corner = b.mad(range.begin, g.n, col0);
+    let b_corner = elem_addr(&mut b, g.b, b_corner, 4);
     // Whole tiles of the block need no checks: rows and columns inside, B's rows
     // 16-byte aligned (n a multiple of 4, B on a 16-byte boundary).
     let rows_in = b.add(row0, TILE);
@@ -124,13 +129,13 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     let sixteen = b.mov(16u32);
 
     // Issues the copies of the k-tile at `k0` (pointers at it) into the stage at byte
-    // offset `stage`, as one group; past m, n or k they zero-fill.
+    // offset `stage`, as one group; past m, n or the range's k they zero-fill.
     let issue =
         |b: &mut KernelBuilder, stage: Reg<U32>, k0: Reg<U32>, ap: Reg<U64>, bt: Reg<U64>| {
             let base = b.add(smem, stage);
             let a_dst = b.add(base, sa_st);
             let k_end = b.add(k0, tile_k);
-            let k_whole = b.setp::<U32>(Cmp::Le, k_end, g.k);
+            let k_whole = b.setp::<U32>(Cmp::Le, k_end, range.end);
             let whole = b.and_pred(block_whole, k_whole);
             b.if_else(
                 whole,
@@ -164,7 +169,7 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
                     for h in 0..tile_k / 8 {
                         let kk = b.add(k0, a_k);
                         let kk = b.add(kk, 8 * h);
-                        let k_ok = b.setp::<U32>(Cmp::Lt, kk, g.k);
+                        let k_ok = b.setp::<U32>(Cmp::Lt, kk, range.end);
                         let mut src = b.add(ap, u64::from(8 * h * 4));
                         for (j, &row_ok) in a_ok.iter().enumerate() {
                             if j > 0 {
@@ -185,7 +190,7 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
                         }
                         let kr = b.add(k0, b_k);
                         let kr = b.add(kr, 2 * i);
-                        let k_ok = b.setp::<U32>(Cmp::Lt, kr, g.k);
+                        let k_ok = b.setp::<U32>(Cmp::Lt, kr, range.end);
                         let p = b.and_pred(b_ok, k_ok);
                         let bytes = b.selp::<U32>(4u32, 0u32, p);
                         let from = b.selp::<U64>(src, g.b, p);
@@ -198,12 +203,11 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
         };
 
     let acc: [[Reg<F32>; 8]; 8] = std::array::from_fn(|_| std::array::from_fn(|_| b.mov(0.0f32)));
-    let k_tiles = b.add(g.k, tile_k - 1);
-    let k_tiles = b.shr(k_tiles, tile_k.trailing_zeros());
+    let k_tiles = range.tiles;
     // The copies run `stages - 1` tiles ahead of the multiplies.
     let a_next = b.mov(a_ptr);
     let b_next = b.mov(b_corner);
-    let k_next = b.mov(0u32);
+    let k_next = b.mov(range.begin);
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
     let next_stage =
@@ -255,7 +259,10 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     });
     // No copy may still be landing when the block exits.
     b.cp_async_wait(0);
-    super::gemm::store_tile(&mut b, &g, (cx, cy), (tx, ty), &acc);
+    // Split k: this range's slice of the output (C itself when k is not split).
+    let c = split_output(&mut b, g.c, (g.m, g.n), 4);
+    let out = super::gemm::Args { c, ..g };
+    super::gemm::store_tile(&mut b, &out, (cx, cy), (tx, ty), &acc);
     b.ret();
     b.finish()
 }

@@ -30,6 +30,7 @@
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
 use super::gemm_mma::{GemmInput, raster, tensor_core_launch};
+use super::gemm_split::{k_range, split_output};
 use super::qgemv::QuantFormat;
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -316,8 +317,19 @@ pub(super) fn build(
     let (cx, cy) = raster(&mut b);
     let row0 = b.mul(cy, block_m);
     let col0 = b.mul(cx, bn);
-    let k_tiles = b.add(k, tile_k - 1);
-    let k_tiles = b.shr(k_tiles, tile_k.trailing_zeros());
+    // The copy engine's kernel takes its share of k from the grid's depth (split-K,
+    // [`super::gemm_split`]) and writes that share's slice of the output.
+    let (k_begin, k_tiles, gc) = match source {
+        BSource::CopyEngine => {
+            let range = k_range(&mut b, k, tile_k);
+            let c = split_output(&mut b, gc, (m, n), out.bytes());
+            (Some(range.begin), range.tiles, c)
+        }
+        BSource::Dequantized { .. } => {
+            let k_tiles = b.add(k, tile_k - 1);
+            (None, b.shr(k_tiles, tile_k.trailing_zeros()), gc)
+        }
+    };
     let warpgroup = b.shr(t, 7u32);
     let ring = Ring::new(&mut b, bars, stages, stage_bytes);
 
@@ -340,7 +352,10 @@ pub(super) fn build(
                 let full = ring.barrier(b, FULL);
                 b.mbar_arrive_expect_tx(full, 0, stage_bytes);
                 let dst = b.add(base, ring.stage);
-                let kx = b.mul(kt, tile_k);
+                let kx = match k_begin {
+                    Some(k0) => b.mad(kt, tile_k, k0),
+                    None => b.mul(kt, tile_k),
+                };
                 b.tma_load_2d(dst, map_a, kx, row0, full);
                 if b_k_major {
                     let dst = b.add(dst, a_bytes);

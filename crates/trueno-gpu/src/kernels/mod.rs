@@ -21,6 +21,7 @@ pub(crate) mod gemm_copies;
 pub mod gemm_epilogue;
 pub mod gemm_mma;
 mod gemm_simt;
+pub mod gemm_split;
 pub mod gemm_wgmma;
 mod helpers;
 pub mod kv_cache;
@@ -232,7 +233,7 @@ impl Family {
             Family::Reduce => reduce::all(),
             Family::Softmax => softmax::all(),
             Family::Norm => norm::all(),
-            Family::Gemm => gemm::all(),
+            Family::Gemm => gemm::all().into_iter().chain(gemm_split::all()).collect(),
             Family::GemmMma => gemm_mma::all(),
             Family::GemmWgmma => gemm_wgmma::all(),
             Family::QgemmWgmma => qgemm_wgmma::all(),

@@ -1,0 +1,81 @@
+//! The `gemm_split` section: GEMMs whose tiles fill few multiprocessors, at each cut of
+//! k into ranges (`Stream::gemm_split`, `Stream::gemm_with_split`) and at the split
+//! rule's, against cuBLAS on the same shape (the peer script): where the rule's choice
+//! comes from.
+
+use trueno_gpu::GemmEpilogue;
+use trueno_gpu::Result;
+use trueno_gpu::kernels::float_type::FloatType;
+use trueno_gpu::kernels::gemm::GemmVariant;
+use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
+
+use super::{Bench, random, random_bf16};
+
+/// The cuts timed at every shape (the rule's is timed as well where it is not one).
+const SPLITS: [u32; 6] = [1, 2, 3, 4, 8, 16];
+
+impl Bench {
+    pub(super) fn gemm_split(&mut self) -> Result<()> {
+        let sgemm: &[usize] = if self.quick { &[512] } else { &[512, 1024] };
+        for &s in sgemm {
+            let a = self.ctx.upload(&random(s * s, 1))?;
+            let b = self.ctx.upload(&random(s * s, 2))?;
+            let c = self.ctx.alloc::<f32>(s * s)?;
+            let rule = self.rule_ms(|st| st.gemm(GemmVariant::Tiled, &a, &b, &c, s, s, s))?;
+            for splits in SPLITS {
+                self.time(1, |st, _| st.gemm_split(splits, &a, &b, &c, s, s, s))?;
+                self.emit_split("sgemm", (s, s, s), splits, rule);
+            }
+        }
+        if !self.ctx.has_sm90a() {
+            return Ok(());
+        }
+        let shapes: &[(usize, usize, usize)] = if self.quick {
+            &[(1024, 1024, 1024)]
+        } else {
+            &[
+                (1024, 1024, 1024),
+                (128, 4096, 4096),
+                (256, 4096, 4096),
+                (128, 4096, 14336),
+            ]
+        };
+        let bf16_in = GemmInput::Half(HalfType::Bf16);
+        for &(m, n, k) in shapes {
+            let a = self.ctx.upload(&random_bf16(m * k, 1))?;
+            let b = self.ctx.upload(&random_bf16(k * n, 2))?;
+            let c = self.ctx.alloc::<half::bf16>(m * n)?;
+            let e = GemmEpilogue::default();
+            let rule = self.rule_ms(|st| st.gemm_mma_with(&a, &b, &c, m, n, k, e))?;
+            let st = self.ctx.stream()?.record();
+            let config = st.gemm_choice(bf16_in, FloatType::Bf16, (m, n, k));
+            drop(st);
+            for splits in SPLITS {
+                self.time(1, |st, _| {
+                    st.gemm_with_split(bf16_in, config, splits, &a, &b, &c, m, n, k, e)
+                })?;
+                self.emit_split("bf16", (m, n, k), splits, rule);
+            }
+        }
+        Ok(())
+    }
+
+    /// The default op's queued time.
+    fn rule_ms<'a>(
+        &self,
+        mut run: impl FnMut(
+            &mut trueno_gpu::driver::Stream<trueno_gpu::driver::Recording<'a>>,
+        ) -> Result<()>,
+    ) -> Result<f64> {
+        self.time(1, |st, _| run(st))?;
+        Ok(self.queued.get())
+    }
+
+    fn emit_split(&mut self, what: &str, (m, n, k): (usize, usize, usize), splits: u32, rule: f64) {
+        let q = self.queued.get();
+        let tflops = 2.0 * (m * n * k) as f64 / (q * 1e-3) / 1e12;
+        self.emit(format!(
+            r#"{{"kind":"gemm_split","type":"{what}","m":{m},"n":{n},"k":{k},"splits":{splits},"ms":{q:.5},"queued_ms":{q:.5},"rule_ms":{rule:.5},"tflops":{tflops:.3}}}"#
+        ));
+    }
+}

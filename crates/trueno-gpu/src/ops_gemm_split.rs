@@ -1,0 +1,187 @@
+//! Split-K launches of the GEMMs ([`crate::kernels::gemm_split`]): when a product's
+//! output tiles fill less than half the GPU, its k-loop runs in ranges across the grid's
+//! depth, each into an f32 slice of a scratch buffer, and a second kernel sums the slices
+//! and applies the epilogue. The rule ([`Stream::gemm_splits`]) picks the cut; the
+//! `_split` ops force one (tuning, benchmarks, tests).
+
+use crate::driver::{Function, KernelArg, Recording, Stream};
+use crate::error::{Result, shape_err};
+use crate::kernels::gemm::{GemmKernel, GemmVariant};
+use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
+use crate::kernels::{Family, Kernel, LaunchConfig};
+use crate::memory::{DeviceBuffer, FloatElem};
+use crate::ops::expect_len;
+use crate::ops_gemm::GemmEpilogue;
+
+/// A kernel's place in the split rule: its output tile, k-step, blocks a multiprocessor
+/// holds at once, and the fewest k-steps worth a range of their own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SplitShape {
+    pub tile: (usize, usize),
+    pub tile_k: usize,
+    pub blocks_per_sm: usize,
+    pub min_k_tiles: usize,
+}
+
+impl SplitShape {
+    /// The FP32 SIMT GEMM: 128 x 128 tiles, 32-k steps, two blocks a multiprocessor.
+    pub const SIMT: SplitShape = SplitShape {
+        tile: (128, 128),
+        tile_k: 32,
+        blocks_per_sm: 2,
+        min_k_tiles: 2,
+    };
+}
+
+impl<'a> Stream<Recording<'a>> {
+    /// How many ranges the split rule cuts an `m x n x k` product on a kernel of `shape`
+    /// into on this device ([`splits_for`]); 1 where the reduce cannot take the output
+    /// (`n` not a multiple of 4).
+    pub(crate) fn gemm_splits(&self, shape: SplitShape, (m, n, k): (usize, usize, usize)) -> u32 {
+        if !n.is_multiple_of(4) {
+            return 1;
+        }
+        let sms = self.context().device().multiprocessors as usize;
+        let tiles = m.div_ceil(shape.tile.0) * n.div_ceil(shape.tile.1);
+        let k_tiles = k.div_ceil(shape.tile_k);
+        splits_for(tiles, k_tiles, sms * shape.blocks_per_sm, shape.min_k_tiles)
+    }
+
+    /// [`gemm`](Self::gemm) with the tiled kernel's k-loop cut into `splits` ranges
+    /// (1: not cut; at most [`MAX_SPLITS`], `n` a multiple of 4 when cut). The partial
+    /// products take `splits * m * n` f32 of scratch until the stream is synchronised.
+    /// `gemm` cuts by the device's rule; this forces a cut (benchmarks, tests).
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::gemm::GemmVariant;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (m, n, k) = (64, 32, 300);
+    /// let a = ctx.upload(&vec![0.5f32; m * k])?;
+    /// let b = ctx.upload(&vec![2.0f32; k * n])?;
+    /// let mut c = ctx.alloc::<f32>(m * n)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.gemm_split(4, &a, &b, &c, m, n, k)?;
+    /// s.sync()?;
+    /// assert_eq!(c.to_vec()?[0], 300.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_split(
+        &mut self,
+        splits: u32,
+        a: &'a DeviceBuffer<f32>,
+        b: &'a DeviceBuffer<f32>,
+        c: &'a DeviceBuffer<f32>,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<()> {
+        let kern = GemmKernel(GemmVariant::Tiled);
+        self.simt_gemm(&kern, splits, (a, b, c), (m, n, k))
+    }
+
+    /// The FP32 GEMMs' launch: shape and aliasing checked, then `kern` (unsplit), or
+    /// the tiled kernel's ranges and the reduce.
+    pub(crate) fn simt_gemm(
+        &mut self,
+        kern: &GemmKernel,
+        splits: u32,
+        (a, b, c): (
+            &'a DeviceBuffer<f32>,
+            &'a DeviceBuffer<f32>,
+            &'a DeviceBuffer<f32>,
+        ),
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<()> {
+        if c.device_ptr() == a.device_ptr() || c.device_ptr() == b.device_ptr() {
+            return shape_err(&kern.name(), "the output may not alias an input");
+        }
+        let cfg = kern.launch_config(&[m, n, k])?;
+        expect_len("gemm a", a, m * k)?;
+        expect_len("gemm b", b, k * n)?;
+        expect_len("gemm c", c, m * n)?;
+        if splits != 1 && kern.0 != GemmVariant::Tiled {
+            return shape_err(&kern.name(), "only the tiled kernel splits k");
+        }
+        let f = self.context().function(Family::Gemm, &kern.name())?;
+        let launch = |s: &mut Self, cfg: LaunchConfig, out: KernelArg<'a>| {
+            s.launch(&f)
+                .config(cfg)
+                .arg(KernelArg::buf(a))
+                .arg(KernelArg::buf(b))
+                .arg(out)
+                .arg(KernelArg::U32(m as u32))
+                .arg(KernelArg::U32(n as u32))
+                .arg(KernelArg::U32(k as u32))
+                .run()
+        };
+        match splits {
+            1 => launch(self, cfg, KernelArg::buf_mut(c)),
+            _ => self.split_k(cfg, splits, c, (m, n), GemmEpilogue::default(), launch),
+        }
+    }
+
+    /// Runs `partial` (a GEMM kernel's launch with `cfg` deepened to `splits` and its
+    /// output the scratch of partial products, to be written with no epilogue) and then
+    /// the reduce into `c` with `epilogue`; the scratch lives until the stream is
+    /// synchronised.
+    pub(crate) fn split_k<C: FloatElem>(
+        &mut self,
+        cfg: LaunchConfig,
+        splits: u32,
+        c: &'a DeviceBuffer<C>,
+        (m, n): (usize, usize),
+        epilogue: GemmEpilogue<'a>,
+        partial: impl FnOnce(&mut Self, LaunchConfig, KernelArg<'a>) -> Result<()>,
+    ) -> Result<()> {
+        let reduce = SplitReduceKernel(C::TYPE);
+        if !(1..=MAX_SPLITS).contains(&splits) {
+            let what = format!("{splits} splits of k (1 to {MAX_SPLITS})");
+            return shape_err(&reduce.name(), what);
+        }
+        let reduce_cfg = reduce.launch_config(&[m, n])?;
+        let Some(len) = (splits as usize).checked_mul(m * n) else {
+            return shape_err(&reduce.name(), format!("{splits} slices of {m} x {n}"));
+        };
+        let f = self.context().function(Family::Gemm, &reduce.name())?;
+        let parts = self.context().alloc::<f32>(len)?;
+        let deep = LaunchConfig {
+            grid: (cfg.grid.0, cfg.grid.1, splits),
+            ..cfg
+        };
+        let run = partial(self, deep, KernelArg::scratch(&parts))
+            .and_then(|()| self.reduce_splits(&f, reduce_cfg, &parts, splits, c, (m, n), epilogue));
+        self.keep_alive(parts);
+        run
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_splits<C: FloatElem>(
+        &mut self,
+        f: &Function,
+        cfg: LaunchConfig,
+        parts: &DeviceBuffer<f32>,
+        splits: u32,
+        c: &'a DeviceBuffer<C>,
+        (m, n): (usize, usize),
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let bias = self.optional_arg(epilogue.bias)?;
+        self.launch(f)
+            .config(cfg)
+            .arg(KernelArg::scratch(parts))
+            .arg(KernelArg::U32(splits))
+            .arg(KernelArg::buf_mut(c))
+            .arg(KernelArg::U32(m as u32))
+            .arg(KernelArg::U32(n as u32))
+            .arg(KernelArg::F32(epilogue.alpha))
+            .arg(KernelArg::F32(epilogue.beta))
+            .arg(bias)
+            .arg(KernelArg::U32(
+                epilogue.activation.flags(epilogue.bias.is_some()),
+            ))
+            .run()
+    }
+}
