@@ -19,6 +19,8 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U
 /// thread four columns of four rows; narrow, so a small product still gives every
 /// multiprocessor several blocks.
 pub const REDUCE_COLS: u32 = 32;
+/// Slices the reduce loads in one step of its loop.
+const SLICES_A_STEP: u32 = 4;
 /// The most splits a GEMM is cut into.
 pub const MAX_SPLITS: u32 = 16;
 
@@ -145,22 +147,42 @@ fn build_reduce(name: &str, out: FloatType) -> KernelIr {
     let mn = b.mul(m, n);
     let slice = b.mul_wide(mn, 4u32);
     let offset = b.mov(0u64);
-    b.for_loop(0u32, splits, 1u32, true, |b, _| {
-        for ((addr, ok), sum) in at.iter().zip(&sums) {
-            let addr = b.add(*addr, offset);
-            let zero = [(); 4].map(|_| b.mov(0.0f32));
-            b.predicated(*ok, |b| {
-                let x = b.ld_vec::<F32, U64, 4>(Space::Global, addr, 0);
-                for (&z, x) in zero.iter().zip(x) {
-                    b.assign(z, x);
+    // Four slices a step, every load issued before the first add: a slice a step left
+    // each step waiting on its loads' latency (5.2 us for eight slices of 512^2 f32 on
+    // an H100, 1.6 TB/s from L2).
+    b.for_loop(0u32, splits, SLICES_A_STEP, true, |b, s| {
+        let loaded: Vec<Vec<[Reg<F32>; 4]>> = (0..SLICES_A_STEP)
+            .map(|u| {
+                let there = b.add(s, u);
+                let in_range = b.setp::<U32>(Cmp::Lt, there, splits);
+                let off = b.mul(slice, u64::from(u));
+                let off = b.add(offset, off);
+                at.iter()
+                    .map(|&(addr, ok)| {
+                        let addr = b.add(addr, off);
+                        let ok = b.and_pred(ok, in_range);
+                        let v = [(); 4].map(|_| b.mov(0.0f32));
+                        b.predicated(ok, |b| {
+                            let x = b.ld_vec::<F32, U64, 4>(Space::Global, addr, 0);
+                            for (&v, x) in v.iter().zip(x) {
+                                b.assign(v, x);
+                            }
+                        });
+                        v
+                    })
+                    .collect()
+            })
+            .collect();
+        for slice_values in &loaded {
+            for (sum, v) in sums.iter().zip(slice_values) {
+                for (&s, &x) in sum.iter().zip(v) {
+                    let t = b.add(s, x);
+                    b.assign(s, t);
                 }
-            });
-            for (&s, z) in sum.iter().zip(zero) {
-                let v = b.add(s, z);
-                b.assign(s, v);
             }
         }
-        let next = b.add(offset, slice);
+        let step = b.mul(slice, u64::from(SLICES_A_STEP));
+        let next = b.add(offset, step);
         b.assign(offset, next);
     });
     let store = CStore::declare(&mut b, gc, out, m, n);
