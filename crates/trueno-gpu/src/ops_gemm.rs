@@ -14,11 +14,20 @@ use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
-use crate::ops_gemm_split::SplitShape;
+use crate::ops_gemm_split::{SplitShape, split_count};
 
-/// The fewest k-tiles the split rule gives a wgmma range: its ring holds four to six,
-/// and a range shorter than the ring spends most of its time filling it.
-const WGMMA_MIN_K_TILES: usize = 4;
+/// The wgmma path's tile width for an `m x n` output on a device of `sms`
+/// multiprocessors: 256 wide unless those tiles would leave more than half the
+/// multiprocessors idle: on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32
+/// tiles of 256) against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+pub(crate) fn wgmma_tile_for(sms: usize, m: usize, n: usize) -> WgmmaTileN {
+    let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
+    if 2 * tiles_256 < sms {
+        WgmmaTileN::N128
+    } else {
+        WgmmaTileN::N256
+    }
+}
 
 /// What a tensor-core GEMM does with each accumulated product `p` of row `r`, column
 /// `j`: `c[r, j] = activation(alpha * p + beta * c[r, j] + bias[j])`, rounded to `c`'s
@@ -176,7 +185,7 @@ impl<'a> Stream<Recording<'a>> {
             return c;
         }
         match (ctx.has_sm90a(), input) {
-            (true, _) => GemmConfig::Wgmma(self.wgmma_tile_n(m, n)),
+            (true, _) => GemmConfig::Wgmma(wgmma_tile_for(self.sms(), m, n)),
             (false, GemmInput::Tf32) => GemmConfig::Mma(MmaTileK::K32),
             (false, _) => GemmConfig::Mma(MmaTileK::K64),
         }
@@ -280,22 +289,14 @@ impl<'a> Stream<Recording<'a>> {
     ) -> Result<()> {
         let tile_n = match self.gemm_choice(T::TYPE.into(), C::TYPE, (m, n, k)) {
             GemmConfig::Wgmma(t) => t,
-            GemmConfig::Mma(_) => self.wgmma_tile_n(m, n),
+            GemmConfig::Mma(_) => wgmma_tile_for(self.sms(), m, n),
         };
         self.gemm_wgmma_tiled(tile_n, a, b, c, m, n, k, epilogue)
     }
 
-    /// 256-wide tiles unless they would leave more than half the multiprocessors idle:
-    /// on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256)
-    /// against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
-    fn wgmma_tile_n(&self, m: usize, n: usize) -> WgmmaTileN {
-        let sms = self.context().device().multiprocessors as usize;
-        let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
-        if 2 * tiles_256 < sms {
-            WgmmaTileN::N128
-        } else {
-            WgmmaTileN::N256
-        }
+    /// The device's multiprocessors.
+    pub(crate) fn sms(&self) -> usize {
+        self.context().device().multiprocessors as usize
     }
 
     /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
@@ -423,13 +424,7 @@ impl<'a> Stream<Recording<'a>> {
     ) -> Result<()> {
         let splits = match config {
             GemmConfig::Wgmma(tile_n) => {
-                let shape = SplitShape {
-                    tile: (TILE_M as usize, tile_n.elems() as usize),
-                    tile_k: tile_k(input) as usize,
-                    blocks_per_sm: 1,
-                    min_k_tiles: WGMMA_MIN_K_TILES,
-                };
-                self.gemm_splits(shape, (m, n, k))
+                split_count(SplitShape::wgmma(input, tile_n), self.sms(), (m, n, k))
             }
             GemmConfig::Mma(_) => 1,
         };

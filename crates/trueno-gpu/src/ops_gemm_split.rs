@@ -7,7 +7,9 @@
 use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
+use crate::kernels::gemm_mma::GemmInput;
 use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
+use crate::kernels::gemm_wgmma::{TILE_M, WgmmaTileN, tile_k};
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, FloatElem};
 use crate::ops::expect_len;
@@ -31,20 +33,36 @@ impl SplitShape {
         blocks_per_sm: 2,
         min_k_tiles: 2,
     };
+
+    /// The wgmma GEMM for `input` at tile width `tile_n`: one block a multiprocessor,
+    /// ranges of at least four k-tiles (its ring holds four to six, and a range shorter
+    /// than the ring spends most of its time filling it).
+    pub fn wgmma(input: GemmInput, tile_n: WgmmaTileN) -> SplitShape {
+        SplitShape {
+            tile: (TILE_M as usize, tile_n.elems() as usize),
+            tile_k: tile_k(input) as usize,
+            blocks_per_sm: 1,
+            min_k_tiles: 4,
+        }
+    }
+}
+
+/// How many ranges the split rule cuts an `m x n x k` product on a kernel of `shape`
+/// into on a device of `sms` multiprocessors ([`splits_for`]); 1 where the reduce
+/// cannot take the output (`n` not a multiple of 4).
+pub(crate) fn split_count(shape: SplitShape, sms: usize, (m, n, k): (usize, usize, usize)) -> u32 {
+    if !n.is_multiple_of(4) {
+        return 1;
+    }
+    let tiles = m.div_ceil(shape.tile.0) * n.div_ceil(shape.tile.1);
+    let k_tiles = k.div_ceil(shape.tile_k);
+    splits_for(tiles, k_tiles, sms * shape.blocks_per_sm, shape.min_k_tiles)
 }
 
 impl<'a> Stream<Recording<'a>> {
-    /// How many ranges the split rule cuts an `m x n x k` product on a kernel of `shape`
-    /// into on this device ([`splits_for`]); 1 where the reduce cannot take the output
-    /// (`n` not a multiple of 4).
-    pub(crate) fn gemm_splits(&self, shape: SplitShape, (m, n, k): (usize, usize, usize)) -> u32 {
-        if !n.is_multiple_of(4) {
-            return 1;
-        }
-        let sms = self.context().device().multiprocessors as usize;
-        let tiles = m.div_ceil(shape.tile.0) * n.div_ceil(shape.tile.1);
-        let k_tiles = k.div_ceil(shape.tile_k);
-        splits_for(tiles, k_tiles, sms * shape.blocks_per_sm, shape.min_k_tiles)
+    /// [`split_count`] on this device.
+    pub(crate) fn gemm_splits(&self, shape: SplitShape, mnk: (usize, usize, usize)) -> u32 {
+        split_count(shape, self.sms(), mnk)
     }
 
     /// [`gemm`](Self::gemm) with the tiled kernel's k-loop cut into `splits` ranges

@@ -508,7 +508,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
                 ("v projection", &w.v, hkv * d),
             ],
             h,
-            (tokens, device.wgmma),
+            (tokens, device),
             m.qkv_bias,
         )?);
         for (what, heads) in [("rope q", hq), ("rope k", hkv)] {
@@ -526,7 +526,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
         s.extend(projections(
             &[("output projection", &w.o, h)],
             hq * d,
-            (tokens, device.wgmma),
+            (tokens, device),
             false,
         )?);
         s.push(add_rmsnorm("ffn norm (+ residual)", tokens, h)?);
@@ -536,7 +536,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
                 ("up projection", &w.up, m.ffn),
             ],
             h,
-            (tokens, device.wgmma),
+            (tokens, device),
             false,
         )?);
         s.push(elementwise(
@@ -548,7 +548,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
         s.extend(projections(
             &[("down projection", &w.down, h)],
             m.ffn,
-            (tokens, device.wgmma),
+            (tokens, device),
             false,
         )?);
         layers.push(s);
@@ -558,7 +558,7 @@ pub fn plan(m: &ModelShape, phase: Phase, kv: FloatType, device: &DevicePeak) ->
     epilogue.extend(projections(
         &[("output projection (logits)", &m.output, m.vocab)],
         h,
-        (1, device.wgmma),
+        (1, device),
         false,
     )?);
     epilogue.extend([launch(

@@ -2,17 +2,21 @@
 //! matrix-vector products for a decode step (the integer path where the input is whole
 //! Q8_K blocks) or `Stream::qgemm_with`'s launches for a prefill.
 
-use super::{F32, Math, Step, WeightType, elementwise, gap, launch};
+use super::{DevicePeak, F32, Math, Step, WeightType, elementwise, gap, launch};
 use crate::error::Result;
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::elementwise::ElementwiseOp;
 use crate::kernels::float_type::FloatType;
-use crate::kernels::gemm_mma::{HalfType, MmaGemmKernel, MmaTileK};
+use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaGemmKernel, MmaTileK};
+use crate::kernels::gemm_split::SplitReduceKernel;
+use crate::kernels::gemm_wgmma::WgmmaGemmKernel;
 use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
+use crate::ops_gemm::wgmma_tile_for;
+use crate::ops_gemm_split::{SplitShape, split_count};
 use crate::ops_qgemm::{fused_is_faster, qgemm_tile};
 
 /// `y = W x` for `tokens` activation vectors: a qgemv per vector where the format has a
@@ -20,16 +24,19 @@ use crate::ops_qgemm::{fused_is_faster, qgemm_tile};
 /// multiple of 8, `cols` of 256), `Stream::qgemm_with`'s launches: on a `wgmma` device
 /// where it takes the fused kernel, the activations rounded to bf16 and the fused GEMM;
 /// otherwise the weights dequantized to transposed bf16, the activations rounded, the
-/// tensor-core GEMM (the mma.sync kernel's configuration, which Hopper runs as wgmma).
-/// With `bias`, the GEMM adds it in its epilogue; the other paths return `false` for the
-/// caller to add it.
+/// tensor-core GEMM as `Stream::gemm_mma_with` runs it untuned: on Hopper the wgmma
+/// kernel at the rule's tile width, its k-loop cut by the split rule where the tiles
+/// fill little of the device (then the reduce, which takes the bias); elsewhere the
+/// mma.sync kernel. With `bias`, the GEMM adds it in its epilogue; the other paths
+/// return `false` for the caller to add it.
 fn projection(
     what: &str,
     w: &WeightType,
     (rows, cols): (usize, usize),
-    (tokens, wgmma): (usize, bool),
+    (tokens, device): (usize, &DevicePeak),
     bias: bool,
 ) -> Result<(Vec<Step>, bool)> {
+    let wgmma = device.wgmma;
     let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
     let bytes = w.bytes(r, c) + t * (r + c) * F32;
     let flops = 2 * t * r * c;
@@ -63,16 +70,7 @@ fn projection(
         }
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
-            let name = if bias { "GEMM + bias" } else { "GEMM" };
-            let mut gemm = launch(
-                &format!("{what} ({name})"),
-                &MmaGemmKernel(HalfType::Bf16.into(), MmaTileK::K64, FloatType::F32),
-                &[tokens, rows, cols],
-                t * c * 2 + wt + t * r * F32 + fused,
-                flops + fused / F32 * t,
-            )?;
-            gemm.math = Math::Tensor;
-            let steps = vec![
+            let mut steps = vec![
                 launch(
                     &format!("{what} (weights to bf16)"),
                     &DequantTransposedKernel(f),
@@ -81,8 +79,8 @@ fn projection(
                     0,
                 )?,
                 to_bf16(what, tokens, cols)?,
-                gemm,
             ];
+            steps.extend(half_gemm(what, (tokens, rows, cols), device, bias)?);
             (steps, bias)
         }
         (Some(_), _) => (
@@ -112,6 +110,79 @@ fn projection(
     })
 }
 
+/// `y = x Wᵀ` on bf16 activations and transposed bf16 weights (`Stream::gemm_mma_with`
+/// untuned), f32 out, with the bias in its epilogue: one launch, or on Hopper where the
+/// split rule cuts k, the ranges' launch (their slices written, not `y`) and the reduce.
+fn half_gemm(
+    what: &str,
+    (tokens, rows, cols): (usize, usize, usize),
+    device: &DevicePeak,
+    bias: bool,
+) -> Result<Vec<Step>> {
+    let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
+    let name = if bias { "GEMM + bias" } else { "GEMM" };
+    let fused = if bias { r * F32 } else { 0 };
+    let (inputs, flops, out) = (t * c * 2 + r * c * 2, 2 * t * r * c, t * r * F32);
+    let dims = [tokens, rows, cols];
+    let input = GemmInput::Half(HalfType::Bf16);
+    let mut steps = Vec::new();
+    if device.wgmma {
+        let tile_n = wgmma_tile_for(device.sms, tokens, rows);
+        let splits = split_count(
+            SplitShape::wgmma(input, tile_n),
+            device.sms,
+            (tokens, rows, cols),
+        );
+        let kernel = WgmmaGemmKernel(input, tile_n, FloatType::F32);
+        if splits > 1 {
+            let s = u64::from(splits);
+            let mut gemm = launch(
+                &format!("{what} (GEMM, k in {splits})"),
+                &kernel,
+                &dims,
+                inputs + s * out,
+                flops,
+            )?;
+            if let Some(cfg) = &mut gemm.config {
+                cfg.grid.2 = splits;
+            }
+            gemm.math = Math::Tensor;
+            let sum = launch(
+                &format!(
+                    "{what} (sum of the {splits} ranges{})",
+                    if bias { " + bias" } else { "" }
+                ),
+                &SplitReduceKernel(FloatType::F32),
+                &[tokens, rows],
+                s * out + out + fused,
+                (s - 1) * t * r + fused / F32 * t,
+            )?;
+            steps.extend([gemm, sum]);
+            return Ok(steps);
+        }
+        steps.push(launch(
+            &format!("{what} ({name})"),
+            &kernel,
+            &dims,
+            inputs + out + fused,
+            flops + fused / F32 * t,
+        )?);
+    } else {
+        let kernel = MmaGemmKernel(input, MmaTileK::K64, FloatType::F32);
+        steps.push(launch(
+            &format!("{what} ({name})"),
+            &kernel,
+            &dims,
+            inputs + out + fused,
+            flops + fused / F32 * t,
+        )?);
+    }
+    if let Some(gemm) = steps.last_mut() {
+        gemm.math = Math::Tensor;
+    }
+    Ok(steps)
+}
+
 /// The activations of a projection rounded to bf16 for the tensor cores.
 fn to_bf16(what: &str, tokens: usize, cols: usize) -> Result<Step> {
     let n = (tokens * cols) as u64;
@@ -136,7 +207,7 @@ fn to_bf16(what: &str, tokens: usize, cols: usize) -> Result<Step> {
 pub(super) fn projections(
     group: &[(&str, &WeightType, usize)],
     cols: usize,
-    (tokens, wgmma): (usize, bool),
+    (tokens, device): (usize, &DevicePeak),
     bias: bool,
 ) -> Result<Vec<Step>> {
     let integer = |w: &WeightType| {
@@ -172,7 +243,7 @@ pub(super) fn projections(
                 false
             }
             None => {
-                let (s, fused) = projection(what, w, (rows, cols), (tokens, wgmma), bias)?;
+                let (s, fused) = projection(what, w, (rows, cols), (tokens, device), bias)?;
                 steps.extend(s);
                 fused
             }
