@@ -7,41 +7,59 @@
 use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
-use crate::kernels::gemm_mma::GemmInput;
+use crate::kernels::gemm_mma::{GemmInput, HalfType};
 use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
 use crate::kernels::gemm_wgmma::{TILE_M, WgmmaTileN, tile_k};
+use crate::kernels::qgemm_wgmma::{QgemmTileM, TILE_N as QGEMM_TILE_N};
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, FloatElem};
 use crate::ops::expect_len;
 use crate::ops_gemm::GemmEpilogue;
 
-/// A kernel's place in the split rule: its output tile, k-step, blocks a multiprocessor
-/// holds at once, and the fewest k-steps worth a range of their own.
+/// A kernel's place in the split rule: its output tile, k-step, the blocks it aims to
+/// have in flight per multiprocessor once cut, and the fewest k-steps worth a range of
+/// their own.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SplitShape {
     pub tile: (usize, usize),
     pub tile_k: usize,
-    pub blocks_per_sm: usize,
+    /// Blocks a multiprocessor, over two (half a block: 1).
+    pub target_halves: usize,
     pub min_k_tiles: usize,
 }
 
 impl SplitShape {
-    /// The FP32 SIMT GEMM: 128 x 128 tiles, 32-k steps, two blocks a multiprocessor.
+    /// The FP32 SIMT GEMM: 128 x 128 tiles, 32-k steps; one block a multiprocessor,
+    /// half the two it holds.
     pub const SIMT: SplitShape = SplitShape {
         tile: (128, 128),
         tile_k: 32,
-        blocks_per_sm: 2,
+        target_halves: 2,
         min_k_tiles: 2,
     };
 
-    /// The wgmma GEMM for `input` at tile width `tile_n`: one block a multiprocessor,
-    /// ranges of at least four k-tiles (its ring holds four to six, and a range shorter
-    /// than the ring spends most of its time filling it).
+    /// The wgmma GEMM for `input` at tile width `tile_n`: blocks for half the
+    /// multiprocessors (it holds one each), ranges of at least four k-tiles (its ring
+    /// holds four to six, and a range shorter than the ring spends most of its time
+    /// filling it).
     pub fn wgmma(input: GemmInput, tile_n: WgmmaTileN) -> SplitShape {
         SplitShape {
             tile: (TILE_M as usize, tile_n.elems() as usize),
             tile_k: tile_k(input) as usize,
-            blocks_per_sm: 1,
+            target_halves: 1,
+            min_k_tiles: 4,
+        }
+    }
+}
+
+impl SplitShape {
+    /// The fused quantized GEMM at tile height `tile`: 128-wide tiles of 64-k steps,
+    /// a block on every multiprocessor, ranges of at least one 256-column group.
+    pub fn qgemm(tile: QgemmTileM) -> SplitShape {
+        SplitShape {
+            tile: (tile.rows() as usize, QGEMM_TILE_N.elems() as usize),
+            tile_k: tile_k(GemmInput::HalfBt(HalfType::Bf16)) as usize,
+            target_halves: 2,
             min_k_tiles: 4,
         }
     }
@@ -56,7 +74,12 @@ pub(crate) fn split_count(shape: SplitShape, sms: usize, (m, n, k): (usize, usiz
     }
     let tiles = m.div_ceil(shape.tile.0) * n.div_ceil(shape.tile.1);
     let k_tiles = k.div_ceil(shape.tile_k);
-    splits_for(tiles, k_tiles, sms * shape.blocks_per_sm, shape.min_k_tiles)
+    splits_for(
+        tiles,
+        k_tiles,
+        sms * shape.target_halves / 2,
+        shape.min_k_tiles,
+    )
 }
 
 impl<'a> Stream<Recording<'a>> {

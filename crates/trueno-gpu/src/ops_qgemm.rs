@@ -12,6 +12,7 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
+use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_mma::{GemmInput, HalfType};
 use crate::kernels::gemm_wgmma::tile_k;
 use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel, TILE_N};
@@ -19,6 +20,7 @@ use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem, QuantMatrix};
 use crate::ops::expect_len;
+use crate::ops_gemm_split::{SplitShape, split_count};
 
 impl<'a> Stream<Recording<'a>> {
     /// `y[i] = x[i]` rounded to f16 or bf16 (to nearest even), for the tensor-core
@@ -216,10 +218,33 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// [`qgemm_wgmma`](Self::qgemm_wgmma) with the block tile's height forced (the
-    /// bench and the tests run both).
+    /// bench and the tests run both). A short prompt's tiles fill few multiprocessors:
+    /// then the k-loop is cut by the split rule, as the 16-bit GEMMs' (see
+    /// [`gemm_with_split`](Self::gemm_with_split)).
     pub fn qgemm_wgmma_tiled<C: FloatElem>(
         &mut self,
         tile: QgemmTileM,
+        w: &'a QuantMatrix,
+        xh: &'a DeviceBuffer<bf16>,
+        y: &'a DeviceBuffer<C>,
+        tokens: usize,
+        epilogue: GemmEpilogue<'a>,
+    ) -> Result<()> {
+        let shape = SplitShape::qgemm(tile);
+        let splits = split_count(shape, self.sms(), (tokens, w.rows(), w.cols()));
+        self.qgemm_wgmma_with_split(tile, splits, w, xh, y, tokens, epilogue)
+    }
+
+    /// [`qgemm_wgmma_tiled`](Self::qgemm_wgmma_tiled) with the k-loop cut into `splits`
+    /// ranges of whole 256-column groups (1: not cut; at most
+    /// [`MAX_SPLITS`](crate::kernels::gemm_split::MAX_SPLITS)): each range's product to
+    /// an f32 slice of scratch (`splits * tokens * w.rows()` values, kept until the
+    /// stream is synchronised), then the reduce sums them and applies the epilogue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn qgemm_wgmma_with_split<C: FloatElem>(
+        &mut self,
+        tile: QgemmTileM,
+        splits: u32,
         w: &'a QuantMatrix,
         xh: &'a DeviceBuffer<bf16>,
         y: &'a DeviceBuffer<C>,
@@ -233,18 +258,23 @@ impl<'a> Stream<Recording<'a>> {
         let (n, k) = (w.rows(), w.cols());
         let cfg = kern.launch_config(&[tokens, n, k])?;
         check_io(&kern.name(), [], (xh, y, epilogue), (tokens, n, k))?;
-        let f = self.context().function(Family::QgemmWgmma, &kern.name())?;
         let box_k = tile_k(GemmInput::HalfBt(HalfType::Bf16));
         let a = KernelArg::tensor_map(xh, tokens, k, tile.rows(), box_k)?;
         let operands = [a, KernelArg::buf(w.words())];
-        self.launch_gemm(
-            &f,
-            cfg,
-            operands,
-            KernelArg::buf_mut(y),
-            (tokens, n, k),
-            epilogue,
-        )
+        if splits == 1 {
+            let f = self.context().function(Family::QgemmWgmma, &kern.name())?;
+            let y = KernelArg::buf_mut(y);
+            return self.launch_gemm(&f, cfg, operands, y, (tokens, n, k), epilogue);
+        }
+        // A cut writes raw f32 partial products.
+        let partial = QgemmWgmmaKernel(w.format(), FloatType::F32, tile);
+        let f = self
+            .context()
+            .function(Family::QgemmWgmma, &partial.name())?;
+        self.split_k(cfg, splits, y, (tokens, n), epilogue, |s, cfg, out| {
+            let raw = GemmEpilogue::default();
+            s.launch_gemm(&f, cfg, operands, out, (tokens, n, k), raw)
+        })
     }
 }
 

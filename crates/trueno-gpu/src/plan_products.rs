@@ -4,6 +4,7 @@
 
 use super::{DevicePeak, F32, Math, Step, WeightType, elementwise, gap, launch};
 use crate::error::Result;
+use crate::kernels::Kernel;
 use crate::kernels::convert::ToHalfKernel;
 use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::elementwise::ElementwiseOp;
@@ -41,8 +42,6 @@ fn projection(
     let bytes = w.bytes(r, c) + t * (r + c) * F32;
     let flops = 2 * t * r * c;
     let qgemm_fits = rows.is_multiple_of(8) && cols.is_multiple_of(256);
-    // The bias's bytes (and an add a value) where the GEMM takes it.
-    let fused = if bias { r * F32 } else { 0 };
     // Each arm: its steps, and whether its GEMM took the bias.
     Ok(match (w.qgemv_format(), tokens) {
         (Some(f), 1) => (
@@ -56,17 +55,15 @@ fn projection(
             false,
         ),
         (Some(f), _) if qgemm_fits && fused_is_faster(wgmma, f, tokens) => {
-            let name = if bias { "GEMM + bias" } else { "GEMM" };
-            let kernel = QgemmWgmmaKernel(f, FloatType::F32, qgemm_tile(tokens, rows));
-            let mut gemm = launch(
-                &format!("{what} (fused {name})"),
-                &kernel,
-                &[tokens, rows, cols],
-                w.bytes(r, c) + t * c * 2 + t * r * F32 + fused,
-                flops + fused / F32 * t,
-            )?;
-            gemm.math = Math::Tensor;
-            (vec![to_bf16(what, tokens, cols)?, gemm], bias)
+            let tile = qgemm_tile(tokens, rows);
+            let kernel = QgemmWgmmaKernel(f, FloatType::F32, tile);
+            let dims = (tokens, rows, cols);
+            let splits = split_count(SplitShape::qgemm(tile), device.sms, dims);
+            let inputs = w.bytes(r, c) + t * c * 2;
+            let gemm = product(what, "fused GEMM", &kernel, dims, (splits, inputs), bias)?;
+            let mut steps = vec![to_bf16(what, tokens, cols)?];
+            steps.extend(gemm);
+            (steps, bias)
         }
         (Some(f), _) if qgemm_fits => {
             let wt = r * c * 2;
@@ -111,76 +108,66 @@ fn projection(
 }
 
 /// `y = x Wᵀ` on bf16 activations and transposed bf16 weights (`Stream::gemm_mma_with`
-/// untuned), f32 out, with the bias in its epilogue: one launch, or on Hopper where the
-/// split rule cuts k, the ranges' launch (their slices written, not `y`) and the reduce.
+/// untuned), f32 out, with the bias in its epilogue: on Hopper the wgmma kernel at the
+/// rule's tile width and cut, elsewhere the mma.sync kernel.
 fn half_gemm(
     what: &str,
-    (tokens, rows, cols): (usize, usize, usize),
+    dims: (usize, usize, usize),
     device: &DevicePeak,
     bias: bool,
 ) -> Result<Vec<Step>> {
-    let (r, c, t) = (rows as u64, cols as u64, tokens as u64);
-    let name = if bias { "GEMM + bias" } else { "GEMM" };
-    let fused = if bias { r * F32 } else { 0 };
-    let (inputs, flops, out) = (t * c * 2 + r * c * 2, 2 * t * r * c, t * r * F32);
-    let dims = [tokens, rows, cols];
+    let (tokens, rows, cols) = dims;
+    let inputs = (tokens * cols * 2 + rows * cols * 2) as u64;
     let input = GemmInput::Half(HalfType::Bf16);
-    let mut steps = Vec::new();
     if device.wgmma {
         let tile_n = wgmma_tile_for(device.sms, tokens, rows);
-        let splits = split_count(
-            SplitShape::wgmma(input, tile_n),
-            device.sms,
-            (tokens, rows, cols),
-        );
+        let splits = split_count(SplitShape::wgmma(input, tile_n), device.sms, dims);
         let kernel = WgmmaGemmKernel(input, tile_n, FloatType::F32);
-        if splits > 1 {
-            let s = u64::from(splits);
-            let mut gemm = launch(
-                &format!("{what} (GEMM, k in {splits})"),
-                &kernel,
-                &dims,
-                inputs + s * out,
-                flops,
-            )?;
-            if let Some(cfg) = &mut gemm.config {
-                cfg.grid.2 = splits;
-            }
-            gemm.math = Math::Tensor;
-            let sum = launch(
-                &format!(
-                    "{what} (sum of the {splits} ranges{})",
-                    if bias { " + bias" } else { "" }
-                ),
-                &SplitReduceKernel(FloatType::F32),
-                &[tokens, rows],
-                s * out + out + fused,
-                (s - 1) * t * r + fused / F32 * t,
-            )?;
-            steps.extend([gemm, sum]);
-            return Ok(steps);
-        }
-        steps.push(launch(
-            &format!("{what} ({name})"),
-            &kernel,
-            &dims,
-            inputs + out + fused,
-            flops + fused / F32 * t,
-        )?);
+        product(what, "GEMM", &kernel, dims, (splits, inputs), bias)
     } else {
         let kernel = MmaGemmKernel(input, MmaTileK::K64, FloatType::F32);
-        steps.push(launch(
-            &format!("{what} ({name})"),
-            &kernel,
-            &dims,
-            inputs + out + fused,
-            flops + fused / F32 * t,
-        )?);
+        product(what, "GEMM", &kernel, dims, (1, inputs), bias)
     }
-    if let Some(gemm) = steps.last_mut() {
+}
+
+/// A tensor-core product's launches (f32 out, reading `inputs` bytes), with the bias in
+/// its epilogue: one, or where `splits` cut its k-loop, the ranges' launch (a grid of
+/// that depth writing their f32 slices, not `y`) and the reduce that sums them and
+/// adds the bias.
+fn product(
+    what: &str,
+    label: &str,
+    kernel: &dyn Kernel,
+    (tokens, rows, cols): (usize, usize, usize),
+    (splits, inputs): (u32, u64),
+    bias: bool,
+) -> Result<Vec<Step>> {
+    let (r, t) = (rows as u64, tokens as u64);
+    let (flops, out) = (2 * t * r * cols as u64, t * r * F32);
+    let (with_bias, bias_bytes) = if bias { (" + bias", r * F32) } else { ("", 0) };
+    let dims = [tokens, rows, cols];
+    if splits == 1 {
+        let name = format!("{what} ({label}{with_bias})");
+        let flops = flops + bias_bytes / F32 * t;
+        let mut gemm = launch(&name, kernel, &dims, inputs + out + bias_bytes, flops)?;
         gemm.math = Math::Tensor;
+        return Ok(vec![gemm]);
     }
-    Ok(steps)
+    let s = u64::from(splits);
+    let name = format!("{what} ({label}, k in {splits})");
+    let mut gemm = launch(&name, kernel, &dims, inputs + s * out, flops)?;
+    if let Some(cfg) = &mut gemm.config {
+        cfg.grid.2 = splits;
+    }
+    gemm.math = Math::Tensor;
+    let sum = launch(
+        &format!("{what} (sum of the {splits} ranges{with_bias})"),
+        &SplitReduceKernel(FloatType::F32),
+        &[tokens, rows],
+        s * out + out + bias_bytes,
+        (s - 1) * t * r + bias_bytes / F32 * t,
+    )?;
+    Ok(vec![gemm, sum])
 }
 
 /// The activations of a projection rounded to bf16 for the tensor cores.

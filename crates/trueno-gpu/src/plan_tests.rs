@@ -334,12 +334,36 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     let mut cut = n128.launch_config(&[512, 1024, 4096]).unwrap();
     cut.grid.2 = 2;
     assert_eq!((v.kernel, v.config), (Some(n128.name()), Some(cut)));
-    assert_eq!(v.bytes, 512 * 4096 * 2 + 1024 * 4096 * 2 + 2 * 512 * 1024 * 4);
+    assert_eq!(
+        v.bytes,
+        512 * 4096 * 2 + 1024 * 4096 * 2 + 2 * 512 * 1024 * 4
+    );
     let sum = named("v projection (sum of the 2 ranges)").unwrap();
     let reduce = SplitReduceKernel(FloatType::F32);
     assert_eq!(sum.kernel, Some(reduce.name()));
-    assert_eq!(sum.config, Some(reduce.launch_config(&[512, 1024]).unwrap()));
+    assert_eq!(
+        sum.config,
+        Some(reduce.launch_config(&[512, 1024]).unwrap())
+    );
     assert_eq!(sum.bytes, 3 * 512 * 1024 * 4);
+    // A 64-token prompt: q's fused GEMM has 32 tiles, its k cut in four (blocks for
+    // every multiprocessor).
+    let short = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F16, H100).unwrap();
+    let l = &short.layers[0];
+    let q = l
+        .iter()
+        .find(|s| s.what == "q projection (fused GEMM, k in 4)")
+        .unwrap();
+    let mut cut = kernel.launch_config(&[64, 4096, 4096]).unwrap();
+    cut.grid.2 = 4;
+    assert_eq!(
+        (q.kernel.clone(), q.config),
+        (Some(kernel.name()), Some(cut))
+    );
+    assert!(
+        l.iter()
+            .any(|s| s.what == "q projection (sum of the 4 ranges)")
+    );
     // Seven GEMMs, five fused; two weight conversions.
     assert_eq!(l.iter().filter(|s| s.what.contains("GEMM")).count(), 7);
     assert_eq!(

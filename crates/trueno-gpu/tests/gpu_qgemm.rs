@@ -208,7 +208,8 @@ fn hopper() -> Option<trueno_gpu::driver::Context> {
 /// heights against the same reference: every format, token counts 1 to 300 (ragged row
 /// tiles of 128 and 256), weight rows 8 to 264 (ragged 128-row column tiles, rows past
 /// `n` read as the last), 256 to 2048 columns (up to 32 k-tiles through the rings of six
-/// and four stages), and alpha/beta over a random `y`.
+/// and four stages), and alpha/beta over a random `y`; each also with k cut into three
+/// and five ranges of whole 256-column groups (past a short k, empty ones).
 #[test]
 fn qgemm_wgmma_matches_the_bf16_rounded_product() {
     use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
@@ -243,6 +244,22 @@ fn qgemm_wgmma_matches_the_bf16_rounded_product() {
                     assert_product(&what, &y, &want, shape, (1.0, 0.0, None));
                     let y = yb.to_vec().unwrap();
                     assert_product(&what, &y, &want, shape, (-1.5, 0.5, Some(&y0)));
+                    for splits in [3, 5] {
+                        let mut yd = poisoned(&ctx, tokens * rows);
+                        let mut yb = ctx.upload(&y0).unwrap();
+                        let mut s = ctx.stream().unwrap().record();
+                        let d = Default::default();
+                        s.qgemm_wgmma_with_split(tile, splits, &wd, &xh, &yd, tokens, d)
+                            .unwrap();
+                        s.qgemm_wgmma_with_split(tile, splits, &wd, &xh, &yb, tokens, e)
+                            .unwrap();
+                        s.sync().unwrap();
+                        let what = format!("{what} in {splits}");
+                        let y = yd.to_vec().unwrap();
+                        assert_product(&what, &y, &want, shape, (1.0, 0.0, None));
+                        let y = yb.to_vec().unwrap();
+                        assert_product(&what, &y, &want, shape, (-1.5, 0.5, Some(&y0)));
+                    }
                 }
             }
         }

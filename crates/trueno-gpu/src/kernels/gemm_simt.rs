@@ -62,7 +62,7 @@ pub(super) fn build(name: &str, pipe: SimtPipeline) -> KernelIr {
     b.min_blocks(2);
     let g = super::gemm::args(&mut b);
     // This block's share of k (all of it unless the grid splits k).
-    let range = k_range(&mut b, g.k, tile_k);
+    let range = k_range(&mut b, g.k, tile_k, 1);
     let smem = b.dynamic_shared();
     let stage_bytes = pipe.stage_bytes();
     let a_area = tile_k * A_STRIDE * 4;

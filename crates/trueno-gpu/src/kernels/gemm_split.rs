@@ -32,19 +32,26 @@ pub(super) struct KRange {
     pub end: Reg<U32>,
     /// k-tiles in the range.
     pub tiles: Reg<U32>,
+    /// The range's first k-tile.
+    pub first: Reg<U32>,
 }
 
 /// The range of split `%ctaid.z` of `%nctaid.z`: the k-tiles dealt out in equal runs
-/// (`ceil(tiles / splits)` each, the last ones shorter or empty).
-pub(super) fn k_range(b: &mut KernelBuilder, k: Reg<U32>, tile_k: u32) -> KRange {
-    debug_assert!(tile_k.is_power_of_two());
+/// (`ceil(tiles / splits)` each, rounded up to a multiple of `align` tiles, the last
+/// ones shorter or empty).
+pub(super) fn k_range(b: &mut KernelBuilder, k: Reg<U32>, tile_k: u32, align: u32) -> KRange {
+    debug_assert!(tile_k.is_power_of_two() && align.is_power_of_two());
     let z = b.special(SpecialReg::Ctaid(Dim::Z));
     let nz = b.special(SpecialReg::Nctaid(Dim::Z));
     let all = b.add(k, tile_k - 1);
     let all = b.shr(all, tile_k.trailing_zeros());
     let per = b.add(all, nz);
     let per = b.sub(per, 1u32);
-    let per = b.div_int(per, nz);
+    let mut per = b.div_int(per, nz);
+    if align > 1 {
+        let up = b.add(per, align - 1);
+        per = b.and(up, !(align - 1));
+    }
     let first = b.mul(z, per);
     let first = b.min(first, all);
     let last = b.add(first, per);
@@ -53,7 +60,12 @@ pub(super) fn k_range(b: &mut KernelBuilder, k: Reg<U32>, tile_k: u32) -> KRange
     let begin = b.shl(first, tile_k.trailing_zeros());
     let end = b.shl(last, tile_k.trailing_zeros());
     let end = b.min(end, k);
-    KRange { begin, end, tiles }
+    KRange {
+        begin,
+        end,
+        tiles,
+        first,
+    }
 }
 
 /// Where split `%ctaid.z` writes its `m x n` product of `bytes`-wide elements: `c`
@@ -73,31 +85,33 @@ pub(super) fn split_output(
 }
 
 /// How many ranges to cut the k-loop of a GEMM with `tiles` output tiles and `k_tiles`
-/// k-tiles into, for a device with `slots` places for its blocks at once (multiprocessors
-/// times blocks each): enough blocks to fill half the slots, each range at least
-/// `min_k_tiles` long (shorter ones pay the pipeline's fill for little work),
-/// [`MAX_SPLITS`] at most; 1 where the tiles alone fill more than a quarter of the slots.
+/// k-tiles into so that its blocks number about `target` (the blocks the kernel wants
+/// in flight at once), each
+/// range at least `min_k_tiles` long (shorter ones pay the pipeline's fill for little
+/// work), [`MAX_SPLITS`] at most; 1 where the tiles alone reach half the target.
 ///
-/// Half, not all: every range writes its slice and the reduce reads them all back, so
-/// past one block a multiprocessor a deeper cut costs more than it spreads. Measured on
-/// an H100 (GPU time, µs; BENCHMARKS.md "Split-K"): SGEMM 512^3 55.5 / 24.8 / 22.8 / 30.0
-/// at 1 / 4 / 8 / 16 ranges, 1024^3 106.5 / 65.8 / 65.7 / 84.6 at 1 / 2 / 4 / 8; bf16
-/// 128 x 4096 x 4096 24.7 / 20.6 / 22.0 / 24.4 at 1 / 2 / 3 / 4, while 64 tiles (1024^3,
-/// 256 x 4096 x 4096) ran fastest uncut.
+/// Every range writes its slice and the reduce reads them all back, so a cut pays only
+/// where a block's own work outweighs that. Measured on an H100 (GPU time, µs;
+/// BENCHMARKS.md "Split-K"): the SGEMM (two blocks a multiprocessor) and the 16-bit
+/// wgmma GEMM (one) do best with blocks for half their slots: SGEMM 512^3 55.6 / 24.9 /
+/// 24.1 / 31.7 at 1 / 4 / 8 / 16 ranges, bf16 128 x 4096 x 4096 24.6 / 20.7 / 22.3 /
+/// 24.3 at 1 / 2 / 3 / 4, 64 tiles (1024^3) fastest uncut; the fused quantized GEMM,
+/// whose blocks spend longest on their own k, with blocks for all of them: Q4_K at
+/// 128 x 4096 x 4096 43.7 / 29.1 / 24.8 / 20.8 at 1 / 2 / 3 / 4.
 ///
 /// ```
 /// use trueno_gpu::kernels::gemm_split::splits_for;
 ///
-/// // 512^3 in 128 x 128 tiles, 32-k steps, two blocks on each of 132 SMs.
-/// assert_eq!(splits_for(16, 16, 264, 2), 8);
+/// // 512^3 in 128 x 128 tiles, 32-k steps, aiming at one block on each of 132 SMs.
+/// assert_eq!(splits_for(16, 16, 132, 2), 8);
 /// // 4096^3 fills the GPU by itself.
-/// assert_eq!(splits_for(1024, 128, 264, 2), 1);
+/// assert_eq!(splits_for(1024, 128, 132, 2), 1);
 /// ```
-pub fn splits_for(tiles: usize, k_tiles: usize, slots: usize, min_k_tiles: usize) -> u32 {
+pub fn splits_for(tiles: usize, k_tiles: usize, target: usize, min_k_tiles: usize) -> u32 {
     if tiles == 0 {
         return 1;
     }
-    let fill = slots / (2 * tiles);
+    let fill = target / tiles;
     let deep = k_tiles / min_k_tiles.max(1);
     fill.min(deep).clamp(1, MAX_SPLITS as usize) as u32
 }
@@ -248,24 +262,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn splits_fill_half_the_slots_without_short_ranges() {
-        // 1024^3 SGEMM: 64 tiles, 32 k-tiles of 32, 264 slots -> 2.
-        assert_eq!(splits_for(64, 32, 264, 2), 2);
-        // bf16 1024^3 on the wgmma path: 64 tiles of 128 x 128, one block a
-        // multiprocessor -> uncut.
-        assert_eq!(splits_for(64, 16, 132, 4), 1);
-        // 128 tokens x 4096 x 4096: 32 tiles, 64 k-tiles -> 2.
-        assert_eq!(splits_for(32, 64, 132, 4), 2);
+    fn splits_reach_the_target_without_short_ranges() {
+        // 1024^3 SGEMM: 64 tiles, 32 k-tiles of 32, a target of 132 blocks -> 2.
+        assert_eq!(splits_for(64, 32, 132, 2), 2);
+        // bf16 1024^3 on the wgmma path: 64 tiles of 128 x 128, a target of 66 -> uncut.
+        assert_eq!(splits_for(64, 16, 66, 4), 1);
+        // 128 tokens x 4096 x 4096: 32 tiles, 64 k-tiles; 2 for a target of 66, 4 for
+        // the fused quantized GEMM's 132.
+        assert_eq!(splits_for(32, 64, 66, 4), 2);
+        assert_eq!(splits_for(32, 64, 132, 4), 4);
         // A short k keeps the ranges long: 16 tiles, 6 k-tiles, at least 2 each -> 3.
-        assert_eq!(splits_for(16, 6, 264, 2), 3);
+        assert_eq!(splits_for(16, 6, 132, 2), 3);
         // Never more than MAX_SPLITS, never 0.
-        assert_eq!(splits_for(1, 1000, 264, 2), MAX_SPLITS);
-        assert_eq!(splits_for(1, 1, 264, 2), 1);
-        assert_eq!(splits_for(0, 10, 264, 2), 1);
-        // More than a quarter of the slots filled: uncut.
-        assert_eq!(splits_for(67, 100, 264, 2), 1);
-        assert_eq!(splits_for(66, 100, 264, 2), 2);
-        assert_eq!(splits_for(34, 100, 132, 4), 1);
+        assert_eq!(splits_for(1, 1000, 132, 2), MAX_SPLITS);
+        assert_eq!(splits_for(1, 1, 132, 2), 1);
+        assert_eq!(splits_for(0, 10, 132, 2), 1);
+        // More than half the target already: uncut.
+        assert_eq!(splits_for(67, 100, 132, 2), 1);
+        assert_eq!(splits_for(66, 100, 132, 2), 2);
     }
 
     #[test]

@@ -252,7 +252,7 @@ pub(super) const EMPTY: u32 = 1;
 
 /// What the producers of a dequantizing kernel are handed: A's bytes a stage, the
 /// tiles' base, A's tensor map, the weights, the tile's first row (of A) and column (row
-/// of the weights), `n`, `k` and the count of k-tiles.
+/// of the weights), `n`, `k`, the count of k-tiles in the block's range and its first.
 pub(super) struct DequantProducer {
     pub a_bytes: u32,
     pub base: Reg<U32>,
@@ -263,6 +263,8 @@ pub(super) struct DequantProducer {
     pub n: Reg<U32>,
     pub k: Reg<U32>,
     pub k_tiles: Reg<U32>,
+    /// The first k-tile of the block's range (split-K), a multiple of four.
+    pub k_first: Reg<U32>,
 }
 
 pub(super) fn build(
@@ -317,19 +319,16 @@ pub(super) fn build(
     let (cx, cy) = raster(&mut b);
     let row0 = b.mul(cy, block_m);
     let col0 = b.mul(cx, bn);
-    // The copy engine's kernel takes its share of k from the grid's depth (split-K,
-    // [`super::gemm_split`]) and writes that share's slice of the output.
-    let (k_begin, k_tiles, gc) = match source {
-        BSource::CopyEngine => {
-            let range = k_range(&mut b, k, tile_k);
-            let c = split_output(&mut b, gc, (m, n), out.bytes());
-            (Some(range.begin), range.tiles, c)
-        }
-        BSource::Dequantized { .. } => {
-            let k_tiles = b.add(k, tile_k - 1);
-            (None, b.shr(k_tiles, tile_k.trailing_zeros()), gc)
-        }
+    // The kernel takes its share of k from the grid's depth (split-K,
+    // [`super::gemm_split`]) and writes that share's slice of the output. A dequantizing
+    // producer's ranges start on whole groups of weight blocks.
+    let align = match source {
+        BSource::CopyEngine => 1,
+        BSource::Dequantized { .. } => super::qgemm_wgmma::GROUP / tile_k,
     };
+    let range = k_range(&mut b, k, tile_k, align);
+    let gc = split_output(&mut b, gc, (m, n), out.bytes());
+    let k_tiles = range.tiles;
     let warpgroup = b.shr(t, 7u32);
     let ring = Ring::new(&mut b, bars, stages, stage_bytes);
 
@@ -352,10 +351,7 @@ pub(super) fn build(
                 let full = ring.barrier(b, FULL);
                 b.mbar_arrive_expect_tx(full, 0, stage_bytes);
                 let dst = b.add(base, ring.stage);
-                let kx = match k_begin {
-                    Some(k0) => b.mad(kt, tile_k, k0),
-                    None => b.mul(kt, tile_k),
-                };
+                let kx = b.mad(kt, tile_k, range.begin);
                 b.tma_load_2d(dst, map_a, kx, row0, full);
                 if b_k_major {
                     let dst = b.add(dst, a_bytes);
@@ -384,6 +380,7 @@ pub(super) fn build(
                 n,
                 k,
                 k_tiles,
+                k_first: range.first,
             };
             super::qgemm_wgmma::produce(&mut b, format, &ring, &p, t);
         }

@@ -122,6 +122,8 @@ pub(super) fn produce(
     let driver = b.setp::<U32>(Cmp::Eq, t, 0u32);
     b.for_loop(0u32, group, 1u32, false, |b, _| ring.advance(b));
     b.for_loop(group, p.k_tiles, PRODUCER_GROUPS, false, |b, kt| {
+        // The range's tile kt is the matrix's k_first + kt.
+        let kt = b.add(kt, p.k_first);
         let empty = ring.barrier(b, EMPTY);
         let free = b.xor(ring.phase, 1u32);
         b.mbar_wait(empty, free);

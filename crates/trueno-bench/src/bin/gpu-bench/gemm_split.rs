@@ -9,7 +9,10 @@ use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
 
-use super::{Bench, random, random_bf16};
+use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
+use trueno_gpu::kernels::qgemv::QuantFormat;
+
+use super::{Bench, random, random_bf16, random_blocks};
 
 /// The cuts timed at every shape (the rule's is timed as well where it is not one).
 const SPLITS: [u32; 6] = [1, 2, 3, 4, 8, 16];
@@ -55,6 +58,37 @@ impl Bench {
                     st.gemm_with_split(bf16_in, config, splits, &a, &b, &c, m, n, k, e)
                 })?;
                 self.emit_split("bf16", (m, n, k), splits, rule);
+            }
+        }
+        // The fused quantized GEMM (Q4_K weights, bf16 activations) on a short prompt:
+        // tokens x rows x cols.
+        let qshapes: &[(usize, usize, usize)] = if self.quick {
+            &[(128, 4096, 4096)]
+        } else {
+            &[
+                (64, 4096, 4096),
+                (128, 4096, 4096),
+                (128, 14336, 4096),
+                (128, 4096, 14336),
+            ]
+        };
+        let f = QuantFormat::Q4K;
+        for &(tokens, rows, cols) in qshapes {
+            let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
+            let w = self
+                .ctx
+                .upload_quant(f, rows, cols, &random_blocks(f, bytes))?;
+            let xb = self.ctx.upload(&random_bf16(tokens * cols, 12))?;
+            let y = self.ctx.alloc::<f32>(tokens * rows)?;
+            let e = GemmEpilogue::default();
+            // qgemm_wgmma's tile here: a 256-row tile's blocks would number under 128.
+            let tile = QgemmTileM::M128;
+            let rule = self.rule_ms(|st| st.qgemm_wgmma(&w, &xb, &y, tokens, e))?;
+            for splits in SPLITS {
+                self.time(1, |st, _| {
+                    st.qgemm_wgmma_with_split(tile, splits, &w, &xb, &y, tokens, e)
+                })?;
+                self.emit_split("q4_k fused", (tokens, rows, cols), splits, rule);
             }
         }
         Ok(())
