@@ -67,8 +67,9 @@ impl<'a> Stream<Recording<'a>> {
     /// `[tokens, w.cols()]`, `y` f32 `[tokens, w.rows()]`. The activations are rounded
     /// into `xh` (bf16, `tokens * w.cols()`) and multiplied on the tensor cores with the
     /// weights dequantized to bf16 and f32 accumulation, so the result is that of the
-    /// bf16-rounded weights and activations. On Hopper, where it measured faster (Q4_K and
-    /// Q4_0 up to 1024 tokens), the fused kernel ([`Self::qgemm_wgmma`])
+    /// bf16-rounded weights and activations. On Hopper, where it measured faster (every
+    /// format up to 128 tokens, Q4_K and Q4_0 up to 1024), the fused kernel
+    /// ([`Self::qgemm_wgmma`])
     /// does it after the rounding and `wt` is not touched (its length is still checked);
     /// otherwise the weights are dequantized into `wt` (bf16,
     /// `w.rows() * w.cols()`: see [`Self::dequantize_transposed`]) first. `w.rows()` a
@@ -316,13 +317,18 @@ pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
     }
 }
 
-/// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, for Q4_K and Q4_0
-/// weights up to 1024 tokens. Measured on the H100 (BENCHMARKS.md, three weight shapes,
-/// both paths from f32 activations, the rounding included): Q4_K 1.03-1.30x the unfused
-/// path (which pays the weights' round trip through memory as bf16) and Q4_0 0.98-1.30x
-/// at 512-1024 tokens, 0.86-0.98x at 2048 (the round trip shared by more products);
-/// Q5_K and Q8_0 0.90-1.20x at 512-1024 tokens, a loss at some shape of each; Q6_K
-/// 0.58-0.83x.
+/// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, for every format up
+/// to 128 tokens and for Q4_K and Q4_0 up to 1024. Measured on the H100 (BENCHMARKS.md,
+/// three weight shapes, both paths from f32 activations, the rounding included): Q4_K
+/// 1.03-1.30x the unfused path (which pays the weights' round trip through memory as
+/// bf16) and Q4_0 0.98-1.30x at 512-1024 tokens, 0.86-0.98x at 2048 (the round trip
+/// shared by more products); Q5_K and Q8_0 0.90-1.20x at 512-1024 tokens, a loss at some
+/// shape of each; Q6_K 0.58-0.83x. At 128 tokens (one 128-row tile: each weight block
+/// dequantized once, as the unfused path does, with the k-loop cut across the GPU) the
+/// fused kernel from bf16 activations took 0.49-0.60x the unfused path's time for every
+/// format (Q6_K 31.8-80.0 us against 54.0-140.6).
 pub(crate) fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
-    hopper && matches!(format, QuantFormat::Q4K | QuantFormat::Q4_0) && tokens <= 1024
+    let short = tokens <= QgemmTileM::M128.rows() as usize;
+    let q4 = matches!(format, QuantFormat::Q4K | QuantFormat::Q4_0);
+    hopper && (short || (q4 && tokens <= 1024))
 }

@@ -346,11 +346,17 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         Some(reduce.launch_config(&[512, 1024]).unwrap())
     );
     assert_eq!(sum.bytes, 3 * 512 * 1024 * 4);
-    // A 64-token prompt: q's fused GEMM has 32 tiles, its k cut in four (blocks for
-    // every multiprocessor).
+    // Seven GEMMs, five fused; two weight conversions.
+    assert_eq!(l.iter().filter(|s| s.what.contains("GEMM")).count(), 7);
+    assert_eq!(
+        l.iter().filter(|s| s.what.contains("fused GEMM")).count(),
+        5
+    );
+    // A 64-token prompt (one 128-row tile): every projection fused, Q6_K's too; q's
+    // fused GEMM has 32 tiles, its k cut in four (blocks for every multiprocessor).
     let short = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F16, H100).unwrap();
-    let l = &short.layers[0];
-    let q = l
+    let sl = &short.layers[0];
+    let q = sl
         .iter()
         .find(|s| s.what == "q projection (fused GEMM, k in 4)")
         .unwrap();
@@ -361,15 +367,12 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         (Some(kernel.name()), Some(cut))
     );
     assert!(
-        l.iter()
+        sl.iter()
             .any(|s| s.what == "q projection (sum of the 4 ranges)")
     );
-    // Seven GEMMs, five fused; two weight conversions.
-    assert_eq!(l.iter().filter(|s| s.what.contains("GEMM")).count(), 7);
-    assert_eq!(
-        l.iter().filter(|s| s.what.contains("fused GEMM")).count(),
-        5
-    );
+    let fused = sl.iter().filter(|s| s.what.contains("fused GEMM")).count();
+    assert_eq!(fused, 7);
+    assert!(!sl.iter().any(|s| s.what.ends_with("(weights to bf16)")));
     // Q4_0 q weights, Q8_0 k weights, with biases: q fused up to 1024 tokens, with
     // its bias; not at 2048; k never.
     let (q4, q8) = (wt("Q4_0", 32, 18), wt("Q8_0", 32, 34));
