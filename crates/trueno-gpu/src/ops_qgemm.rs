@@ -325,7 +325,7 @@ pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
 /// shared by more products); Q5_K and Q8_0 0.90-1.20x at 512-1024 tokens, a loss at some
 /// shape of each; Q6_K 0.58-0.83x. At 128 tokens (one 128-row tile: each weight block
 /// dequantized once, as the unfused path does, with the k-loop cut across the GPU) the
-/// fused kernel from bf16 activations took 0.49-0.60x the unfused path's time for every
+/// fused kernel from bf16 activations took 0.40-0.59x the unfused path's time for every
 /// format (Q6_K 31.8-80.0 us against 54.0-140.6).
 pub(crate) fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
     let short = tokens <= QgemmTileM::M128.rows() as usize;
