@@ -406,8 +406,8 @@ impl<'a> Stream<Recording<'a>> {
     /// [`GemmInput::HalfBt`] and [`GemmInput::Tf32`]) and `config` (an error where it
     /// cannot run: wgmma off Hopper, TF32 with the 64-wide k-step), its operands as that
     /// kernel reads them (buffers for the sm_80 path, tensor maps for the copy engine),
-    /// then the common launch with the epilogue of [`GemmEpilogue`]. The wgmma path cuts
-    /// k into ranges by the split rule where its tiles would leave most of the GPU idle
+    /// then the common launch with the epilogue of [`GemmEpilogue`]. Both paths cut k
+    /// into ranges by the split rule where their tiles would leave most of the GPU idle
     /// ([`gemm_with_split`](Self::gemm_with_split) forces a cut).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_with_config<T: DeviceCopy, C: FloatElem>(
@@ -426,13 +426,13 @@ impl<'a> Stream<Recording<'a>> {
             GemmConfig::Wgmma(tile_n) => {
                 split_count(SplitShape::wgmma(input, tile_n), self.sms(), (m, n, k))
             }
-            GemmConfig::Mma(_) => 1,
+            GemmConfig::Mma(tile_k) => split_count(SplitShape::mma(tile_k), self.sms(), (m, n, k)),
         };
         self.gemm_with_split(input, config, splits, a, b, c, m, n, k, epilogue)
     }
 
     /// [`gemm_with_config`](Self::gemm_with_config) with the k-loop cut into `splits`
-    /// ranges (1: not cut; the wgmma path only, at most
+    /// ranges (1: not cut; at most
     /// [`MAX_SPLITS`](crate::kernels::gemm_split::MAX_SPLITS)): each range's product
     /// goes to an f32 slice of scratch (`splits * m * n` values, kept until the stream
     /// is synchronised), then one more kernel sums them and applies the epilogue.
@@ -463,13 +463,13 @@ impl<'a> Stream<Recording<'a>> {
         match config {
             GemmConfig::Mma(tile_k) => {
                 let kern = MmaGemmKernel(input, tile_k, C::TYPE);
-                if splits != 1 {
-                    return shape_err(&kern.name(), "only the wgmma path splits k");
-                }
+                // A cut writes raw f32 partial products.
+                let partial = MmaGemmKernel(input, tile_k, FloatType::F32);
+                let split = (splits != 1).then_some((splits, &partial as &dyn Kernel));
                 let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
                 self.tensor_core_gemm(
                     Family::GemmMma,
-                    (&kern, None),
+                    (&kern, split),
                     names,
                     (a, b, c),
                     (m, n, k),

@@ -7,7 +7,7 @@
 use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
-use crate::kernels::gemm_mma::{GemmInput, HalfType};
+use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
 use crate::kernels::gemm_wgmma::{TILE_M, WgmmaTileN, tile_k};
 use crate::kernels::qgemm_wgmma::{QgemmTileM, TILE_N as QGEMM_TILE_N};
@@ -53,6 +53,18 @@ impl SplitShape {
 }
 
 impl SplitShape {
+    /// The sm_80 tensor-core GEMM (`mma.sync`) at k-step `tile_k`: 128 x 128 tiles,
+    /// one block a multiprocessor (half the two it holds, as the SIMT GEMM), ranges of
+    /// at least four k-tiles.
+    pub fn mma(tile_k: MmaTileK) -> SplitShape {
+        SplitShape {
+            tile: (128, 128),
+            tile_k: tile_k.elems() as usize,
+            target_halves: 2,
+            min_k_tiles: 4,
+        }
+    }
+
     /// The fused quantized GEMM at tile height `tile`: 128-wide tiles of 64-k steps,
     /// a block on every multiprocessor, ranges of at least one 256-column group.
     pub fn qgemm(tile: QgemmTileM) -> SplitShape {

@@ -21,8 +21,8 @@ enum Path {
     Mma(MmaTileK),
     Wgmma(WgmmaTileN),
     Bt(GemmConfig),
-    /// The wgmma path with k cut into this many ranges.
-    Split(WgmmaTileN, u32),
+    /// A configuration with k cut into this many ranges.
+    Split(GemmConfig, u32),
 }
 
 /// `b` (k x n) as the path reads it: transposed to n x k for `Bt`.
@@ -179,8 +179,7 @@ fn run<'a, T: Half, O: trueno_gpu::memory::FloatElem>(
     match path {
         Path::Mma(tk) => s.gemm_mma_tiled(tk, a, b, c, m, n, k, e),
         Path::Wgmma(tn) => s.gemm_wgmma_tiled(tn, a, b, c, m, n, k, e),
-        Path::Split(tn, splits) => {
-            let config = GemmConfig::Wgmma(tn);
+        Path::Split(config, splits) => {
             s.gemm_with_split(T::TYPE.into(), config, splits, a, b, c, m, n, k, e)
         }
         Path::Bt(config) => {
@@ -227,36 +226,40 @@ fn hopper_gemm_matches_an_f64_product_at_ragged_shapes() {
     }
 }
 
-/// k cut into ranges (forced): products, alpha/beta and every epilogue through the
-/// reduce; 16 ranges of a short k leave most of them empty; the cuts that cannot run.
+/// k cut into ranges (forced), on both paths: products, alpha/beta and every epilogue
+/// through the reduce; 16 ranges of a short k leave most of them empty; the cuts that
+/// cannot run.
 #[test]
 fn split_k_gemm_matches_the_reference_with_every_epilogue() {
     let Some(ctx) = ctx() else { return };
-    if !ctx.has_sm90a() {
-        eprintln!("SKIPPED: {} is not sm_90", ctx.device().name);
-        return;
-    }
     let mut rng = Rng(99);
-    for (tn, splits) in [
-        (WgmmaTileN::N128, 2),
-        (WgmmaTileN::N256, 3),
-        (WgmmaTileN::N128, 16),
-    ] {
-        check_all(&ctx, &mut rng, Path::Split(tn, splits));
+    let (k32, k64) = (
+        GemmConfig::Mma(MmaTileK::K32),
+        GemmConfig::Mma(MmaTileK::K64),
+    );
+    let mut cuts = vec![(k32, 3), (k64, 16)];
+    let n128 = GemmConfig::Wgmma(WgmmaTileN::N128);
+    if ctx.has_sm90a() {
+        let n256 = GemmConfig::Wgmma(WgmmaTileN::N256);
+        cuts.extend([(n128, 2), (n256, 3), (n128, 16)]);
+    } else {
+        eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
     }
-    check_epilogues(&ctx, &mut rng, Path::Split(WgmmaTileN::N128, 3));
+    for &(config, splits) in &cuts {
+        check_all(&ctx, &mut rng, Path::Split(config, splits));
+    }
+    check_epilogues(&ctx, &mut rng, Path::Split(k64, 3));
+    if ctx.has_sm90a() {
+        check_epilogues(&ctx, &mut rng, Path::Split(n128, 3));
+    }
     let x = ctx.upload(&vec![bf16::ONE; 64 * 64]).unwrap();
     let c = poisoned(&ctx, 64 * 64);
     let mut s = ctx.stream().unwrap().record();
     let half = GemmInput::from(HalfType::Bf16);
     let e = GemmEpilogue::default();
-    for (config, splits) in [
-        (GemmConfig::Mma(MmaTileK::K32), 2),
-        (GemmConfig::Wgmma(WgmmaTileN::N128), 0),
-        (GemmConfig::Wgmma(WgmmaTileN::N128), 17),
-    ] {
-        let r = s.gemm_with_split(half, config, splits, &x, &x, &c, 64, 64, 64, e);
-        assert!(r.is_err(), "{config:?} {splits}");
+    for splits in [0, 17] {
+        let r = s.gemm_with_split(half, k32, splits, &x, &x, &c, 64, 64, 64, e);
+        assert!(r.is_err(), "{splits}");
     }
 }
 

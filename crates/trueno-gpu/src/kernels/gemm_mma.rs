@@ -23,6 +23,7 @@ use super::gemm::gemm_dims;
 use super::gemm_copies::{TileStep, issue_copies, k_major_copies, n_major_copies};
 
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
+use super::gemm_split::{k_range, split_output};
 use super::helpers;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
@@ -256,11 +257,13 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
     };
     // Issues the copies of k-tile `kt` (pointers already advanced to it) into the stage
     // at byte offset `stage`, and commits them as one group. Past `k`, zero-fill.
+    // This block's share of k (all of it unless the grid splits k: split-K).
+    let range = k_range(&mut b, k, bk, 1);
     let issue =
         |b: &mut KernelBuilder, stage: Reg<U32>, k0: Reg<U32>, a: Reg<U64>, bp: Reg<U64>| {
             let base = b.add(smem, stage);
             for (cp, first, g) in [(&a_cp, a, ga), (&b_cp, bp, gb)] {
-                issue_copies(b, cp, base, (k0, k), first, g);
+                issue_copies(b, cp, base, (k0, range.end), first, g);
             }
             b.cp_async_commit();
         };
@@ -325,14 +328,24 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
 
     let acc: [[[Reg<F32>; 4]; 4]; 4] =
         std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| b.mov(0.0f32))));
-    let k_tiles = b.add(k, bk - 1);
-    let k_tiles = b.shr(k_tiles, bk.trailing_zeros());
+    let k_tiles = range.tiles;
 
     // The copies run two tiles ahead of the multiplies: their pointers, k offset and
     // stage, each advanced by `next_tile` after a tile's copies are issued.
-    let a_next = b.mov(a_cp.ptr);
-    let b_next = b.mov(b_cp.ptr);
-    let k_next = b.mov(0u32);
+    let at_range = |b: &mut KernelBuilder, ptr: Reg<U64>, step: TileStep| match step {
+        TileStep::Bytes(x) => {
+            let off = b.mul_wide(range.first, x as u32);
+            b.add(ptr, off)
+        }
+        TileStep::Reg(r) => {
+            let first = b.cvt::<U64, U32>(range.first, None);
+            let off = b.mul(r, first);
+            b.add(ptr, off)
+        }
+    };
+    let a_next = at_range(&mut b, a_cp.ptr, a_cp.tile_step);
+    let b_next = at_range(&mut b, b_cp.ptr, b_cp.tile_step);
+    let k_next = b.mov(range.begin);
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
     let zero = b.mov(0u32);
@@ -397,6 +410,7 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
 
     // The epilogue's parameters come last in the list and are read only now, so
     // nothing of theirs is held through the main loop.
+    let gc = split_output(&mut b, gc, (m, n), out.bytes());
     let store = CStore::declare(&mut b, gc, out, m, n);
     // Fragment (mi, ni) holds rows 16 mi + lane/4 (+ 8) of the warp's 64, columns
     // 8 ni + 2 (lane % 4) (+ 1) of its 32. The warps of one row (wm) are a group of

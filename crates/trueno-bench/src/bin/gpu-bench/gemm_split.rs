@@ -5,9 +5,10 @@
 
 use trueno_gpu::GemmEpilogue;
 use trueno_gpu::Result;
+use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::gemm::GemmVariant;
-use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
+use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 
 use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
 use trueno_gpu::kernels::qgemv::QuantFormat;
@@ -30,6 +31,29 @@ impl Bench {
                 self.emit_split("sgemm", (s, s, s), splits, rule);
             }
         }
+        // The sm_80 path (mma.sync, the 64-wide k-step) on the same 16-bit shapes: what
+        // an A100 runs, on whatever device this is.
+        let mma_shapes: &[(usize, usize, usize)] = if self.quick {
+            &[(128, 4096, 4096)]
+        } else {
+            &[(1024, 1024, 1024), (128, 4096, 4096), (128, 4096, 14336)]
+        };
+        let bf16_in = GemmInput::Half(HalfType::Bf16);
+        let k64 = GemmConfig::Mma(MmaTileK::K64);
+        for &(m, n, k) in mma_shapes {
+            let a = self.ctx.upload(&random_bf16(m * k, 1))?;
+            let b = self.ctx.upload(&random_bf16(k * n, 2))?;
+            let c = self.ctx.alloc::<half::bf16>(m * n)?;
+            let e = GemmEpilogue::default();
+            let rule =
+                self.rule_ms(|st| st.gemm_with_config(bf16_in, k64, &a, &b, &c, m, n, k, e))?;
+            for splits in SPLITS {
+                self.time(1, |st, _| {
+                    st.gemm_with_split(bf16_in, k64, splits, &a, &b, &c, m, n, k, e)
+                })?;
+                self.emit_split("bf16 mma.sync", (m, n, k), splits, rule);
+            }
+        }
         if !self.ctx.has_sm90a() {
             return Ok(());
         }
@@ -43,7 +67,6 @@ impl Bench {
                 (128, 4096, 14336),
             ]
         };
-        let bf16_in = GemmInput::Half(HalfType::Bf16);
         for &(m, n, k) in shapes {
             let a = self.ctx.upload(&random_bf16(m * k, 1))?;
             let b = self.ctx.upload(&random_bf16(k * n, 2))?;
