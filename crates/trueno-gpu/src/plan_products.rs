@@ -109,7 +109,7 @@ fn projection(
 
 /// `y = x Wᵀ` on bf16 activations and transposed bf16 weights (`Stream::gemm_mma_with`
 /// untuned), f32 out, with the bias in its epilogue: on Hopper the wgmma kernel at the
-/// rule's tile width and cut, elsewhere the mma.sync kernel.
+/// rule's tile width, elsewhere the mma.sync kernel, either cut by the split rule.
 fn half_gemm(
     what: &str,
     dims: (usize, usize, usize),
@@ -126,7 +126,8 @@ fn half_gemm(
         product(what, "GEMM", &kernel, dims, (splits, inputs), bias)
     } else {
         let kernel = MmaGemmKernel(input, MmaTileK::K64, FloatType::F32);
-        product(what, "GEMM", &kernel, dims, (1, inputs), bias)
+        let splits = split_count(SplitShape::mma(MmaTileK::K64), device.sms, dims);
+        product(what, "GEMM", &kernel, dims, (splits, inputs), bias)
     }
 }
 

@@ -188,7 +188,14 @@ fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
                 .unwrap()
         )
     );
-    assert_eq!(l.iter().filter(|s| s.what.ends_with("(GEMM)")).count(), 7);
+    // Seven GEMMs; k's and v's (1024 rows: 4 x 8 tiles for 108 SMs) cut in three,
+    // each followed by the reduce (split-K, as `gemm_mma_with` runs them).
+    assert_eq!(l.iter().filter(|s| s.what.contains("(GEMM")).count(), 7);
+    let k = named("k projection (GEMM, k in 3)");
+    assert_eq!(k.config.unwrap().grid.2, 3);
+    assert_eq!(k.kernel, gemm.kernel);
+    let sum = named("k projection (sum of the 3 ranges)");
+    assert_eq!(sum.kernel.as_deref(), Some("trueno_gemm_split_reduce_f32"));
     // The prompt's 512 rows of 8 heads x 128, keys and values, in one launch.
     let write = l
         .iter()
@@ -260,17 +267,14 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
     let p = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, A100).unwrap();
     let l0 = &p.layers[0];
     assert!(!l0.iter().any(|s| s.what.ends_with(" bias")));
-    let fused: Vec<_> = l0
-        .iter()
-        .filter(|s| s.what.ends_with("(GEMM + bias)"))
-        .collect();
+    // (At 64 tokens each of them is cut, so the reduce after the ranges adds it.)
+    let fused: Vec<_> = l0.iter().filter(|s| s.what.ends_with("+ bias)")).collect();
     assert_eq!(fused.len(), 3);
+    assert!(fused[0].what.starts_with("q projection (sum of the"));
     m.qkv_bias = false;
     let plain = plan(&m, Phase::Prefill { tokens: 64 }, FloatType::F32, A100).unwrap();
-    let q = plain.layers[0]
-        .iter()
-        .find(|s| s.what == "q projection (GEMM)")
-        .unwrap();
+    let without = fused[0].what.replace(" + bias", "");
+    let q = plain.layers[0].iter().find(|s| s.what == without).unwrap();
     assert_eq!(fused[0].bytes, q.bytes + 4096 * 4);
     assert_eq!(l0.len(), plain.layers[0].len());
 }
@@ -504,8 +508,9 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         .find(|s| s.what == "q projection")
         .unwrap();
     assert!(q.missing.as_deref().unwrap().contains("896"), "{q:?}");
+    // down (896 rows, 4864 columns): 7 tiles on 108 SMs, its k cut in 15.
     assert_eq!(
-        kernels(&p, "down projection (GEMM)"),
+        kernels(&p, "down projection (GEMM, k in 15)"),
         ["trueno_gemm_mma_bf16_f32_k64"]
     );
 }
