@@ -566,21 +566,28 @@ impl<'a> Stream<Recording<'a>> {
         (m, n, k): (usize, usize, usize),
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let bias = self.optional_arg(epilogue.bias)?;
-        self.launch(f)
+        let tail = self.epilogue_args(epilogue)?;
+        let launch = self
+            .launch(f)
             .config(cfg)
             .arg(a)
             .arg(b)
             .arg(c)
             .arg(KernelArg::U32(m as u32))
             .arg(KernelArg::U32(n as u32))
-            .arg(KernelArg::U32(k as u32))
-            .arg(KernelArg::F32(epilogue.alpha))
-            .arg(KernelArg::F32(epilogue.beta))
-            .arg(bias)
-            .arg(KernelArg::U32(
-                epilogue.activation.flags(epilogue.bias.is_some()),
-            ))
-            .run()
+            .arg(KernelArg::U32(k as u32));
+        tail.into_iter().fold(launch, |l, x| l.arg(x)).run()
+    }
+
+    /// The last four parameters of every kernel that applies a [`GemmEpilogue`]:
+    /// `alpha`, `beta`, `bias` (an empty stand-in when there is none) and `epilogue`
+    /// (the activation and bias flags).
+    pub(crate) fn epilogue_args(&self, e: GemmEpilogue<'a>) -> Result<[KernelArg<'a>; 4]> {
+        Ok([
+            KernelArg::F32(e.alpha),
+            KernelArg::F32(e.beta),
+            self.optional_arg(e.bias)?,
+            KernelArg::U32(e.activation.flags(e.bias.is_some())),
+        ])
     }
 }

@@ -1,8 +1,8 @@
 //! Split-K launches of the GEMMs ([`crate::kernels::gemm_split`]): when a product's
-//! output tiles fill less than half the GPU, its k-loop runs in ranges across the grid's
+//! output tiles fill little of the GPU, its k-loop runs in ranges across the grid's
 //! depth, each into an f32 slice of a scratch buffer, and a second kernel sums the slices
-//! and applies the epilogue. The rule ([`Stream::gemm_splits`]) picks the cut; the
-//! `_split` ops force one (tuning, benchmarks, tests).
+//! and applies the epilogue. The rule ([`split_count`], each kernel aiming at its own
+//! [`SplitShape`]) picks the cut; the `_split` ops force one (benchmarks, tests).
 
 use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
@@ -50,9 +50,7 @@ impl SplitShape {
             min_k_tiles: 4,
         }
     }
-}
 
-impl SplitShape {
     /// The sm_80 tensor-core GEMM (`mma.sync`) at k-step `tile_k`: 128 x 128 tiles,
     /// one block a multiprocessor (half the two it holds, as the SIMT GEMM), ranges of
     /// at least four k-tiles.
@@ -221,20 +219,15 @@ impl<'a> Stream<Recording<'a>> {
         (m, n): (usize, usize),
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let bias = self.optional_arg(epilogue.bias)?;
-        self.launch(f)
+        let tail = self.epilogue_args(epilogue)?;
+        let launch = self
+            .launch(f)
             .config(cfg)
             .arg(KernelArg::scratch(parts))
             .arg(KernelArg::U32(splits))
             .arg(KernelArg::buf_mut(c))
             .arg(KernelArg::U32(m as u32))
-            .arg(KernelArg::U32(n as u32))
-            .arg(KernelArg::F32(epilogue.alpha))
-            .arg(KernelArg::F32(epilogue.beta))
-            .arg(bias)
-            .arg(KernelArg::U32(
-                epilogue.activation.flags(epilogue.bias.is_some()),
-            ))
-            .run()
+            .arg(KernelArg::U32(n as u32));
+        tail.into_iter().fold(launch, |l, x| l.arg(x)).run()
     }
 }

@@ -66,7 +66,7 @@ pub fn tiles_per_group(group: usize) -> usize {
 }
 
 /// The tensor-core chunk kernel for one head dimension and 16-bit cache type, contiguous
-/// or paged: the SIMT chunk kernel's parameters (`q`, `k`, `v`, `lens`, [`table`],
+/// or paged: the SIMT chunk kernel's parameters (`q`, `k`, `v`, `lens`, `table`,
 /// `part_acc`, `part_ml`, `heads_q`, `heads_kv`, `capacity` or `max_pages`, [`pool_pages`,
 /// `page_shift`], `chunk`, `splits`, `scale`) and partials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,7 +14,7 @@ pub enum DecodePath {
     /// The SIMT kernels (`DecodeChunkKernel`, `PagedDecodeChunkKernel`): f32 math on
     /// every element, any cache type.
     Simt,
-    /// [`DecodeMmaKernel`]: 16-bit caches only.
+    /// [`DecodeMmaKernel`](super::decode_mma::DecodeMmaKernel): 16-bit caches only.
     Mma,
 }
 

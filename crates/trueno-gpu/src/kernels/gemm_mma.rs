@@ -255,10 +255,10 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
     } else {
         n_major_copies(&mut b, t, gb, (col0, n), bk, eb, a_tile_bytes)
     };
-    // Issues the copies of k-tile `kt` (pointers already advanced to it) into the stage
-    // at byte offset `stage`, and commits them as one group. Past `k`, zero-fill.
     // This block's share of k (all of it unless the grid splits k: split-K).
     let range = k_range(&mut b, k, bk, 1);
+    // Issues the copies of k-tile `kt` (pointers already advanced to it) into the stage
+    // at byte offset `stage`, and commits them as one group. Past the range, zero-fill.
     let issue =
         |b: &mut KernelBuilder, stage: Reg<U32>, k0: Reg<U32>, a: Reg<U64>, bp: Reg<U64>| {
             let base = b.add(smem, stage);

@@ -28,7 +28,9 @@ pub const MAX_SPLITS: u32 = 16;
 pub(super) struct KRange {
     /// First k of the range.
     pub begin: Reg<U32>,
-    /// One past its last k (`begin` where the range is empty: more splits than tiles).
+    /// One past its last k, at most `k`. A range past the last tile (more splits than
+    /// tiles) is empty: no tiles, and its end may lie below its begin, so every k check
+    /// against it fails.
     pub end: Reg<U32>,
     /// k-tiles in the range.
     pub tiles: Reg<U32>,
@@ -86,9 +88,9 @@ pub(super) fn split_output(
 
 /// How many ranges to cut the k-loop of a GEMM with `tiles` output tiles and `k_tiles`
 /// k-tiles into so that its blocks number about `target` (the blocks the kernel wants
-/// in flight at once), each
-/// range at least `min_k_tiles` long (shorter ones pay the pipeline's fill for little
-/// work), [`MAX_SPLITS`] at most; 1 where the tiles alone reach half the target.
+/// in flight at once), each range at least `min_k_tiles` long (shorter ones pay the
+/// pipeline's fill for little work), [`MAX_SPLITS`] at most; 1 where the tiles alone
+/// pass half the target.
 ///
 /// Every range writes its slice and the reduce reads them all back, so a cut pays only
 /// where a block's own work outweighs that. Measured on an H100 (GPU time, µs;
@@ -117,7 +119,7 @@ pub fn splits_for(tiles: usize, k_tiles: usize, target: usize, min_k_tiles: usiz
 }
 
 /// Sums the `splits` f32 slices of `parts` (each `m x n`, row-major, one after another)
-/// and applies the tensor-core GEMMs' epilogue ([`CStore`]: `alpha`, `beta` reading the
+/// and applies the tensor-core GEMMs' epilogue (`alpha`, `beta` reading the
 /// old `c` only when non-zero, a bias, an activation) into `c` of the output type.
 /// Parameters `parts`, `splits`, `c`, `m`, `n`, `alpha`, `beta`, `bias`, `epilogue`;
 /// `n` a multiple of 4 (four columns a thread, 16-byte reads).

@@ -1,7 +1,8 @@
-//! The `gemm_split` section: GEMMs whose tiles fill few multiprocessors, at each cut of
-//! k into ranges (`Stream::gemm_split`, `Stream::gemm_with_split`) and at the split
-//! rule's, against cuBLAS on the same shape (the peer script): where the rule's choice
-//! comes from.
+//! The `gemm_split` section: GEMMs whose tiles fill few multiprocessors (the SGEMM, both
+//! tensor-core paths, the fused quantized GEMM on a short prompt), at each cut of k into
+//! ranges (`Stream::gemm_split`, `Stream::gemm_with_split`,
+//! `Stream::qgemm_wgmma_with_split`) and at the split rule's, against cuBLAS on the same
+//! shape (the peer script): where the rule's choice comes from.
 
 use trueno_gpu::GemmEpilogue;
 use trueno_gpu::Result;
@@ -9,7 +10,6 @@ use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
-
 use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 
