@@ -351,6 +351,15 @@ fn split_k_gemm_matches_the_cpu_reference() {
         let a = rng.vec(m * k, -1.0, 1.0);
         let b = rng.vec(k * n, -1.0, 1.0);
         let want = gemm::reference(&a, &b, m, n, k);
+        // sum |a| |b| per output: the scale of the rounding an f32 sum may make.
+        let mag: Vec<f64> = (0..m * n)
+            .map(|i| {
+                let (r, j) = (i / n, i % n);
+                (0..k)
+                    .map(|p| (a[r * k + p] as f64 * b[p * n + j] as f64).abs())
+                    .sum()
+            })
+            .collect();
         let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
         for splits in [1, 2, 5, 16] {
             let mut c = poisoned(&ctx, m * n);
@@ -359,12 +368,14 @@ fn split_k_gemm_matches_the_cpu_reference() {
             s.sync().unwrap();
             let got = c.to_vec().unwrap();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                // f32 sums of k products of values in [-1, 1], in another order than
-                // the reference's f64 one.
-                let bound = (k as f32 + 2.0) * f32::EPSILON * 1.0 + 1e-6 * w.abs();
+                // Each of the k products' additions (and the reduce's one a range)
+                // rounds at most 2^-24 of a partial sum, itself at most sum |a| |b|;
+                // the reference's own rounding to f32 once more.
+                let adds = (k + splits as usize + 2) as f64;
+                let bound = adds * 2f64.powi(-24) * mag[i] + 2f64.powi(-24) * w.abs() as f64;
                 assert!(
-                    (g - w).abs() <= bound,
-                    "{splits} splits {m}x{n}x{k} [{i}]: got {g}, want {w}"
+                    (*g as f64 - *w as f64).abs() <= bound + 1e-30,
+                    "{splits} splits {m}x{n}x{k} [{i}]: got {g}, want {w} (bound {bound:e})"
                 );
             }
         }
