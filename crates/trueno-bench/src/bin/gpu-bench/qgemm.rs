@@ -41,12 +41,14 @@ impl Bench {
                         s.to_half(&x, &xh)?;
                         s.gemm_mma(&xh, &wt, &y, tokens, rows, cols, 1.0, 0.0)
                     })?;
+                    let q = self.queued.get();
                     // The op as callers run it (on Hopper fused where it measured faster),
                     // and the activations' rounding alone.
                     let routed_ms = self.time(1, |s, _| s.qgemm(&w, &x, &y, tokens, &wt, &xh))?;
+                    let routed_q = self.queued.get();
                     let round_ms = self.time(1, |s, _| s.to_half(&x, &xh))?;
                     self.emit(format!(
-                        r#"{{"kind":"qgemm","format":"{}","tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5},"dequant_ms":{dequant_ms:.5},"routed_ms":{routed_ms:.5},"round_ms":{round_ms:.5}}}"#,
+                        r#"{{"kind":"qgemm","format":"{}","tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{q:.5},"dequant_ms":{dequant_ms:.5},"routed_ms":{routed_ms:.5},"routed_queued_ms":{routed_q:.5},"round_ms":{round_ms:.5}}}"#,
                         f.name()
                     ));
                     if self.ctx.has_sm90a() {
@@ -58,8 +60,9 @@ impl Bench {
                             let ms = self.time(1, |s, _| {
                                 s.qgemm_wgmma_tiled(tile, &w, &xb, &y, tokens, e)
                             })?;
+                            let q = self.queued.get();
                             self.emit(format!(
-                                r#"{{"kind":"qgemm_fused","format":"{}","tile":{},"tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5}}}"#,
+                                r#"{{"kind":"qgemm_fused","format":"{}","tile":{},"tokens":{tokens},"rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{q:.5}}}"#,
                                 f.name(),
                                 tile.rows()
                             ));
