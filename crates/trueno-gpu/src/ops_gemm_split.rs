@@ -231,3 +231,31 @@ impl<'a> Stream<Recording<'a>> {
         tail.into_iter().fold(launch, |l, x| l.arg(x)).run()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each kernel's target on an H100 (132 SMs) and an A100 (108), at the shapes the
+    /// rule was measured on (BENCHMARKS.md "Split-K").
+    #[test]
+    fn each_kernel_cuts_toward_its_own_target() {
+        let bf16 = GemmInput::Half(HalfType::Bf16);
+        let n128 = SplitShape::wgmma(bf16, WgmmaTileN::N128);
+        // SGEMM: one block a multiprocessor. 512^3: 16 tiles -> 8; 1024^3: 64 -> 2.
+        assert_eq!(split_count(SplitShape::SIMT, 132, (512, 512, 512)), 8);
+        assert_eq!(split_count(SplitShape::SIMT, 132, (1024, 1024, 1024)), 2);
+        // wgmma: half the multiprocessors. 128 tokens: 32 tiles -> 2; 1024^3: uncut.
+        assert_eq!(split_count(n128, 132, (128, 4096, 4096)), 2);
+        assert_eq!(split_count(n128, 132, (1024, 1024, 1024)), 1);
+        // The fused quantized GEMM: every multiprocessor. 32 tiles -> 4; 112 uncut.
+        let q = SplitShape::qgemm(QgemmTileM::M128);
+        assert_eq!(split_count(q, 132, (128, 4096, 4096)), 4);
+        assert_eq!(split_count(q, 132, (128, 14336, 4096)), 1);
+        // mma.sync on an A100: 4 x 8 tiles of a 512-token k/v projection -> 3.
+        let mma = SplitShape::mma(MmaTileK::K64);
+        assert_eq!(split_count(mma, 108, (512, 1024, 4096)), 3);
+        // An n the reduce cannot read four columns at a time: uncut.
+        assert_eq!(split_count(SplitShape::SIMT, 132, (512, 510, 512)), 1);
+    }
+}
