@@ -393,7 +393,7 @@ def main():
         for fz in [z for z in rows_in if z["kind"] == "qgemm_fused" and (z["format"], z["tokens"], z["rows"], z["cols"]) == (r["format"], t_, rows, cols)]:
             tz = 2 * t_ * rows * cols / (fz["ms"] * 1e-3) / 1e12
             table.append((f"qgemm fused {r['format']} m{fz['tile']}", f"{t_} x {rows}x{cols}", fz["ms"], t, t / fz["ms"], f"{tz:.0f} vs cuBLAS bf16 {tf_peer:.0f} TFLOP/s; unfused {r['ms']:.4f} ms{in_graph(fz, tg)}"))
-        del wb, xb
+        del wb, xb, yb
 
     # RoPE: Hugging Face's apply_rotary_pos_emb (q * cos + rotate_half(q) * sin) with the
     # cos/sin tables built outside the timed region, as a model shares them across layers.
