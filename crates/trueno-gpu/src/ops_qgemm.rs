@@ -15,7 +15,7 @@ use crate::kernels::dequant_t::DequantTransposedKernel;
 use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_mma::{GemmInput, HalfType};
 use crate::kernels::gemm_wgmma::tile_k;
-use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel, TILE_N};
+use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
 use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, HalfElem, QuantMatrix};
@@ -68,7 +68,8 @@ impl<'a> Stream<Recording<'a>> {
     /// into `xh` (bf16, `tokens * w.cols()`) and multiplied on the tensor cores with the
     /// weights dequantized to bf16 and f32 accumulation, so the result is that of the
     /// bf16-rounded weights and activations. On Hopper, where it measured faster (every
-    /// format up to 128 tokens, Q4_K and Q4_0 up to 1024), the fused kernel
+    /// format up to 256 tokens, Q8_0 and Q5_K up to 512, Q4_K and Q4_0 up to 1024), the
+    /// fused kernel
     /// ([`Self::qgemm_wgmma`])
     /// does it after the rounding and `wt` is not touched (its length is still checked);
     /// otherwise the weights are dequantized into `wt` (bf16,
@@ -214,7 +215,7 @@ impl<'a> Stream<Recording<'a>> {
         tokens: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let tile = qgemm_tile(tokens, w.rows());
+        let tile = qgemm_tile(tokens);
         self.qgemm_wgmma_tiled(tile, w, xh, y, tokens, epilogue)
     }
 
@@ -303,14 +304,16 @@ fn check_io<C: FloatElem, const N: usize>(
     Ok(())
 }
 
-/// The fused kernel's tile height for a prompt of `tokens` against `rows` weight rows:
-/// the tall tile once it makes about a block per multiprocessor. Measured on the H100
-/// (132 multiprocessors): at 64 tall blocks (512 x 4096) the short tile is 1.26x faster,
-/// at 128 (1024 x 4096) the tall one 1.37x.
-pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
-    let tall = QgemmTileM::M256.rows() as usize;
-    let tall_blocks = tokens.div_ceil(tall) * rows.div_ceil(TILE_N.elems() as usize);
-    if tall_blocks >= 128 {
+/// The fused kernel's tile height for a prompt of `tokens`: the tall tile (each weight
+/// block dequantized for 256 tokens at once) as soon as the prompt needs more than one
+/// 128-row tile, since split-K fills the GPU with its fewer tiles. Measured on the H100
+/// (GPU time, 2026-11-25 01:41 UTC, BENCHMARKS.md "Split-K"): the tall tile took
+/// 0.68-0.95x the short one's time at 256 tokens for every format and shape, 0.67-1.03x
+/// at 512 (Q4_K at 4096 x 14336 114.7 against 143.7 us), 0.66-0.87x at 1024-2048; at 128
+/// tokens the short one wins (the tall took 1.19-1.45x: half of it is empty). Before
+/// split-K the short tile won at 512 x 4096 (1.26x), with its twice as many blocks.
+pub(crate) fn qgemm_tile(tokens: usize) -> QgemmTileM {
+    if tokens > QgemmTileM::M128.rows() as usize {
         QgemmTileM::M256
     } else {
         QgemmTileM::M128
@@ -318,17 +321,18 @@ pub(crate) fn qgemm_tile(tokens: usize, rows: usize) -> QgemmTileM {
 }
 
 /// Whether [`Stream::qgemm_with`] runs the fused kernel: on Hopper, for every format up
-/// to 128 tokens and for Q4_K and Q4_0 up to 1024. Measured on the H100 (BENCHMARKS.md,
-/// three weight shapes, both paths from f32 activations, the rounding included): Q4_K
-/// 1.03-1.30x the unfused path (which pays the weights' round trip through memory as
-/// bf16) and Q4_0 0.98-1.30x at 512-1024 tokens, 0.86-0.98x at 2048 (the round trip
-/// shared by more products); Q5_K and Q8_0 0.90-1.20x at 512-1024 tokens, a loss at some
-/// shape of each; Q6_K 0.58-0.83x. At 128 tokens (one 128-row tile: each weight block
-/// dequantized once, as the unfused path does, with the k-loop cut across the GPU) the
-/// fused kernel from bf16 activations took 0.40-0.59x the unfused path's time for every
-/// format (Q6_K 31.8-80.0 us against 54.0-140.6).
+/// to 256 tokens, Q8_0 and Q5_K up to 512, Q4_K and Q4_0 up to 1024. Measured on the H100
+/// (BENCHMARKS.md, three weight shapes, GPU time, 2026-11-25 01:41 UTC: the fused kernel
+/// at `qgemm_tile`'s height and the split rule's cut, plus the activations' rounding,
+/// against the unfused path): up to 256 tokens 0.41-0.85x the unfused time for every
+/// format (Q6_K at 256 0.73-0.85x); at 512 Q4_K and Q4_0 0.74-0.86x, Q8_0 and Q5_K
+/// 0.82-0.92x, Q6_K 1.19-1.24x; at 1024 Q4_K and Q4_0 0.82-0.96x, Q8_0 and Q5_K 0.88-1.08x
+/// (a loss at some shape of each), Q6_K 1.27-1.48x; at 2048 every format 1.00-1.69x.
 pub(crate) fn fused_is_faster(hopper: bool, format: QuantFormat, tokens: usize) -> bool {
-    let short = tokens <= QgemmTileM::M128.rows() as usize;
-    let q4 = matches!(format, QuantFormat::Q4K | QuantFormat::Q4_0);
-    hopper && (short || (q4 && tokens <= 1024))
+    let limit = match format {
+        QuantFormat::Q4K | QuantFormat::Q4_0 => 1024,
+        QuantFormat::Q8_0 | QuantFormat::Q5K => 512,
+        QuantFormat::Q6K => 256,
+    };
+    hopper && tokens <= limit
 }

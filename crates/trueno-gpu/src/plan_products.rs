@@ -55,7 +55,7 @@ fn projection(
             false,
         ),
         (Some(f), _) if qgemm_fits && fused_is_faster(wgmma, f, tokens) => {
-            let tile = qgemm_tile(tokens, rows);
+            let tile = qgemm_tile(tokens);
             let kernel = QgemmWgmmaKernel(f, FloatType::F32, tile);
             let dims = (tokens, rows, cols);
             let splits = split_count(SplitShape::qgemm(tile), device.sms, dims);

@@ -281,8 +281,9 @@ fn qwen2_biases_neox_rotation_and_formats_without_kernels() {
 
 /// On an H100 a prefill's projections follow `Stream::qgemm_with`: Q4_K's take the fused
 /// kernel (the input rounded to bf16, then one GEMM that reads the quantized weights,
-/// with the tile height `qgemm_wgmma` picks) up to 1024 tokens, as Q4_0's do; Q6_K's and
-/// Q8_0's keep the three launches; the q/k/v biases ride in either GEMM.
+/// with the tile height and cut `qgemm_wgmma` picks) up to 1024 tokens, as Q4_0's do;
+/// Q8_0's up to 512, Q6_K's up to 256, past that the three launches; the q/k/v biases
+/// ride in the GEMM (or the reduce after a cut one).
 #[test]
 fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     use crate::kernels::qgemm_wgmma::{QgemmTileM, QgemmWgmmaKernel};
@@ -291,19 +292,20 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     let l = &p.layers[0];
     assert_eq!(p.missing(), 0);
     let named = |what: &str| l.iter().find(|s| s.what == what).cloned();
-    // q (Q4_K, 4096 rows): 2 x 32 tall blocks are too few, the 128-row tile.
-    let q = named("q projection (fused GEMM)").unwrap();
-    let kernel = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M128);
-    assert_eq!(q.kernel, Some(kernel.name()));
-    assert_eq!(
-        q.config,
-        Some(kernel.launch_config(&[512, 4096, 4096]).unwrap())
-    );
+    // q (Q4_K, 4096 rows): the 256-row tile, its 2 x 32 blocks for 132 SMs cut in two,
+    // the reduce after them.
+    let q = named("q projection (fused GEMM, k in 2)").unwrap();
+    let tall = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M256);
+    assert_eq!(q.kernel, Some(tall.name()));
+    let mut cut = tall.launch_config(&[512, 4096, 4096]).unwrap();
+    cut.grid.2 = 2;
+    assert_eq!(q.config, Some(cut));
     assert_eq!(q.math, Math::Tensor);
     assert_eq!(
         q.bytes,
-        4096 * 4096 / 256 * 144 + 512 * 4096 * 2 + 512 * 4096 * 4
+        4096 * 4096 / 256 * 144 + 512 * 4096 * 2 + 2 * 512 * 4096 * 4
     );
+    assert!(named("q projection (sum of the 2 ranges)").is_some());
     assert!(named("q projection (weights to bf16)").is_none());
     assert!(named("q projection (input to bf16)").is_some());
     // Attention on Hopper's FlashAttention kernel, as `Stream::flash_attention` runs it.
@@ -318,9 +320,8 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         fa.config,
         Some(fa_kernel.launch_config(&[512, 32, 1]).unwrap())
     );
-    // gate (Q4_K, 14336 rows): 2 x 112 tall blocks, the 256-row tile.
+    // gate (Q4_K, 14336 rows): 2 x 112 tall blocks, uncut.
     let gate = named("gate projection (fused GEMM)").unwrap();
-    let tall = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M256);
     assert_eq!(gate.kernel, Some(tall.name()));
     // v and down (Q6_K): the unfused path, the GEMM as `gemm_mma_with` runs it on
     // Hopper: wgmma at the rule's tile width; v's 4 x 8 tiles of 128 x 128 fill a
@@ -364,11 +365,12 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         .iter()
         .find(|s| s.what == "q projection (fused GEMM, k in 4)")
         .unwrap();
-    let mut cut = kernel.launch_config(&[64, 4096, 4096]).unwrap();
+    let short_tile = QgemmWgmmaKernel(QuantFormat::Q4K, FloatType::F32, QgemmTileM::M128);
+    let mut cut = short_tile.launch_config(&[64, 4096, 4096]).unwrap();
     cut.grid.2 = 4;
     assert_eq!(
         (q.kernel.clone(), q.config),
-        (Some(kernel.name()), Some(cut))
+        (Some(short_tile.name()), Some(cut))
     );
     assert!(
         sl.iter()
@@ -378,7 +380,7 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     assert_eq!(fused, 7);
     assert!(!sl.iter().any(|s| s.what.ends_with("(weights to bf16)")));
     // Q4_0 q weights, Q8_0 k weights, with biases: q fused up to 1024 tokens, with
-    // its bias; not at 2048; k never.
+    // its bias; not at 2048; k not past 512.
     let (q4, q8) = (wt("Q4_0", 32, 18), wt("Q8_0", 32, 34));
     for l in &mut m.layer_weights {
         (l.q, l.k) = (q4.clone(), q8.clone());

@@ -21,7 +21,7 @@ impl Bench {
         let token_counts: &[usize] = if self.quick {
             &[512]
         } else {
-            &[128, 512, 1024, 2048]
+            &[128, 256, 512, 1024, 2048]
         };
         for &(rows, cols) in shapes {
             for f in QuantFormat::ALL {
