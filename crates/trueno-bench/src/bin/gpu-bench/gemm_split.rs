@@ -104,7 +104,7 @@ impl Bench {
             let xb = self.ctx.upload(&random_bf16(tokens * cols, 12))?;
             let y = self.ctx.alloc::<f32>(tokens * rows)?;
             let e = GemmEpilogue::default();
-            // qgemm_wgmma's tile here: a 256-row tile's blocks would number under 128.
+            // qgemm_wgmma's tile for prompts of at most 128 tokens.
             let tile = QgemmTileM::M128;
             let rule = self.rule_ms(|st| st.qgemm_wgmma(&w, &xb, &y, tokens, e))?;
             for splits in SPLITS {
