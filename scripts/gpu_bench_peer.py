@@ -65,12 +65,12 @@ def graph_read_ms(nbytes, quick):
     return ms
 
 
-def timed(call, quick):
-    """A peer call's per-call event time and its time in a CUDA graph (four calls, the
-    same inputs, replayed); the graph time is None where capture fails."""
+def timed(call, quick, copies=4):
+    """A peer call's per-call event time and its time in a CUDA graph (`copies` calls,
+    the same inputs, replayed); the graph time is None where capture fails."""
     t = bench(lambda i: call(), 1, quick)
     try:
-        tg = graph_ms([call] * 4, quick)
+        tg = graph_ms([call] * copies, quick)
     except RuntimeError as e:
         print(f"graph capture failed: {str(e).splitlines()[0][:80]}", file=sys.stderr)
         tg = None
@@ -296,16 +296,8 @@ def main():
             q = (torch.rand(1, hq, 1, d, device="cuda") * 2 - 1).to(dt)
             k = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
             v = (torch.rand(1, hkv, cap, d, device="cuda") * 2 - 1).to(dt)
-            call = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-            t = bench(lambda i: call(), 1, quick)
-            # The same call eight times in a CUDA graph: its GPU time without Python's
-            # dispatch, which the event pair includes where the kernels are short.
-            try:
-                tg = graph_ms([call] * 8, quick)
-            except RuntimeError as e:
-                tg = None
-                print(f"SDPA graph capture failed: {e}", file=sys.stderr)
-            sdpa[key] = (t, tg)
+            # Eight calls in the graph: the kernels are short.
+            sdpa[key] = timed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), quick, 8)
             del k, v
         t, tg = sdpa[key]
         gbs = r["bytes"] / r["ms"] / 1e6

@@ -185,23 +185,12 @@ impl Kernel for SoftmaxKernel {
         let rows = b.param_u32("rows");
         let cols = b.param_u32("cols");
         let tid = b.tid_x();
-        let (row, first, stride) = match self.variant {
-            SoftmaxVariant::Warp => {
-                b.max_threads(WARP_THREADS);
-                let warp = b.shr(tid, 5u32);
-                let c = b.ctaid_x();
-                let row = b.mad(c, WARP_THREADS / 32, warp);
-                let lane = b.and(tid, 31u32);
-                let stride = b.mov(32u32);
-                (row, lane, stride)
-            }
-            SoftmaxVariant::Block => {
-                b.max_threads(BLOCK_THREADS);
-                let stride = b.ntid_x();
-                (b.ctaid_x(), tid, stride)
-            }
-        };
         if self.variant == SoftmaxVariant::Warp {
+            b.max_threads(WARP_THREADS);
+            let warp = b.shr(tid, 5u32);
+            let c = b.ctaid_x();
+            let row = b.mad(c, WARP_THREADS / 32, warp);
+            let lane = b.and(tid, 31u32);
             // Warps past the last row leave; this kernel has no barrier.
             let past = b.setp::<U32>(Cmp::Ge, row, rows);
             b.exit_if(past);
@@ -209,10 +198,14 @@ impl Kernel for SoftmaxKernel {
                 row_ptr(&mut b, x, row, cols),
                 row_ptr(&mut b, out, row, cols),
             );
-            warp_row_in_registers(&mut b, (xr, or), cols, first, width);
+            warp_row_in_registers(&mut b, (xr, or), cols, lane, width);
             b.ret();
             return b.finish();
         }
+        // A block per row: an online max and rescaled sum, then the writing pass.
+        b.max_threads(BLOCK_THREADS);
+        let stride = b.ntid_x();
+        let (row, first) = (b.ctaid_x(), tid);
         let xr = row_ptr(&mut b, x, row, cols);
         let m = b.mov(f32::NEG_INFINITY);
         let s = b.mov(0.0f32);
@@ -223,22 +216,20 @@ impl Kernel for SoftmaxKernel {
             }
         });
         warp_combine(&mut b, m, s);
-        if self.variant == SoftmaxVariant::Block {
-            let smem = b.shared_array("ms", 66 * 4, 16);
-            let identity = [f32::NEG_INFINITY.to_bits(), 0.0f32.to_bits()];
-            block_stage(&mut b, &[m, s], &identity, smem, |b, w, lane0| {
-                warp_combine(b, w[0], w[1]);
-                b.predicated(lane0, |b| {
-                    b.st::<F32, U32>(Space::Shared, smem, 64 * 4, w[0]);
-                    b.st::<F32, U32>(Space::Shared, smem, 65 * 4, w[1]);
-                });
+        let smem = b.shared_array("ms", 66 * 4, 16);
+        let identity = [f32::NEG_INFINITY.to_bits(), 0.0f32.to_bits()];
+        block_stage(&mut b, &[m, s], &identity, smem, |b, w, lane0| {
+            warp_combine(b, w[0], w[1]);
+            b.predicated(lane0, |b| {
+                b.st::<F32, U32>(Space::Shared, smem, 64 * 4, w[0]);
+                b.st::<F32, U32>(Space::Shared, smem, 65 * 4, w[1]);
             });
-            b.bar_sync();
-            let bm = b.ld::<F32, U32>(Space::Shared, smem, 64 * 4);
-            let bs = b.ld::<F32, U32>(Space::Shared, smem, 65 * 4);
-            b.assign(m, bm);
-            b.assign(s, bs);
-        }
+        });
+        b.bar_sync();
+        let bm = b.ld::<F32, U32>(Space::Shared, smem, 64 * 4);
+        let bs = b.ld::<F32, U32>(Space::Shared, smem, 65 * 4);
+        b.assign(m, bm);
+        b.assign(s, bs);
         let inv = b.div(1.0f32, s);
         let or = row_ptr(&mut b, out, row, cols);
         col_loop(&mut b, cols, first, stride, width, |b, c| {

@@ -38,21 +38,8 @@ impl Bench {
         } else {
             &[(1024, 1024, 1024), (128, 4096, 4096), (128, 4096, 14336)]
         };
-        let bf16_in = GemmInput::Half(HalfType::Bf16);
-        let k64 = GemmConfig::Mma(MmaTileK::K64);
-        for &(m, n, k) in mma_shapes {
-            let a = self.ctx.upload(&random_bf16(m * k, 1))?;
-            let b = self.ctx.upload(&random_bf16(k * n, 2))?;
-            let c = self.ctx.alloc::<half::bf16>(m * n)?;
-            let e = GemmEpilogue::default();
-            let rule =
-                self.rule_ms(|st| st.gemm_with_config(bf16_in, k64, &a, &b, &c, m, n, k, e))?;
-            for splits in SPLITS {
-                self.time(1, |st, _| {
-                    st.gemm_with_split(bf16_in, k64, splits, &a, &b, &c, m, n, k, e)
-                })?;
-                self.emit_split("bf16 mma.sync", (m, n, k), splits, rule);
-            }
+        for &shape in mma_shapes {
+            self.half_sweep("bf16 mma.sync", Some(GemmConfig::Mma(MmaTileK::K64)), shape)?;
         }
         if !self.ctx.has_sm90a() {
             return Ok(());
@@ -67,21 +54,8 @@ impl Bench {
                 (128, 4096, 14336),
             ]
         };
-        for &(m, n, k) in shapes {
-            let a = self.ctx.upload(&random_bf16(m * k, 1))?;
-            let b = self.ctx.upload(&random_bf16(k * n, 2))?;
-            let c = self.ctx.alloc::<half::bf16>(m * n)?;
-            let e = GemmEpilogue::default();
-            let rule = self.rule_ms(|st| st.gemm_mma_with(&a, &b, &c, m, n, k, e))?;
-            let st = self.ctx.stream()?.record();
-            let config = st.gemm_choice(bf16_in, FloatType::Bf16, (m, n, k));
-            drop(st);
-            for splits in SPLITS {
-                self.time(1, |st, _| {
-                    st.gemm_with_split(bf16_in, config, splits, &a, &b, &c, m, n, k, e)
-                })?;
-                self.emit_split("bf16", (m, n, k), splits, rule);
-            }
+        for &shape in shapes {
+            self.half_sweep("bf16", None, shape)?;
         }
         // The fused quantized GEMM (Q4_K weights, bf16 activations) on a short prompt:
         // tokens x rows x cols.
@@ -113,6 +87,37 @@ impl Bench {
                 })?;
                 self.emit_split("q4_k fused", (tokens, rows, cols), splits, rule);
             }
+        }
+        Ok(())
+    }
+
+    /// One bf16 product (bf16 out) at every cut and at the rule's, on `config` (the
+    /// device's untuned choice where `None`).
+    fn half_sweep(
+        &mut self,
+        what: &str,
+        config: Option<GemmConfig>,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<()> {
+        let bf16_in = GemmInput::Half(HalfType::Bf16);
+        let config = match config {
+            Some(c) => c,
+            None => {
+                let st = self.ctx.stream()?.record();
+                st.gemm_choice(bf16_in, FloatType::Bf16, (m, n, k))
+            }
+        };
+        let a = self.ctx.upload(&random_bf16(m * k, 1))?;
+        let b = self.ctx.upload(&random_bf16(k * n, 2))?;
+        let c = self.ctx.alloc::<half::bf16>(m * n)?;
+        let e = GemmEpilogue::default();
+        let rule =
+            self.rule_ms(|st| st.gemm_with_config(bf16_in, config, &a, &b, &c, m, n, k, e))?;
+        for splits in SPLITS {
+            self.time(1, |st, _| {
+                st.gemm_with_split(bf16_in, config, splits, &a, &b, &c, m, n, k, e)
+            })?;
+            self.emit_split(what, (m, n, k), splits, rule);
         }
         Ok(())
     }
