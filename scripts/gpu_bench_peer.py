@@ -237,9 +237,9 @@ def main():
     split_peer = {}
     for r in [r for r in rows_in if r["kind"] == "gemm_split"]:
         m, n, k = r["m"], r["n"], r["k"]
-        key = (r["type"], m, n, k)
+        dt = torch.float32 if r["type"].startswith("sgemm") else torch.bfloat16
+        key = (dt, m, n, k)
         if key not in split_peer:
-            dt = torch.float32 if r["type"] == "sgemm" else torch.bfloat16
             a = (torch.rand(m, k, device="cuda") * 2 - 1).to(dt)
             b = (torch.rand(k, n, device="cuda") * 2 - 1).to(dt)
             c = torch.empty(m, n, device="cuda", dtype=dt)

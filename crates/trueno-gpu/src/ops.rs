@@ -18,7 +18,7 @@ use crate::kernels::rope::{RopeKernel, RopeMode};
 use crate::kernels::softmax::SoftmaxKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::DeviceBuffer;
-use crate::ops_gemm_split::SplitShape;
+use crate::ops_gemm_split::{SplitShape, simt_variant};
 
 /// The values of `tokens` rows of `row` values each, for kernel `name`: at least one
 /// token, under 2^32 values in all.
@@ -289,9 +289,10 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// `c = a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n). The tiled kernel
-    /// cuts k into ranges where its tiles would leave most of the GPU idle (the split
-    /// rule; [`gemm_split`](Self::gemm_split) forces a cut).
+    /// `c = a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n). The tiled kernels
+    /// cut k into ranges where their tiles would leave most of the GPU idle (the split
+    /// rule; [`gemm_split`](Self::gemm_split) forces a cut), and `Tiled` runs as
+    /// `TiledSliced` where its 128 x 128 tiles number fewer than the multiprocessors.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm(
         &mut self,
@@ -303,9 +304,13 @@ impl<'a> Stream<Recording<'a>> {
         n: usize,
         k: usize,
     ) -> Result<()> {
-        let splits = match variant {
-            GemmVariant::Tiled => self.gemm_splits(SplitShape::SIMT, (m, n, k)),
-            GemmVariant::Naive => 1,
+        let variant = match variant {
+            GemmVariant::Tiled => simt_variant(self.sms(), (m, n)),
+            v => v,
+        };
+        let splits = match variant.pipeline() {
+            None => 1,
+            Some(pipe) => self.gemm_splits(SplitShape::simt(pipe), (m, n, k)),
         };
         self.simt_gemm(&GemmKernel(variant), splits, (a, b, c), (m, n, k))
     }

@@ -6,8 +6,9 @@
 
 use crate::driver::{Function, KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
-use crate::kernels::gemm::{GemmKernel, GemmVariant};
+use crate::kernels::gemm::{GemmKernel, GemmVariant, TILE};
 use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
+use crate::kernels::gemm_simt::SimtPipeline;
 use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
 use crate::kernels::gemm_wgmma::{TILE_M, WgmmaTileN, tile_k};
 use crate::kernels::qgemm_wgmma::{QgemmTileM, TILE_N as QGEMM_TILE_N};
@@ -29,14 +30,16 @@ pub(crate) struct SplitShape {
 }
 
 impl SplitShape {
-    /// The FP32 SIMT GEMM: 128 x 128 tiles, 32-k steps; one block a multiprocessor,
-    /// half the two it holds.
-    pub const SIMT: SplitShape = SplitShape {
-        tile: (128, 128),
-        tile_k: 32,
-        target_halves: 2,
-        min_k_tiles: 2,
-    };
+    /// An FP32 SIMT GEMM of pipeline `pipe` (`tile_m` x 128 tiles): one block a
+    /// multiprocessor, half the two it holds, ranges of at least two k-steps.
+    pub fn simt(pipe: SimtPipeline) -> SplitShape {
+        SplitShape {
+            tile: (pipe.tile_m as usize, TILE as usize),
+            tile_k: pipe.tile_k as usize,
+            target_halves: 2,
+            min_k_tiles: 2,
+        }
+    }
 
     /// The wgmma GEMM for `input` at tile width `tile_n`: blocks for half the
     /// multiprocessors (it holds one each), ranges of at least four k-tiles (its ring
@@ -92,16 +95,29 @@ pub(crate) fn split_count(shape: SplitShape, sms: usize, (m, n, k): (usize, usiz
     )
 }
 
+/// The tiled SGEMM's kernel for an `m x n` output on a device of `sms` multiprocessors:
+/// the sliced one (64 x 128 tiles) where 128 x 128 tiles would number fewer than the
+/// multiprocessors, the 128 x 128 one elsewhere (the sliced kernel trails it by 2% at
+/// 2048^3 on an H100, where both fill the GPU).
+pub(crate) fn simt_variant(sms: usize, (m, n): (usize, usize)) -> GemmVariant {
+    let tiles = m.div_ceil(TILE as usize) * n.div_ceil(TILE as usize);
+    match tiles < sms {
+        true => GemmVariant::TiledSliced,
+        false => GemmVariant::Tiled,
+    }
+}
+
 impl<'a> Stream<Recording<'a>> {
     /// [`split_count`] on this device.
     pub(crate) fn gemm_splits(&self, shape: SplitShape, mnk: (usize, usize, usize)) -> u32 {
         split_count(shape, self.sms(), mnk)
     }
 
-    /// [`gemm`](Self::gemm) with the tiled kernel's k-loop cut into `splits` ranges
-    /// (1: not cut; at most [`MAX_SPLITS`], `n` a multiple of 4 when cut). The partial
-    /// products take `splits * m * n` f32 of scratch until the stream is synchronised.
-    /// `gemm` cuts by the device's rule; this forces a cut (benchmarks, tests).
+    /// [`gemm`](Self::gemm) on tiled kernel `variant` (`Tiled` or `TiledSliced`, taken
+    /// as given) with its k-loop cut into `splits` ranges (1: not cut; at most
+    /// [`MAX_SPLITS`], `n` a multiple of 4 when cut). The partial products take `splits *
+    /// m * n` f32 of scratch until the stream is synchronised. `gemm` cuts and picks the
+    /// kernel by the device's rule; this forces both (benchmarks, tests).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -113,7 +129,7 @@ impl<'a> Stream<Recording<'a>> {
     /// let b = ctx.upload(&vec![2.0f32; k * n])?;
     /// let mut c = ctx.alloc::<f32>(m * n)?;
     /// let mut s = ctx.stream()?.record();
-    /// s.gemm_split(4, &a, &b, &c, m, n, k)?;
+    /// s.gemm_split(GemmVariant::TiledSliced, 4, &a, &b, &c, m, n, k)?;
     /// s.sync()?;
     /// assert_eq!(c.to_vec()?[0], 300.0);
     /// # Ok::<(), trueno_gpu::GpuError>(())
@@ -121,6 +137,7 @@ impl<'a> Stream<Recording<'a>> {
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_split(
         &mut self,
+        variant: GemmVariant,
         splits: u32,
         a: &'a DeviceBuffer<f32>,
         b: &'a DeviceBuffer<f32>,
@@ -129,8 +146,7 @@ impl<'a> Stream<Recording<'a>> {
         n: usize,
         k: usize,
     ) -> Result<()> {
-        let kern = GemmKernel(GemmVariant::Tiled);
-        self.simt_gemm(&kern, splits, (a, b, c), (m, n, k))
+        self.simt_gemm(&GemmKernel(variant), splits, (a, b, c), (m, n, k))
     }
 
     /// The FP32 GEMMs' launch: shape and aliasing checked, then `kern` (unsplit), or
@@ -153,8 +169,8 @@ impl<'a> Stream<Recording<'a>> {
         expect_len("gemm a", a, m * k)?;
         expect_len("gemm b", b, k * n)?;
         expect_len("gemm c", c, m * n)?;
-        if splits != 1 && kern.0 != GemmVariant::Tiled {
-            return shape_err(&kern.name(), "only the tiled kernel splits k");
+        if splits != 1 && kern.0 == GemmVariant::Naive {
+            return shape_err(&kern.name(), "only the tiled kernels split k");
         }
         let f = self.context().function(Family::Gemm, &kern.name())?;
         let launch = |s: &mut Self, cfg: LaunchConfig, out: KernelArg<'a>| {
@@ -242,9 +258,14 @@ mod tests {
     fn each_kernel_cuts_toward_its_own_target() {
         let bf16 = GemmInput::Half(HalfType::Bf16);
         let n128 = SplitShape::wgmma(bf16, WgmmaTileN::N128);
-        // SGEMM: one block a multiprocessor. 512^3: 16 tiles -> 8; 1024^3: 64 -> 2.
-        assert_eq!(split_count(SplitShape::SIMT, 132, (512, 512, 512)), 8);
-        assert_eq!(split_count(SplitShape::SIMT, 132, (1024, 1024, 1024)), 2);
+        let simt = SplitShape::simt(SimtPipeline::DEFAULT);
+        let sliced = SplitShape::simt(SimtPipeline::SLICED);
+        // SGEMM: one block a multiprocessor. 128 x 128 tiles: 512^3 16 tiles -> 8,
+        // 1024^3 64 -> 2; the sliced kernel's 64 x 128: 32 -> 4, 128 uncut.
+        assert_eq!(split_count(simt, 132, (512, 512, 512)), 8);
+        assert_eq!(split_count(simt, 132, (1024, 1024, 1024)), 2);
+        assert_eq!(split_count(sliced, 132, (512, 512, 512)), 4);
+        assert_eq!(split_count(sliced, 132, (1024, 1024, 1024)), 1);
         // wgmma: half the multiprocessors. 128 tokens: 32 tiles -> 2; 1024^3: uncut.
         assert_eq!(split_count(n128, 132, (128, 4096, 4096)), 2);
         assert_eq!(split_count(n128, 132, (1024, 1024, 1024)), 1);
@@ -256,6 +277,19 @@ mod tests {
         let mma = SplitShape::mma(MmaTileK::K64);
         assert_eq!(split_count(mma, 108, (512, 1024, 4096)), 3);
         // An n the reduce cannot read four columns at a time: uncut.
-        assert_eq!(split_count(SplitShape::SIMT, 132, (512, 510, 512)), 1);
+        assert_eq!(split_count(simt, 132, (512, 510, 512)), 1);
+    }
+
+    /// The sliced SGEMM where 128 x 128 tiles number fewer than the multiprocessors.
+    #[test]
+    fn the_sgemm_slices_small_products() {
+        // 1024^2: 64 tiles of 128 x 128; 512^2: 16.
+        assert_eq!(simt_variant(132, (1024, 1024)), GemmVariant::TiledSliced);
+        assert_eq!(simt_variant(132, (512, 512)), GemmVariant::TiledSliced);
+        // 11 x 12 tiles are as many as an H100's SMs, 11 x 11 fewer; 2048^2: 256.
+        assert_eq!(simt_variant(132, (1408, 1536)), GemmVariant::Tiled);
+        assert_eq!(simt_variant(132, (1408, 1408)), GemmVariant::TiledSliced);
+        assert_eq!(simt_variant(132, (2048, 2048)), GemmVariant::Tiled);
+        assert_eq!(simt_variant(108, (1280, 1280)), GemmVariant::TiledSliced);
     }
 }

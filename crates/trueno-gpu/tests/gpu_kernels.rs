@@ -290,10 +290,14 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
         let b = rng.vec(k * n, -1.0, 1.0);
         let want = gemm::reference(&a, &b, m, n, k);
         let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
-        for v in [GemmVariant::Naive, GemmVariant::Tiled] {
+        // Each kernel as given (uncut), then `gemm`'s own choice of kernel and cut.
+        for (v, routed) in SGEMM_RUNS {
             let mut c = poisoned(&ctx, m * n);
             let mut s = ctx.stream().unwrap().record();
-            s.gemm(v, &da, &db, &c, m, n, k).unwrap();
+            match routed {
+                true => s.gemm(v, &da, &db, &c, m, n, k).unwrap(),
+                false => s.gemm_split(v, 1, &da, &db, &c, m, n, k).unwrap(),
+            }
             s.sync().unwrap();
             let got = c.to_vec().unwrap();
             assert!(
@@ -316,10 +320,13 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
     a[3] = f32::NAN;
     let b = rng.vec(k * n, -1.0, 1.0);
     let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
-    for v in [GemmVariant::Naive, GemmVariant::Tiled] {
+    for (v, routed) in SGEMM_RUNS {
         let mut c = poisoned(&ctx, m * n);
         let mut s = ctx.stream().unwrap().record();
-        s.gemm(v, &da, &db, &c, m, n, k).unwrap();
+        match routed {
+            true => s.gemm(v, &da, &db, &c, m, n, k).unwrap(),
+            false => s.gemm_split(v, 1, &da, &db, &c, m, n, k).unwrap(),
+        }
         s.sync().unwrap();
         let got = c.to_vec().unwrap();
         assert!(
@@ -333,11 +340,21 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
     }
 }
 
-/// The tiled GEMM with k cut into ranges (forced): ragged shapes, more ranges than
+/// The SGEMM kernels run by the tests: each as given (`false`, through `gemm_split`
+/// uncut), and `Tiled` as `gemm` routes it (`true`).
+const SGEMM_RUNS: [(GemmVariant, bool); 4] = [
+    (GemmVariant::Naive, true),
+    (GemmVariant::Tiled, false),
+    (GemmVariant::TiledSliced, false),
+    (GemmVariant::Tiled, true),
+];
+
+/// Both tiled GEMMs with k cut into ranges (forced): ragged shapes, more ranges than
 /// k-tiles (empty ranges add zeros), a NaN in one range of A's row 0, and the cuts the
 /// reduce cannot take.
 #[test]
 fn split_k_gemm_matches_the_cpu_reference() {
+    const TILED: [GemmVariant; 2] = [GemmVariant::Tiled, GemmVariant::TiledSliced];
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(6);
     let shapes = [
@@ -361,21 +378,21 @@ fn split_k_gemm_matches_the_cpu_reference() {
             })
             .collect();
         let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
-        for splits in [1, 2, 5, 16] {
+        for (v, splits) in TILED.iter().flat_map(|&v| [1, 2, 5, 16].map(|s| (v, s))) {
             let mut c = poisoned(&ctx, m * n);
             let mut s = ctx.stream().unwrap().record();
-            s.gemm_split(splits, &da, &db, &c, m, n, k).unwrap();
+            s.gemm_split(v, splits, &da, &db, &c, m, n, k).unwrap();
             s.sync().unwrap();
             let got = c.to_vec().unwrap();
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                // Each of the k products' additions (and the reduce's one a range)
-                // rounds at most 2^-24 of a partial sum, itself at most sum |a| |b|;
-                // the reference's own rounding to f32 once more.
-                let adds = (k + splits as usize + 2) as f64;
+                // Each of the k products' additions (and the slices' one, the reduce's
+                // one a range) rounds at most 2^-24 of a partial sum, itself at most
+                // sum |a| |b|; the reference's own rounding to f32 once more.
+                let adds = (k + splits as usize + 3) as f64;
                 let bound = adds * 2f64.powi(-24) * mag[i] + 2f64.powi(-24) * w.abs() as f64;
                 assert!(
                     (*g as f64 - *w as f64).abs() <= bound + 1e-30,
-                    "{splits} splits {m}x{n}x{k} [{i}]: got {g}, want {w} (bound {bound:e})"
+                    "{v:?} {splits} splits {m}x{n}x{k} [{i}]: got {g}, want {w} (bound {bound:e})"
                 );
             }
         }
@@ -385,13 +402,21 @@ fn split_k_gemm_matches_the_cpu_reference() {
     a[150] = f32::NAN;
     let b = rng.vec(k * n, -1.0, 1.0);
     let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
-    let mut c = poisoned(&ctx, m * n);
-    let mut s = ctx.stream().unwrap().record();
-    s.gemm_split(3, &da, &db, &c, m, n, k).unwrap();
-    s.sync().unwrap();
-    let got = c.to_vec().unwrap();
-    assert!(got[..n].iter().all(|v| v.is_nan()), "row 0 must be NaN");
-    assert!(got[n..].iter().all(|v| v.is_finite()), "other rows finite");
+    for v in TILED {
+        let mut c = poisoned(&ctx, m * n);
+        let mut s = ctx.stream().unwrap().record();
+        s.gemm_split(v, 3, &da, &db, &c, m, n, k).unwrap();
+        s.sync().unwrap();
+        let got = c.to_vec().unwrap();
+        assert!(
+            got[..n].iter().all(|v| v.is_nan()),
+            "{v:?}: row 0 must be NaN"
+        );
+        assert!(
+            got[n..].iter().all(|v| v.is_finite()),
+            "{v:?}: other rows finite"
+        );
+    }
     let x = ctx.upload(&vec![1.0f32; 64 * 64]).unwrap();
     let c = ctx.alloc::<f32>(64 * 64).unwrap();
     // n = 63: the reduce reads four columns a thread.
@@ -400,14 +425,22 @@ fn split_k_gemm_matches_the_cpu_reference() {
         ctx.alloc(64 * 63).unwrap(),
     );
     let mut s = ctx.stream().unwrap().record();
+    let sliced = GemmVariant::TiledSliced;
     for splits in [0, 17] {
-        let e = s.gemm_split(splits, &x, &x, &c, 64, 64, 64).unwrap_err();
+        let e = s
+            .gemm_split(sliced, splits, &x, &x, &c, 64, 64, 64)
+            .unwrap_err();
         assert!(matches!(e, GpuError::Shape { .. }), "{splits}: {e}");
     }
-    let e = s.gemm_split(2, &x, &b63, &c63, 64, 63, 64).unwrap_err();
+    let e = s
+        .gemm_split(sliced, 2, &x, &b63, &c63, 64, 63, 64)
+        .unwrap_err();
     assert!(e.to_string().contains("multiple of 4"), "{e}");
+    let naive = GemmVariant::Naive;
+    let e = s.gemm_split(naive, 2, &x, &x, &c, 64, 64, 64).unwrap_err();
+    assert!(e.to_string().contains("tiled kernels"), "{e}");
     // Unsplit, the same shape runs.
-    s.gemm_split(1, &x, &b63, &c63, 64, 63, 64).unwrap();
+    s.gemm_split(sliced, 1, &x, &b63, &c63, 64, 63, 64).unwrap();
     s.sync().unwrap();
 }
 

@@ -1,7 +1,9 @@
 //! FP32 GEMM, C = A B for row-major A (m x k), B (k x n), C (m x n), any m, n, k.
 //! `naive`: one thread per output, the reference on the device. `tiled`: 128x128 block
 //! tiles, an 8x8 register tile per thread, k-tiles brought into shared memory by
-//! `cp.async` while earlier ones are multiplied (gemm_simt.rs).
+//! `cp.async` while earlier ones are multiplied (gemm_simt.rs); `tiled_sliced` 64x128
+//! tiles with two sets of 128 threads splitting each k-tile, for products whose 128-row
+//! tiles number fewer than the multiprocessors.
 
 use super::gemm_simt::{self, SimtPipeline};
 use super::helpers::elem_addr;
@@ -11,7 +13,7 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Space, U
 
 /// Block tile rows and columns of the tiled kernel.
 pub const TILE: u32 = 128;
-/// Threads per block (both kernels).
+/// Threads per block (of the sliced kernel: per slice).
 pub const THREADS: u32 = 256;
 
 /// CPU reference in f64 accumulation.
@@ -38,8 +40,27 @@ pub fn reference(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32>
 pub enum GemmVariant {
     /// One thread per output element.
     Naive,
-    /// Shared-memory tiles with register blocking.
+    /// Shared-memory tiles with register blocking. [`Stream::gemm`] runs
+    /// [`TiledSliced`](Self::TiledSliced) instead where this kernel's 128 x 128 tiles
+    /// number fewer than the multiprocessors.
+    ///
+    /// [`Stream::gemm`]: crate::driver::Stream::gemm
     Tiled,
+    /// 64 x 128 tiles, each block two sets of 128 threads that take halves of every
+    /// k-tile and add their sums at the end: twice the blocks of `Tiled` at the same 8
+    /// warps a block, so a small product fills the GPU without cutting k as often.
+    TiledSliced,
+}
+
+impl GemmVariant {
+    /// The pipeline of a tiled variant.
+    pub(crate) fn pipeline(self) -> Option<SimtPipeline> {
+        match self {
+            GemmVariant::Naive => None,
+            GemmVariant::Tiled => Some(SimtPipeline::DEFAULT),
+            GemmVariant::TiledSliced => Some(SimtPipeline::SLICED),
+        }
+    }
 }
 
 /// A GEMM kernel: parameters `a`, `b`, `c`, `m`, `n`, `k`.
@@ -102,29 +123,39 @@ fn build_naive(name: &str) -> KernelIr {
     b.finish()
 }
 
-/// The epilogue of a 128x128 block tile: thread (tx, ty)'s 8x8 register tile to rows
-/// ty*4 + i and 64 + ty*4 + i, columns tx*4 + j and 64 + tx*4 + j, inside m x n.
+/// Where a tiled kernel's thread holds its 8 x 8 register tile: block (cx, cy) of
+/// `rows` x 128 tiles, thread (tx, ty).
+pub(super) struct Tile {
+    pub block: (Reg<U32>, Reg<U32>),
+    pub thread: (Reg<U32>, Reg<U32>),
+    pub rows: u32,
+}
+
+/// The epilogue of a block tile: rows `keep` of thread (tx, ty)'s 8x8 register tile
+/// (all eight: 0..8) to rows ty*4 + i and rows/2 + ty*4 + i, columns tx*4 + j and 64 +
+/// tx*4 + j, inside m x n.
 pub(super) fn store_tile(
     b: &mut KernelBuilder,
     g: &Args,
-    (cx, cy): (Reg<U32>, Reg<U32>),
-    (tx, ty): (Reg<U32>, Reg<U32>),
+    tile: &Tile,
     acc: &[[Reg<F32>; 8]; 8],
+    keep: std::ops::Range<usize>,
 ) {
-    let r_base = b.mad(cy, TILE, 0u32);
+    let ((cx, cy), (tx, ty)) = (tile.block, tile.thread);
+    let r_base = b.mad(cy, tile.rows, 0u32);
     let r_base = b.mad(ty, 4u32, r_base);
     let c_base = b.mad(cx, TILE, 0u32);
     let c_base = b.mad(tx, 4u32, c_base);
-    let half = |i: usize| (i / 4) as u32 * 64 + (i % 4) as u32;
+    let half = |i: usize, size: u32| (i / 4) as u32 * size / 2 + (i % 4) as u32;
     let cols: Vec<(Reg<U32>, Reg<Pred>)> = (0..8)
         .map(|j| {
-            let c = b.add(c_base, half(j));
+            let c = b.add(c_base, half(j, TILE));
             let ok = b.setp::<U32>(Cmp::Lt, c, g.n);
             (c, ok)
         })
         .collect();
-    for (i, acc_row) in acc.iter().enumerate() {
-        let r = b.add(r_base, half(i));
+    for (i, acc_row) in acc.iter().enumerate().filter(|(i, _)| keep.contains(i)) {
+        let r = b.add(r_base, half(i, tile.rows));
         let r_ok = b.setp::<U32>(Cmp::Lt, r, g.m);
         let row_start = b.mul(r, g.n);
         for (j, &(c, c_ok)) in cols.iter().enumerate() {
@@ -141,34 +172,30 @@ impl Kernel for GemmKernel {
         match self.0 {
             GemmVariant::Naive => "trueno_gemm_naive_f32".into(),
             GemmVariant::Tiled => "trueno_gemm_tiled_f32".into(),
+            GemmVariant::TiledSliced => "trueno_gemm_tiled_sliced_f32".into(),
         }
     }
     fn family(&self) -> Family {
         Family::Gemm
     }
     fn build(&self) -> KernelIr {
-        match self.0 {
-            GemmVariant::Naive => build_naive(&self.name()),
-            GemmVariant::Tiled => gemm_simt::build(&self.name(), SimtPipeline::DEFAULT),
+        match self.0.pipeline() {
+            None => build_naive(&self.name()),
+            Some(pipe) => gemm_simt::build(&self.name(), pipe),
         }
     }
     /// `[m, n, k]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
         let [m, n, _] = gemm_dims(&name, dims, 0)?;
-        let tile = match self.0 {
-            GemmVariant::Naive => 16,
-            GemmVariant::Tiled => TILE as usize,
-        };
-        let gx = blocks_for(&name, n, tile, i32::MAX as u32)?;
-        let gy = blocks_for(&name, m, tile, 65535)?;
+        let pipe = self.0.pipeline();
+        let (rows, cols) = pipe.map_or((16, 16), |p| (p.tile_m as usize, TILE as usize));
+        let gx = blocks_for(&name, n, cols, i32::MAX as u32)?;
+        let gy = blocks_for(&name, m, rows, 65535)?;
         Ok(LaunchConfig {
             grid: (gx, gy, 1),
-            block: (THREADS, 1, 1),
-            shared_bytes: match self.0 {
-                GemmVariant::Naive => 0,
-                GemmVariant::Tiled => SimtPipeline::DEFAULT.shared_bytes(),
-            },
+            block: (pipe.map_or(THREADS, SimtPipeline::threads), 1, 1),
+            shared_bytes: pipe.map_or(0, SimtPipeline::shared_bytes),
         })
     }
 }
@@ -196,5 +223,6 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     vec![
         Box::new(GemmKernel(GemmVariant::Naive)),
         Box::new(GemmKernel(GemmVariant::Tiled)),
+        Box::new(GemmKernel(GemmVariant::TiledSliced)),
     ]
 }

@@ -26,9 +26,16 @@ impl Bench {
             let b = self.ctx.upload(&random(s * s, 2))?;
             let c = self.ctx.alloc::<f32>(s * s)?;
             let rule = self.rule_ms(|st| st.gemm(GemmVariant::Tiled, &a, &b, &c, s, s, s))?;
-            for splits in SPLITS {
-                self.time(1, |st, _| st.gemm_split(splits, &a, &b, &c, s, s, s))?;
-                self.emit_split("sgemm", (s, s, s), splits, rule);
+            // The 256-thread kernel and the sliced one (512 threads) at every cut.
+            let kernels = [
+                ("sgemm", GemmVariant::Tiled),
+                ("sgemm sliced", GemmVariant::TiledSliced),
+            ];
+            for (what, v) in kernels {
+                for splits in SPLITS {
+                    self.time(1, |st, _| st.gemm_split(v, splits, &a, &b, &c, s, s, s))?;
+                    self.emit_split(what, (s, s, s), splits, rule);
+                }
             }
         }
         // The sm_80 path (mma.sync, the 64-wide k-step) on the same 16-bit shapes: what
