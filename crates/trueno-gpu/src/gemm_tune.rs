@@ -26,9 +26,10 @@ pub enum GemmConfig {
 
 impl GemmConfig {
     /// Every configuration, for parsing and listing.
-    pub const ALL: [GemmConfig; 4] = [
+    pub const ALL: [GemmConfig; 5] = [
         GemmConfig::Mma(MmaTileK::K32),
         GemmConfig::Mma(MmaTileK::K64),
+        GemmConfig::Wgmma(WgmmaTileN::N64),
         GemmConfig::Wgmma(WgmmaTileN::N128),
         GemmConfig::Wgmma(WgmmaTileN::N256),
     ];
@@ -261,7 +262,7 @@ mod tests {
             "NVIDIA H100 80GB HBM3\ttf32\tbf16\t500x4096x16384\twgmma_n128",
             "NVIDIA H100 80GB HBM3\tfp8\tbf16\t512x4096x16384\twgmma_n128",
             "NVIDIA H100 80GB HBM3\ttf32\tbf16\t512x4096\twgmma_n128",
-            "NVIDIA H100 80GB HBM3\ttf32\tbf16\t512x4096x16384\twgmma_n64",
+            "NVIDIA H100 80GB HBM3\ttf32\tbf16\t512x4096x16384\twgmma_n96",
             "",
         ] {
             assert_eq!(
@@ -275,7 +276,7 @@ mod tests {
     #[test]
     fn every_config_has_a_distinct_name_and_tf32_skips_the_64_step() {
         let names: std::collections::HashSet<_> = GemmConfig::ALL.map(|c| c.name()).into();
-        assert_eq!(names.len(), 4);
+        assert_eq!(names.len(), 5);
         assert!(!GemmConfig::Mma(MmaTileK::K64).runs(GemmInput::Tf32, true));
         assert!(GemmConfig::Mma(MmaTileK::K64).runs(HalfType::F16.into(), false));
         assert!(!GemmConfig::Wgmma(WgmmaTileN::N256).runs(GemmInput::Tf32, false));

@@ -18,11 +18,17 @@ use crate::ops_gemm_split::{SplitShape, split_count};
 
 /// The wgmma path's tile width for an `m x n` output on a device of `sms`
 /// multiprocessors: 256 wide unless those tiles would leave more than half the
-/// multiprocessors idle: on the H100 (132 SMs) n128 ran 125-149 TFLOP/s at 1024^3 (32
-/// tiles of 256) against n256's 95-108, and n256 won from 2048^3 (128 tiles) up.
+/// multiprocessors idle, 64 wide where even 128-wide ones would. On the H100 (132 SMs):
+/// n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256) against n256's 95-108, and
+/// n256 won from 2048^3 (128 tiles) up; n64 (GPU time, BENCHMARKS.md "64-wide tiles")
+/// took 1024^3 (64 tiles of 128) from 9.8-10.5 to 7.5-8.8 µs, 128 x 4096 x 4096 from
+/// 20.6 (n128 cut in two) to 15.3-15.5 and 256 x 4096 x 4096 from 24.8 to 16.0, and
+/// lost at 512 x 4096 x 4096 (128 tiles of 128; 39 against 30 µs a call in tuning).
 pub(crate) fn wgmma_tile_for(sms: usize, m: usize, n: usize) -> WgmmaTileN {
-    let tiles_256 = m.div_ceil(TILE_M as usize) * n.div_ceil(256);
-    if 2 * tiles_256 < sms {
+    let tiles = |width: usize| m.div_ceil(TILE_M as usize) * n.div_ceil(width);
+    if 2 * tiles(128) <= sms {
+        WgmmaTileN::N64
+    } else if 2 * tiles(256) < sms {
         WgmmaTileN::N128
     } else {
         WgmmaTileN::N256
@@ -170,8 +176,8 @@ impl<'a> Stream<Recording<'a>> {
     /// The configuration the GEMM ops run `input -> out` at `m x n x k` with: the one
     /// tuned for its class on this device ([`Context::tune_gemm`]), else the measured
     /// rule: on Hopper the wgmma path with 256-wide tiles unless they would leave more
-    /// than half the multiprocessors idle, elsewhere the sm_80 path with the 64-wide
-    /// k-step (TF32: 32).
+    /// than half the multiprocessors idle (then 128-wide, or 64-wide where even those
+    /// would), elsewhere the sm_80 path with the 64-wide k-step (TF32: 32).
     ///
     /// [`Context::tune_gemm`]: crate::driver::Context::tune_gemm
     pub fn gemm_choice(

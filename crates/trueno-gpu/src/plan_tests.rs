@@ -324,33 +324,24 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
     let gate = named("gate projection (fused GEMM)").unwrap();
     assert_eq!(gate.kernel, Some(tall.name()));
     // v and down (Q6_K): the unfused path, the GEMM as `gemm_mma_with` runs it on
-    // Hopper: wgmma at the rule's tile width; v's 4 x 8 tiles of 128 x 128 fill a
-    // quarter of the 132 SMs, so its k (4096) is cut in two and a reduce follows.
+    // Hopper: wgmma at the rule's tile width; v's 4 x 8 tiles of 128 x 128 would fill a
+    // quarter of the 132 SMs, so it runs 64-wide tiles (4 x 16), uncut; down's 4 x 32
+    // fill them at 128.
     for what in ["v", "down"] {
         assert!(named(&format!("{what} projection (weights to bf16)")).is_some());
     }
-    use crate::kernels::gemm_split::SplitReduceKernel;
     use crate::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
     let half = HalfType::Bf16.into();
     let down = named("down projection (GEMM)").unwrap();
     let n128 = WgmmaGemmKernel(half, WgmmaTileN::N128, FloatType::F32);
     assert_eq!(down.kernel, Some(n128.name()));
-    let v = named("v projection (GEMM, k in 2)").unwrap();
-    let mut cut = n128.launch_config(&[512, 1024, 4096]).unwrap();
-    cut.grid.2 = 2;
-    assert_eq!((v.kernel, v.config), (Some(n128.name()), Some(cut)));
-    assert_eq!(
-        v.bytes,
-        512 * 4096 * 2 + 1024 * 4096 * 2 + 2 * 512 * 1024 * 4
-    );
-    let sum = named("v projection (sum of the 2 ranges)").unwrap();
-    let reduce = SplitReduceKernel(FloatType::F32);
-    assert_eq!(sum.kernel, Some(reduce.name()));
-    assert_eq!(
-        sum.config,
-        Some(reduce.launch_config(&[512, 1024]).unwrap())
-    );
-    assert_eq!(sum.bytes, 3 * 512 * 1024 * 4);
+    let v = named("v projection (GEMM)").unwrap();
+    let n64 = WgmmaGemmKernel(half, WgmmaTileN::N64, FloatType::F32);
+    let uncut = n64.launch_config(&[512, 1024, 4096]).unwrap();
+    assert_eq!(uncut.grid, (16, 4, 1));
+    assert_eq!((v.kernel, v.config), (Some(n64.name()), Some(uncut)));
+    assert_eq!(v.bytes, 512 * 4096 * 2 + 1024 * 4096 * 2 + 512 * 1024 * 4);
+    assert!(named("v projection (sum of the 2 ranges)").is_none());
     // Seven GEMMs, five fused; two weight conversions.
     assert_eq!(l.iter().filter(|s| s.what.contains("GEMM")).count(), 7);
     assert_eq!(

@@ -111,7 +111,7 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
     let Some(ctx) = ctx() else { return };
     let mut paths = vec![Path::Mma];
     if ctx.has_sm90a() {
-        paths.extend([Path::Wgmma(WgmmaTileN::N128), Path::Wgmma(WgmmaTileN::N256)]);
+        paths.extend(WgmmaTileN::ALL.map(Path::Wgmma));
     } else {
         eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
     }

@@ -220,7 +220,7 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
                 "{stem}: no transposed ldmatrix"
             );
             match out {
-                Some(out) => assert_staged_epilogue(&stem, &code, *out),
+                Some(out) => assert_staged_epilogue(&stem, &code, *out, 128),
                 None => assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)"),
             }
         }
@@ -228,13 +228,19 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 }
 
 /// A tensor-core GEMM's epilogue in machine code: the accumulators staged in shared
-/// memory as pairs (STS.64: 32 a thread for 128 x 128 tiles), read back 16 bytes at a
+/// memory as pairs (STS.64: a quarter of the tile's `cols` a thread, 32 for 128 x 128
+/// tiles), read back 16 bytes at a
 /// time (LDS.128) and stored coalesced, 16 bytes of f32 (STG.E.128) or 8 of 16-bit
 /// values packed in pairs (F2FP, STG.E.64), in a loop of two rows a step: two store
 /// instructions, not one
 /// per accumulator pair.
-fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::float_type::FloatType) {
-    assert_staged_epilogues(stem, code, out, 1, 0)
+fn assert_staged_epilogue(
+    stem: &str,
+    code: &str,
+    out: trueno_gpu::kernels::float_type::FloatType,
+    cols: usize,
+) {
+    assert_staged_epilogues(stem, code, (out, cols), 1, 0)
 }
 
 /// [`assert_staged_epilogue`] for `tiles` staged 64-row tiles a warpgroup, in a kernel
@@ -242,14 +248,14 @@ fn assert_staged_epilogue(stem: &str, code: &str, out: trueno_gpu::kernels::floa
 fn assert_staged_epilogues(
     stem: &str,
     code: &str,
-    out: trueno_gpu::kernels::float_type::FloatType,
+    (out, cols): (trueno_gpu::kernels::float_type::FloatType, usize),
     tiles: usize,
     main_packs: usize,
 ) {
     use trueno_gpu::kernels::float_type::FloatType;
     let count = |op: &str| code.matches(op).count();
     assert!(
-        count("STS.64") >= 32,
+        count("STS.64") >= cols / 4,
         "{stem}: {} staging stores",
         count("STS.64")
     );
@@ -287,7 +293,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType};
     use trueno_gpu::kernels::gemm_wgmma::{WgmmaGemmKernel, WgmmaTileN};
     for input in GemmInput::ALL {
-        for (tn, out) in [WgmmaTileN::N128, WgmmaTileN::N256]
+        for (tn, out) in WgmmaTileN::ALL
             .into_iter()
             .flat_map(|tn| FloatType::ALL.map(|out| (tn, out)))
         {
@@ -329,7 +335,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                 0,
                 "{stem}: an mma.sync product on the wgmma path"
             );
-            assert_staged_epilogue(&stem, &code, out);
+            assert_staged_epilogue(&stem, &code, out, tn.elems() as usize);
         }
     }
 }
@@ -447,7 +453,7 @@ fn the_fused_quantized_gemm_dequantizes_into_shared_memory_for_warpgroup_product
                     frags == 2,
                     "{stem}: the register split belongs to the tall tile"
                 );
-                assert_staged_epilogues(&stem, &code, out, frags, 32);
+                assert_staged_epilogues(&stem, &code, (out, 128), frags, 32);
             }
         }
     }

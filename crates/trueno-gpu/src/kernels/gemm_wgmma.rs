@@ -66,6 +66,9 @@ pub fn tile_k(input: GemmInput) -> u32 {
 /// The tile width (columns of C per block).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WgmmaTileN {
+    /// 64 columns: 32 accumulators a thread, eight stages; twice the blocks of `N128`
+    /// for products whose 128-wide tiles leave multiprocessors idle.
+    N64,
     /// 128 columns: 64 accumulators a thread, six stages.
     N128,
     /// 256 columns: 128 accumulators a thread, four stages.
@@ -73,9 +76,13 @@ pub enum WgmmaTileN {
 }
 
 impl WgmmaTileN {
+    /// Every tile width.
+    pub const ALL: [WgmmaTileN; 3] = [WgmmaTileN::N64, WgmmaTileN::N128, WgmmaTileN::N256];
+
     /// Columns per block.
     pub fn elems(self) -> u32 {
         match self {
+            WgmmaTileN::N64 => 64,
             WgmmaTileN::N128 => 128,
             WgmmaTileN::N256 => 256,
         }
@@ -84,6 +91,7 @@ impl WgmmaTileN {
     /// Shared-memory stages in the ring.
     pub fn stages(self) -> u32 {
         match self {
+            WgmmaTileN::N64 => 8,
             WgmmaTileN::N128 => 6,
             WgmmaTileN::N256 => 4,
         }
@@ -518,7 +526,7 @@ impl Kernel for WgmmaGemmKernel {
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for t in GemmInput::ALL {
-        for n in [WgmmaTileN::N128, WgmmaTileN::N256] {
+        for n in WgmmaTileN::ALL {
             for out in FloatType::ALL {
                 v.push(Box::new(WgmmaGemmKernel(t, n, out)));
             }
@@ -540,8 +548,9 @@ mod tests {
         // 4 stages of 16 KiB (A) + 32 KiB (B), 8 barrier bytes twice per stage, 1 KiB slack.
         assert_eq!(c.shared_bytes, 4 * (48 * 1024 + 16) + 1024);
         assert_eq!(WgmmaTileN::N128.shared_bytes(), 6 * (32 * 1024 + 16) + 1024);
+        assert_eq!(WgmmaTileN::N64.shared_bytes(), 8 * (24 * 1024 + 16) + 1024);
         // The epilogue stages both consumers' 64 rows in the ring.
-        for t in [WgmmaTileN::N128, WgmmaTileN::N256] {
+        for t in WgmmaTileN::ALL {
             let (stages, bytes) = Ring::layout(t, 1);
             assert!(2 * staged_bytes(t.elems()) <= stages * bytes);
         }

@@ -154,7 +154,7 @@ impl Bench {
                 r#"{{"kind":"gemm_tf32","layout":"nt","type":"tf32 a bT mma.sync","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
                 tflops(ms)
             ));
-            for tn in [WgmmaTileN::N128, WgmmaTileN::N256] {
+            for tn in WgmmaTileN::ALL {
                 let ms = self.time(1, |st, _| {
                     st.gemm_with_config(tf32, GemmConfig::Wgmma(tn), &a, &b, &c, s, s, s, e)
                 })?;

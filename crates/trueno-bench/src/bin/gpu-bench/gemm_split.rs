@@ -10,6 +10,7 @@ use trueno_gpu::gemm_tune::GemmConfig;
 use trueno_gpu::kernels::float_type::FloatType;
 use trueno_gpu::kernels::gemm::GemmVariant;
 use trueno_gpu::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
+use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
 use trueno_gpu::kernels::qgemm_wgmma::QgemmTileM;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 
@@ -63,6 +64,8 @@ impl Bench {
         };
         for &shape in shapes {
             self.half_sweep("bf16", None, shape)?;
+            let n64 = Some(GemmConfig::Wgmma(WgmmaTileN::N64));
+            self.half_sweep("bf16 n64", n64, shape)?;
         }
         // The fused quantized GEMM (Q4_K weights, bf16 activations) on a short prompt:
         // tokens x rows x cols.
