@@ -68,5 +68,6 @@ pub mod plan;
 pub mod ptx;
 
 pub use error::{GpuError, Result};
+pub use ops::MAX_HOLD;
 pub use ops_attention::DecodeInputs;
 pub use ops_gemm::GemmEpilogue;

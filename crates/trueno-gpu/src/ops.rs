@@ -12,6 +12,7 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{GpuError, Result, shape_err};
 use crate::kernels::elementwise::{ElementwiseKernel, ElementwiseOp};
 use crate::kernels::gemm::{GemmKernel, GemmVariant};
+use crate::kernels::hold::HoldKernel;
 use crate::kernels::norm::{NormKernel, NormOp};
 use crate::kernels::reduce::{self, ReduceKernel, ReduceOp};
 use crate::kernels::rope::{RopeKernel, RopeMode};
@@ -350,4 +351,44 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::U32((dim / 2) as u32))
             .run()
     }
+
+    /// Keeps the stream's GPU work waiting for `duration` (the GPU's own nanosecond
+    /// clock; at most [`MAX_HOLD`]) before whatever is queued after it: queue a hold,
+    /// then the calls to time, and they run back to back however slowly the host
+    /// launches them. GPU time measured so is free of the host's launch latency, which a
+    /// kernel shorter than its own launch otherwise measures instead of itself.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let x = ctx.upload(&vec![1.0f32; 1024])?;
+    /// let total = ctx.alloc::<f32>(1)?;
+    /// let mut s = ctx.stream()?.record();
+    /// s.hold(Duration::from_micros(500))?;
+    /// let start = s.record_event()?;
+    /// for _ in 0..10 {
+    ///     s.sum(&x, &total)?; // queued behind the hold: no gaps between them
+    /// }
+    /// let end = s.record_event()?;
+    /// s.sync()?;
+    /// assert!(start.elapsed_ms(&end)? > 0.0);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn hold(&mut self, duration: std::time::Duration) -> Result<()> {
+        let k = HoldKernel;
+        if duration > MAX_HOLD {
+            return shape_err(&k.name(), format!("{duration:?} (at most {MAX_HOLD:?})"));
+        }
+        let cfg = k.launch_config(&[])?;
+        let f = self.context().function(Family::Elementwise, &k.name())?;
+        self.launch(&f)
+            .config(cfg)
+            .arg(KernelArg::U32(duration.as_nanos() as u32))
+            .run()
+    }
 }
+
+/// The longest [`Stream::hold`]: its kernel counts nanoseconds in 32 bits.
+pub const MAX_HOLD: std::time::Duration = std::time::Duration::from_secs(4);

@@ -444,6 +444,28 @@ fn split_k_gemm_matches_the_cpu_reference() {
     s.sync().unwrap();
 }
 
+/// A hold keeps the stream's work waiting for its duration: the events around it (on
+/// the GPU's own clock) span at least that long, and the work queued behind it still
+/// runs; past `MAX_HOLD` it is refused.
+#[test]
+fn a_hold_delays_what_is_queued_after_it() {
+    use std::time::Duration;
+    let Some(ctx) = ctx() else { return };
+    let x = ctx.upload(&[1.0f32, 2.0, 3.0]).unwrap();
+    let mut total = ctx.alloc::<f32>(1).unwrap();
+    let mut s = ctx.stream().unwrap().record();
+    let before = s.record_event().unwrap();
+    s.hold(Duration::from_millis(3)).unwrap();
+    let after = s.record_event().unwrap();
+    s.sum(&x, &total).unwrap();
+    let e = s.hold(trueno_gpu::MAX_HOLD + Duration::from_nanos(1));
+    assert!(matches!(e, Err(GpuError::Shape { .. })), "{e:?}");
+    s.sync().unwrap();
+    let ms = before.elapsed_ms(&after).unwrap();
+    assert!((2.9..1000.0).contains(&ms), "held {ms} ms");
+    assert_eq!(total.to_vec().unwrap(), [6.0]);
+}
+
 #[test]
 fn bad_shapes_and_arguments_fail_before_launch() {
     let Some(ctx) = ctx() else { return };

@@ -24,6 +24,7 @@ pub(crate) mod gemm_simt;
 pub mod gemm_split;
 pub mod gemm_wgmma;
 mod helpers;
+pub mod hold;
 pub mod kv_cache;
 mod math;
 pub mod norm;
@@ -228,7 +229,10 @@ impl Family {
             Family::Elementwise => elementwise::all()
                 .into_iter()
                 .chain(convert::all())
-                .chain([Box::new(transpose::TransposeKernel) as Box<dyn Kernel>])
+                .chain([
+                    Box::new(transpose::TransposeKernel) as Box<dyn Kernel>,
+                    Box::new(hold::HoldKernel),
+                ])
                 .collect(),
             Family::Reduce => reduce::all(),
             Family::Softmax => softmax::all(),

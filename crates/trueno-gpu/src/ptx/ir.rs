@@ -30,6 +30,8 @@ pub enum SpecialReg {
     LaneId,
     /// `%warpid`
     WarpId,
+    /// `%globaltimer`: nanoseconds, 64 bits.
+    GlobalTimer,
 }
 
 /// Grid/block dimension.
@@ -58,6 +60,7 @@ impl SpecialReg {
             SpecialReg::Nctaid(x) => format!("%nctaid.{}", d(x)),
             SpecialReg::LaneId => "%laneid".into(),
             SpecialReg::WarpId => "%warpid".into(),
+            SpecialReg::GlobalTimer => "%globaltimer".into(),
         }
     }
 }

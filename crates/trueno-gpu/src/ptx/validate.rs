@@ -5,7 +5,7 @@
 use std::fmt;
 
 use super::cfg::{self, BitSet};
-use super::ir::{AddrBase, Imm, Instr, KernelIr, Op, Operand, Rounding};
+use super::ir::{AddrBase, Imm, Instr, KernelIr, Op, Operand, Rounding, SpecialReg};
 use super::types::{PtxType, Space, VReg};
 
 /// One problem found in a kernel.
@@ -257,6 +257,10 @@ fn check_types(i: &Instr) -> Result<(), String> {
         Op::Mov => {
             dsts_ok(i, ty)?;
             match i.srcs.as_slice() {
+                [Operand::Special(SpecialReg::GlobalTimer)] => match ty {
+                    PtxType::U64 => Ok(()),
+                    _ => Err(format!("mov.{ty} from %globaltimer (64 bits)")),
+                },
                 [Operand::Special(_)] if ty.bits() == 32 => Ok(()),
                 [Operand::Sym(_)] if matches!(ty, PtxType::U32 | PtxType::U64) => Ok(()),
                 [s] if reg_ok(ty, s) => Ok(()),

@@ -177,9 +177,16 @@ impl KernelBuilder {
         self.op1(Op::Ld(Space::Param), PtxType::F32, None, vec![a])
     }
 
-    /// Reads a special register.
+    /// Reads a 32-bit special register.
     pub fn special(&mut self, s: SpecialReg) -> Reg<U32> {
+        debug_assert!(s != SpecialReg::GlobalTimer, "%globaltimer is 64 bits");
         self.op1(Op::Mov, PtxType::U32, None, vec![Operand::Special(s)])
+    }
+
+    /// `%globaltimer`: the GPU's nanosecond clock (read afresh each time).
+    pub fn global_timer(&mut self) -> Reg<U64> {
+        let t = SpecialReg::GlobalTimer;
+        self.op1(Op::Mov, PtxType::U64, None, vec![Operand::Special(t)])
     }
 
     /// `%tid.x`
