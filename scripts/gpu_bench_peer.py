@@ -303,6 +303,8 @@ def main():
         gbs = r["bytes"] / r["ms"] / 1e6
         label = f"decode attention {r.get('cache', 'f32')} cache ({r.get('path', 'simt')})"
         graph = f"; SDPA in a graph {1000*tg:.1f} us{queued(r, tg)}" if tg else ""
+        if tg and r.get("graph_ms"):
+            graph += f"; trueno in a graph {1000*r['graph_ms']:.1f} us ({tg / r['graph_ms']:.2f}x)"
         table.append((label, f"{cap} ctx, {hq}/{hkv} heads x {d}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}{graph}"))
 
     # Quantized GEMV: the peer is cuBLAS's bf16 GEMV on the same shape (half the bytes of

@@ -208,8 +208,19 @@ driver_fns! {
     cuMemcpyHtoDAsync_v2(dst: CuDevicePtr, src: *const c_void, bytes: usize, stream: CuHandle);
     cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CuDevicePtr, bytes: usize, stream: CuHandle);
     cuMemsetD32_v2(dst: CuDevicePtr, value: u32, n: usize);
+    cuStreamBeginCapture_v2(stream: CuHandle, mode: i32);
+    cuStreamEndCapture(stream: CuHandle, graph: *mut CuHandle);
+    cuGraphInstantiateWithFlags(exec: *mut CuHandle, graph: CuHandle, flags: u64);
+    cuGraphLaunch(exec: CuHandle, stream: CuHandle);
+    cuGraphExecDestroy(exec: CuHandle);
+    cuGraphDestroy(graph: CuHandle);
     cuTensorMapEncodeTiled(map: *mut c_void, dtype: i32, rank: u32, addr: *mut c_void, dims: *const u64, strides: *const u64, box_dim: *const u32, elem_strides: *const u32, interleave: i32, swizzle: i32, l2_promotion: i32, oob_fill: i32);
 }
+
+/// `CU_STREAM_CAPTURE_MODE_RELAXED`: capture does not forbid other threads' (or this
+/// one's) unsafe calls, such as loading a module; what would break the capture still
+/// fails it.
+pub const STREAM_CAPTURE_MODE_RELAXED: i32 = 2;
 
 /// `cuTensorMapEncodeTiled`'s enumerations (`CUtensorMapDataType`, `CUtensorMapSwizzle`,
 /// `CUtensorMapL2promotion`).

@@ -4,11 +4,13 @@
 
 pub(crate) mod context;
 pub mod ffi;
+mod graph;
 mod launch;
 mod stream;
 mod tensor_map;
 
 pub use context::{Context, Function, load_raw_ptx};
+pub use graph::Graph;
 pub use launch::{KernelArg, Launch};
 pub use stream::{Event, Idle, Recording, Stream};
 pub use tensor_map::TensorMap;

@@ -26,8 +26,8 @@ pub struct Recording<'a>(PhantomData<&'a mut ()>);
 pub struct Stream<S> {
     pub(crate) raw: CuHandle,
     pub(crate) ctx: Arc<ContextInner>,
-    keep: Vec<Box<dyn Any + Send>>,
-    _s: PhantomData<S>,
+    pub(super) keep: Vec<Box<dyn Any + Send>>,
+    pub(super) _s: PhantomData<S>,
 }
 
 impl<S> std::fmt::Debug for Stream<S> {

@@ -11,6 +11,7 @@
 mod dequant;
 mod gemm;
 mod gemm_split;
+mod graph;
 mod qgemm;
 
 use std::io::Write;
@@ -300,9 +301,13 @@ impl Bench {
                     s.decode_attention_with(path, (&q, &k, &v), &lens, &out, shape, scale)
                 })?;
             }
+            let queued = self.queued.get();
+            // Eight calls captured in a graph, as the peer's SDPA is.
+            let graph = self.graph_ms(8, |s| {
+                s.decode_attention_with(path, (&q, &k, &v), &lens, &out, shape, scale)
+            })?;
             self.emit(format!(
-                r#"{{"kind":"decode_attn","cache":"{name}","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{bytes}}}"#,
-                self.queued.get()
+                r#"{{"kind":"decode_attn","cache":"{name}","path":"{label}","context":{cap},"heads_q":{heads_q},"heads_kv":{heads_kv},"dim":{dim},"ms":{ms:.5},"queued_ms":{queued:.5},"graph_ms":{graph:.5},"bytes":{bytes}}}"#
             ));
             let ms = self.time(1, |s, _| {
                 s.decode_attention_paged_with(
