@@ -33,9 +33,9 @@ fn config(arch: &str) -> Config {
 }
 
 /// Findings on trueno's own kernels (by name prefix and suffix) that are true and
-/// intended: the tiled GEMM holds an 8x8 accumulator block per thread (ptxas allocates
-/// 123-127 registers, occupancy 12.5% at 256 threads) and keeps ten bounds predicates
-/// live across its tile loads; FlashAttention holds 32 rows' output (up to 128 f32 per
+/// intended: the tiled GEMMs (128 x 128 and the sliced 64 x 128) hold an 8x8
+/// accumulator block per thread (ptxas allocates 118-128 registers, occupancy 12.5% at
+/// 256 threads) and keep ten bounds predicates live across their tile loads; FlashAttention holds 32 rows' output (up to 128 f32 per
 /// thread) and scores in registers, as FlashAttention-2 does, and runs two blocks of four
 /// warps per SM where shared memory allows; the fused quantized GEMM's 256-row tile holds
 /// 128 accumulators a consumer thread, more than 512 threads' even share, and moves
@@ -53,8 +53,8 @@ const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h4", "register-pressure"),
     ("trueno_decode_attn_", "_h8", "register-pressure"),
     ("trueno_decode_attn_mma_", "", "register-pressure"),
-    ("trueno_gemm_tiled_f32", "", "register-pressure"),
-    ("trueno_gemm_tiled_f32", "", "predicate-limit"),
+    ("trueno_gemm_tiled_", "_f32", "register-pressure"),
+    ("trueno_gemm_tiled_", "_f32", "predicate-limit"),
     ("trueno_flash_attn_fwd_", "", "register-pressure"),
     ("trueno_flash_attn_wgmma_", "", "register-pressure"),
     ("trueno_qgemm_wgmma_", "_m256", "register-pressure"),
