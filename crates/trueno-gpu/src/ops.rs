@@ -352,8 +352,9 @@ impl<'a> Stream<Recording<'a>> {
             .run()
     }
 
-    /// Keeps the stream's GPU work waiting for `duration` (the GPU's own nanosecond
-    /// clock; at most [`MAX_HOLD`]) before whatever is queued after it: queue a hold,
+    /// Keeps the stream's GPU work waiting for `duration` (one thread spinning on the
+    /// GPU's own nanosecond clock; at most [`MAX_HOLD`]) before whatever is queued after
+    /// it: queue a hold,
     /// then the calls to time, and they run back to back however slowly the host
     /// launches them. GPU time measured so is free of the host's launch latency, which a
     /// kernel shorter than its own launch otherwise measures instead of itself.

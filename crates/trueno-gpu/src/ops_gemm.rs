@@ -20,7 +20,8 @@ use crate::ops_gemm_split::{SplitShape, split_count};
 /// multiprocessors: 256 wide unless those tiles would leave more than half the
 /// multiprocessors idle, 64 wide where even 128-wide ones would. On the H100 (132 SMs):
 /// n128 ran 125-149 TFLOP/s at 1024^3 (32 tiles of 256) against n256's 95-108, and
-/// n256 won from 2048^3 (128 tiles) up; n64 (GPU time, BENCHMARKS.md "64-wide tiles")
+/// n256 won from 2048^3 (128 tiles) up; n64 (GPU time, BENCHMARKS.md "Small products
+/// without cutting k")
 /// took 1024^3 (64 tiles of 128) from 9.8-10.5 to 7.5-8.8 µs, 128 x 4096 x 4096 from
 /// 20.6 (n128 cut in two) to 15.3-15.5 and 256 x 4096 x 4096 from 24.8 to 16.0, and
 /// lost at 512 x 4096 x 4096 (128 tiles of 128; 39 against 30 µs a call in tuning).

@@ -97,8 +97,8 @@ pub(crate) fn split_count(shape: SplitShape, sms: usize, (m, n, k): (usize, usiz
 
 /// The tiled SGEMM's kernel for an `m x n` output on a device of `sms` multiprocessors:
 /// the sliced one (64 x 128 tiles) where 128 x 128 tiles would number fewer than the
-/// multiprocessors, the 128 x 128 one elsewhere (the sliced kernel trails it by 2% at
-/// 2048^3 on an H100, where both fill the GPU).
+/// multiprocessors, the 128 x 128 one elsewhere (where both fill the GPU, a sliced
+/// variant trailed it by 2% at 2048^3 on an H100).
 pub(crate) fn simt_variant(sms: usize, (m, n): (usize, usize)) -> GemmVariant {
     let tiles = m.div_ceil(TILE as usize) * n.div_ceil(TILE as usize);
     match tiles < sms {
@@ -278,6 +278,23 @@ mod tests {
         assert_eq!(split_count(mma, 108, (512, 1024, 4096)), 3);
         // An n the reduce cannot read four columns at a time: uncut.
         assert_eq!(split_count(simt, 132, (512, 510, 512)), 1);
+    }
+
+    /// The wgmma tile widths on an H100's 132 SMs: 64 where 128-wide tiles would fill
+    /// at most half of them, 128 where 256-wide ones would fill less than half, else 256.
+    #[test]
+    fn the_wgmma_tile_widens_as_the_product_grows() {
+        use crate::ops_gemm::wgmma_tile_for;
+        // 1024^2: 8 x 8 tiles of 128 (64 <= 66); 128 tokens x 4096: 1 x 32.
+        assert_eq!(wgmma_tile_for(132, 1024, 1024), WgmmaTileN::N64);
+        assert_eq!(wgmma_tile_for(132, 128, 4096), WgmmaTileN::N64);
+        assert_eq!(wgmma_tile_for(132, 256, 4096), WgmmaTileN::N64);
+        // 512 tokens x 4096: 4 x 32 = 128 tiles of 128, 4 x 16 = 64 of 256.
+        assert_eq!(wgmma_tile_for(132, 512, 4096), WgmmaTileN::N128);
+        // 2048^2: 16 x 8 = 128 tiles of 256.
+        assert_eq!(wgmma_tile_for(132, 2048, 2048), WgmmaTileN::N256);
+        // 1088^2: 9 x 9 = 81 tiles of 128 (162 > 132), 9 x 5 = 45 of 256 (90 < 132).
+        assert_eq!(wgmma_tile_for(132, 1088, 1088), WgmmaTileN::N128);
     }
 
     /// The sliced SGEMM where 128 x 128 tiles number fewer than the multiprocessors.

@@ -8,10 +8,11 @@
 mod common;
 use common::device::{POISON, Rng, assert_close, ctx, poisoned, small};
 use trueno_gpu::GpuError;
-use trueno_gpu::driver::{KernelArg, load_raw_ptx};
+use trueno_gpu::driver::{Context, KernelArg, load_raw_ptx};
 use trueno_gpu::kernels::elementwise::ElementwiseOp;
 use trueno_gpu::kernels::gemm::{self, GemmVariant};
 use trueno_gpu::kernels::{Family, LaunchConfig, norm, reduce, softmax};
+use trueno_gpu::memory::DeviceBuffer;
 
 const SIZES: [usize; 14] = [
     1,
@@ -292,14 +293,7 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
         let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
         // Each kernel as given (uncut), then `gemm`'s own choice of kernel and cut.
         for (v, routed) in SGEMM_RUNS {
-            let mut c = poisoned(&ctx, m * n);
-            let mut s = ctx.stream().unwrap().record();
-            match routed {
-                true => s.gemm(v, &da, &db, &c, m, n, k).unwrap(),
-                false => s.gemm_split(v, 1, &da, &db, &c, m, n, k).unwrap(),
-            }
-            s.sync().unwrap();
-            let got = c.to_vec().unwrap();
+            let got = run_sgemm(&ctx, (v, routed), (&da, &db), (m, n, k));
             assert!(
                 got.iter().all(|v| v.to_bits() != POISON),
                 "{v:?} {m}x{n}x{k}: unwritten output"
@@ -321,23 +315,21 @@ fn gemm_matches_the_cpu_reference_at_ragged_shapes() {
     let b = rng.vec(k * n, -1.0, 1.0);
     let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
     for (v, routed) in SGEMM_RUNS {
-        let mut c = poisoned(&ctx, m * n);
-        let mut s = ctx.stream().unwrap().record();
-        match routed {
-            true => s.gemm(v, &da, &db, &c, m, n, k).unwrap(),
-            false => s.gemm_split(v, 1, &da, &db, &c, m, n, k).unwrap(),
-        }
-        s.sync().unwrap();
-        let got = c.to_vec().unwrap();
-        assert!(
-            got[..n].iter().all(|v| v.is_nan()),
-            "{v:?}: row 0 must be NaN"
-        );
-        assert!(
-            got[n..].iter().all(|v| v.is_finite()),
-            "{v:?}: other rows finite"
-        );
+        let got = run_sgemm(&ctx, (v, routed), (&da, &db), (m, n, k));
+        only_row0_is_nan(&got, n, v);
     }
+}
+
+/// A NaN in A's row 0 poisons exactly C's row 0 (`n` wide).
+fn only_row0_is_nan(got: &[f32], n: usize, v: GemmVariant) {
+    assert!(
+        got[..n].iter().all(|x| x.is_nan()),
+        "{v:?}: row 0 must be NaN"
+    );
+    assert!(
+        got[n..].iter().all(|x| x.is_finite()),
+        "{v:?}: other rows finite"
+    );
 }
 
 /// The SGEMM kernels run by the tests: each as given (`false`, through `gemm_split`
@@ -348,6 +340,23 @@ const SGEMM_RUNS: [(GemmVariant, bool); 4] = [
     (GemmVariant::TiledSliced, false),
     (GemmVariant::Tiled, true),
 ];
+
+/// One of [`SGEMM_RUNS`] into a poisoned output, read back.
+fn run_sgemm(
+    ctx: &Context,
+    (v, routed): (GemmVariant, bool),
+    (a, b): (&DeviceBuffer<f32>, &DeviceBuffer<f32>),
+    (m, n, k): (usize, usize, usize),
+) -> Vec<f32> {
+    let mut c = poisoned(ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    match routed {
+        true => s.gemm(v, a, b, &c, m, n, k).unwrap(),
+        false => s.gemm_split(v, 1, a, b, &c, m, n, k).unwrap(),
+    }
+    s.sync().unwrap();
+    c.to_vec().unwrap()
+}
 
 /// Both tiled GEMMs with k cut into ranges (forced): ragged shapes, more ranges than
 /// k-tiles (empty ranges add zeros), a NaN in one range of A's row 0, and the cuts the
@@ -407,15 +416,7 @@ fn split_k_gemm_matches_the_cpu_reference() {
         let mut s = ctx.stream().unwrap().record();
         s.gemm_split(v, 3, &da, &db, &c, m, n, k).unwrap();
         s.sync().unwrap();
-        let got = c.to_vec().unwrap();
-        assert!(
-            got[..n].iter().all(|v| v.is_nan()),
-            "{v:?}: row 0 must be NaN"
-        );
-        assert!(
-            got[n..].iter().all(|v| v.is_finite()),
-            "{v:?}: other rows finite"
-        );
+        only_row0_is_nan(&c.to_vec().unwrap(), n, v);
     }
     let x = ctx.upload(&vec![1.0f32; 64 * 64]).unwrap();
     let c = ctx.alloc::<f32>(64 * 64).unwrap();

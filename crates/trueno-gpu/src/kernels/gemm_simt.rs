@@ -5,7 +5,11 @@
 //! element a copy, so a thread's rows are one 16-byte load. Whole tiles (the block inside
 //! m and n, the k-tile inside k, B's rows 16-byte aligned) copy without checks and take
 //! B in 16-byte copies; the edges check each element and zero-fill, so every m, n, k
-//! runs the one kernel.
+//! runs the one kernel. The sliced form ([`SimtPipeline::SLICED`]) has 64 x 128 tiles
+//! and two sets of 128 threads, each multiplying half of every stage's k and copying
+//! half of it in; the two sums meet in shared memory at the end. It gives a product
+//! too small for 128 x 128 tiles to fill the GPU twice the blocks at the same warps a
+//! block, where cutting k instead costs a second kernel.
 //!
 //! Why: the kernel is bound by instruction issue (ncu on an H100: 82% issue-active, the
 //! FMA pipe at 69%), so what counts is the share of its loop that is FFMA. The
@@ -49,9 +53,10 @@ impl SimtPipeline {
     /// The shape of the sliced kernel (`GemmVariant::TiledSliced`): 64 x 128 tiles, two
     /// slices of 128 threads, 64-k stages (32 a slice). Measured on an H100 against the
     /// tiled kernel, cut into ranges where that fills the GPU (µs, the reduce included;
-    /// BENCHMARKS.md "The sliced SGEMM"): 1024^3 56.3 uncut against 65.4 in two ranges
-    /// (32-k stages 57.5; one slice of 128 threads, cuBLAS's shape, 83.1), 512^3 in four
-    /// ranges 16.3-20.8 against 22.7 in eight; at 2048^3 it trails (380 against 372).
+    /// BENCHMARKS.md "Small products without cutting k"): 1024^3 56.3 uncut against 65.4
+    /// in two ranges (32-k stages 57.5; one slice of 128 threads, cuBLAS's shape, 83.1),
+    /// 512^3 in four ranges 16.6-20.2 against 22.7 in eight; at 2048^3 the 32-k form
+    /// trails the tiled kernel (380 against 372).
     pub const SLICED: SimtPipeline = SimtPipeline {
         tile_m: 64,
         tile_k: 64,

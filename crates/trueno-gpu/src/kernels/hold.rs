@@ -7,8 +7,9 @@ use super::{Family, Kernel, LaunchConfig, check_dims};
 use crate::error::Result;
 use crate::ptx::{Cmp, KernelBuilder, KernelIr, U32, U64};
 
-/// One warp that waits until `ns` nanoseconds have passed since it started. Parameter:
-/// `ns` (u32: up to about 4.29 s).
+/// One thread that waits until `ns` nanoseconds have passed since it started (alone, so
+/// its loop's branch is uniform by construction). Parameter: `ns` (u32: up to about
+/// 4.29 s).
 #[derive(Clone, Copy, Debug)]
 pub struct HoldKernel;
 
@@ -23,7 +24,7 @@ impl Kernel for HoldKernel {
 
     fn build(&self) -> KernelIr {
         let mut b = KernelBuilder::new(self.name());
-        b.max_threads(32);
+        b.max_threads(1);
         let ns = b.param_u32("ns");
         let ns = b.cvt::<U64, U32>(ns, None);
         let start = b.global_timer();
@@ -37,12 +38,12 @@ impl Kernel for HoldKernel {
         b.finish()
     }
 
-    /// `[]`: one warp.
+    /// `[]`: one thread.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         check_dims(&self.name(), dims, 0)?;
         Ok(LaunchConfig {
             grid: (1, 1, 1),
-            block: (32, 1, 1),
+            block: (1, 1, 1),
             shared_bytes: 0,
         })
     }
@@ -54,10 +55,10 @@ mod tests {
     use crate::ptx::Target;
 
     #[test]
-    fn one_warp_reads_the_clock_in_its_loop() {
+    fn one_thread_reads_the_clock_in_its_loop() {
         let k = HoldKernel;
         let c = k.launch_config(&[]).unwrap();
-        assert_eq!((c.grid, c.block), ((1, 1, 1), (32, 1, 1)));
+        assert_eq!((c.grid, c.block), ((1, 1, 1), (1, 1, 1)));
         assert!(k.launch_config(&[1]).is_err());
         let ptx = k.emit_ptx(Target::Sm80).unwrap();
         // Read twice: once before the loop, once in it.

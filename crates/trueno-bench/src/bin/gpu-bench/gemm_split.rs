@@ -27,7 +27,7 @@ impl Bench {
             let b = self.ctx.upload(&random(s * s, 2))?;
             let c = self.ctx.alloc::<f32>(s * s)?;
             let rule = self.rule_ms(|st| st.gemm(GemmVariant::Tiled, &a, &b, &c, s, s, s))?;
-            // The 256-thread kernel and the sliced one (512 threads) at every cut.
+            // The 128 x 128 kernel and the sliced 64 x 128 one at every cut.
             let kernels = [
                 ("sgemm", GemmVariant::Tiled),
                 ("sgemm sliced", GemmVariant::TiledSliced),
