@@ -327,7 +327,11 @@ def main():
         gbs = r["bytes"] / r["ms"] / 1e6
         bf_gbs = (rows * cols + rows + cols) * 2 / t / 1e6
         rd = read_ms[r["bytes"]]
-        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s, in a graph {1000*tg:.1f} us{queued(r, tg)}; sum of the same bytes in a graph {1000*rd:.1f} us"))
+        ours = ""
+        if r.get("graph_ms"):
+            g_gbs = r["bytes"] / r["graph_ms"] / 1e6
+            ours = f"; trueno in a graph {1000*r['graph_ms']:.1f} us, {g_gbs:.0f} GB/s{share(g_gbs)} ({tg / r['graph_ms']:.2f}x)"
+        table.append((f"qgemv {r['format']}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; torch bf16 mv {bf_gbs:.0f} GB/s, in a graph {1000*tg:.1f} us{queued(r, tg)}{ours}; sum of the same bytes in a graph {1000*rd:.1f} us"))
         del ys
         del ws
 

@@ -7,17 +7,17 @@ use trueno_gpu::driver::{Recording, Stream};
 use super::{Bench, median};
 
 impl Bench {
-    /// Milliseconds a call of `run`, from a graph of `copies` calls replayed (the median
-    /// of the replays, each between its own events, divided by `copies`): as the peer
-    /// script's `graph_ms` times PyTorch.
+    /// Milliseconds a call of `run(set)`, from a graph of `copies` calls (sets `i % sets`
+    /// in turn) replayed: the median of the replays, each between its own events,
+    /// divided by `copies`, as the peer script's `graph_ms` times PyTorch.
     pub(super) fn graph_ms<'a>(
         &self,
-        copies: usize,
-        mut run: impl FnMut(&mut Stream<Recording<'a>>) -> Result<()>,
+        (sets, copies): (usize, usize),
+        mut run: impl FnMut(&mut Stream<Recording<'a>>, usize) -> Result<()>,
     ) -> Result<f64> {
         let (warm, reps) = if self.quick { (2, 5) } else { (5, 30) };
         let mut s = self.ctx.stream()?;
-        let graph = s.capture(|s| (0..copies).try_for_each(|_| run(s)))?;
+        let graph = s.capture(|s| (0..copies).try_for_each(|i| run(s, i % sets)))?;
         let mut times = Vec::with_capacity(reps);
         for i in 0..warm + reps {
             let mut r = s.record();

@@ -303,7 +303,7 @@ impl Bench {
             }
             let queued = self.queued.get();
             // Eight calls captured in a graph, as the peer's SDPA is.
-            let graph = self.graph_ms(8, |s| {
+            let graph = self.graph_ms((1, 8), |s, _| {
                 s.decode_attention_with(path, (&q, &k, &v), &lens, &out, shape, scale)
             })?;
             self.emit(format!(
@@ -449,10 +449,14 @@ impl Bench {
         // Quants, a scale per 256 and an i32 sum per 16, then y.
         let act = cols + cols / 256 * 4 + cols / 16 * 4;
         let single = self.time(ws.len(), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
+        let queued = self.queued.get();
+        // In a graph (each weight set in turn, eight calls at least), as the peer's
+        // cuBLAS GEMV is.
+        let copies = ws.len().max(8);
+        let graph = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"queued_ms":{:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"queued_ms":{queued:.5},"graph_ms":{graph:.5},"bytes":{}}}"#,
             f.name(),
-            self.queued.get(),
             bytes + act + rows * 4
         ));
         // Batches: n different vectors against one read of the weights.
