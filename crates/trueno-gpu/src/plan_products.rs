@@ -119,16 +119,16 @@ fn half_gemm(
     let (tokens, rows, cols) = dims;
     let inputs = (tokens * cols * 2 + rows * cols * 2) as u64;
     let input = GemmInput::Half(HalfType::Bf16);
-    if device.wgmma {
+    let (kernel, shape): (Box<dyn Kernel>, SplitShape) = if device.wgmma {
         let tile_n = wgmma_tile_for(device.sms, tokens, rows);
-        let splits = split_count(SplitShape::wgmma(input, tile_n), device.sms, dims);
         let kernel = WgmmaGemmKernel(input, tile_n, FloatType::F32);
-        product(what, "GEMM", &kernel, dims, (splits, inputs), bias)
+        (Box::new(kernel), SplitShape::wgmma(input, tile_n))
     } else {
         let kernel = MmaGemmKernel(input, MmaTileK::K64, FloatType::F32);
-        let splits = split_count(SplitShape::mma(MmaTileK::K64), device.sms, dims);
-        product(what, "GEMM", &kernel, dims, (splits, inputs), bias)
-    }
+        (Box::new(kernel), SplitShape::mma(MmaTileK::K64))
+    };
+    let splits = split_count(shape, device.sms, dims);
+    product(what, "GEMM", &*kernel, dims, (splits, inputs), bias)
 }
 
 /// A tensor-core product's launches (f32 out, reading `inputs` bytes), with the bias in

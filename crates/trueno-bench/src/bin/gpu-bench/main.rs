@@ -11,13 +11,14 @@
 mod dequant;
 mod gemm;
 mod gemm_split;
-mod graph;
 mod qgemm;
+mod timing;
 
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use trueno_gpu::driver::{Context, Recording, Stream};
+use trueno_gpu::Result;
+use trueno_gpu::driver::Context;
 use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::attention::DecodeShape;
 use trueno_gpu::kernels::decode_split::DecodePath;
@@ -29,7 +30,6 @@ use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_gpu::kernels::rope::{self, RopeMode};
 use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
-use trueno_gpu::{MAX_HOLD, Result};
 
 /// Bytes of inputs to cycle through so repeated runs miss L2 (50-60 MB on Hopper).
 const ROTATE_BYTES: usize = 256 << 20;
@@ -80,11 +80,6 @@ fn random_blocks(f: QuantFormat, bytes: usize) -> Vec<u8> {
     host
 }
 
-fn median(mut v: Vec<f32>) -> f64 {
-    v.sort_by(f32::total_cmp);
-    v[v.len() / 2] as f64
-}
-
 impl Bench {
     fn sets(&self, bytes_per_set: usize) -> usize {
         ROTATE_BYTES.div_ceil(bytes_per_set).clamp(1, 16)
@@ -93,61 +88,6 @@ impl Bench {
     fn inputs(&self, n: usize, sets: usize) -> Result<Vec<DeviceBuffer<f32>>> {
         let host = random(n, n as u64);
         (0..sets).map(|_| self.ctx.upload(&host)).collect()
-    }
-
-    /// The most batches of queued calls [`time`](Self::time) takes the median of, and
-    /// the GPU milliseconds after which it stops adding batches.
-    const QUEUED_BATCHES: usize = 5;
-    const QUEUED_MS: f32 = 50.0;
-
-    /// Median milliseconds of `run(set)` over `reps` runs after `warm` warm-ups.
-    fn time<'a>(
-        &self,
-        sets: usize,
-        mut run: impl FnMut(&mut Stream<Recording<'a>>, usize) -> Result<()>,
-    ) -> Result<f64> {
-        let (warm, reps) = if self.quick { (2, 5) } else { (5, 30) };
-        let mut s = self.ctx.stream()?.record();
-        // As many warm-up calls as a timed loop makes: the scratch they allocate (split
-        // GEMMs, decode attention) returns to the pool at the sync, so the timed loops
-        // reuse it instead of waiting on the driver's allocator.
-        for i in 0..warm + reps {
-            run(&mut s, i % sets)?;
-        }
-        let mut s = s.sync()?.record();
-        let mut times = Vec::with_capacity(reps);
-        for i in 0..reps {
-            let a = s.record_event()?;
-            run(&mut s, i % sets)?;
-            let b = s.record_event()?;
-            times.push(a.elapsed_ms(&b)?);
-        }
-        // GPU time: batches of `reps` calls queued behind a hold (`Stream::hold`), so
-        // they run back to back even where the host launches a call slower than the GPU
-        // runs it (queued without the hold, a 1024^3 bf16 GEMM measured 7.6 to 13.1 µs a
-        // call between sections of one run); the median batch, up to `QUEUED_BATCHES` of
-        // them or `QUEUED_MS` of GPU time in all.
-        let mut batches = Vec::with_capacity(Self::QUEUED_BATCHES);
-        let mut spent = 0.0;
-        let mut hold = Duration::from_micros(50 * reps as u64);
-        while batches.len() < Self::QUEUED_BATCHES && spent < Self::QUEUED_MS {
-            s = s.sync()?.record();
-            s.hold(hold)?;
-            let issue = Instant::now();
-            let a = s.record_event()?;
-            for i in 0..reps {
-                run(&mut s, i % sets)?;
-            }
-            let b = s.record_event()?;
-            // The next hold outlasts this batch's launches twice over.
-            hold = (issue.elapsed() * 2).clamp(Duration::from_micros(100), MAX_HOLD);
-            let ms = a.elapsed_ms(&b)?;
-            spent += ms;
-            batches.push(ms / reps as f32);
-        }
-        self.queued.set(median(batches));
-        s.sync()?;
-        Ok(median(times))
     }
 
     fn emit(&mut self, line: String) {

@@ -1,0 +1,71 @@
+//! Kernels' machine code for the SASS assertions (tests/ptxas.rs): assembled by ptxas,
+//! disassembled by the cuobjdump of the same PyPI wheel.
+
+use trueno_gpu::ptx::Target;
+
+use super::ptxas;
+
+/// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
+/// kernel's machine code as text. `find` says SKIPPED (or fails under
+/// TRUENO_REQUIRE_PTXAS) when either is missing.
+pub struct Sass {
+    ptxas: std::path::PathBuf,
+    cuobjdump: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl Sass {
+    pub fn find() -> Option<Sass> {
+        let Some(ptxas) = ptxas() else {
+            assert!(
+                !super::required(),
+                "TRUENO_REQUIRE_PTXAS is set but ptxas was not found"
+            );
+            eprintln!("SKIPPED: ptxas not found");
+            return None;
+        };
+        let cuobjdump = ptxas.with_file_name("cuobjdump");
+        if !cuobjdump.exists() {
+            assert!(
+                !super::required(),
+                "no cuobjdump beside {}",
+                ptxas.display()
+            );
+            eprintln!("SKIPPED: no cuobjdump beside ptxas");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "trueno-sass-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Some(Sass {
+            ptxas,
+            cuobjdump,
+            dir,
+        })
+    }
+
+    /// `kernel` assembled for `target`: its `name_target` stem and its SASS.
+    pub fn of(&self, kernel: &dyn trueno_gpu::kernels::Kernel, target: Target) -> (String, String) {
+        let stem = format!("{}_{}", kernel.name(), target.name());
+        let file = self.dir.join(format!("{stem}.ptx"));
+        std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
+        let cubin = file.with_extension("cubin");
+        trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
+            .unwrap_or_else(|log| panic!("{stem}: {log}"));
+        let out = std::process::Command::new(&self.cuobjdump)
+            .arg("-sass")
+            .arg(&cubin)
+            .output()
+            .unwrap();
+        (stem, String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+impl Drop for Sass {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
