@@ -4,7 +4,7 @@
 //! zero-padded panels and copy out only the valid part. Small problems skip packing
 //! (`small.rs`).
 
-use super::blocking::Blocking;
+use super::blocking::{Blocking, CacheSizes};
 use super::pack::{pack_a, pack_b, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
@@ -305,7 +305,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
-    let l2 = super::blocking::CacheSizes::detect().l2;
+    let caches = CacheSizes::detect();
+    let l2 = caches.l2;
     let prefetch_c = !t.c.trans && t.m * t.n * 4 > l2;
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
@@ -321,7 +322,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
             let one_block = t.m <= mc_max;
-            let b_direct = if one_block && b_in_place(t, kc, l2) {
+            let b_direct = if one_block && b_in_place(t.tb, t.ldb, kc, nr, caches) {
                 nc / nr
             } else {
                 0
@@ -402,19 +403,23 @@ fn thin_b<const NV: usize>(lanes: usize, t: &GemmTask) -> bool {
 const THIN_PANELS: usize = 4;
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
-/// only a row-major B whose KC rows spread over L1's sets (at most four rows per 4 KiB
-/// offset, so the panel the kernel re-reads for every A panel stays in L1) and span at
-/// most 64 KiB (sixteen pages). That is the small products (64^3: a 16 KiB B), where a
-/// packing pass was 9% of the time. Or one whose KC rows, gaps included, fit in half of
-/// L2: where L1 cannot keep a panel (a 32 x 256 one is all of a 32 KiB L1) the kernel
-/// reads it from L2 packed or not, so the pass buys nothing (Zen 4 VM, 128^3-256^3:
-/// 0.95x -> 0.97-0.98x faer).
+/// only a row-major B (`tb` false, rows `ldb` floats apart) whose KC rows spread over
+/// L1's sets (at most four rows per 4 KiB offset, so the panel the kernel re-reads for
+/// every A panel stays in L1) and span at most 64 KiB (sixteen pages). That is the small
+/// products (64^3: a 16 KiB B), where a packing pass was 9% of the time. Or, where L1
+/// cannot keep even a packed KC x NR panel (a 32 x 512 one against a 32 KiB L1), one
+/// whose KC rows, gaps included, fit in half of L2: the kernel reads the panel from L2
+/// packed or not, so the pass buys nothing (Zen 4 VM, 128^3-256^3: 0.95x -> 0.97-0.98x
+/// faer). Where L1 keeps the packed panel, reading a strided one in place evicts it (its
+/// rows share L1's sets): on the Emerald Rapids VM (48 KiB L1) 256^3-1024^3 ran
+/// 0.58-0.85x faer in place against 0.90-1.02x packed.
 #[inline(always)]
-fn b_in_place(t: &GemmTask, kc: usize, l2: usize) -> bool {
-    let row_bytes = t.ldb * 4;
+fn b_in_place(tb: bool, ldb: usize, kc: usize, nr: usize, c: CacheSizes) -> bool {
+    let row_bytes = ldb * 4;
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
-    !t.tb && (fits_l1 || kc * row_bytes <= l2 / 2)
+    let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
+    !tb && (fits_l1 || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -492,5 +497,38 @@ fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_>
         rs: 1,
         cs: MR,
         rows: MR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b_is_read_in_place_only_where_its_panel_cannot_evict_a_packed_one_from_l1() {
+        let zen4 = CacheSizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            l3: 32 << 20,
+        };
+        let rapids = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 260 << 20,
+        };
+        // 64^3 (KC 64, rows 256 bytes apart: 16 phases): in place on both.
+        assert!(b_in_place(false, 64, 64, 32, zen4));
+        assert!(b_in_place(false, 64, 64, 32, rapids));
+        // 256^3 on Zen 4 (KC 256, all of k), whose L1 cannot keep a 32 x 256 packed
+        // panel: the 256 KiB of rows fit half of its L2, so in place. 512^3 there (KC
+        // 512): 1 MiB of rows, packed.
+        assert!(b_in_place(false, 256, 256, 32, zen4));
+        assert!(!b_in_place(false, 512, 512, 32, zen4));
+        // At KC 256 a 48 KiB L1 keeps the 32 KiB packed panel: 256^3 to 1024^3 pack.
+        for n in [256, 512, 1024] {
+            assert!(!b_in_place(false, n, 256, 32, rapids), "{n}");
+        }
+        // A transposed B is never read in place.
+        assert!(!b_in_place(true, 64, 64, 32, rapids));
     }
 }
