@@ -1,6 +1,7 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
 //! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B,
-//! and thin products split over the inner dimension across threads.
+//! thin products wider than their packed B block, and thin products split over the inner
+//! dimension across threads.
 
 mod common;
 
@@ -71,6 +72,34 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
                     pad,
                 };
                 let what = format!("{} thin B", backend.name());
+                one_thread(|| check(&e, &mut rng, &case, &what));
+            }
+        }
+    }
+}
+
+#[test]
+fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
+    // A of one block (at most MC rows) packs B in blocks of `nc_one_block` columns (half
+    // of L2 where that leaves page-long row pieces): C two blocks and a ragged piece wide,
+    // k within one KC block and past it, both layouts of A, beta 0 over NaN and beta != 0.
+    let mut rng = Rng::new(41);
+    for (backend, e) in engines() {
+        let n = 2 * trueno::gemm::blocking_for(backend).nc_one_block + 37;
+        for (i, &(m, k)) in [(9, 300), (33, 70)].iter().enumerate() {
+            for ta in [Transpose::No, Transpose::Yes] {
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0)][i];
+                let case = Case {
+                    m,
+                    n,
+                    k,
+                    ta,
+                    tb: Transpose::No,
+                    alpha,
+                    beta,
+                    pad: 1 + i,
+                };
+                let what = format!("{} thin, {n} wide", backend.name());
                 one_thread(|| check(&e, &mut rng, &case, &what));
             }
         }

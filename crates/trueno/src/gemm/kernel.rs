@@ -273,10 +273,11 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     if t.k == 0 {
         return scale_c(t);
     }
+    let nc = if t.m <= bl.mc { bl.nc_one_block } else { bl.nc };
     let (kc_max, mc_max, nc_max) = (
         bl.kc.min(t.k),
         bl.mc.min(t.m.next_multiple_of(MR)),
-        bl.nc.min(t.n.next_multiple_of(nr)),
+        nc.min(t.n.next_multiple_of(nr)),
     );
     let b_len = kc_max * nc_max.next_multiple_of(nr);
     let a_len = kc_max * mc_max.next_multiple_of(MR);
