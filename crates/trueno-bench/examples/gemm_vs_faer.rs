@@ -8,6 +8,9 @@
 //! boundary (faer aligns its own storage; trueno's C is wherever the caller's is).
 //! `BT=1` stores trueno's B as n x k and multiplies by its transpose (`x·Wᵀ`, a linear
 //! layer's layout): the same bytes in the same order as faer's column-major k x n B.
+//! `NDARRAY=1` adds ndarray 0.17 (`general_mat_mul`, matrixmultiply inside, one thread
+//! whatever the pool) as a third contender in the same bursts, on trueno's row-major bytes
+//! (B as a transposed view under `BT=1`): the ndarray bar on a drifting VM.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -47,8 +50,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         1 => Par::Seq,
         t => Par::rayon(t),
     };
-    println!("| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |");
-    println!("|---|---:|---:|---:|---:|");
+    let with_nd = std::env::var_os("NDARRAY").is_some();
+    match with_nd {
+        true => {
+            println!(
+                "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer | ndarray GFLOP/s | trueno / ndarray |"
+            );
+            println!("|---|---:|---:|---:|---:|---:|---:|");
+        }
+        false => {
+            println!(
+                "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |"
+            );
+            println!("|---|---:|---:|---:|---:|");
+        }
+    }
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
         // BT=1: trueno's B stored n x k and used transposed, the same bytes in the same
@@ -78,7 +94,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let fb_t = Mat::<f32>::from_fn(n, k, value);
         let mut fc = Mat::<f32>::zeros(m, n);
         let mut fc_t = Mat::<f32>::zeros(n, m);
-        let (mut bt, mut bf) = (f64::MAX, f64::MAX);
+        let na = ndarray::Array2::from_shape_fn((m, k), |(i, p)| value(i, p));
+        let nb = ndarray::Array2::from_shape_fn((k, n), |(p, j)| value(j, p));
+        let nw = ndarray::Array2::from_shape_fn((n, k), |(j, p)| value(j, p));
+        let mut nc = ndarray::Array2::<f32>::zeros((m, n));
+        let (mut bt, mut bf, mut bn) = (f64::MAX, f64::MAX, f64::MAX);
         let gflop = 2.0 * (m * n * k) as f64 / 1e9;
         let reps = ((0.5 / gflop) as usize).max(1);
         let start = Instant::now();
@@ -120,9 +140,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
                 bf = bf.min(t.elapsed().as_secs_f64());
             }
+            for _ in 0..reps * with_nd as usize {
+                let t = Instant::now();
+                match bt_layout {
+                    true => ndarray::linalg::general_mat_mul(1.0, &na, &nw.t(), 0.0, &mut nc),
+                    false => ndarray::linalg::general_mat_mul(1.0, &na, &nb, 0.0, &mut nc),
+                }
+                bn = bn.min(t.elapsed().as_secs_f64());
+            }
         }
+        let nd = match with_nd {
+            true => format!(" {:.1} | {:.2}x |", gflop / bn, bn / bt),
+            false => String::new(),
+        };
         println!(
-            "| {m}x{n}x{k} | {} | {:.1} | {:.1} | {:.2}x |",
+            "| {m}x{n}x{k} | {} | {:.1} | {:.1} | {:.2}x |{nd}",
             rayon::current_num_threads(),
             gflop / bt,
             gflop / bf,

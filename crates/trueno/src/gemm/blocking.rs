@@ -110,9 +110,10 @@ impl Blocking {
         // The packed A block (MC x KC) takes half of L2, at most 512 KiB. Both measured
         // machines put their best block there: the Zen 4 VM (1 MiB L2, KC 512) at half
         // of L2, MC 256; the Emerald Rapids VM (2 MiB L2, KC 256) at MC 256-512, where
-        // half of L2 (MC 1024) ran 0.84-0.87x faer at 1024^3-2048^3 against 0.90-0.97x
-        // (C's column band, a line pair per row at a power-of-two stride, shares L2's
-        // sets with the block; and a VM's L2 may be shared with a sibling thread).
+        // half of L2 (MC 1024) ran 0.84-0.89x faer at 1024^3-2048^3 against 0.90-1.00x
+        // (our reading, not profiled: C's column band, a line pair per row at a
+        // power-of-two stride, shares L2's sets with the block, and a VM's L2 may be
+        // shared with another guest's sibling thread).
         let a_bytes = (c.l2 / 2).min(512 << 10);
         let mc = ((a_bytes / (kc * 4)) / mr * mr).clamp(mr, 1024 / mr * mr);
         let nc = ((c.l3 / 4 / (kc * 4)) / nr * nr).clamp(nr, 4096 / nr * nr);

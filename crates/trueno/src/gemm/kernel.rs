@@ -408,12 +408,12 @@ const THIN_PANELS: usize = 4;
 /// L1's sets (at most four rows per 4 KiB offset, so the panel the kernel re-reads for
 /// every A panel stays in L1) and span at most 64 KiB (sixteen pages). That is the small
 /// products (64^3: a 16 KiB B), where a packing pass was 9% of the time. Or, where L1
-/// cannot keep even a packed KC x NR panel (a 32 x 512 one against a 32 KiB L1), one
+/// cannot keep even a packed KC x NR panel (32 x 256 is all of a 32 KiB L1), one
 /// whose KC rows, gaps included, fit in half of L2: the kernel reads the panel from L2
 /// packed or not, so the pass buys nothing (Zen 4 VM, 128^3-256^3: 0.95x -> 0.97-0.98x
 /// faer). Where L1 keeps the packed panel, reading a strided one in place evicts it (its
 /// rows share L1's sets): on the Emerald Rapids VM (48 KiB L1) 256^3-1024^3 ran
-/// 0.58-0.85x faer in place against 0.90-1.02x packed.
+/// 0.58-0.85x faer in place against 0.88-1.07x packed.
 #[inline(always)]
 fn b_in_place(tb: bool, ldb: usize, kc: usize, nr: usize, c: CacheSizes) -> bool {
     let row_bytes = ldb * 4;
