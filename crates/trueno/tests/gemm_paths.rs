@@ -82,7 +82,7 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
 fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
     // A of one block (at most MC rows) packs B in blocks of `nc_one_block` columns (half
     // of L2 where that leaves page-long row pieces): C two blocks and a ragged piece wide,
-    // k within one KC block and past it, both layouts of A, beta 0 over NaN and beta != 0.
+    // k within one KC block and (at KC 256) past it, both layouts of A, beta 0 over NaN and beta != 0.
     let mut rng = Rng::new(41);
     for (backend, e) in engines() {
         let n = 2 * trueno::gemm::blocking_for(backend).nc_one_block + 37;
