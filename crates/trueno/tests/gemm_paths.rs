@@ -1,7 +1,8 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
 //! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B,
-//! thin products wider than their packed B block, and thin products split over the inner
-//! dimension across threads.
+//! thin products wider than their packed B block, a C whose tiles are prefetched and an A
+//! packed for its far-apart rows, and thin products split over the inner dimension across
+//! threads.
 
 mod common;
 
@@ -102,6 +103,32 @@ fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
                 let what = format!("{} thin, {n} wide", backend.name());
                 one_thread(|| check(&e, &mut rng, &case, &what));
             }
+        }
+    }
+}
+
+#[test]
+fn a_c_past_a_quarter_of_l2_and_a_rows_pages_apart_match_the_reference_on_every_isa() {
+    // A C over a quarter of L2 (up to 1 MiB on the machines we know) has its tiles'
+    // lines prefetched during the k loop, the last KC block too short to carry them all;
+    // a one-block A with rows more than a page apart (lda 1100) is packed, not read in
+    // place. Ragged tiles, beta 0 over NaN and beta != 0.
+    let mut rng = Rng::new(43);
+    for (backend, e) in engines() {
+        for (i, &(m, n, k, pad)) in [(260, 640, 300, 5), (40, 700, 1100, 0)].iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+            let case = Case {
+                m,
+                n,
+                k,
+                ta: Transpose::No,
+                tb: Transpose::No,
+                alpha,
+                beta,
+                pad,
+            };
+            let what = format!("{} big C / far A rows", backend.name());
+            one_thread(|| check(&e, &mut rng, &case, &what));
         }
     }
 }

@@ -5,6 +5,7 @@
 //! (`small.rs`).
 
 use super::blocking::{Blocking, CacheSizes};
+use super::micro::{APanel, BPanel, CTilePrefetch, micro_tile};
 use super::pack::{pack_a, pack_b, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
@@ -12,67 +13,6 @@ use crate::simd::{MAX_LANES, Simd};
 
 /// Largest micro-tile (rows x columns) any ISA uses here.
 const MAX_TILE: usize = 16 * 4 * MAX_LANES;
-
-/// Where the micro-kernel reads its MR rows of op(A): element (i, p) of the panel is
-/// `data[i * rs + p * cs]`. A packed panel is (1, MR); a row-major A read in place is
-/// (lda, 1). Rows at and past `rows` repeat the last valid one (their results are
-/// discarded), so a ragged edge never reads outside `data`.
-#[derive(Clone, Copy)]
-struct APanel<'a> {
-    data: &'a [f32],
-    rs: usize,
-    cs: usize,
-    rows: usize,
-}
-
-/// Where the micro-kernel reads its KC x NR panel of op(B): row p at `data[p * stride..]`
-/// (NR values). A packed panel has stride NR; a row-major B read in place, ldb.
-#[derive(Clone, Copy)]
-struct BPanel<'a> {
-    data: &'a [f32],
-    stride: usize,
-}
-
-/// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
-/// `sum_p a(i, p) * b(p, ..)` over `kc` steps.
-#[inline(always)]
-fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
-    s: S,
-    kc: usize,
-    a: APanel,
-    b: BPanel,
-) -> [[S::V; NV]; MR] {
-    let nr = NV * S::LANES;
-    let mut acc = [[s.zero(); NV]; MR];
-    let last = a.rows.clamp(1, MR) - 1;
-    // Every read below is at (i.min(last)) * rs + p * cs for p < kc: inside `data`, checked
-    // here once (the slice index panics on a broken caller instead of reading outside).
-    let data = &a.data[..last * a.rs + (kc.max(1) - 1) * a.cs + 1];
-    let rows: [*const f32; MR] = std::array::from_fn(|i| {
-        // SAFETY: i.min(last) * rs <= the slice's last index (checked above, p = 0).
-        unsafe { data.as_ptr().add(i.min(last) * a.rs) }
-    });
-    // B likewise: its extent checked once, then one induction variable and no per-step
-    // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
-    // the loop: measured 7-9% slower at 128-512).
-    let bdata = &b.data[..(kc.max(1) - 1) * b.stride + nr];
-    for p in 0..kc {
-        // SAFETY: p * stride + nr <= bdata.len() for p < kc (checked above).
-        let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * b.stride), nr) };
-        let mut bv = [s.zero(); NV];
-        for v in 0..NV {
-            bv[v] = s.load(&brow[v * S::LANES..]);
-        }
-        for (i, row) in rows.iter().enumerate() {
-            // SAFETY: p < kc, so the offset is within `data` (see above).
-            let ai = s.splat(unsafe { *row.add(p * a.cs) });
-            for v in 0..NV {
-                acc[i][v] = s.fma(ai, bv[v], acc[i][v]);
-            }
-        }
-    }
-    acc
-}
 
 /// Writes `alpha * acc + beta * C` into the `rows x cols` tile of C at `c`; `beta == 0`
 /// never reads C.
@@ -216,30 +156,6 @@ pub(super) fn scale_row(row: &mut [f32], beta: f32) {
     }
 }
 
-/// Asks for the C tile's cache lines before the micro-kernel runs, so the update after it
-/// does not wait on memory. Only the lines a row's `cols` floats touch: a fixed count of
-/// prefetches a row (its first line, every 64 bytes after, and its last byte), with no
-/// loop whose trip count depends on the row's alignment: that loop's branches cost 3-7%
-/// at 64^3-256^3 on the Zen 4 VM, more than the prefetches saved.
-#[inline(always)]
-fn prefetch_tile<const MR: usize>(c: super::task::CPtr, rows: usize, cols: usize, nr: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for i in 0..MR.min(rows) {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let row = c.at(i, 0).ptr as *const i8;
-        // Every line between the first and last byte holds one of row + 64 l.
-        let last = row.wrapping_add(cols.max(1) * 4 - 1);
-        for l in 0..=nr * 4 / 64 {
-            // SAFETY: prefetch is a hint that never faults; the address is in C's row.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(row.wrapping_add(l * 64).min(last)) };
-        }
-        // SAFETY: as above.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(last) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (c, rows, cols, nr);
-}
-
 /// `C = beta * C` (zero when beta is 0, without reading C): the whole product when k = 0.
 pub(super) fn scale_c(t: &GemmTask) {
     if t.c.trans {
@@ -308,7 +224,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     let avx = has_avx(S::BACKEND);
     let caches = CacheSizes::detect();
     let l2 = caches.l2;
-    let prefetch_c = !t.c.trans && t.m * t.n * 4 > l2;
+    let prefetch_c = !t.c.trans && t.m * t.n * 4 > l2 / 4;
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
@@ -382,13 +298,16 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 /// spread over L1's sets. Rows 4 KiB apart (lda a multiple of 1024) all land in one set,
 /// so eight of them evict the B panel that must stay in L1; rows 1 KiB apart share a set
 /// two by two, which still fits. Packing costs a pass over A that only n/NR panels
-/// amortise: measured at 64-256 it was 6-10% of the product.
+/// amortise: measured at 64-256 it was 6-10% of the product. Rows more than a page apart
+/// are packed all the same: each row of a panel is then a stream of its own page, and the
+/// block a page a row; packed, 128x4096x11008 ran 1.14-1.16x faster, 64x4096x4000 and
+/// 128x1024x3000 1.03-1.26x (Emerald Rapids VM, both alternated in one process).
 #[inline(always)]
 fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
     let row_bytes = t.lda * 4;
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets x 64-byte lines).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
-    !t.ta && 2 * phases >= MR
+    !t.ta && 2 * phases >= MR && row_bytes <= 4096
 }
 
 /// Whether A is read in place whatever its size, because B is thin: at most
@@ -424,8 +343,11 @@ fn b_in_place(tb: bool, ldb: usize, kc: usize, nr: usize, c: CacheSizes) -> bool
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
-/// whether C's tiles are prefetched (only when C outgrows L2: for a cache-resident C the
-/// prefetches cost more than they save, 64^3-384^3 on the Zen 4 VM).
+/// whether C's tiles are prefetched: only when C outgrows a quarter of L2, which it shares
+/// with a packed A block of up to as much and B's panels. For a smaller C the prefetches
+/// cost more than they save (64^3-384^3, 0.93-0.99x on the Emerald Rapids VM); from a
+/// quarter (C of 1-2 MiB, 256x1024x1024 to 256x2048x1500) they gained 1.02-1.08x against
+/// the old bar of all of L2.
 struct Block {
     kc: usize,
     beta: f32,
@@ -453,10 +375,8 @@ fn sweep<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
             let (r, c) = (ic + ir * MR, jc + jr * nr);
             let tile = t.c.at(r, c);
             let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
-            if blk.prefetch_c {
-                prefetch_tile::<MR>(tile, rows, cols, nr);
-            }
-            let acc = micro_tile::<S, MR, NV>(s, kc, a_panel(ir), bpan);
+            let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
+            let acc = micro_tile::<S, MR, NV>(s, kc, a_panel(ir), bpan, pf);
             store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
         }
     }
@@ -481,10 +401,8 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
             let (r, c) = (ic + ir * MR, jc + jr * nr);
             let tile = t.c.at(r, c);
             let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
-            if blk.prefetch_c {
-                prefetch_tile::<MR>(tile, rows, cols, nr);
-            }
-            let acc = micro_tile::<S, MR, NV>(s, blk.kc, apan, b_panel(jr));
+            let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
+            let acc = micro_tile::<S, MR, NV>(s, blk.kc, apan, b_panel(jr), pf);
             store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
         }
     }

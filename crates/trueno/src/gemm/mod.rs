@@ -7,6 +7,7 @@ mod batched;
 pub(crate) mod blocking;
 mod gemv;
 mod kernel;
+mod micro;
 mod pack;
 mod peak;
 mod small;

@@ -1,0 +1,150 @@
+//! The register-tile micro-kernel every ISA runs (MR rows of op(A) broadcast against NR
+//! columns of op(B), summed over KC steps in registers), and the prefetch of the C tile
+//! it will update, spread over those steps.
+
+use super::task::CPtr;
+use crate::simd::Simd;
+
+/// Where the micro-kernel reads its MR rows of op(A): element (i, p) of the panel is
+/// `data[i * rs + p * cs]`. A packed panel is (1, MR); a row-major A read in place is
+/// (lda, 1). Rows at and past `rows` repeat the last valid one (their results are
+/// discarded), so a ragged edge never reads outside `data`.
+#[derive(Clone, Copy)]
+pub(super) struct APanel<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+    pub cs: usize,
+    pub rows: usize,
+}
+
+/// Where the micro-kernel reads its KC x NR panel of op(B): row p at `data[p * stride..]`
+/// (NR values). A packed panel has stride NR; a row-major B read in place, ldb.
+#[derive(Clone, Copy)]
+pub(super) struct BPanel<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+}
+
+/// k steps between two prefetches of the C tile's lines.
+const PREFETCH_SPACING: usize = 8;
+
+/// The cache lines of one row-major C tile, asked for one every `PREFETCH_SPACING` k
+/// steps of the micro-kernel that will update it, so the update finds them in L1.
+/// Asked for all at once before the loop (MR x 3 lines from L3 at 1024^3), they held the
+/// line-fill buffers the loop's own loads of A wait on: on the Emerald Rapids VM a tenth
+/// of the samples at 1024^3 sat on that burst, and spreading it took 1024^3-2048^3 from
+/// 0.83-1.01x faer to 1.00-1.30x in the same alternation (no prefetch at all:
+/// 0.85-0.92x). A C that fits L2 is not prefetched (`Block::prefetch_c`).
+#[derive(Clone, Copy)]
+pub(super) struct CTilePrefetch {
+    first: *const i8,
+    /// Bytes between rows.
+    stride: usize,
+    rows: usize,
+    /// Offset of a row's last byte.
+    last: usize,
+}
+
+impl CTilePrefetch {
+    /// The `rows x cols` tile at `c` (not transposed).
+    #[inline(always)]
+    pub fn new(c: CPtr, rows: usize, cols: usize) -> Self {
+        CTilePrefetch {
+            first: c.ptr as *const i8,
+            stride: c.stride * 4,
+            rows,
+            last: cols.max(1) * 4 - 1,
+        }
+    }
+
+    /// Line `q` of the tile's `rows * per_row` (a row's first byte, each 64 bytes after,
+    /// its last byte: a fixed count a row whatever its alignment, so no loop over it).
+    #[inline(always)]
+    fn fetch(self, q: usize, per_row: usize) {
+        let (row, line) = (q / per_row, q % per_row);
+        let at = self
+            .first
+            .wrapping_add(row * self.stride + (line * 64).min(self.last));
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch is a hint that never faults; the address is in the tile's row.
+        unsafe {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            _mm_prefetch::<_MM_HINT_T0>(at)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
+    }
+}
+
+/// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
+/// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile.
+#[inline(always)]
+pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    kc: usize,
+    a: APanel,
+    b: BPanel,
+    c: Option<CTilePrefetch>,
+) -> [[S::V; NV]; MR] {
+    let nr = NV * S::LANES;
+    let mut acc = [[s.zero(); NV]; MR];
+    let last = a.rows.clamp(1, MR) - 1;
+    // Every read below is at (i.min(last)) * rs + p * cs for p < kc: inside `data`, checked
+    // here once (the slice index panics on a broken caller instead of reading outside).
+    let data = &a.data[..last * a.rs + (kc.max(1) - 1) * a.cs + 1];
+    let rows: [*const f32; MR] = std::array::from_fn(|i| {
+        // SAFETY: i.min(last) * rs <= the slice's last index (checked above, p = 0).
+        unsafe { data.as_ptr().add(i.min(last) * a.rs) }
+    });
+    // B likewise: its extent checked once, then one induction variable and no per-step
+    // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
+    // the loop: measured 7-9% slower at 128-512).
+    let bdata = &b.data[..(kc.max(1) - 1) * b.stride + nr];
+    let per_row = nr * 4 / 64 + 1;
+    let lines = c.map_or(0, |c| c.rows.min(MR) * per_row);
+    let chunks = kc / PREFETCH_SPACING;
+    // Lines the chunks cannot carry (a short last k block) go out before the loop.
+    if let Some(c) = c {
+        (chunks..lines).for_each(|q| c.fetch(q, per_row));
+    }
+    for q in 0..chunks {
+        if let Some(c) = c.filter(|_| q < lines) {
+            c.fetch(q, per_row);
+        }
+        for p in q * PREFETCH_SPACING..(q + 1) * PREFETCH_SPACING {
+            k_step::<S, MR, NV>(s, p, bdata, b.stride, &rows, a.cs, &mut acc);
+        }
+    }
+    for p in chunks * PREFETCH_SPACING..kc {
+        k_step::<S, MR, NV>(s, p, bdata, b.stride, &rows, a.cs, &mut acc);
+    }
+    acc
+}
+
+/// One k step of the tile: NV vectors of B row `p`, each row's A value broadcast against
+/// them. A function, not a closure: a closure does not inherit the caller's target
+/// features, so its SIMD calls stayed calls (1.8 GFLOP/s).
+#[inline(always)]
+fn k_step<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    p: usize,
+    bdata: &[f32],
+    stride: usize,
+    rows: &[*const f32; MR],
+    cs: usize,
+    acc: &mut [[S::V; NV]; MR],
+) {
+    // SAFETY: the caller checked that p * stride + NR <= bdata.len() for p < kc.
+    let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * stride), NV * S::LANES) };
+    let mut bv = [s.zero(); NV];
+    for v in 0..NV {
+        bv[v] = s.load(&brow[v * S::LANES..]);
+    }
+    for (i, row) in rows.iter().enumerate() {
+        // SAFETY: p < kc, so the offset is within the A panel the caller checked.
+        let ai = s.splat(unsafe { *row.add(p * cs) });
+        for v in 0..NV {
+            acc[i][v] = s.fma(ai, bv[v], acc[i][v]);
+        }
+    }
+}
