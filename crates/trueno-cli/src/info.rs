@@ -29,6 +29,8 @@ struct Gemm {
     nc: usize,
     /// NC for a thin product (A one block of at most MC rows).
     nc_one_block: usize,
+    /// KC for a thin B (at most four micro-panels wide, A read in place).
+    kc_thin_b: usize,
     l1_kib: usize,
     l2_kib: usize,
     l3_kib: usize,
@@ -45,6 +47,7 @@ fn gemm(engine: &Engine) -> Gemm {
         mc: bl.mc,
         nc: bl.nc,
         nc_one_block: bl.nc_one_block,
+        kc_thin_b: bl.kc_thin_b,
         l1_kib: c.l1 >> 10,
         l2_kib: c.l2 >> 10,
         l3_kib: c.l3 >> 10,
@@ -213,8 +216,17 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     let g = &info.gemm;
     writeln!(
         out,
-        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (thin products {}) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
-        g.backend, g.micro_kernel, g.kc, g.mc, g.nc, g.nc_one_block, g.l1_kib, g.l2_kib, g.l3_kib
+        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: NC {}; B thin: KC {}) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
+        g.backend,
+        g.micro_kernel,
+        g.kc,
+        g.mc,
+        g.nc,
+        g.nc_one_block,
+        g.kc_thin_b,
+        g.l1_kib,
+        g.l2_kib,
+        g.l3_kib
     )?;
     match (&info.cuda.error, info.cuda.driver_version) {
         (Some(e), _) => writeln!(out, "cuda         none ({e})")?,

@@ -1,6 +1,7 @@
 //! Quick GEMM throughput probe for tuning (criterion's `gemm` bench is the record):
 //! `gemm-probe SIZE [REPS]`, single thread unless RAYON_NUM_THREADS says otherwise;
-//! `TRUENO_GEMM_MICRO=RxC` picks a micro-kernel shape.
+//! `TRUENO_GEMM_MICRO=RxC` picks a micro-kernel shape; `TRUENO_PROBE_BT=1` stores B as
+//! n x k and multiplies by its transpose (`x·Wᵀ`).
 
 use std::time::Instant;
 use trueno::{Matrix, Transpose};
@@ -19,7 +20,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
     let e = trueno::engine()?;
     let a = Matrix::from_fn(m, kk, |i, j| ((i * 7 + j * 3) % 13) as f32 * 0.1 - 0.6)?;
-    let b = Matrix::from_fn(kk, nn, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?;
+    let bt = std::env::var_os("TRUENO_PROBE_BT").is_some();
+    let (tb, b) = match bt {
+        true => (
+            Transpose::Yes,
+            Matrix::from_fn(nn, kk, |j, i| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?,
+        ),
+        false => (
+            Transpose::No,
+            Matrix::from_fn(kk, nn, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?,
+        ),
+    };
     let mut c = Matrix::zeros(m, nn)?;
     let mut best = f64::MAX;
     let align = std::env::var("TRUENO_PROBE_ALIGN").is_ok();
@@ -37,15 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for _ in 0..reps {
         let mut cv = trueno::MatMut::new(&mut cbuf[off..], m, nn, nn)?;
         let t = Instant::now();
-        e.gemm(
-            1.0,
-            a.view(),
-            Transpose::No,
-            b.view(),
-            Transpose::No,
-            0.0,
-            &mut cv,
-        )?;
+        e.gemm(1.0, a.view(), Transpose::No, b.view(), tb, 0.0, &mut cv)?;
         best = best.min(t.elapsed().as_secs_f64());
     }
     let gf = 2.0 * m as f64 * nn as f64 * kk as f64 / best / 1e9;
@@ -56,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         a.view(),
         Transpose::No,
         b.view(),
-        Transpose::No,
+        tb,
         0.0,
         &mut c.view_mut(),
     )?;

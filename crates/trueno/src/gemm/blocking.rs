@@ -84,6 +84,11 @@ pub struct Blocking {
     /// kept to half of L2 (it would come back from L3 otherwise), unless that cuts B's
     /// rows into pieces under a 4 KiB page; then NC.
     pub nc_one_block: usize,
+    /// Depth of the blocks of a thin product (B at most four panels wide, A read in place
+    /// whatever its size): each MR-row panel of A is then what stays in L1 across B's
+    /// few panels, so KC is as deep as keeps it in two thirds of L1 with the packed
+    /// KC x 4 NR of B in half of L2 (never under `kc`).
+    pub kc_thin_b: usize,
 }
 
 impl Blocking {
@@ -124,6 +129,16 @@ impl Blocking {
         // half the speed of whole rows: NC stays there.
         let in_l2 = (c.l2 / 2 / (kc * 4)) / nr * nr;
         let nc_one_block = if in_l2 * 4 >= 4096 { in_l2.min(nc) } else { nc };
+        // A thin product reads A in place, one run of KC floats from each of MR rows per
+        // visit, rows often pages apart (a linear layer's W, 16-43 KiB); at KC 256 that
+        // is a 1 KiB piece of a page per visit and the kernel waited on it. Emerald
+        // Rapids VM, `x·Wᵀ` interleaved against faer, one thread, two rounds: KC 256 ->
+        // 1024 took 32x4096x4096 from 0.82-0.85x to 1.21-1.55x, 128x4096x11008 0.66-0.69x
+        // -> 0.81-0.99x, 128x11008x4096 0.64-0.68x -> 0.89-1.00x (1536-2048, past the L1
+        // rule: within the noise of 1024).
+        let thin_l1 = c.l1 * 2 / 3 / (mr * 4);
+        let thin_l2 = c.l2 / 2 / (super::kernel::THIN_PANELS * nr * 4);
+        let kc_thin_b = (thin_l1.min(thin_l2) / 64 * 64).max(kc);
         Blocking {
             mr,
             nr,
@@ -131,6 +146,7 @@ impl Blocking {
             mc,
             nc,
             nc_one_block,
+            kc_thin_b,
         }
     }
 }
@@ -170,6 +186,18 @@ mod tests {
                     b.kc >= 256 && b.kc <= 512 && b.kc.is_multiple_of(8),
                     "{b:?}"
                 );
+                // The thin depth: never shallower than KC; deeper only as far as an A
+                // panel fits two thirds of L1 and four packed B panels half of L2.
+                assert!(
+                    b.kc_thin_b >= b.kc && b.kc_thin_b.is_multiple_of(8),
+                    "{b:?}"
+                );
+                assert!(
+                    b.kc_thin_b == b.kc
+                        || (b.kc_thin_b * b.mr * 4 <= c.l1 * 2 / 3
+                            && b.kc_thin_b * 4 * b.nr * 4 <= c.l2 / 2),
+                    "{b:?}"
+                );
                 // A panel two thirds of L1 holds, or the full 512 where it cannot hold 256.
                 let panel = b.kc * b.nr * 4;
                 assert!(
@@ -197,6 +225,8 @@ mod tests {
         };
         let b = Blocking::new(8, 32, zen4);
         assert_eq!((b.kc, b.mc, b.nc, b.nc_one_block), (512, 256, 4096, 4096));
+        // A thin product's depth: an 8-row A panel in two thirds of 32 KiB, 640 deep.
+        assert_eq!(b.kc_thin_b, 640);
         // Sapphire and Emerald Rapids VMs: 48 KiB L1 holds 256 x 32 in two thirds; the
         // A block's 512 KiB cap gives MC 512 (2 MiB L2; half of it would be 1024).
         for l3 in [105 << 20, 260 << 20] {
@@ -208,6 +238,8 @@ mod tests {
             let b = Blocking::new(8, 32, rapids);
             // A thin product's B block: 256 x 1024, half of the 2 MiB L2.
             assert_eq!((b.kc, b.mc, b.nc, b.nc_one_block), (256, 512, 4096, 1024));
+            // Thin: an 8 x 1024 A panel is two thirds of 48 KiB; 1024 x 128 of B, 512 KiB.
+            assert_eq!(b.kc_thin_b, 1024);
         }
     }
 }

@@ -190,8 +190,12 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         return scale_c(t);
     }
     let nc = if t.m <= bl.mc { bl.nc_one_block } else { bl.nc };
+    let kc = match thin_b::<NV>(S::LANES, t) {
+        true => bl.kc_thin_b,
+        false => bl.kc,
+    };
     let (kc_max, mc_max, nc_max) = (
-        bl.kc.min(t.k),
+        kc.min(t.k),
         bl.mc.min(t.m.next_multiple_of(MR)),
         nc.min(t.n.next_multiple_of(nr)),
     );
@@ -320,7 +324,7 @@ fn thin_b<const NV: usize>(lanes: usize, t: &GemmTask) -> bool {
 }
 
 /// B panels up to which `thin_b` holds.
-const THIN_PANELS: usize = 4;
+pub(super) const THIN_PANELS: usize = 4;
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
 /// only a row-major B (`tb` false, rows `ldb` floats apart) whose KC rows spread over

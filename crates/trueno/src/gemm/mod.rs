@@ -84,7 +84,7 @@ fn shape_override() -> Option<(usize, usize)> {
 }
 
 /// The block sizes `backend` uses on this machine (`TRUENO_GEMM_BLOCKS=KC,MC,NC`
-/// overrides them, for tuning; its NC then holds for thin products too).
+/// overrides them, for tuning; its KC and NC then hold for thin products too).
 pub fn blocking_for(b: Backend) -> Blocking {
     let (mr, nr) = micro_shape(b);
     let mut bl = Blocking::new(mr, nr, CacheSizes::detect());
@@ -94,6 +94,7 @@ pub fn blocking_for(b: Backend) -> Blocking {
             mc: mc.max(mr) / mr * mr,
             nc: nc.max(nr) / nr * nr,
             nc_one_block: nc.max(nr) / nr * nr,
+            kc_thin_b: kc.max(1),
             ..bl
         };
     }
