@@ -303,9 +303,10 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 /// so eight of them evict the B panel that must stay in L1; rows 1 KiB apart share a set
 /// two by two, which still fits. Packing costs a pass over A that only n/NR panels
 /// amortise: measured at 64-256 it was 6-10% of the product. Rows more than a page apart
-/// are packed all the same: each row of a panel is then a stream of its own page, and the
-/// block a page a row; packed, 128x4096x11008 ran 1.14-1.16x faster, 64x4096x4000 and
-/// 128x1024x3000 1.03-1.26x (Emerald Rapids VM, both alternated in one process).
+/// are packed all the same: each row of a panel is then a stream in a page of its own,
+/// and the block spans a page per row. Packed, 128x4096x11008 ran 1.14-1.16x faster,
+/// 64x4096x4000 and 128x1024x3000 1.03-1.26x, 256x2048x1500 0.98-1.00x (Emerald Rapids
+/// VM, both alternated in one process, two runs).
 #[inline(always)]
 fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
     let row_bytes = t.lda * 4;
