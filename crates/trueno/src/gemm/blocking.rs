@@ -133,9 +133,10 @@ impl Blocking {
         // visit, rows often pages apart (a linear layer's W, 16-43 KiB); at KC 256 that
         // is a 1 KiB piece of a page per visit and the kernel waited on it. Emerald
         // Rapids VM, `x·Wᵀ` interleaved against faer, one thread (`TRUENO_GEMM_BLOCKS`,
-        // two runs at 256, four at 1024): KC 256 -> 1024 took 32x4096x4096 from 0.82-0.85x to 1.21-1.55x, 128x4096x11008 0.66-0.69x
-        // -> 0.81-0.99x, 128x11008x4096 0.64-0.68x -> 0.89-1.00x (1536-2048, past the L1
-        // rule: within the noise of 1024).
+        // two runs at 256, four at 1024): KC 256 -> 1024 took 32x4096x4096 from
+        // 0.82-0.85x to 1.21-1.55x, 128x4096x11008 0.66-0.69x -> 0.81-0.99x,
+        // 128x11008x4096 0.64-0.68x -> 0.89-1.00x (1536-2048, past the L1 rule: within
+        // the noise of 1024).
         let thin_l1 = c.l1 * 2 / 3 / (mr * 4);
         let thin_l2 = c.l2 / 2 / (super::kernel::THIN_PANELS * nr * 4);
         let kc_thin_b = (thin_l1.min(thin_l2) / 64 * 64).max(kc);
