@@ -137,7 +137,8 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// Transpose against ndarray's `t().as_standard_layout()`, and GEMV against the read
+/// Transpose against ndarray's `t().as_standard_layout()` (trueno as the engine runs it,
+/// split across threads from 512K floats, and on one thread), and GEMV against the read
 /// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all).
 fn bench_extra(c: &mut Criterion) {
     let one = rayon::ThreadPoolBuilder::new()
@@ -155,6 +156,9 @@ fn bench_extra(c: &mut Criterion) {
         let mut t = Matrix::zeros(n, n).unwrap();
         g.bench_with_input(BenchmarkId::new("transpose-trueno", n), &(), |bch, _| {
             bch.iter(|| e.transpose(a.view(), &mut t.view_mut()).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("transpose-trueno-1t", n), &(), |bch, _| {
+            bch.iter(|| one.install(|| e.transpose(a.view(), &mut t.view_mut()).unwrap()))
         });
         let na = ndarray::Array2::from_shape_fn((n, n), |(i, j)| value(i, j));
         g.bench_with_input(BenchmarkId::new("transpose-ndarray", n), &(), |bch, _| {

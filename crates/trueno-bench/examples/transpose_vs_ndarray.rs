@@ -3,7 +3,11 @@
 //!
 //! As in `gemm_vs_faer`, the two alternate in short bursts for `SECS` seconds per size
 //! (default 1.5) and each keeps its best call, so both are timed in the same quiet
-//! moments of a VM whose speed drifts over seconds.
+//! moments of a VM whose speed drifts over seconds. A plain copy of the same matrix
+//! (`copy_from_slice`) runs in the same bursts: the memory system's limit for moving
+//! those bytes on one thread. trueno splits a transpose of 512K floats or more across
+//! rayon's pool (`RAYON_NUM_THREADS=1` keeps it on one thread); ndarray's and the copy
+//! run on one.
 
 use std::time::Instant;
 use trueno::Matrix;
@@ -25,13 +29,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.5);
     let e = trueno::engine()?;
-    println!("| n | trueno GiB/s | ndarray GiB/s | trueno / ndarray |");
-    println!("|---:|---:|---:|---:|");
+    let threads = rayon::current_num_threads();
+    println!(
+        "| n | threads | trueno GiB/s | ndarray GiB/s | trueno / ndarray | copy GiB/s (1 thread) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
     for n in sizes {
         let a = Matrix::from_fn(n, n, value)?;
         let mut t = Matrix::zeros(n, n)?;
         let na = ndarray::Array2::from_shape_fn((n, n), |(i, j)| value(i, j));
-        let (mut bt, mut bn) = (f64::MAX, f64::MAX);
+        let mut copy = vec![0.0f32; n * n];
+        let (mut bt, mut bn, mut bc) = (f64::MAX, f64::MAX, f64::MAX);
         let reps = ((4e6 / (n * n) as f64) as usize).max(1);
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < secs {
@@ -46,14 +54,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 bn = bn.min(s.elapsed().as_secs_f64());
                 std::hint::black_box(out);
             }
+            for _ in 0..reps {
+                let s = Instant::now();
+                copy.copy_from_slice(a.as_slice());
+                bc = bc.min(s.elapsed().as_secs_f64());
+                std::hint::black_box(&copy);
+            }
         }
         // Bytes moved: the source read and the destination written.
         let gib = (2 * n * n * 4) as f64 / (1u64 << 30) as f64;
         println!(
-            "| {n} | {:.1} | {:.1} | {:.2}x |",
+            "| {n} | {threads} | {:.1} | {:.1} | {:.2}x | {:.1} |",
             gib / bt,
             gib / bn,
-            bn / bt
+            bn / bt,
+            gib / bc
         );
     }
     Ok(())

@@ -230,6 +230,71 @@ fn transpose_is_exact_at_ragged_sizes_and_strides_on_every_isa() {
     ));
 }
 
+/// A destination at every float offset in a cache line, its stride whole lines (the case
+/// where the transpose leaves the first rows to its element loop so the rest write whole
+/// lines), including sources shorter than that lead; and a transpose big enough to be
+/// split across threads (three, so the pieces are uneven), on every ISA.
+#[test]
+fn transpose_is_exact_at_every_destination_line_offset_and_when_split_across_threads() {
+    let mut rng = Rng::new(23);
+    // `whole`: the view takes the buffer to its end, past its last row.
+    let check =
+        |e: &trueno::Engine, a: &Strided, offset: usize, ds: usize, whole: bool, what: &str| {
+            let (r, c) = (a.rows, a.cols);
+            // With `whole`, a hundred more rows' room: past where a split's last piece ends.
+            let room = if whole { 100 * ds } else { 0 };
+            let mut buf = vec![f32::NAN; c * ds + 32 + room];
+            let base = buf.as_ptr().align_offset(64) + offset;
+            // The view ends at the last row's last element: a write past it fails the slice.
+            let span = if c == 0 { 0 } else { (c - 1) * ds + r };
+            let end = if whole { buf.len() } else { base + span };
+            let mut dv = MatMut::new(&mut buf[base..end], c, r, ds).unwrap();
+            e.transpose(a.view(), &mut dv).unwrap();
+            for j in 0..c {
+                for i in 0..r {
+                    assert_eq!(
+                        buf[base + j * ds + i].to_bits(),
+                        a.at(i, j).to_bits(),
+                        "{what} {r}x{c} offset {offset} ({i},{j})"
+                    );
+                }
+                let pad_end = (base + (j + 1) * ds).min(buf.len());
+                assert!(buf[base + j * ds + r..pad_end].iter().all(|v| v.is_nan()));
+            }
+            assert!(
+                buf[base + span..].iter().all(|v| v.is_nan()),
+                "{what} wrote past the view"
+            );
+            assert!(
+                buf[..base].iter().all(|v| v.is_nan()),
+                "{what} wrote before the view"
+            );
+        };
+    for (backend, e) in engines() {
+        for (r, c) in [(3, 40), (15, 9), (37, 50), (300, 70)] {
+            let a = Strided::new(&mut rng, r, c, 3);
+            let ds = r.next_multiple_of(16) + 16;
+            for offset in 0..16 {
+                check(&e, &a, offset, ds, false, backend.name());
+            }
+        }
+        // 1030 x 700 (721K floats, past the split threshold), padded rows.
+        let a = Strided::new(&mut rng, 1030, 700, 6);
+        for offset in [0, 5] {
+            match cfg!(target_arch = "wasm32") {
+                // No threads to spawn a pool on there.
+                true => check(&e, &a, offset, 1040, true, backend.name()),
+                false => rayon::ThreadPoolBuilder::new()
+                    .num_threads(3)
+                    .build()
+                    .unwrap()
+                    .install(|| check(&e, &a, offset, 1040, true, backend.name())),
+            }
+            one_thread(|| check(&e, &a, offset, 1033, false, backend.name()));
+        }
+    }
+}
+
 #[test]
 fn batched_matmul_over_3d_and_4d_shapes_and_a_shared_b() {
     let mut rng = Rng::new(23);

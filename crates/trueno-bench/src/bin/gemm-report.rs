@@ -31,17 +31,28 @@ fn gbps(dir: &Path, id: &str, n: usize) -> Option<f64> {
 fn extra(dir: &Path) {
     let dir = dir.with_file_name("gemm_extra");
     let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
-    println!("\n| transpose n x n | trueno GB/s | ndarray GB/s | speedup |");
-    println!("|---|---:|---:|---:|");
+    println!(
+        "\n| transpose n x n | trueno GB/s | ndarray GB/s | speedup | trueno 1 thread GB/s | speedup |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
     for n in [512, 2048] {
-        let (t, a) = (
+        let (t, a, t1) = (
             gbps(&dir, "transpose-trueno", n),
             gbps(&dir, "transpose-ndarray", n),
+            gbps(&dir, "transpose-trueno-1t", n),
         );
-        let r = t
-            .zip(a)
-            .map_or("-".into(), |(t, a)| format!("{:.2}x", t / a));
-        println!("| {n} | {} | {} | {r} |", f(t), f(a));
+        let r = |t: Option<f64>| {
+            t.zip(a)
+                .map_or("-".into(), |(t, a)| format!("{:.2}x", t / a))
+        };
+        println!(
+            "| {n} | {} | {} | {} | {} | {} |",
+            f(t),
+            f(a),
+            r(t),
+            f(t1),
+            r(t1)
+        );
     }
     println!("\n| GEMV 4096x4096 | GEMV GB/s | read bandwidth (sum) GB/s | share |");
     println!("|---|---:|---:|---:|");
