@@ -119,32 +119,43 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
             }
         }
     } else {
-        // Row by row across every panel: each row of B is read once, as one contiguous
-        // run of `nc` floats. Rows of a wide B are pages apart, so a shorter visit per
-        // row (eight panels, 1 KiB, as before) restarted the hardware prefetcher on
-        // every row: on the Zen 4 VM that pass read 32x4096x4096's B at 8-9 GB/s, whole
-        // rows at 16 GB/s (the product 17.8 -> 14.5 ms).
-        for p in 0..kc {
-            let src = &t.b[(p0 + p) * t.ldb + j0..][..nc];
-            let mut runs = src.chunks_exact(nr);
-            for (panel, run) in (&mut runs).enumerate() {
-                let d = &mut dst[panel * kc * nr + p * nr..][..nr];
-                for v in 0..NV {
-                    let l = v * S::LANES;
-                    s.store(s.load(&run[l..]), &mut d[l..]);
+        // Four rows at a time across every panel: each row of B is read once, front to
+        // back, and four pages stream at once. Rows of a wide B are pages apart, so a
+        // shorter visit per row (eight panels, 1 KiB) restarted the hardware prefetcher
+        // on every row: on the Zen 4 VM that pass read 32x4096x4096's B at 8-9 GB/s,
+        // whole rows one after another at 16 GB/s (the product 17.8 -> 14.5 ms). Four
+        // whole rows side by side keep four of the prefetcher's streams busy where one
+        // row left it idle between pages: on the Emerald Rapids VM, alternated in one
+        // process, 32x4096x4096 1.09-1.23x, 128x4096x11008 1.02-1.11x, 128x11008x4096
+        // 1.05-1.09x (one run each way 0.83x and 0.95x, the VM's noise); eight rows ran
+        // the same as four, sixteen 0.92-0.97x; square sizes within the noise.
+        let full = nc / nr;
+        for p in (0..kc).step_by(PACK_B_ROWS) {
+            let rows = PACK_B_ROWS.min(kc - p);
+            let row = |r: usize| &t.b[(p0 + p + r) * t.ldb + j0..][..nc];
+            for panel in 0..full {
+                for r in 0..rows {
+                    let run = &row(r)[panel * nr..][..nr];
+                    let d = &mut dst[panel * kc * nr + (p + r) * nr..][..nr];
+                    for v in 0..NV {
+                        let l = v * S::LANES;
+                        s.store(s.load(&run[l..]), &mut d[l..]);
+                    }
                 }
             }
-            let rest = runs.remainder();
-            if !rest.is_empty() {
-                copy_run(
-                    s,
-                    rest,
-                    &mut dst[(panels - 1) * kc * nr + p * nr..][..rest.len()],
-                );
+            if full < panels {
+                for r in 0..rows {
+                    let rest = &row(r)[full * nr..];
+                    let d = &mut dst[full * kc * nr + (p + r) * nr..][..rest.len()];
+                    copy_run(s, rest, d);
+                }
             }
         }
     }
 }
+
+/// Rows of a row-major B the packing reads side by side (see `pack_b`).
+const PACK_B_ROWS: usize = 4;
 
 thread_local! {
     /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
