@@ -59,35 +59,16 @@ fn bench(c: &mut Criterion) {
             ),
         };
         let mut cm = Matrix::zeros(m, n).unwrap();
+        let product = |c: &mut Matrix| {
+            let (a, b) = (a.view(), b.view());
+            e.gemm(1.0, a, Transpose::No, b, tb, 0.0, &mut c.view_mut())
+                .unwrap()
+        };
         g.bench_with_input(BenchmarkId::new("trueno-1t", &label), &(), |bch, _| {
-            bch.iter_custom(|iters| {
-                on_one_thread(&one, iters, || {
-                    e.gemm(
-                        1.0,
-                        a.view(),
-                        Transpose::No,
-                        b.view(),
-                        tb,
-                        0.0,
-                        &mut cm.view_mut(),
-                    )
-                    .unwrap()
-                })
-            })
+            bch.iter_custom(|iters| on_one_thread(&one, iters, || product(&mut cm)))
         });
         g.bench_with_input(BenchmarkId::new("trueno-all", &label), &(), |bch, _| {
-            bch.iter(|| {
-                e.gemm(
-                    1.0,
-                    a.view(),
-                    Transpose::No,
-                    b.view(),
-                    tb,
-                    0.0,
-                    &mut cm.view_mut(),
-                )
-                .unwrap()
-            })
+            bch.iter(|| product(&mut cm))
         });
         let na = ndarray::Array2::from_shape_fn((m, k), |(i, j)| value(i, j));
         let nb = ndarray::Array2::from_shape_fn((k, n), |(i, j)| value(j, i));
