@@ -127,7 +127,7 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
         // whole rows side by side keep four of the prefetcher's streams busy where one
         // row left it idle between pages: on the Emerald Rapids VM, alternated in one
         // process, 32x4096x4096 1.09-1.23x, 128x4096x11008 1.02-1.11x, 128x11008x4096
-        // 1.05-1.09x (one run each way 0.83x and 0.95x, the VM's noise); eight rows ran
+        // 1.05-1.09x (two rounds at 0.83x and 0.95x: the VM's noise); eight rows ran
         // the same as four, sixteen 0.92-0.97x; square sizes within the noise.
         let full = nc / nr;
         for p in (0..kc).step_by(PACK_B_ROWS) {

@@ -51,7 +51,7 @@ fn transpose_blocked(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
     #[cfg(feature = "parallel")]
     if threads > 1 && c >= 2 * SPLIT_ROWS {
         use rayon::prelude::*;
-        // Whole 16-row pieces, a few per thread to balance.
+        // Pieces of whole 16-row strips, two per thread, so an uneven split still balances.
         let rows = c.div_ceil(threads * 2).next_multiple_of(SPLIT_ROWS);
         let (ss, ds) = (src.stride(), dst.stride());
         // Only the destination's span: a longer slice would make chunks past its rows.
