@@ -48,45 +48,38 @@ impl Engine {
 fn transpose_blocked(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
     let (r, c) = (src.rows(), src.cols());
     let threads = crate::parallel::threads_for(OpClass::Elementwise, r * c);
-    #[cfg(feature = "parallel")]
     if threads > 1 && c >= 2 * SPLIT_ROWS {
-        use rayon::prelude::*;
         // Pieces of whole 16-row strips, two per thread, so an uneven split still balances.
         let rows = c.div_ceil(threads * 2).next_multiple_of(SPLIT_ROWS);
         let (ss, ds) = (src.stride(), dst.stride());
         // Only the destination's span: a longer slice would make chunks past its rows.
         let span = (c - 1) * ds + r;
-        dst.data[..span]
-            .par_chunks_mut(rows * ds)
-            .enumerate()
-            .for_each(|(part, chunk)| {
-                // Columns j0..j0 + n of the source into this part's n destination rows,
-                // which the chunk holds (the last one ends at its last row's end).
-                let j0 = part * rows;
-                let n = rows.min(c - j0);
-                let s = MatRef {
-                    data: &src.data[j0..],
-                    rows: r,
-                    cols: n,
-                    stride: ss,
-                };
-                let mut d = MatMut {
-                    data: chunk,
-                    rows: n,
-                    cols: r,
-                    stride: ds,
-                };
-                transpose_one_thread(avx, s, &mut d);
-            });
+        crate::parallel::map_chunks_mut(&mut dst.data[..span], rows * ds, |off, chunk| {
+            // Columns j0..j0 + n of the source into this piece's n destination rows,
+            // which the chunk holds (the last one ends at its last row's end).
+            let j0 = off / ds;
+            let n = rows.min(c - j0);
+            let s = MatRef {
+                data: &src.data[j0..],
+                rows: r,
+                cols: n,
+                stride: ss,
+            };
+            let mut d = MatMut {
+                data: chunk,
+                rows: n,
+                cols: r,
+                stride: ds,
+            };
+            transpose_one_thread(avx, s, &mut d);
+        });
         return;
     }
-    let _ = threads;
     transpose_one_thread(avx, src, dst)
 }
 
 /// Destination rows per piece of a split transpose: a multiple of the 16-column strips
 /// `transpose_blocked_with` walks.
-#[cfg(feature = "parallel")]
 const SPLIT_ROWS: usize = 16;
 
 fn transpose_one_thread(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
@@ -114,8 +107,9 @@ unsafe fn transpose_blocked_avx(src: MatRef<'_>, dst: &mut MatMut<'_>) {
 /// 16-float runs after them each fill one. Otherwise 0.
 fn line_lead(dst: &MatMut<'_>) -> usize {
     const LINE_FLOATS: usize = 16;
+    // A float's address is a multiple of 4, so this counts whole floats.
     let addr = dst.data.as_ptr() as usize;
-    match dst.stride().is_multiple_of(LINE_FLOATS) && addr.is_multiple_of(4) {
+    match dst.stride().is_multiple_of(LINE_FLOATS) {
         true => (64 - addr % 64) % 64 / 4,
         false => 0,
     }
