@@ -262,6 +262,43 @@ fn non_finite_keys_and_values_stay_in_their_own_sequence() {
 }
 
 #[test]
+fn blocks_in_several_launch_groups_each_take_their_own_tile() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(53);
+    // At head dims 128 and 256 blocks go out in groups of about 128 (`ORDER_BLOCKS`):
+    // here 3-5 query tiles a sequence, so groups of 25-42 (head, sequence) pairs, and 10
+    // sequences x 8 heads make several groups, the last one short. A tile taken twice
+    // or never leaves its rows NaN or wrong.
+    let lens: &[(usize, usize)] = &[
+        (300, 300),
+        (1, 1),
+        (129, 129),
+        (0, 0),
+        (257, 257),
+        (64, 64),
+        (200, 200),
+        (37, 37),
+        (300, 300),
+        (130, 130),
+    ];
+    for dim in [128, 256] {
+        for causal in [true, false] {
+            check_both(
+                &ctx,
+                &mut rng,
+                &Case {
+                    lens,
+                    heads: (8, 2),
+                    dim,
+                    causal,
+                    scale: 1.0 / (dim as f32).sqrt(),
+                },
+            );
+        }
+    }
+}
+
+#[test]
 fn queries_without_any_keys_give_zeros() {
     let Some(ctx) = ctx() else { return };
     // Two sequences of queries, no key tokens at all: every row sees nothing.

@@ -169,7 +169,7 @@ pub(super) fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         (cu_q, cu_k),
         (total_q, total_k),
         (group, causal),
-        bm,
+        (bm, dim),
     );
     let len_q = limits.len_q;
     let len_k = limits.len_k;

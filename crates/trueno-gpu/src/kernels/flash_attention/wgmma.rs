@@ -164,7 +164,7 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         (cu_q, cu_k),
         (total_q, total_k),
         (group, causal),
-        block_rows,
+        (block_rows, dim),
     );
     let len_q = limits.len_q;
     let len_k = limits.len_k;
