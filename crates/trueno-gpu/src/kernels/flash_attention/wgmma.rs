@@ -4,9 +4,14 @@
 //!
 //! A block takes 64 query rows of one head per warpgroup (three warpgroups at head dim
 //! 64, two above). Thread 0 asks the copy engine for the query tile once and for the
-//! key/value tiles of the sequence into a ring of shared-memory stages (a full and an
-//! empty transaction barrier a stage, as the Hopper GEMM's ring), refilling a stage as
-//! soon as every warpgroup has released it. Each warpgroup computes `S = Q K^T` by
+//! key/value tiles of the sequence into a ring of shared-memory stages (a transaction
+//! barrier for the key tile's arrival, one for the value tile's, and an empty barrier a
+//! stage; at head dim 64 one barrier for both tiles), refilling a stage as soon as every
+//! warpgroup has released it. At head dims 128 and 256 it asks at the start for the
+//! query tile and the first key/value tile only, and for the other stages once the
+//! first scores are issued, so those arrive first, and the first scores wait for the
+//! keys, not the values (a block's start is a large share of its time at 1K tokens;
+//! `values_apart`). Each warpgroup computes `S = Q K^T` by
 //! `wgmma` with both operands in shared memory (K k-major: a key's row is its k), the
 //! online softmax on the accumulators, then `O += P V` by `wgmma` with the
 //! probabilities as a register A fragment (the score accumulators' layout is that
@@ -70,13 +75,33 @@ fn layout(dim: u32) -> (u32, u32, u32) {
     let q = block_rows(dim) * dim * 2;
     let kv = keys_per_tile(dim) * dim * 2;
     let room = SHARED_LIMIT - ALIGN - q - 8;
-    (q, kv, (room / (2 * kv + 16)).min(4))
+    (q, kv, (room / (2 * kv + stage_barriers(dim) * 8)).min(4))
 }
+
+/// Whether a block asks for its first key/value tile alone at the start (the other
+/// stages once its first scores are issued) and its values complete a barrier of their
+/// own (`VALUES_FULL`), so that the first scores wait for the query and key tiles only.
+/// Measured on an H100 (2026-11-27, two calls alternating with both in one barrier and
+/// every stage asked for at the start): head dim 256 1.02-1.07x at every shape, 128
+/// 1.02-1.06x at causal 1K (the rest within 3%); at 64 (four stages) 0.96-0.97x at 4K
+/// and 16K, so dim 64 keeps the one barrier.
+fn values_apart(dim: u32) -> bool {
+    dim >= 128
+}
+
+/// Barriers a stage: the ring's `FULL` (its tile has landed, or with `values_apart` its
+/// key tile) and `EMPTY`, and with `values_apart` `VALUES_FULL`.
+fn stage_barriers(dim: u32) -> u32 {
+    if values_apart(dim) { 3 } else { 2 }
+}
+
+/// [`Ring::barrier`]'s group of a stage's value barrier.
+const VALUES_FULL: u32 = 2;
 
 /// Dynamic shared memory: alignment slack, the query tile, the stages and barriers.
 pub fn shared_bytes(dim: u32) -> u32 {
     let (q, kv, stages) = layout(dim);
-    ALIGN + q + stages * (2 * kv + 16) + 8
+    ALIGN + q + stages * (2 * kv + stage_barriers(dim) * 8) + 8
 }
 
 /// The Hopper forward kernel for one input type and head dimension: parameters
@@ -173,17 +198,33 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
 
     let t = b.tid_x();
     let kv_x = b.mul(hk, dim);
+    // A stage's `VALUES_FULL` barrier from its `FULL` one (`Ring::barrier`'s layout).
+    let values_full =
+        move |b: &mut KernelBuilder, full: Reg<U32>| b.add(full, 8 * stages * (VALUES_FULL - FULL));
+    let apart = values_apart(dim);
     // Asks the copy engine for key/value tile `kt` into the stage at byte offset
-    // `stage`, completing on barrier `full`.
+    // `stage`: both complete barrier `full`, or with `apart` the keys `full` and the
+    // values its `VALUES_FULL`.
     let issue_tile = |b: &mut KernelBuilder, kt: Reg<U32>, stage: Reg<U32>, full: Reg<U32>| {
-        b.mbar_arrive_expect_tx(full, 0, stage_bytes);
+        let vfull = match apart {
+            true => {
+                b.mbar_arrive_expect_tx(full, 0, kv_bytes);
+                let vfull = values_full(b, full);
+                b.mbar_arrive_expect_tx(vfull, 0, kv_bytes);
+                vfull
+            }
+            false => {
+                b.mbar_arrive_expect_tx(full, 0, stage_bytes);
+                full
+            }
+        };
         let dst = b.add(stage0, stage);
         let y = b.mad(kt, bn, k_start);
         for (m, map) in [map_k, map_v].into_iter().enumerate() {
             for j in 0..boxes {
                 let d = b.add(dst, m as u32 * kv_bytes + j * bn * 128);
                 let x = b.add(kv_x, j * BOX_COLS);
-                b.tma_load_2d(d, map, x, y, full);
+                b.tma_load_2d(d, map, x, y, if m == 0 { full } else { vfull });
             }
         }
     };
@@ -196,6 +237,9 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         for s in 0..stages {
             b.mbar_init(ring_bars, 8 * s as i64, 1);
             b.mbar_init(ring_bars, 8 * (stages + s) as i64, threads / 32);
+            if apart {
+                b.mbar_init(ring_bars, 8 * (VALUES_FULL * stages + s) as i64, 1);
+            }
         }
         b.fence_mbar_init();
         b.mbar_arrive_expect_tx(bars, 0, q_bytes);
@@ -206,12 +250,20 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             let x = b.add(q_x, j * BOX_COLS);
             b.tma_load_2d(dst, map_q, x, q_y, bars);
         }
-        let first = b.min(n_tiles, stages);
-        b.for_loop(0u32, first, 1u32, false, |b, kt| {
-            let stage = b.mul(kt, stage_bytes);
-            let full = b.mad(kt, 8u32, ring_bars);
-            issue_tile(b, kt, stage, full);
-        });
+        match apart {
+            true => {
+                let (any, zero) = (b.setp::<U32>(Cmp::Gt, n_tiles, 0u32), b.mov(0u32));
+                b.if_then(any, false, |b| issue_tile(b, zero, zero, ring_bars));
+            }
+            false => {
+                let first = b.min(n_tiles, stages);
+                b.for_loop(0u32, first, 1u32, false, |b, kt| {
+                    let stage = b.mul(kt, stage_bytes);
+                    let full = b.mad(kt, 8u32, ring_bars);
+                    issue_tile(b, kt, stage, full);
+                });
+            }
+        }
     });
     b.bar_sync();
 
@@ -284,12 +336,17 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     };
     // The value rows of tile kt's keys past the sequence (the next sequence's tokens, or
     // zeros past the tensor) are zeroed by the warpgroups together before any
-    // multiplies them: a probability of 0 times a non-finite value is NaN.
+    // multiplies them (once they have landed): a probability of 0 times a non-finite
+    // value is NaN.
     let zero_value_tail = |b: &mut KernelBuilder, kt: Reg<U32>| {
         let first_key = b.mul(kt, bn);
         let tile_end = b.add(first_key, bn);
         let past_seq = b.setp::<U32>(Cmp::Gt, tile_end, len_k);
         b.if_then(past_seq, true, |b| {
+            if apart {
+                let vfull = ring.barrier(b, VALUES_FULL);
+                b.mbar_wait(vfull, ring.phase);
+            }
             let valid = b.sub(len_k, first_key);
             let rows_left = b.sub(bn, valid);
             let chunks = b.mul(rows_left, chunks_per_row);
@@ -318,8 +375,14 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             .map(|kk| probs_a(b, pt, &s, kk)[0])
             .collect()
     };
-    // `O += P V` for the tile whose stage is at byte offset `stage`, one group.
-    let issue_values = |b: &mut KernelBuilder, p: &[[Reg<U32>; 4]], stage: Reg<U32>| {
+    // `O += P V` for the tile of stage `prev` (byte offset, barriers, phase) once its
+    // values have landed, one group.
+    let issue_values = |b: &mut KernelBuilder, p: &[[Reg<U32>; 4]], prev: [Reg<U32>; 4]| {
+        let [stage, full, _, phase] = prev;
+        if apart {
+            let vfull = values_full(b, full);
+            b.mbar_wait(vfull, phase);
+        }
         let offset = b.shr(stage, 4u32);
         let offset = b.cvt::<U64, U32>(offset, None);
         let v_desc = b.add(v_desc0, offset);
@@ -373,6 +436,18 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     b.if_then(has_tiles, true, |b| {
         b.wgmma_fence();
         issue_scores(b);
+        if apart {
+            // Now the other stages' tiles, behind the first.
+            let issuer = b.setp::<U32>(Cmp::Eq, t, 0u32);
+            b.if_then(issuer, false, |b| {
+                let end = b.min(n_tiles, stages);
+                b.for_loop(1u32, end, 1u32, false, |b, kt| {
+                    let stage = b.mul(kt, stage_bytes);
+                    let full = b.mad(kt, 8u32, ring_bars);
+                    issue_tile(b, kt, stage, full);
+                });
+            });
+        }
         b.wgmma_wait(0);
         let (corrs, same) = softmax(b, zero);
         rescale(b, &acc, &corrs, same);
@@ -380,10 +455,9 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     });
     let held: Vec<Reg<U32>> = p.iter().flatten().copied().collect();
     b.for_loop(1u32, n_tiles, 1u32, true, |b, kt| {
-        let prev_stage = prev[0];
         b.wgmma_fence();
         issue_scores(b);
-        issue_values(b, &p, prev_stage);
+        issue_values(b, &p, prev);
         b.wgmma_wait_holding(1, &held);
         let (corrs, same) = softmax(b, kt);
         b.wgmma_wait_holding(0, &held);
@@ -395,9 +469,8 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
     // The last tile's `P V`.
     let has_tiles = b.setp::<U32>(Cmp::Gt, n_tiles, 0u32);
     b.if_then(has_tiles, true, |b| {
-        let [prev_stage, ..] = prev;
         b.wgmma_fence();
-        issue_values(b, &p, prev_stage);
+        issue_values(b, &p, prev);
         b.wgmma_wait_holding(0, &held);
     });
 
@@ -426,10 +499,12 @@ mod tests {
 
     #[test]
     fn shared_memory_fits_and_holds_the_stages_written_out() {
-        // Query tile + stages of K and V + 1 KiB slack + barriers: 24 KiB + 4 x 32 KiB at
-        // 64, 32 KiB + 3 x 64 KiB at 128, 64 KiB + 2 x 64 KiB at 256.
-        for (dim, q, stage, stages) in [(64, 24, 32, 4), (128, 32, 64, 3), (256, 64, 64, 2)] {
-            let want = 1024 + q * 1024 + stages * (stage * 1024 + 16) + 8;
+        // Query tile + stages of K and V + 1 KiB slack + barriers (two a stage at 64,
+        // three above): 24 KiB + 4 x 32 KiB at 64, 32 KiB + 3 x 64 KiB at 128, 64 KiB +
+        // 2 x 64 KiB at 256.
+        let cases = [(64, 24, 32, 4, 2), (128, 32, 64, 3, 3), (256, 64, 64, 2, 3)];
+        for (dim, q, stage, stages, bars) in cases {
+            let want = 1024 + q * 1024 + stages * (stage * 1024 + 8 * bars) + 8;
             assert_eq!(shared_bytes(dim), want, "dim {dim}");
             assert!(shared_bytes(dim) <= SHARED_LIMIT);
         }
