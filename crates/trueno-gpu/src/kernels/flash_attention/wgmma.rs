@@ -11,9 +11,9 @@
 //! query tile and the first key/value tile only, and for the other stages once the
 //! first scores are issued, so those arrive first, and the first scores wait for the
 //! keys, not the values (a block's start is a large share of its time at 1K tokens;
-//! `values_apart`). Each warpgroup computes `S = Q K^T` by
-//! `wgmma` with both operands in shared memory (K k-major: a key's row is its k), the
-//! online softmax on the accumulators, then `O += P V` by `wgmma` with the
+//! `values_apart`). Each warpgroup computes `S = Q K^T` by `wgmma` with both operands
+//! in shared memory (K k-major: a key's row is its k), the online softmax on the
+//! accumulators, then `O += P V` by `wgmma` with the
 //! probabilities as a register A fragment (the score accumulators' layout is that
 //! fragment's, as with `mma.sync`) and V n-major (transposed by the product). Tile
 //! `j`'s scores and tile `j - 1`'s `P V` are issued back to back, so the tensor cores
