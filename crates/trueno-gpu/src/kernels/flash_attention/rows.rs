@@ -130,7 +130,7 @@ pub(super) struct BlockTile {
 }
 
 /// Blocks launched together (about a wave) whose tiles `tile_order` sorts longest first.
-pub(super) const ORDER_BLOCKS: u32 = 128;
+const ORDER_BLOCKS: u32 = 128;
 
 /// Whether a kernel of head dimension `dim` takes its tiles in `tile_order`'s groups.
 /// Measured on an H200 (2026-11-27, three calls alternating with the grid order): at

@@ -228,6 +228,15 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
             }
         }
     };
+    // Tiles `from..min(n_tiles, stages)`, each into its own stage (the ring's start).
+    let issue_stages = |b: &mut KernelBuilder, from: u32| {
+        let end = b.min(n_tiles, stages);
+        b.for_loop(from, end, 1u32, false, |b, kt| {
+            let stage = b.mul(kt, stage_bytes);
+            let full = b.mad(kt, 8u32, ring_bars);
+            issue_tile(b, kt, stage, full);
+        });
+    };
     let ring = Ring::new(&mut b, ring_bars, stages, stage_bytes);
     let issuer = b.setp::<U32>(Cmp::Eq, t, 0u32);
     // Thread 0 sets up the barriers and asks for the query tile and the first stages'
@@ -255,14 +264,7 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
                 let (any, zero) = (b.setp::<U32>(Cmp::Gt, n_tiles, 0u32), b.mov(0u32));
                 b.if_then(any, false, |b| issue_tile(b, zero, zero, ring_bars));
             }
-            false => {
-                let first = b.min(n_tiles, stages);
-                b.for_loop(0u32, first, 1u32, false, |b, kt| {
-                    let stage = b.mul(kt, stage_bytes);
-                    let full = b.mad(kt, 8u32, ring_bars);
-                    issue_tile(b, kt, stage, full);
-                });
-            }
+            false => issue_stages(b, 0),
         }
     });
     b.bar_sync();
@@ -439,14 +441,7 @@ fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
         if apart {
             // Now the other stages' tiles, behind the first.
             let issuer = b.setp::<U32>(Cmp::Eq, t, 0u32);
-            b.if_then(issuer, false, |b| {
-                let end = b.min(n_tiles, stages);
-                b.for_loop(1u32, end, 1u32, false, |b, kt| {
-                    let stage = b.mul(kt, stage_bytes);
-                    let full = b.mad(kt, 8u32, ring_bars);
-                    issue_tile(b, kt, stage, full);
-                });
-            });
+            b.if_then(issuer, false, |b| issue_stages(b, 1));
         }
         b.wgmma_wait(0);
         let (corrs, same) = softmax(b, zero);
