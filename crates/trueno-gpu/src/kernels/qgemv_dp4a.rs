@@ -32,7 +32,7 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, S32, Space, U3
 /// Super-blocks a warp covers per step.
 pub(super) const BLOCKS_PER_STEP: u32 = 4;
 /// Steps whose loads are issued before any of their math (one-vector kernels).
-const UNROLL: u32 = 2;
+pub(super) const UNROLL: u32 = 2;
 /// Bytes of activation quants, scales and sums per super-block.
 const ACT_STEP: [u32; 3] = [256, 4, 16 * 4];
 /// The most activation vectors a batched product takes.
