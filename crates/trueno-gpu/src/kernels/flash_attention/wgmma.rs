@@ -65,10 +65,10 @@ const SHARED_LIMIT: u32 = 227 * 1024;
 
 /// Keys per tile: 128, or 80 at head dim 256, where the output alone is 128 registers a
 /// thread and two stages of 80-key tiles are what fits shared memory beside the query
-/// tile. Against 64 keys (H100, 2026-11-27, two calls alternating them): 1.02-1.08x at 4K
-/// and 16K tokens, 1.01-1.05x at 1K, causal 1K the same; the scores' `wgmma` reads 4.5 KiB of
-/// shared memory per 164 kFLOP instead of 4 KiB per 131, and a block takes 1.25x fewer
-/// tiles through its fixed per-tile steps (219 registers, no spills).
+/// tile. Against 64 keys (H100, 2026-11-27, two calls alternating them): 1.02-1.08x at
+/// 4K and 16K tokens, 1.01-1.05x at 1K, causal 1K the same; the scores' `wgmma` reads
+/// 4.5 KiB of shared memory per 164 kFLOP instead of 4 KiB per 131, and a block takes
+/// 1.25x fewer tiles through its fixed per-tile steps (219 registers, no spills).
 pub fn keys_per_tile(dim: u32) -> u32 {
     if dim > 128 { 80 } else { 128 }
 }
@@ -503,7 +503,7 @@ mod tests {
     fn shared_memory_fits_and_holds_the_stages_written_out() {
         // Query tile + stages of K and V + 1 KiB slack + barriers (two a stage at 64,
         // three above): 24 KiB + 4 x 32 KiB at 64, 32 KiB + 3 x 64 KiB at 128, 64 KiB +
-        // 2 x 64 KiB at 256.
+        // 2 x 80 KiB at 256.
         let cases = [(64, 24, 32, 4, 2), (128, 32, 64, 3, 3), (256, 64, 80, 2, 3)];
         for (dim, q, stage, stages, bars) in cases {
             let want = 1024 + q * 1024 + stages * (stage * 1024 + 8 * bars) + 8;
@@ -534,5 +534,22 @@ mod tests {
             .count();
         assert_eq!(rs, 2 * 128 / 16, "{text}");
         assert!(text.contains("cp.async.bulk.tensor.2d"));
+    }
+
+    #[test]
+    fn head_dim_256_scores_80_keys_a_tile() {
+        let k = compile(FlashAttentionWgmmaKernel(HalfType::Bf16, 256).build()).unwrap();
+        let text = emit_module(Target::Sm90a, &[k]);
+        // S: 64 x 80 over 256 / 16 k-steps, for the first tile and in the loop; O: 64 x
+        // 256 over 80 / 16 k-steps of the probabilities, in the loop and after it.
+        let count = |pat: &str| text.lines().filter(|l| l.contains(pat)).count();
+        assert_eq!(
+            count("wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16"),
+            2 * 16
+        );
+        assert_eq!(
+            count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"),
+            2 * 5
+        );
     }
 }
