@@ -471,9 +471,10 @@ impl<'a> Stream<Recording<'a>> {
         scale: f32,
     ) -> Result<()> {
         let (ty, dim) = (T::TYPE, shape.dim as u32);
+        let hopper = FlashAttentionWgmmaKernel::for_sequences(ty, dim, shape.max_seqlen_q);
         let kern: Box<dyn Kernel> = match path {
             FlashPath::Mma => Box::new(FlashAttentionKernel(ty, dim)),
-            FlashPath::Wgmma => Box::new(FlashAttentionWgmmaKernel(ty, dim)),
+            FlashPath::Wgmma => Box::new(hopper),
         };
         shape.check(&kern.name())?;
         if path == FlashPath::Wgmma && !self.context().has_sm90a() {
@@ -507,7 +508,7 @@ impl<'a> Stream<Recording<'a>> {
             FlashPath::Mma => [KernelArg::buf(q), KernelArg::buf(k), KernelArg::buf(v)],
             FlashPath::Wgmma => {
                 let (box_q, box_kv, cols) = (
-                    fa_wgmma::block_rows(dim),
+                    hopper.block_rows(),
                     fa_wgmma::keys_per_tile(dim),
                     fa_wgmma::BOX_COLS,
                 );

@@ -431,7 +431,7 @@ fn attention(
             }
             // `Stream::flash_attention`'s choice: Hopper's kernel on a wgmma device.
             let kernel: &dyn Kernel = match wgmma {
-                true => &FlashAttentionWgmmaKernel(HalfType::Bf16, d as u32),
+                true => &FlashAttentionWgmmaKernel::for_sequences(HalfType::Bf16, d as u32, tokens),
                 false => &FlashAttentionKernel(HalfType::Bf16, d as u32),
             };
             let mut fa = launch(

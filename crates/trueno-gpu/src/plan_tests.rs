@@ -314,7 +314,7 @@ fn on_hopper_a_prefill_fuses_the_projections_that_qgemm_with_fuses() {
         .find(|s| s.what.starts_with("flash attention"))
         .unwrap();
     let fa_kernel =
-        crate::kernels::flash_attention::wgmma::FlashAttentionWgmmaKernel(HalfType::Bf16, 128);
+        crate::kernels::flash_attention::wgmma::FlashAttentionWgmmaKernel::new(HalfType::Bf16, 128);
     assert_eq!(fa.kernel, Some(fa_kernel.name()));
     assert_eq!(
         fa.config,

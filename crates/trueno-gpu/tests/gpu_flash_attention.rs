@@ -165,6 +165,32 @@ fn flash_attention_matches_an_f64_softmax_on_ragged_batches() {
 }
 
 #[test]
+fn head_dim_64_runs_both_block_heights() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(41);
+    // Query sequences of at most `SHORT_SEQ` (1024) tokens take the two-warpgroup
+    // Hopper kernel at head dim 64 (128-row blocks), longer ones the three-warpgroup one
+    // (192 rows): one batch each side of the line, ragged.
+    let short: &[(usize, usize)] = &[(1024, 1024), (37, 37), (200, 1000)];
+    let long: &[(usize, usize)] = &[(1100, 1100), (5, 5), (193, 193)];
+    for lens in [short, long] {
+        for causal in [false, true] {
+            check_both(
+                &ctx,
+                &mut rng,
+                &Case {
+                    lens,
+                    heads: (2, 1),
+                    dim: 64,
+                    causal,
+                    scale: 0.125,
+                },
+            );
+        }
+    }
+}
+
+#[test]
 fn causal_masks_align_bottom_right_when_query_and_key_lengths_differ() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(29);

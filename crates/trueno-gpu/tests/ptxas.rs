@@ -352,11 +352,19 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
 fn hopper_flash_attention_runs_on_warpgroup_products_and_the_copy_engine() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::flash_attention::HEAD_DIMS;
-    use trueno_gpu::kernels::flash_attention::wgmma::{FlashAttentionWgmmaKernel, keys_per_tile};
+    use trueno_gpu::kernels::flash_attention::wgmma::{
+        FlashAttentionWgmmaKernel, SHORT_SEQ, keys_per_tile,
+    };
     use trueno_gpu::kernels::gemm_mma::HalfType;
     for ty in [HalfType::Bf16, HalfType::F16] {
-        for d in HEAD_DIMS {
-            let (stem, code) = sass.of(&FlashAttentionWgmmaKernel(ty, d), Target::Sm90a);
+        // Every head dim's kernel, then head dim 64's two-warpgroup one.
+        let kernels = HEAD_DIMS
+            .iter()
+            .map(|&d| FlashAttentionWgmmaKernel::new(ty, d))
+            .chain([FlashAttentionWgmmaKernel::for_sequences(ty, 64, SHORT_SEQ)]);
+        for k in kernels {
+            let d = k.1;
+            let (stem, code) = sass.of(&k, Target::Sm90a);
             let count = |op: &str| code.matches(op).count();
             let kind = match ty {
                 HalfType::Bf16 => "16.F32.BF16",

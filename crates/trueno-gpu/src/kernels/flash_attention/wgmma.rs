@@ -47,14 +47,20 @@ pub fn warpgroups(dim: u32) -> u32 {
     if dim == 64 { 3 } else { 2 }
 }
 
-/// Threads per block.
-pub fn threads(dim: u32) -> u32 {
-    128 * warpgroups(dim)
+/// The longest query sequence for which head dim 64 takes two warpgroups (128 rows) a
+/// block instead of three: at 1K tokens 192-row blocks leave a third of each sequence's
+/// last block empty (1024 = 5 x 192 + 64), and two warpgroups ran 1.02-1.03x (causal
+/// 1.07-1.10x) there, 0.89-0.98x at 4K and 16K (H100, 2026-11-27, alternated twice).
+pub const SHORT_SEQ: usize = 1024;
+
+/// Threads per block of `wg` warpgroups.
+pub fn threads(wg: u32) -> u32 {
+    128 * wg
 }
 
-/// Query rows per block.
-pub fn block_rows(dim: u32) -> u32 {
-    64 * warpgroups(dim)
+/// Query rows per block of `wg` warpgroups.
+pub fn block_rows(wg: u32) -> u32 {
+    64 * wg
 }
 /// Columns per copy-engine box: one 128-byte swizzle row of 16-bit values.
 pub const BOX_COLS: u32 = 64;
@@ -75,8 +81,8 @@ pub fn keys_per_tile(dim: u32) -> u32 {
 
 /// Bytes of the query tile, of one K (or V) tile, and the stages that fit beside them
 /// (at most four): four at 64, three at 128, two at 256.
-fn layout(dim: u32) -> (u32, u32, u32) {
-    let q = block_rows(dim) * dim * 2;
+fn layout(dim: u32, wg: u32) -> (u32, u32, u32) {
+    let q = block_rows(wg) * dim * 2;
     let kv = keys_per_tile(dim) * dim * 2;
     let room = SHARED_LIMIT - ALIGN - q - 8;
     (q, kv, (room / (2 * kv + stage_barriers(dim) * 8)).min(4))
@@ -103,34 +109,61 @@ fn stage_barriers(dim: u32) -> u32 {
 const VALUES_FULL: u32 = 2;
 
 /// Dynamic shared memory: alignment slack, the query tile, the stages and barriers.
-pub fn shared_bytes(dim: u32) -> u32 {
-    let (q, kv, stages) = layout(dim);
+pub fn shared_bytes(dim: u32, wg: u32) -> u32 {
+    let (q, kv, stages) = layout(dim, wg);
     ALIGN + q + stages * (2 * kv + stage_barriers(dim) * 8) + 8
 }
 
-/// The Hopper forward kernel for one input type and head dimension: parameters
+/// The Hopper forward kernel for one input type, head dimension and warpgroup count
+/// (64 query rows each; [`warpgroups`] unless a short-sequence variant): parameters
 /// `map_q`, `map_k`, `map_v` (tensor maps of `[tokens, heads * dim]` in boxes of
 /// [`block_rows`] (Q) or [`keys_per_tile`] (K, V) rows x [`BOX_COLS`]), then those of
 /// [`FlashAttentionKernel`](super::FlashAttentionKernel) from `out` on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlashAttentionWgmmaKernel(pub HalfType, pub u32);
+pub struct FlashAttentionWgmmaKernel(pub HalfType, pub u32, pub u32);
+
+impl FlashAttentionWgmmaKernel {
+    /// The kernel for head dim `dim` with its usual warpgroup count.
+    pub fn new(ty: HalfType, dim: u32) -> Self {
+        FlashAttentionWgmmaKernel(ty, dim, warpgroups(dim))
+    }
+
+    /// The kernel `Stream::flash_attention` runs for query sequences of at most
+    /// `max_seqlen_q` tokens: two warpgroups at head dim 64 up to [`SHORT_SEQ`].
+    pub fn for_sequences(ty: HalfType, dim: u32, max_seqlen_q: usize) -> Self {
+        match dim == 64 && max_seqlen_q <= SHORT_SEQ {
+            true => FlashAttentionWgmmaKernel(ty, dim, 2),
+            false => Self::new(ty, dim),
+        }
+    }
+
+    /// Query rows a block.
+    pub fn block_rows(&self) -> u32 {
+        block_rows(self.2)
+    }
+}
 
 impl Kernel for FlashAttentionWgmmaKernel {
     fn name(&self) -> String {
-        format!("trueno_flash_attn_wgmma_{}_d{}", self.0.name(), self.1)
+        let (ty, dim, wg) = (self.0.name(), self.1, self.2);
+        match wg == warpgroups(dim) {
+            true => format!("trueno_flash_attn_wgmma_{ty}_d{dim}"),
+            false => format!("trueno_flash_attn_wgmma_{ty}_d{dim}_wg{wg}"),
+        }
     }
     fn family(&self) -> Family {
         Family::FlashAttentionWgmma
     }
     fn build(&self) -> KernelIr {
-        build(&self.name(), self.0, self.1)
+        build(&self.name(), self.0, self.1, self.2)
     }
     fn targets(&self) -> &'static [Target] {
         &[Target::Sm90a]
     }
     /// `[max_seqlen_q, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let block = (block_rows(self.1), threads(self.1), shared_bytes(self.1));
+        let (dim, wg) = (self.1, self.2);
+        let block = (block_rows(wg), threads(wg), shared_bytes(dim, wg));
         super::launch(&self.name(), dims, block)
     }
 }
@@ -140,20 +173,23 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
     for t in [HalfType::Bf16, HalfType::F16] {
         for d in super::HEAD_DIMS {
-            v.push(Box::new(FlashAttentionWgmmaKernel(t, d)));
+            v.push(Box::new(FlashAttentionWgmmaKernel::new(t, d)));
         }
+        v.push(Box::new(FlashAttentionWgmmaKernel::for_sequences(
+            t, 64, SHORT_SEQ,
+        )));
     }
     v
 }
 
-fn build(name: &str, ty: HalfType, dim: u32) -> KernelIr {
+fn build(name: &str, ty: HalfType, dim: u32, wg: u32) -> KernelIr {
     let bn = keys_per_tile(dim);
     let boxes = dim / BOX_COLS;
-    let (q_bytes, kv_bytes, stages) = layout(dim);
+    let (q_bytes, kv_bytes, stages) = layout(dim, wg);
     let stage_bytes = 2 * kv_bytes;
     let pt = ty.ptx();
     let mut b = KernelBuilder::new(name);
-    let (threads, block_rows) = (threads(dim), block_rows(dim));
+    let (threads, block_rows) = (threads(wg), block_rows(wg));
     b.max_threads(threads);
     b.min_blocks(1);
     let map_q = b.param_tensor_map("map_q");
@@ -502,27 +538,48 @@ mod tests {
     #[test]
     fn shared_memory_fits_and_holds_the_stages_written_out() {
         // Query tile + stages of K and V + 1 KiB slack + barriers (two a stage at 64,
-        // three above): 24 KiB + 4 x 32 KiB at 64, 32 KiB + 3 x 64 KiB at 128, 64 KiB +
-        // 2 x 80 KiB at 256.
-        let cases = [(64, 24, 32, 4, 2), (128, 32, 64, 3, 3), (256, 64, 80, 2, 3)];
-        for (dim, q, stage, stages, bars) in cases {
+        // three above): 24 KiB + 4 x 32 KiB at 64 (16 KiB + 4 x 32 KiB with two
+        // warpgroups), 32 KiB + 3 x 64 KiB at 128, 64 KiB + 2 x 80 KiB at 256.
+        let cases = [
+            (64, 3, 24, 32, 4, 2),
+            (64, 2, 16, 32, 4, 2),
+            (128, 2, 32, 64, 3, 3),
+            (256, 2, 64, 80, 2, 3),
+        ];
+        for (dim, wg, q, stage, stages, bars) in cases {
             let want = 1024 + q * 1024 + stages * (stage * 1024 + 8 * bars) + 8;
-            assert_eq!(shared_bytes(dim), want, "dim {dim}");
-            assert!(shared_bytes(dim) <= SHARED_LIMIT);
+            assert_eq!(shared_bytes(dim, wg), want, "dim {dim}, {wg} warpgroups");
+            assert!(shared_bytes(dim, wg) <= SHARED_LIMIT);
         }
-        let c = FlashAttentionWgmmaKernel(HalfType::Bf16, 128)
-            .launch_config(&[1000, 12, 3])
-            .unwrap();
+        let launch = |k: FlashAttentionWgmmaKernel| k.launch_config(&[1000, 12, 3]).unwrap();
+        let c = launch(FlashAttentionWgmmaKernel::new(HalfType::Bf16, 128));
         assert_eq!((c.grid, c.block.0), ((8, 12, 3), 256));
-        let c = FlashAttentionWgmmaKernel(HalfType::Bf16, 64)
-            .launch_config(&[1000, 12, 3])
-            .unwrap();
+        let c = launch(FlashAttentionWgmmaKernel::new(HalfType::Bf16, 64));
         assert_eq!((c.grid, c.block.0), ((6, 12, 3), 384));
     }
 
     #[test]
+    fn head_dim_64_takes_two_warpgroups_for_sequences_up_to_1k() {
+        let short = FlashAttentionWgmmaKernel::for_sequences(HalfType::F16, 64, 1024);
+        assert_eq!(short, FlashAttentionWgmmaKernel(HalfType::F16, 64, 2));
+        assert_eq!(short.name(), "trueno_flash_attn_wgmma_f16_d64_wg2");
+        let c = short.launch_config(&[1000, 12, 3]).unwrap();
+        assert_eq!(
+            (c.grid, c.block.0, c.shared_bytes),
+            ((8, 12, 3), 256, 148_552)
+        );
+        let long = FlashAttentionWgmmaKernel::for_sequences(HalfType::F16, 64, 1025);
+        assert_eq!(long, FlashAttentionWgmmaKernel::new(HalfType::F16, 64));
+        assert_eq!(long.name(), "trueno_flash_attn_wgmma_f16_d64");
+        for dim in [128, 256] {
+            let k = FlashAttentionWgmmaKernel::for_sequences(HalfType::F16, dim, 1);
+            assert_eq!(k, FlashAttentionWgmmaKernel::new(HalfType::F16, dim));
+        }
+    }
+
+    #[test]
     fn the_kernel_multiplies_on_warpgroup_products_from_registers_and_shared_memory() {
-        let k = compile(FlashAttentionWgmmaKernel(HalfType::F16, 128).build()).unwrap();
+        let k = compile(FlashAttentionWgmmaKernel::new(HalfType::F16, 128).build()).unwrap();
         let text = emit_module(Target::Sm90a, &[k]);
         // S: 64 x 128 x 16 from two descriptors; O: 64 x 128 x 16 with A in four
         // registers and V transposed, 128 / 16 products where the loop issues them and
@@ -538,7 +595,7 @@ mod tests {
 
     #[test]
     fn head_dim_256_scores_80_keys_a_tile() {
-        let k = compile(FlashAttentionWgmmaKernel(HalfType::Bf16, 256).build()).unwrap();
+        let k = compile(FlashAttentionWgmmaKernel::new(HalfType::Bf16, 256).build()).unwrap();
         let text = emit_module(Target::Sm90a, &[k]);
         // S: 64 x 80 over 256 / 16 k-steps, for the first tile and in the loop; O: 64 x
         // 256 over 80 / 16 k-steps of the probabilities, in the loop and after it.
