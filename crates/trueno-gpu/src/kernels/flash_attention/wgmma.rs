@@ -163,6 +163,14 @@ impl Kernel for FlashAttentionWgmmaKernel {
     /// `[max_seqlen_q, heads_q, batch]`.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let (dim, wg) = (self.1, self.2);
+        // Two warpgroups at every dim; three only at 64 (registers: 156 a thread fit 384
+        // threads, 189 at 128 do not).
+        if !(wg == 2 || (wg == 3 && dim == 64)) {
+            return crate::error::shape_err(
+                &self.name(),
+                format!("{wg} warpgroups at head dim {dim} (2, or 3 at head dim 64)"),
+            );
+        }
         let block = (block_rows(wg), threads(wg), shared_bytes(dim, wg));
         super::launch(&self.name(), dims, block)
     }
@@ -574,6 +582,10 @@ mod tests {
         for dim in [128, 256] {
             let k = FlashAttentionWgmmaKernel::for_sequences(HalfType::F16, dim, 1);
             assert_eq!(k, FlashAttentionWgmmaKernel::new(HalfType::F16, dim));
+        }
+        for (dim, wg) in [(128, 3), (64, 1), (64, 4), (256, 3)] {
+            let k = FlashAttentionWgmmaKernel(HalfType::F16, dim, wg);
+            assert!(k.launch_config(&[1000, 12, 3]).is_err(), "{dim} x {wg}");
         }
     }
 
