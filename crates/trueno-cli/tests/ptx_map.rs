@@ -143,8 +143,9 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
             .as_array()
             .unwrap()
             .iter()
-            // The default device is an H100: Hopper's FlashAttention kernel.
-            .any(|s| s["kernel"] == "trueno_flash_attn_wgmma_bf16_d64")
+            // The default device is an H100: Hopper's FlashAttention kernel, at 64 tokens
+            // (up to 1024) its two-warpgroup form.
+            .any(|s| s["kernel"] == "trueno_flash_attn_wgmma_bf16_d64_wg2")
     );
 
     // qwen2: NeoX rotation and three bias adds a layer.
