@@ -430,8 +430,9 @@ fn attention(
                 ]);
             }
             // `Stream::flash_attention`'s choice: Hopper's kernel on a wgmma device.
+            let hopper = FlashAttentionWgmmaKernel::for_sequences(HalfType::Bf16, d as u32, tokens);
             let kernel: &dyn Kernel = match wgmma {
-                true => &FlashAttentionWgmmaKernel::for_sequences(HalfType::Bf16, d as u32, tokens),
+                true => &hopper,
                 false => &FlashAttentionKernel(HalfType::Bf16, d as u32),
             };
             let mut fa = launch(

@@ -25,6 +25,7 @@
 pub(crate) mod build;
 pub(crate) mod rows;
 pub mod wgmma;
+mod wgmma_shape;
 
 use super::attention::attend_f64;
 use super::gemm_mma::HalfType;
