@@ -407,6 +407,17 @@ fn hopper_flash_attention_runs_on_warpgroup_products_and_the_copy_engine() {
                 0,
                 "{stem}: an mma.sync product on the wgmma path"
             );
+            // Each exponential one MUFU.EX2 (`ex2.approx.ftz`): the full-range form wraps
+            // every one in a compare and two predicated multiplies.
+            let wrapped = code
+                .lines()
+                .filter(|l| l.contains(" FMUL ") && l.contains("@"))
+                .count();
+            assert!(
+                count("MUFU.EX2") >= (bn / 2) as usize && wrapped * 8 < count("MUFU.EX2"),
+                "{stem}: {} MUFU.EX2, {wrapped} predicated FMUL",
+                count("MUFU.EX2")
+            );
             // Waits for groups, not products: after the first tile's scores, two in the
             // loop (its scores, then the previous tile's P V), after the last P V.
             assert!(

@@ -13,7 +13,7 @@
 //! Layouts (f32, row-major): `q` and `out` `[batch, heads_q, dim]`, each cache
 //! `[batch, heads_kv, capacity, dim]`, `lens` `[batch]` (positions `0..lens[b]` valid).
 //! Scores are computed in the base-2 domain (the query pre-scaled by `scale * log2 e`), so
-//! every exponential is one `ex2.approx`.
+//! every exponential is one `ex2.approx.ftz`.
 
 use super::decode_chunk::build_chunk;
 use super::float_type::{FloatType, load_row};
@@ -227,7 +227,7 @@ pub struct DecodeMergeKernel(pub u32);
 /// would be NaN). A NaN score makes `top` NaN (see `max_nan`) and so the result.
 pub(super) fn weight(b: &mut KernelBuilder, x: Reg<F32>, top: Reg<F32>) -> Reg<F32> {
     let d = b.sub(x, top);
-    let e = b.ex2(d);
+    let e = b.ex2_ftz(d);
     let empty = b.setp::<F32>(Cmp::Eq, top, f32::NEG_INFINITY);
     b.selp(0.0f32, e, empty)
 }

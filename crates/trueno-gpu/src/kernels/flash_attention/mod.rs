@@ -279,6 +279,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_softmax_exponential_flushes_subnormals() {
+        use crate::ptx::{compile, emit_module};
+        // The full-range `ex2.approx` costs ptxas's compare and two predicated multiplies
+        // around each MUFU.EX2: a tile's softmax has one per score.
+        let mut kernels = all();
+        kernels.extend(wgmma::all());
+        for k in kernels {
+            let target = k.targets()[0];
+            let text = emit_module(target, &[compile(k.build()).unwrap()]);
+            let ex2: Vec<&str> = text.lines().filter(|l| l.contains("ex2.")).collect();
+            assert!(ex2.len() >= 16, "{}: {} exponentials", k.name(), ex2.len());
+            for l in ex2 {
+                assert!(l.contains("ex2.approx.ftz.f32"), "{}: {l}", k.name());
+            }
+        }
+    }
+
+    #[test]
     fn shared_memory_fits_an_sm80_block_and_tiles_cover_the_rows() {
         for d in HEAD_DIMS {
             assert!(shared_bytes(d) <= 163 * 1024, "{d}: {}", shared_bytes(d));

@@ -258,7 +258,7 @@ pub(crate) fn online_softmax(
             let none = b.setp::<F32>(Cmp::Eq, m_new, neg_inf);
             let base = b.selp::<F32>(0.0f32, m_new, none);
             let gap = b.sub(m_run[idx], base);
-            let corr = b.ex2(gap);
+            let corr = b.ex2_ftz(gap);
             let same = b.setp::<F32>(Cmp::Eq, m_new, m_run[idx]);
             let corr = b.selp::<F32>(1.0f32, corr, same);
             all_same = Some(match all_same {
@@ -272,7 +272,7 @@ pub(crate) fn online_softmax(
                 for e in 0..2 {
                     let x = frag[2 * half + e];
                     let y = b.fma(x, scale_log2, neg_base);
-                    let p = b.ex2(y);
+                    let p = b.ex2_ftz(y);
                     b.assign(x, p);
                     sum = b.add(sum, p);
                 }

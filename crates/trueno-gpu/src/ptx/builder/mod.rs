@@ -321,6 +321,13 @@ impl KernelBuilder {
     pub fn ex2(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
         self.unary(Op::Ex2, Some(Rounding::Approx), a.into())
     }
+    /// Approximate `2^a` with subnormal inputs and results flushed to zero: one
+    /// `MUFU.EX2`, where the full-range form costs a compare and two predicated
+    /// multiplies around it. For weights such as softmax probabilities, where a result
+    /// under 2^-126 is as good as 0.
+    pub fn ex2_ftz(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
+        self.unary(Op::Ex2, Some(Rounding::ApproxFtz), a.into())
+    }
     /// Approximate `sin(a)` (absolute error about 2^-20.9 for `a` in [-pi, pi]; reduce
     /// larger arguments first).
     pub fn sin(&mut self, a: impl Into<Src<F32>>) -> Reg<F32> {
