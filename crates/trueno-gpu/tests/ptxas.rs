@@ -418,6 +418,23 @@ fn hopper_flash_attention_runs_on_warpgroup_products_and_the_copy_engine() {
                 "{stem}: {} MUFU.EX2, {wrapped} predicated FMUL",
                 count("MUFU.EX2")
             );
+            // The softmax between the loop's two waits (scores in, then the previous
+            // tile's `P V`), where it overlaps that `P V`: every MUFU.EX2 of a tile.
+            let mut overlapped = Vec::new();
+            let mut between: Option<usize> = None;
+            for l in code.lines() {
+                if l.contains("DEPBAR.LE gsb0, 0x1") {
+                    between = Some(0);
+                } else if l.contains("DEPBAR.LE gsb0, 0x0") {
+                    overlapped.extend(between.take());
+                } else if l.contains("MUFU.EX2") {
+                    between = between.map(|n| n + 1);
+                }
+            }
+            assert!(
+                overlapped == [bn as usize / 2 + 2],
+                "{stem}: exponentials between the loop's waits {overlapped:?}"
+            );
             // Waits for groups, not products: after the first tile's scores, two in the
             // loop (its scores, then the previous tile's P V), after the last P V.
             assert!(

@@ -399,10 +399,9 @@ fn build(name: &str, ty: HalfType, dim: u32, wg: u32) -> KernelIr {
         .map(|_| std::array::from_fn(|_| b.mov(0u32)))
         .collect();
     let prev = [b.mov(0u32), b.mov(0u32), b.mov(0u32), b.mov(0u32)];
-    // After tile kt's softmax and rescale: its value tail zeroed, its probabilities
-    // packed for the next step's `P V`, its stage and barriers kept as `prev`.
-    let close_tile = |b: &mut KernelBuilder, kt: Reg<U32>| {
-        zero_value_tail(b, kt);
+    // After tile kt's softmax, value tail and rescale: its probabilities packed for the
+    // next step's `P V`, its stage and barriers kept as `prev`.
+    let close_tile = |b: &mut KernelBuilder| {
         for (d, x) in p.iter().zip(pack(b)) {
             for (d, x) in d.iter().zip(x) {
                 b.assign(*d, x);
@@ -426,7 +425,8 @@ fn build(name: &str, ty: HalfType, dim: u32, wg: u32) -> KernelIr {
         b.wgmma_wait(0);
         let (corrs, same) = softmax(b, zero);
         rescale(b, &acc, &corrs, same);
-        close_tile(b, zero);
+        zero_value_tail(b, zero);
+        close_tile(b);
     });
     let held: Vec<Reg<U32>> = p.iter().flatten().copied().collect();
     b.for_loop(1u32, n_tiles, 1u32, true, |b, kt| {
@@ -435,11 +435,15 @@ fn build(name: &str, ty: HalfType, dim: u32, wg: u32) -> KernelIr {
         issue_values(b, &p, prev);
         b.wgmma_wait_holding(1, &held);
         let (corrs, same) = softmax(b, kt);
+        // The value tail's branch also ends the softmax's basic block: in one block with
+        // the wait for `P V`, ptxas scheduled that wait above the softmax (nothing
+        // overlapped it); across the branch the softmax runs while `P V` does.
+        zero_value_tail(b, kt);
         b.wgmma_wait_holding(0, &held);
         let prev_kt = b.sub(kt, 1u32);
         release(b, prev_kt, prev);
         rescale(b, &acc, &corrs, same);
-        close_tile(b, kt);
+        close_tile(b);
     });
     // The last tile's `P V`.
     let has_tiles = b.setp::<U32>(Cmp::Gt, n_tiles, 0u32);
