@@ -205,9 +205,11 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
     let mut rng = Rng(0x4b38);
     for f in QgemvQ8kKernel::FORMATS {
         // Super-blocks per row: 1, 3 (under one warp step), 8 (two steps: one unrolled
-        // pass), 37 (ragged), 128; then the LLM widths.
-        let mut shapes = vec![(1, 256), (7, 3 * 256), (9, 8 * 256), (33, 37 * 256)];
-        shapes.push((64, 128 * 256));
+        // pass), 12 (three steps: no four-step pass, three left), 30 (lanes with a
+        // four-step pass and three left, beside ones with none left), 37 (ragged), 128;
+        // then the LLM widths.
+        let mut shapes = vec![(1, 256), (7, 3 * 256), (9, 8 * 256), (5, 12 * 256)];
+        shapes.extend([(11, 30 * 256), (33, 37 * 256), (64, 128 * 256)]);
         if !small() {
             shapes.extend([(1031, 4096), (300, 14336)]);
         }
