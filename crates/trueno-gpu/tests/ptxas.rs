@@ -528,6 +528,16 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
             ] {
                 assert!(count(op) >= least, "{stem}: {} {op}\n{code}", count(op));
             }
+            // A pass's loads all leave before its first product (`end_block`): from the
+            // first IDP to the next branch, no load. Q5_K keeps ptxas's interleaving.
+            if f != QuantFormat::Q5K {
+                let from_first = code.lines().skip_while(|l| !l.contains("IDP.4A"));
+                let among = from_first
+                    .take_while(|l| !l.contains("BRA"))
+                    .filter(|l| l.contains("LDG"))
+                    .count();
+                assert_eq!(among, 0, "{stem}: loads among a pass's products\n{code}");
+            }
         }
     }
 }
