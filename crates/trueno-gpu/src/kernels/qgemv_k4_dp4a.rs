@@ -134,7 +134,7 @@ impl LaneStep for K4Lane {
     }
 
     /// Q5_K keeps ptxas's order: with its high bits' loads too, the pinned pass ran
-    /// 0.97-1.04x (H100) at 78 registers against 46.
+    /// 0.96-1.04x (H100) at 78 registers against 46.
     fn pin_loads(&self) -> bool {
         self.qh.is_none()
     }
