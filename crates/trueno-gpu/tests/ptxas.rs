@@ -542,6 +542,29 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     }
 }
 
+/// The float-activation K-quant products issue a pass's loads before its math
+/// (`qgemv_k::end_block`): from the first FFMA to the next branch, no load.
+#[test]
+fn the_k_quant_qgemv_loads_a_pass_before_its_math() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::qgemv::{QgemvKernel, QuantFormat};
+    for f in [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K] {
+        for act in FloatType::ALL {
+            for target in [Target::Sm80, Target::Sm90] {
+                let (stem, code) = sass.of(&QgemvKernel(f, act), target);
+                let from_first = code.lines().skip_while(|l| !l.contains("FFMA"));
+                let among = from_first
+                    .take_while(|l| !l.contains("BRA"))
+                    .filter(|l| l.contains("LDG"))
+                    .count();
+                assert!(code.contains("FFMA"), "{stem}: no FFMA");
+                assert_eq!(among, 0, "{stem}: loads among a pass's math\n{code}");
+            }
+        }
+    }
+}
+
 /// The row-dequantization kernels write each lane's two runs of four values in 16-byte
 /// stores, and Q4_K / Q5_K read their headers in one 16-byte load, on every target.
 #[test]

@@ -184,25 +184,6 @@ pub(super) trait LaneStep {
     }
 }
 
-/// Ends the basic block after a pass's loads with a branch that is never taken (`act`,
-/// a lane's activation pointer, is never null; its body a loop, so ptxas cannot turn it
-/// into predicated stores and drop the branch; were it ever taken, it would only write
-/// the warp's own `y[row]` before the row's real store). ptxas schedules within a block
-/// and had spread a pass's loads among its `dp4a`s: the loads after the first product
-/// waited for the earlier ones' data before they issued. Split, every load of the pass
-/// leaves before any product, for more registers (H100, in a graph, at 4096x4096,
-/// 14336x4096, 4096x14336 and 32000x4096: Q4_K 0.99-1.11x, Q6_K 1.00-1.11x, Q8_0
-/// 1.02-1.04x, Q4_0 1.04-1.14x).
-fn end_block(b: &mut KernelBuilder, fr: &Frame, act: Reg<U64>, acc: Reg<F32>) {
-    let null = b.setp::<U64>(Cmp::Eq, act, 0u64);
-    b.if_then(null, false, |b| {
-        let at = elem_addr(b, fr.y, fr.row, 4);
-        b.for_loop(0u32, fr.blocks, 1u32, false, |b, _| {
-            b.st::<F32, U64>(Space::Global, at, 0, acc);
-        });
-    });
-}
-
 /// The one-vector row loop: passes of [`LaneStep::unroll`] steps (their loads, then
 /// their math), then the lane's remaining steps one by one; every step is inside the row,
 /// so no load is predicated (a predicated load must start from zeroed registers, which
@@ -226,7 +207,7 @@ fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
             })
             .collect();
         if lane.pin_loads() {
-            end_block(b, fr, lane.act().a, acc);
+            qgemv_k::end_block(b, (fr.y, fr.row), fr.blocks, lane.act().a, acc);
         }
         for (w, a) in &loads {
             let w = lane.unpack(b, w);

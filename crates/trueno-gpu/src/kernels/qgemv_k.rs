@@ -226,32 +226,57 @@ pub(super) fn row_warp(b: &mut KernelBuilder, block_bytes: u32, act: FloatType) 
     }
 }
 
-/// Super-blocks a pass of [`row_blocks`] loads before its math. ptxas still interleaves
-/// them with the math to keep 32-34 registers, but more of them are in flight: against
-/// one a pass (H100, two runs each) 4 took 5-20% off the f32 and f16 kernels at
-/// 14336x4096, 4096x14336 and 32000x4096 (Q6_K 4096x14336 66-69 -> 57 us, Q4_K
-/// 32000x4096 77 -> 71), 4096x4096 the same within the noise; 2 in between.
-const ROW_UNROLL: u32 = 4;
+/// Ends the basic block after a pass's loads with a branch that is never taken (`act`,
+/// a lane's activation pointer, is never null; its body a loop of `trips`, so ptxas
+/// cannot turn it into predicated stores and drop the branch; were it ever taken, it
+/// would only write the warp's own `y[row]` before the row's real store). ptxas
+/// schedules within a block and had spread a pass's loads among its products: the loads
+/// after the first product waited for the earlier ones' data before they issued. Split,
+/// every load of the pass leaves before any product, for more registers (H100, in a
+/// graph, at 4096x4096, 14336x4096, 4096x14336 and 32000x4096: integer path Q4_K
+/// 0.99-1.11x, Q6_K 1.00-1.11x, Q8_0 1.02-1.04x, Q4_0 1.04-1.14x; f32 and f16
+/// activations Q4_K 1.01-1.16x, Q5_K 0.98-1.16x).
+pub(super) fn end_block(
+    b: &mut KernelBuilder,
+    (y, row): (Reg<U64>, Reg<U32>),
+    trips: Reg<U32>,
+    act: Reg<U64>,
+    acc: Reg<F32>,
+) {
+    let null = b.setp::<U64>(Cmp::Eq, act, 0u64);
+    b.if_then(null, false, |b| {
+        let at = elem_addr(b, y, row, 4);
+        b.for_loop(0u32, trips, 1u32, false, |b, _| {
+            b.st::<F32, U64>(Space::Global, at, 0, acc);
+        });
+    });
+}
+
+/// Super-blocks a pass of [`row_blocks`] loads before its math (Q4_K, Q5_K). Against one
+/// a pass (H100, two runs each, before [`end_block`]) 4 took 5-20% off the f32 and f16
+/// kernels at 14336x4096, 4096x14336 and 32000x4096, 4096x4096 the same within the
+/// noise; 2 in between. Q6_K takes two ([`super::qgemv_q6k`]).
+pub(super) const ROW_UNROLL: u32 = 4;
 
 /// Loops over the row's super-blocks: `load(b, s)` issues the lane's loads of the one `s`
 /// super-blocks past the current (its weights `s * block_bytes` bytes past `blk` and the
 /// pointers in `per_block`, its activations `256 s` values past `xp`), `dot` turns them
-/// into the lane's share. Passes of several super-blocks, every load of the pass issued
-/// before any math, then the rest one at a time. Then the warp's sum goes to `y[row]` and the
-/// kernel ends.
+/// into the lane's share. Passes of `unroll` super-blocks (a power of two), every load of
+/// the pass issued before any math (a basic block of their own, [`end_block`]), then the
+/// rest one at a time. Then the warp's sum goes to `y[row]` and the kernel ends.
 pub(super) fn row_blocks<L>(
     mut b: KernelBuilder,
     rw: &RowWarp,
-    xp: Reg<U64>,
+    (xp, unroll): (Reg<U64>, u32),
     per_block: &[Reg<U64>],
     load: impl Fn(&mut KernelBuilder, u32) -> L,
     dot: impl Fn(&mut KernelBuilder, &L) -> Reg<F32>,
 ) -> KernelIr {
     let acc = b.mov::<F32>(0.0f32);
-    let unroll = ROW_UNROLL;
-    const { assert!(ROW_UNROLL.is_power_of_two()) };
+    debug_assert!(unroll.is_power_of_two());
     let pass = |b: &mut KernelBuilder, n: u32| {
         let loads: Vec<L> = (0..n).map(|s| load(b, s)).collect();
+        end_block(b, (rw.y, rw.row), rw.blocks, xp, acc);
         for l in &loads {
             let part = dot(b, l);
             let next = b.add(acc, part);
@@ -311,7 +336,7 @@ pub(super) fn build_k(name: String, five_bit: bool, act: FloatType) -> KernelIr 
             xh: four(load_x(b, act, xp, x + 32, 4)),
         }
     };
-    row_blocks(b, &rw, xp, per_block, load, |b, l| {
+    row_blocks(b, &rw, (xp, ROW_UNROLL), per_block, load, |b, l| {
         super_block_dot(b, l, &cs)
     })
 }
