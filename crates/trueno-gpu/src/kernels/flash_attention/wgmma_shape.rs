@@ -3,7 +3,7 @@
 //! key/value stages and their barriers.
 
 /// Warpgroups per block, 64 query rows each: three at head dim 64 (each key/value tile
-/// then serves 192 rows, and 156 registers fit the 168 of 384 threads), two above.
+/// then serves 192 rows, and 158 registers fit the 168 of 384 threads), two above.
 /// Thread 0 also drives the copy engine: a producer warpgroup's register split
 /// (`setmaxnreg`) made ptxas serialize the register-A products, and a ninth warp
 /// leaves a multiprocessor quarter three warps (168 registers each).
@@ -38,7 +38,7 @@ pub(super) const SHARED_LIMIT: u32 = 227 * 1024;
 /// tile. Against 64 keys (H100, 2026-11-27, two calls alternating them): 1.02-1.08x at
 /// 4K and 16K tokens, 1.01-1.05x at 1K, causal 1K the same; the scores' `wgmma` reads
 /// 4.5 KiB of shared memory per 164 kFLOP instead of 4 KiB per 131, and a block takes
-/// 1.25x fewer tiles through its fixed per-tile steps (219 registers, no spills).
+/// 1.25x fewer tiles through its fixed per-tile steps (222 registers, no spills).
 pub fn keys_per_tile(dim: u32) -> u32 {
     if dim > 128 { 80 } else { 128 }
 }

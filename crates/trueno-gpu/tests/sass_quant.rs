@@ -1,0 +1,97 @@
+//! The quantized matrix-vector and row-dequantization kernels in machine code (the
+//! ptxas / cuobjdump wheel, as `ptxas.rs`): which instructions multiply and load, and in
+//! what order a pass's loads and products come. Without the tools the tests say so and
+//! pass, unless `TRUENO_REQUIRE_PTXAS=1` (CI sets it).
+
+mod common;
+use common::sass::Sass;
+
+use trueno_gpu::ptx::Target;
+
+/// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
+/// (four 8-bit products per instruction: unsigned weight bytes by signed activation
+/// bytes, Q8_0's signed by signed), the activations arrive in 16-byte loads, and so do
+/// Q4_K's and Q5_K's weights; Q6_K's 2-byte aligned quant runs in aligned 8-byte loads,
+/// Q8_0's and Q4_0's blocks in aligned 32-bit ones, on every target.
+#[test]
+fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    for f in QgemvQ8kKernel::FORMATS {
+        // In the two-step pass alone: eight products and two activation loads a step;
+        // Q4_K/Q5_K's header and quants (and fifth bits) in 16-byte loads, Q6_K's runs in
+        // six 8-byte loads and scales and `d` in three 16-bit ones, Q8_0's 9 words, Q4_0's 5.
+        let (idp, wide, dwords, narrow, words) = match f {
+            QuantFormat::Q6K => ("IDP.4A.U8.S8", 4, 12, 6, 0),
+            QuantFormat::Q8_0 => ("IDP.4A.S8.S8", 4, 0, 0, 18),
+            QuantFormat::Q4_0 => ("IDP.4A.U8.S8", 4, 0, 0, 10),
+            _ => ("IDP.4A.U8.S8", 8, 0, 0, 0),
+        };
+        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+            let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
+            let count = |op: &str| code.matches(op).count();
+            for (op, least) in [
+                (idp, 16),
+                ("LDG.E.128 ", wide),
+                ("LDG.E.64 ", dwords),
+                ("LDG.E.U16 ", narrow),
+                ("LDG.E ", words),
+            ] {
+                assert!(count(op) >= least, "{stem}: {} {op}\n{code}", count(op));
+            }
+            // A pass's loads all leave before its first product (`end_block`): from the
+            // first IDP to the next branch, no load. Q5_K keeps ptxas's interleaving.
+            if f != QuantFormat::Q5K {
+                let from_first = code.lines().skip_while(|l| !l.contains("IDP.4A"));
+                let among = from_first
+                    .take_while(|l| !l.contains("BRA"))
+                    .filter(|l| l.contains("LDG"))
+                    .count();
+                assert_eq!(among, 0, "{stem}: loads among a pass's products\n{code}");
+            }
+        }
+    }
+}
+
+/// The float-activation K-quant products issue a pass's loads before its math
+/// (`qgemv_k::end_block`): from the first FFMA to the next branch, no load.
+#[test]
+fn the_k_quant_qgemv_loads_a_pass_before_its_math() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::qgemv::{QgemvKernel, QuantFormat};
+    for f in [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K] {
+        for act in FloatType::ALL {
+            for target in [Target::Sm80, Target::Sm90] {
+                let (stem, code) = sass.of(&QgemvKernel(f, act), target);
+                let from_first = code.lines().skip_while(|l| !l.contains("FFMA"));
+                let among = from_first
+                    .take_while(|l| !l.contains("BRA"))
+                    .filter(|l| l.contains("LDG"))
+                    .count();
+                assert!(code.contains("FFMA"), "{stem}: no FFMA");
+                assert_eq!(among, 0, "{stem}: loads among a pass's math\n{code}");
+            }
+        }
+    }
+}
+
+/// The row-dequantization kernels write each lane's two runs of four values in 16-byte
+/// stores, and Q4_K / Q5_K read their headers in one 16-byte load, on every target.
+#[test]
+fn dequantized_rows_leave_in_16_byte_stores() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::dequant::DequantRowsKernel;
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    for f in QuantFormat::ALL {
+        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+            let (stem, code) = sass.of(&DequantRowsKernel(f), target);
+            let count = |op: &str| code.matches(op).count();
+            assert_eq!(count("STG.E.128 "), 2, "{stem}\n{code}");
+            if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
+                assert_eq!(count("LDG.E.128 "), 1, "{stem}\n{code}");
+            }
+        }
+    }
+}
