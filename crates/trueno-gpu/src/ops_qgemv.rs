@@ -1,10 +1,13 @@
 //! Matrix-vector products from GGML-quantized weights: against f32 activations, and the
 //! integer path (activations quantized to Q8_K once, then `dp4a` products).
 
+use crate::driver::Context;
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QgemvKernel;
-use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel};
+use crate::kernels::qgemv_dp4a::{
+    MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kSingleStepKernel, single_step_wins,
+};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
@@ -165,7 +168,7 @@ impl<'a> Stream<Recording<'a>> {
         batch: Option<usize>,
     ) -> Result<()> {
         let k: Box<dyn Kernel> = match batch {
-            None => Box::new(QgemvQ8kKernel(w.format())),
+            None => self.context().qgemv_q8k_kernel(w)?,
             Some(_) => Box::new(QgemvQ8kBatchKernel(w.format())),
         };
         let cfg = k.launch_config(&[w.rows(), w.cols()])?;
@@ -197,5 +200,45 @@ impl<'a> Stream<Recording<'a>> {
             launch = launch.arg(KernelArg::U32(n as u32));
         }
         launch.run()
+    }
+}
+
+impl Context {
+    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: the one-step kernel
+    /// ([`QgemvQ8kSingleStepKernel`]) where its format has one and the matrix's rows all
+    /// run in one wave with it but not with the default two-step kernel (occupancy from
+    /// the driver, for the kernels as compiled here), else [`QgemvQ8kKernel`].
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::Kernel;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let bytes = vec![0u8; 16 * 210]; // sixteen rows of one 210-byte super-block
+    /// let w = ctx.upload_quant(QuantFormat::Q6K, 16, 256, &bytes)?;
+    /// // Sixteen rows are two blocks: one wave with either kernel.
+    /// assert_eq!(ctx.qgemv_q8k_kernel(&w)?.name(), "trueno_qgemv_q6_k_q8k");
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
+        let (f, dims) = (w.format(), [w.rows(), w.cols()]);
+        let two = QgemvQ8kKernel(f);
+        if !QgemvQ8kSingleStepKernel::FORMATS.contains(&f) {
+            return Ok(Box::new(two));
+        }
+        let single = QgemvQ8kSingleStepKernel(f);
+        let cfg = two.launch_config(&dims)?;
+        let resident = |k: &dyn Kernel| {
+            self.function(Family::Qgemv, &k.name())?
+                .resident_blocks(cfg.block.0)
+        };
+        let sms = self.device().multiprocessors;
+        Ok(
+            match single_step_wins(cfg.grid.0, sms, resident(&two)?, resident(&single)?) {
+                true => Box::new(single),
+                false => Box::new(two),
+            },
+        )
     }
 }

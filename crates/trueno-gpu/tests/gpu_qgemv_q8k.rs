@@ -9,8 +9,9 @@
 
 mod common;
 use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
+use trueno_gpu::kernels::Kernel;
 use trueno_gpu::kernels::qgemv::QuantFormat;
-use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kSingleStepKernel};
 use trueno_quant::QuantFormat as CpuFormat;
 
 /// Blocks of 256 that exercise the quantizer's corners, then random values.
@@ -236,6 +237,47 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
             }
         }
     }
+}
+
+#[test]
+fn q6k_rows_that_fit_one_wave_only_in_one_step_passes_take_that_kernel() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x0e5e);
+    let f = QuantFormat::Q6K;
+    // More rows than three eight-warp blocks a multiprocessor hold (the two-step kernel's
+    // 80 registers), no more than four (the one-step kernel's 54), the last block ragged.
+    let rows = 32 * ctx.device().multiprocessors as usize - 3;
+    let mut widths = vec![3 * 256];
+    if !small() {
+        widths.push(37 * 256);
+    }
+    for cols in widths {
+        let x = rng.vec(cols, -1.0, 1.0);
+        let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+        let dense = rng.vec(rows * cols, -2.0, 2.0);
+        let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+        let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+        let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
+        assert_eq!(chosen, QgemvQ8kSingleStepKernel(f).name(), "{rows} rows");
+        let xd = ctx.upload(&x).unwrap();
+        let q = ctx.alloc_q8k(cols).unwrap();
+        let mut yd = poisoned(&ctx, rows);
+        let mut s = ctx.stream().unwrap().record();
+        s.quantize_q8k(&xd, &q).unwrap();
+        s.qgemv_q8k(&wd, &q, &yd).unwrap();
+        s.sync().unwrap();
+        let name = format!("{chosen} {rows}x{cols}");
+        assert_rows(
+            &name,
+            &yd.to_vec().unwrap(),
+            &reference(f, &w, &act, rows, cols),
+        );
+    }
+    // Three times the rows: several waves either way, the two-step kernel.
+    let bytes = vec![0u8; 3 * rows * 210];
+    let wd = ctx.upload_quant(f, 3 * rows, 256, &bytes).unwrap();
+    let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
+    assert_eq!(chosen, QgemvQ8kKernel(f).name());
 }
 
 #[test]

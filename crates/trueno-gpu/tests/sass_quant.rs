@@ -54,6 +54,33 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     }
 }
 
+/// The one-step Q6_K kernel: a pass's loads still all leave before its products, and
+/// it holds no more than 64 registers, so four eight-warp blocks fit a multiprocessor
+/// (the reason it exists: `single_step_wins`).
+#[test]
+fn the_single_step_qgemv_loads_first_in_four_blocks_of_registers() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kSingleStepKernel;
+    for f in QgemvQ8kSingleStepKernel::FORMATS {
+        for target in [Target::Sm80, Target::Sm90] {
+            let k = QgemvQ8kSingleStepKernel(f);
+            let (stem, code) = sass.of(&k, target);
+            assert!(
+                code.matches("IDP.4A").count() >= 8,
+                "{stem}: products\n{code}"
+            );
+            let from_first = code.lines().skip_while(|l| !l.contains("IDP.4A"));
+            let among = from_first
+                .take_while(|l| !l.contains("BRA"))
+                .filter(|l| l.contains("LDG"))
+                .count();
+            assert_eq!(among, 0, "{stem}: loads among a pass's products\n{code}");
+            let regs = sass.registers(&k, target);
+            assert!(regs <= 64, "{stem}: {regs} registers");
+        }
+    }
+}
+
 /// The float-activation K-quant products issue a pass's loads before its math
 /// (`qgemv_k::end_block`): from the first FFMA to the next branch, no load.
 #[test]

@@ -63,6 +63,8 @@ pub(crate) struct LoadedModule {
     raw: CuHandle,
     ctx_raw: CuHandle,
     functions: HashMap<String, (CuHandle, Vec<Param>)>,
+    /// Blocks a multiprocessor holds, by function and block size (`Function::resident_blocks`).
+    resident: Mutex<HashMap<(String, u32), u32>>,
     pub(crate) load_time: Duration,
     pub(crate) build_time: Duration,
 }
@@ -70,7 +72,8 @@ pub(crate) struct LoadedModule {
 // SAFETY: module and function handles are plain driver handles usable from any thread
 // with the context current.
 unsafe impl Send for LoadedModule {}
-// SAFETY: as above; the struct is immutable after loading.
+// SAFETY: as above; the struct is immutable after loading but for its occupancy cache,
+// behind a mutex.
 unsafe impl Sync for LoadedModule {}
 
 impl Drop for LoadedModule {
@@ -125,6 +128,45 @@ impl Function {
     /// Declared parameters.
     pub fn params(&self) -> &[Param] {
         &self.params
+    }
+
+    /// Blocks of `threads` threads (no dynamic shared memory) that one multiprocessor
+    /// holds at once, from the driver's occupancy calculator: what the compiled kernel's
+    /// registers and shared memory allow. A launch of more blocks than this times the
+    /// multiprocessors runs in several waves.
+    /// Asked of the driver once per function and block size, then cached with the module.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::{Family, Kernel};
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    /// use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let k = QgemvQ8kKernel(QuantFormat::Q4K);
+    /// let f = ctx.function(Family::Qgemv, &k.name())?;
+    /// assert!(f.resident_blocks(256)? >= 1);
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn resident_blocks(&self, threads: u32) -> Result<u32> {
+        let key = (self.name.clone(), threads);
+        let mut cache = self
+            ._module
+            .resident
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(&n) = cache.get(&key) {
+            return Ok(n);
+        }
+        self.ctx.bind()?;
+        let mut n = 0i32;
+        // SAFETY: a live function handle of the bound context; `n` is a valid out-pointer.
+        unsafe {
+            ffi::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut n, self.raw, threads as i32, 0)
+        }?;
+        let n = n.max(0) as u32;
+        cache.insert(key, n);
+        Ok(n)
     }
 }
 
@@ -256,6 +298,7 @@ impl Context {
             raw,
             ctx_raw: self.inner.raw,
             functions,
+            resident: Mutex::new(HashMap::new()),
             load_time: t1.elapsed(),
             build_time,
         });

@@ -189,6 +189,7 @@ driver_fns! {
     cuModuleUnload(module: CuHandle);
     cuModuleGetFunction(func: *mut CuHandle, module: CuHandle, name: *const c_char);
     cuFuncSetAttribute(f: CuHandle, attrib: i32, value: i32);
+    cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: CuHandle, block_size: i32, dynamic_shared: usize);
     cuLaunchKernel(f: CuHandle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: CuHandle, params: *mut *mut c_void, extra: *mut *mut c_void);
     cuStreamCreate(stream: *mut CuHandle, flags: u32);
     cuStreamDestroy_v2(stream: CuHandle);

@@ -188,9 +188,9 @@ pub(super) trait LaneStep {
 /// their math), then the lane's remaining steps one by one; every step is inside the row,
 /// so no load is predicated (a predicated load must start from zeroed registers, which
 /// ptxas then keeps live beside the loaded ones). The warp's sum goes to `y[row]`.
-fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr {
+fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, unroll: Option<u32>) -> KernelIr {
     let acc = b.mov::<F32>(0.0f32);
-    let unroll = lane.unroll();
+    let unroll = unroll.unwrap_or_else(|| lane.unroll());
     debug_assert!(unroll.is_power_of_two());
     // The lane's steps: super-blocks g, g + 4, ... below `blocks`.
     let outside = b.setp::<U32>(Cmp::Ge, fr.g, fr.blocks);
@@ -275,8 +275,9 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
     b.finish()
 }
 
-/// The frame and lane of format `f`, built into a one-vector or batched kernel.
-fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
+/// The frame and lane of format `f`, built into a one-vector kernel (with `unroll` steps
+/// a pass where given, else the lane's own count) or a batched one (`unroll` `None`).
+fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     match f {
         QuantFormat::Q6K => {
@@ -290,7 +291,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane)
+                run(b, &fr, &lane, unroll)
             }
         }
         QuantFormat::Q4K | QuantFormat::Q5K => {
@@ -300,7 +301,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane)
+                run(b, &fr, &lane, unroll)
             }
         }
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => {
@@ -310,7 +311,7 @@ fn build(name: String, f: QuantFormat, batched: bool) -> KernelIr {
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane)
+                run(b, &fr, &lane, unroll)
             }
         }
     }
@@ -348,13 +349,65 @@ impl Kernel for QgemvQ8kKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false)
+        build(self.name(), self.0, false, None)
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         launch(&self.name(), self.0, dims)
     }
+}
+
+/// [`QgemvQ8kKernel`] with one step's loads a pass instead of two: fewer registers (Q6_K:
+/// 54 against 80, so four blocks of eight warps a multiprocessor instead of three), for a
+/// matrix whose rows then all run in one wave where the two-step kernel would need a
+/// second, mostly idle one (4096 rows on an H100's 132 multiprocessors). With more rows
+/// the two-step kernel's deeper passes are worth more than a wave fewer.
+/// `Stream::qgemv_q8k` chooses between them ([`single_step_wins`]).
+#[derive(Clone, Copy, Debug)]
+pub struct QgemvQ8kSingleStepKernel(pub QuantFormat);
+
+impl QgemvQ8kSingleStepKernel {
+    /// The formats with a one-step kernel: those measured faster with it in one wave
+    /// (H100, 4096 rows: Q6_K 1.05-1.08x; Q4_K ran 0.82-0.94x, Q5_K 0.98-1.01x).
+    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q6K];
+}
+
+impl Kernel for QgemvQ8kSingleStepKernel {
+    fn name(&self) -> String {
+        format!("trueno_qgemv_{}_q8k_step1", self.0.name())
+    }
+
+    fn family(&self) -> Family {
+        Family::Qgemv
+    }
+
+    fn build(&self) -> KernelIr {
+        build(self.name(), self.0, false, Some(1))
+    }
+
+    /// `dims = [rows, cols]`; `cols` a multiple of 256.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        launch(&self.name(), self.0, dims)
+    }
+}
+
+/// Whether a one-vector product of `blocks` thread blocks runs faster on the one-step
+/// kernel: when all its blocks are resident at once with it (`single` blocks a
+/// multiprocessor, from the occupancy calculator) but not with the two-step kernel
+/// (`two`), on `sms` multiprocessors.
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv_dp4a::single_step_wins;
+///
+/// // An H100 (132 multiprocessors), three two-step blocks or four one-step ones each:
+/// // 4096 rows (512 blocks of eight) fit one wave only with one step a pass.
+/// assert!(single_step_wins(512, 132, 3, 4));
+/// assert!(!single_step_wins(14336 / 8, 132, 3, 4));
+/// ```
+pub fn single_step_wins(blocks: u32, sms: u32, two: u32, single: u32) -> bool {
+    let wave = |per_sm: u32| u64::from(per_sm) * u64::from(sms);
+    u64::from(blocks) <= wave(single) && u64::from(blocks) > wave(two)
 }
 
 /// [`QgemvQ8kKernel`] for 1 to [`MAX_BATCH`] activation vectors at once, the weights read
@@ -373,7 +426,7 @@ impl Kernel for QgemvQ8kBatchKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, true)
+        build(self.name(), self.0, true, None)
     }
 
     /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
@@ -398,5 +451,44 @@ mod tests {
             assert_eq!((c.grid.0, c.block.0), (3, THREADS));
             assert_eq!(QgemvQ8kBatchKernel(f).launch_config(&[17, 512]).unwrap(), c);
         }
+    }
+
+    /// `dp4a` instructions in a kernel's PTX.
+    fn products(k: &dyn Kernel) -> usize {
+        let ptx = k.emit_ptx(crate::ptx::Target::Sm90).unwrap();
+        ptx.lines()
+            .filter(|l| l.trim_start().starts_with("dp4a"))
+            .count()
+    }
+
+    #[test]
+    fn the_single_step_kernel_has_one_step_of_products_where_the_default_has_three() {
+        // Q6_K: two quarters of four `dp4a` a step. The default kernel has a pass of two
+        // steps and a pass of one for the rest; the one-step kernel only the latter.
+        let f = QuantFormat::Q6K;
+        assert_eq!(products(&QgemvQ8kKernel(f)), 3 * 8);
+        assert_eq!(products(&QgemvQ8kSingleStepKernel(f)), 8);
+        assert_eq!(
+            QgemvQ8kSingleStepKernel(f)
+                .launch_config(&[17, 512])
+                .unwrap(),
+            QgemvQ8kKernel(f).launch_config(&[17, 512]).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_single_step_kernel_wins_only_where_it_alone_fits_one_wave() {
+        // H100: 132 multiprocessors, three two-step blocks or four one-step ones each.
+        let pick = |rows: u32| single_step_wins(rows.div_ceil(8), 132, 3, 4);
+        assert!(
+            pick(4096),
+            "3168 rows a wave against 4224: one wave instead of two"
+        );
+        assert!(!pick(3168), "one wave either way");
+        assert!(pick(3169));
+        assert!(pick(4224));
+        assert!(!pick(4225), "two waves either way");
+        assert!(!pick(14336), "several waves: the deeper passes win");
+        assert!(!single_step_wins(10, 0, 0, 0), "no multiprocessors");
     }
 }

@@ -64,6 +64,25 @@ impl Sass {
     }
 }
 
+impl Sass {
+    /// The registers a thread of `kernel` holds on `target`, as ptxas reports them.
+    #[allow(dead_code)]
+    pub fn registers(&self, kernel: &dyn trueno_gpu::kernels::Kernel, target: Target) -> u32 {
+        let stem = format!("{}_{}_regs", kernel.name(), target.name());
+        let file = self.dir.join(format!("{stem}.ptx"));
+        std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
+        let cubin = file.with_extension("cubin");
+        let log =
+            trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
+                .unwrap_or_else(|log| panic!("{stem}: {log}"));
+        let stats = trueno_gpu::analyze::ptxas::parse_verbose(&log);
+        stats
+            .first()
+            .unwrap_or_else(|| panic!("{stem}: no statistics\n{log}"))
+            .registers
+    }
+}
+
 impl Drop for Sass {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
