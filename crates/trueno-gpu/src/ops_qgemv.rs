@@ -6,7 +6,7 @@ use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{
-    MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kSingleStepKernel, single_step_wins,
+    MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
@@ -204,10 +204,11 @@ impl<'a> Stream<Recording<'a>> {
 }
 
 impl Context {
-    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: the one-step kernel
-    /// ([`QgemvQ8kSingleStepKernel`]) where its format has one and the matrix's rows all
-    /// run in one wave with it but not with the default two-step kernel (occupancy from
-    /// the driver, for the kernels as compiled here), else [`QgemvQ8kKernel`].
+    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: the format's one-wave
+    /// variant ([`QgemvQ8kOneWaveKernel`], another number of steps a pass) where the
+    /// matrix's rows all run in one wave with it and its passes are the deepest that do
+    /// ([`one_wave_wins`]; occupancy from the driver, for the kernels as compiled here),
+    /// else [`QgemvQ8kKernel`].
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -217,28 +218,27 @@ impl Context {
     /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
     /// let bytes = vec![0u8; 16 * 210]; // sixteen rows of one 210-byte super-block
     /// let w = ctx.upload_quant(QuantFormat::Q6K, 16, 256, &bytes)?;
-    /// // Sixteen rows are two blocks: one wave with either kernel.
+    /// // Sixteen rows are two blocks: one wave with either kernel, so the deeper passes.
     /// assert_eq!(ctx.qgemv_q8k_kernel(&w)?.name(), "trueno_qgemv_q6_k_q8k");
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
-        let two = QgemvQ8kKernel(f);
-        if !QgemvQ8kSingleStepKernel::FORMATS.contains(&f) {
-            return Ok(Box::new(two));
-        }
-        let single = QgemvQ8kSingleStepKernel(f);
-        let cfg = two.launch_config(&dims)?;
+        let default = QgemvQ8kKernel(f);
+        let variant = QgemvQ8kOneWaveKernel(f);
+        let Some(steps) = variant.steps() else {
+            return Ok(Box::new(default));
+        };
+        let cfg = default.launch_config(&dims)?;
         let resident = |k: &dyn Kernel| {
             self.function(Family::Qgemv, &k.name())?
                 .resident_blocks(cfg.block.0)
         };
+        let per_sm = (resident(&default)?, resident(&variant)?);
         let sms = self.device().multiprocessors;
-        Ok(
-            match single_step_wins(cfg.grid.0, sms, resident(&two)?, resident(&single)?) {
-                true => Box::new(single),
-                false => Box::new(two),
-            },
-        )
+        Ok(match one_wave_wins(cfg.grid.0, sms, per_sm, steps) {
+            true => Box::new(variant),
+            false => Box::new(default),
+        })
     }
 }

@@ -109,7 +109,9 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
         .iter()
         .any(|f| one_vector(f, &["f32", "bf16", "f16", "q8k"]));
     let block32 = ["q8_0", "q4_0"].iter().any(|f| one_vector(f, &["q8k"]));
-    if k_quant || block32 {
+    // Q5_K's four-step variant: as its default kernel, loads left where ptxas likes.
+    let q5k_deep = one_vector("q5_k", &["q8k_step4"]);
+    if k_quant || block32 || q5k_deep {
         return Some("ptxas sinks the loads to their uses");
     }
     // A step's rows' key and value loads issued together (paged: each row's address from

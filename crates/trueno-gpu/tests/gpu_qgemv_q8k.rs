@@ -9,9 +9,11 @@
 
 mod common;
 use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
+use trueno_gpu::driver::Context;
 use trueno_gpu::kernels::Kernel;
 use trueno_gpu::kernels::qgemv::QuantFormat;
-use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kSingleStepKernel};
+use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
+use trueno_gpu::memory::QuantMatrix;
 use trueno_quant::QuantFormat as CpuFormat;
 
 /// Blocks of 256 that exercise the quantizer's corners, then random values.
@@ -188,6 +190,19 @@ fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> 
 }
 
 /// Every row written and within its bound of the reference.
+/// `x` quantized to Q8_K on the GPU and multiplied by `w` (`Stream::qgemv_q8k`, into an
+/// output poisoned first): the activation blocks' bytes and the output.
+fn quantize_and_multiply(ctx: &Context, w: &QuantMatrix, x: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let xd = ctx.upload(x).unwrap();
+    let mut q = ctx.alloc_q8k(x.len()).unwrap();
+    let mut yd = poisoned(ctx, w.rows());
+    let mut s = ctx.stream().unwrap().record();
+    s.quantize_q8k(&xd, &q).unwrap();
+    s.qgemv_q8k(w, &q, &yd).unwrap();
+    s.sync().unwrap();
+    (q.to_blocks().unwrap(), yd.to_vec().unwrap())
+}
+
 fn assert_rows(name: &str, y: &[f32], want: &[(f64, f64)]) {
     assert_eq!(y.len(), want.len());
     for (r, (&got, &(want, bound))) in y.iter().zip(want).enumerate() {
@@ -223,15 +238,8 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
             let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
             for (kind, w) in weight_cases(&mut rng, f, rows, cols) {
                 let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
-                let xd = ctx.upload(&x).unwrap();
-                let mut q = ctx.alloc_q8k(cols).unwrap();
-                let mut yd = poisoned(&ctx, rows);
-                let mut s = ctx.stream().unwrap().record();
-                s.quantize_q8k(&xd, &q).unwrap();
-                s.qgemv_q8k(&wd, &q, &yd).unwrap();
-                s.sync().unwrap();
-                assert!(q.to_blocks().unwrap() == act, "activations differ");
-                let y = yd.to_vec().unwrap();
+                let (q, y) = quantize_and_multiply(&ctx, &wd, &x);
+                assert!(q == act, "activations differ");
                 let name = format!("{} {kind} {rows}x{cols}", f.name());
                 assert_rows(&name, &y, &reference(f, &w, &act, rows, cols));
             }
@@ -240,44 +248,36 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
 }
 
 #[test]
-fn q6k_rows_that_fit_one_wave_only_in_one_step_passes_take_that_kernel() {
+fn rows_in_one_wave_take_the_one_wave_variant() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x0e5e);
-    let f = QuantFormat::Q6K;
-    // More rows than three eight-warp blocks a multiprocessor hold (the two-step kernel's
-    // 80 registers), no more than four (the one-step kernel's 54), the last block ragged.
+    // More rows than three eight-warp blocks a multiprocessor hold (Q6_K's two-step
+    // kernel, 80 registers), no more than four (its one-step variant, 54; Q5_K's
+    // four-step one, 52), the last block ragged.
     let rows = 32 * ctx.device().multiprocessors as usize - 3;
     let mut widths = vec![3 * 256];
     if !small() {
         widths.push(37 * 256);
     }
-    for cols in widths {
-        let x = rng.vec(cols, -1.0, 1.0);
-        let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
-        let dense = rng.vec(rows * cols, -2.0, 2.0);
-        let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-        let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+    for f in QgemvQ8kOneWaveKernel::FORMATS {
+        for &cols in &widths {
+            let x = rng.vec(cols, -1.0, 1.0);
+            let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+            let dense = rng.vec(rows * cols, -2.0, 2.0);
+            let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+            let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+            let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
+            assert_eq!(chosen, QgemvQ8kOneWaveKernel(f).name(), "{rows} rows");
+            let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
+            let name = format!("{chosen} {rows}x{cols}");
+            assert_rows(&name, &y, &reference(f, &w, &act, rows, cols));
+        }
+        // Three times the rows: several waves either way, the default kernel.
+        let bytes = vec![0u8; f.matrix_bytes(3 * rows, 256).unwrap()];
+        let wd = ctx.upload_quant(f, 3 * rows, 256, &bytes).unwrap();
         let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
-        assert_eq!(chosen, QgemvQ8kSingleStepKernel(f).name(), "{rows} rows");
-        let xd = ctx.upload(&x).unwrap();
-        let q = ctx.alloc_q8k(cols).unwrap();
-        let mut yd = poisoned(&ctx, rows);
-        let mut s = ctx.stream().unwrap().record();
-        s.quantize_q8k(&xd, &q).unwrap();
-        s.qgemv_q8k(&wd, &q, &yd).unwrap();
-        s.sync().unwrap();
-        let name = format!("{chosen} {rows}x{cols}");
-        assert_rows(
-            &name,
-            &yd.to_vec().unwrap(),
-            &reference(f, &w, &act, rows, cols),
-        );
+        assert_eq!(chosen, QgemvQ8kKernel(f).name());
     }
-    // Three times the rows: several waves either way, the two-step kernel.
-    let bytes = vec![0u8; 3 * rows * 210];
-    let wd = ctx.upload_quant(f, 3 * rows, 256, &bytes).unwrap();
-    let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
-    assert_eq!(chosen, QgemvQ8kKernel(f).name());
 }
 
 #[test]
@@ -378,14 +378,7 @@ fn a_non_finite_activation_makes_every_output_nan() {
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             let mut x = rng.vec(cols, -1.0, 1.0);
             x[300] = bad;
-            let xd = ctx.upload(&x).unwrap();
-            let q = ctx.alloc_q8k(cols).unwrap();
-            let mut yd = poisoned(&ctx, rows);
-            let mut s = ctx.stream().unwrap().record();
-            s.quantize_q8k(&xd, &q).unwrap();
-            s.qgemv_q8k(&wd, &q, &yd).unwrap();
-            s.sync().unwrap();
-            let y = yd.to_vec().unwrap();
+            let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
             assert!(
                 y.iter().all(|v| v.is_nan() && v.to_bits() != POISON),
                 "{} with {bad}: {y:?}",

@@ -19,7 +19,7 @@
 
 use super::float_type::{FloatType, widen};
 use super::helpers::{lane_and_warp, warp_reduce};
-use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kSingleStepKernel};
+use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
 use super::{qgemv_k, qgemv_q6k};
@@ -525,12 +525,12 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
             Box::new(QgemvQ8kBatchKernel(f)),
         ]
     });
-    let single = QgemvQ8kSingleStepKernel::FORMATS
+    let one_wave = QgemvQ8kOneWaveKernel::FORMATS
         .iter()
-        .map(|&f| Box::new(QgemvQ8kSingleStepKernel(f)) as Box<dyn Kernel>);
+        .map(|&f| Box::new(QgemvQ8kOneWaveKernel(f)) as Box<dyn Kernel>);
     f32_act
         .chain(int)
-        .chain(single)
+        .chain(one_wave)
         .chain(
             QuantizeQ8kKernel::ALL
                 .into_iter()

@@ -358,24 +358,37 @@ impl Kernel for QgemvQ8kKernel {
     }
 }
 
-/// [`QgemvQ8kKernel`] with one step's loads a pass instead of two: fewer registers (Q6_K:
-/// 54 against 80, so four blocks of eight warps a multiprocessor instead of three), for a
-/// matrix whose rows then all run in one wave where the two-step kernel would need a
-/// second, mostly idle one (4096 rows on an H100's 132 multiprocessors). With more rows
-/// the two-step kernel's deeper passes are worth more than a wave fewer.
-/// `Stream::qgemv_q8k` chooses between them ([`single_step_wins`]).
+/// [`QgemvQ8kKernel`] with another number of steps a pass, for matrices whose rows all run
+/// in one wave: the product is latency-bound there, so the pass depth that fits one wave
+/// decides. Q6_K takes one step a pass (54 registers against 80: four blocks of eight
+/// warps a multiprocessor instead of three, so 4096 rows fit an H100's 132
+/// multiprocessors in one wave instead of a second, mostly idle one); Q5_K four (52
+/// registers against 46, still four blocks: half the round trips a row). With several
+/// waves the default kernel's passes stay. `Stream::qgemv_q8k` chooses ([`one_wave_wins`]).
 #[derive(Clone, Copy, Debug)]
-pub struct QgemvQ8kSingleStepKernel(pub QuantFormat);
+pub struct QgemvQ8kOneWaveKernel(pub QuantFormat);
 
-impl QgemvQ8kSingleStepKernel {
-    /// The formats with a one-step kernel: those measured faster with it in one wave
-    /// (H100, 4096 rows: Q6_K 1.05-1.08x; Q4_K ran 0.82-0.94x, Q5_K 0.98-1.01x).
-    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q6K];
+impl QgemvQ8kOneWaveKernel {
+    /// The formats with a one-wave variant: those measured faster with it (H100, 4096
+    /// rows: Q6_K at one step 1.05-1.07x, Q5_K at four 1.01-1.085x; Q4_K ran 0.82-0.98x at
+    /// one and 0.89-0.91x at four, Q8_0 and Q4_0 within 1% either way).
+    pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q6K, QuantFormat::Q5K];
+
+    /// Steps a pass: fewer than the default kernel's two (Q6_K) or more (Q5_K); `None` for
+    /// a format without a variant.
+    pub fn steps(self) -> Option<u32> {
+        match self.0 {
+            QuantFormat::Q6K => Some(1),
+            QuantFormat::Q5K => Some(4),
+            _ => None,
+        }
+    }
 }
 
-impl Kernel for QgemvQ8kSingleStepKernel {
+impl Kernel for QgemvQ8kOneWaveKernel {
     fn name(&self) -> String {
-        format!("trueno_qgemv_{}_q8k_step1", self.0.name())
+        let steps = self.steps().unwrap_or(UNROLL);
+        format!("trueno_qgemv_{}_q8k_step{steps}", self.0.name())
     }
 
     fn family(&self) -> Family {
@@ -383,31 +396,43 @@ impl Kernel for QgemvQ8kSingleStepKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, Some(1))
+        build(self.name(), self.0, false, self.steps())
     }
 
-    /// `dims = [rows, cols]`; `cols` a multiple of 256.
+    /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        if self.steps().is_none() {
+            return crate::error::shape_err(
+                &self.name(),
+                format!("{} has no one-wave variant", self.0.name()),
+            );
+        }
         launch(&self.name(), self.0, dims)
     }
 }
 
-/// Whether a one-vector product of `blocks` thread blocks runs faster on the one-step
-/// kernel: when all its blocks are resident at once with it (`single` blocks a
-/// multiprocessor, from the occupancy calculator) but not with the two-step kernel
-/// (`two`), on `sms` multiprocessors.
+/// Whether a one-vector product of `blocks` thread blocks runs faster on the one-wave
+/// variant (`steps` a pass) than on the default kernel (two), on `sms`
+/// multiprocessors holding `default` or `variant` blocks each (the occupancy calculator's
+/// figures): the deepest passes that still run in one wave win; with several waves
+/// either way, the default.
 ///
 /// ```
-/// use trueno_gpu::kernels::qgemv_dp4a::single_step_wins;
+/// use trueno_gpu::kernels::qgemv_dp4a::one_wave_wins;
 ///
-/// // An H100 (132 multiprocessors), three two-step blocks or four one-step ones each:
-/// // 4096 rows (512 blocks of eight) fit one wave only with one step a pass.
-/// assert!(single_step_wins(512, 132, 3, 4));
-/// assert!(!single_step_wins(14336 / 8, 132, 3, 4));
+/// // An H100 (132 multiprocessors). Q6_K: three two-step blocks or four one-step ones
+/// // each; 4096 rows (512 blocks of eight) fit one wave only with one step a pass.
+/// assert!(one_wave_wins(512, 132, (3, 4), 1));
+/// assert!(!one_wave_wins(14336 / 8, 132, (3, 4), 1));
+/// // Q5_K: five two-step blocks or four four-step ones; both fit, the deeper wins.
+/// assert!(one_wave_wins(512, 132, (5, 4), 4));
 /// ```
-pub fn single_step_wins(blocks: u32, sms: u32, two: u32, single: u32) -> bool {
-    let wave = |per_sm: u32| u64::from(per_sm) * u64::from(sms);
-    u64::from(blocks) <= wave(single) && u64::from(blocks) > wave(two)
+pub fn one_wave_wins(blocks: u32, sms: u32, (default, variant): (u32, u32), steps: u32) -> bool {
+    let fits = |per_sm: u32| u64::from(blocks) <= u64::from(per_sm) * u64::from(sms);
+    match steps > UNROLL {
+        true => fits(variant),
+        false => fits(variant) && !fits(default),
+    }
 }
 
 /// [`QgemvQ8kKernel`] for 1 to [`MAX_BATCH`] activation vectors at once, the weights read
@@ -462,33 +487,43 @@ mod tests {
     }
 
     #[test]
-    fn the_single_step_kernel_has_one_step_of_products_where_the_default_has_three() {
-        // Q6_K: two quarters of four `dp4a` a step. The default kernel has a pass of two
-        // steps and a pass of one for the rest; the one-step kernel only the latter.
-        let f = QuantFormat::Q6K;
-        assert_eq!(products(&QgemvQ8kKernel(f)), 3 * 8);
-        assert_eq!(products(&QgemvQ8kSingleStepKernel(f)), 8);
-        assert_eq!(
-            QgemvQ8kSingleStepKernel(f)
+    fn a_one_wave_variant_has_its_steps_of_products() {
+        // A pass of `steps` and, past one step, a pass of one for the rest: the default
+        // kernel's products come in 2 + 1 steps' worth.
+        for k in QgemvQ8kOneWaveKernel::FORMATS.map(QgemvQ8kOneWaveKernel) {
+            let steps = k.steps().unwrap() as usize;
+            let in_code = if steps > 1 { steps + 1 } else { 1 };
+            let default = products(&QgemvQ8kKernel(k.0));
+            assert_eq!(products(&k) * 3, default * in_code, "{}", k.name());
+            let dims = [17, 512];
+            let want = QgemvQ8kKernel(k.0).launch_config(&dims).unwrap();
+            assert_eq!(k.launch_config(&dims).unwrap(), want);
+        }
+        assert!(
+            QgemvQ8kOneWaveKernel(QuantFormat::Q4K)
                 .launch_config(&[17, 512])
-                .unwrap(),
-            QgemvQ8kKernel(f).launch_config(&[17, 512]).unwrap()
+                .is_err()
         );
     }
 
     #[test]
-    fn the_single_step_kernel_wins_only_where_it_alone_fits_one_wave() {
-        // H100: 132 multiprocessors, three two-step blocks or four one-step ones each.
-        let pick = |rows: u32| single_step_wins(rows.div_ceil(8), 132, 3, 4);
+    fn a_one_wave_variant_wins_at_the_deepest_passes_that_fit_one_wave() {
+        // H100: 132 multiprocessors. Q6_K: three two-step blocks or four one-step ones.
+        let q6k = |rows: u32| one_wave_wins(rows.div_ceil(8), 132, (3, 4), 1);
         assert!(
-            pick(4096),
+            q6k(4096),
             "3168 rows a wave against 4224: one wave instead of two"
         );
-        assert!(!pick(3168), "one wave either way");
-        assert!(pick(3169));
-        assert!(pick(4224));
-        assert!(!pick(4225), "two waves either way");
-        assert!(!pick(14336), "several waves: the deeper passes win");
-        assert!(!single_step_wins(10, 0, 0, 0), "no multiprocessors");
+        assert!(!q6k(3168), "one wave either way: the deeper default");
+        assert!(q6k(3169));
+        assert!(q6k(4224));
+        assert!(!q6k(4225), "two waves either way");
+        assert!(!q6k(14336), "several waves: the default");
+        // Q5_K: five two-step blocks or four four-step ones.
+        let q5k = |rows: u32| one_wave_wins(rows.div_ceil(8), 132, (5, 4), 4);
+        assert!(q5k(4096) && q5k(1) && q5k(4224));
+        assert!(!q5k(4225), "one wave only for the default");
+        assert!(!q5k(14336));
+        assert!(!one_wave_wins(10, 0, (0, 0), 1), "no multiprocessors");
     }
 }
