@@ -63,8 +63,9 @@ pub(crate) struct LoadedModule {
     raw: CuHandle,
     ctx_raw: CuHandle,
     functions: HashMap<String, (CuHandle, Vec<Param>)>,
-    /// Blocks a multiprocessor holds, by function and block size (`Function::resident_blocks`).
-    resident: Mutex<HashMap<(String, u32), u32>>,
+    /// Blocks a multiprocessor holds, by function handle and block size
+    /// (`Function::resident_blocks`).
+    resident: Mutex<HashMap<(usize, u32), u32>>,
     pub(crate) load_time: Duration,
     pub(crate) build_time: Duration,
 }
@@ -108,7 +109,7 @@ pub struct Function {
     pub(crate) raw: CuHandle,
     pub(crate) name: String,
     pub(crate) params: Vec<Param>,
-    _module: Arc<LoadedModule>,
+    module: Arc<LoadedModule>,
     pub(crate) ctx: Arc<ContextInner>,
 }
 
@@ -149,9 +150,10 @@ impl Function {
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     pub fn resident_blocks(&self, threads: u32) -> Result<u32> {
-        let key = (self.name.clone(), threads);
+        // Keyed by the handle, not the name: no allocation on the launch path.
+        let key = (self.raw as usize, threads);
         let mut cache = self
-            ._module
+            .module
             .resident
             .lock()
             .unwrap_or_else(|e| e.into_inner());
@@ -247,7 +249,7 @@ impl Context {
             raw: *raw,
             name: name.into(),
             params: params.clone(),
-            _module: m.clone(),
+            module: m.clone(),
             ctx: self.inner.clone(),
         })
     }

@@ -370,8 +370,9 @@ pub struct QgemvQ8kOneWaveKernel(pub QuantFormat);
 
 impl QgemvQ8kOneWaveKernel {
     /// The formats with a one-wave variant: those measured faster with it (H100, 4096
-    /// rows: Q6_K at one step 1.05-1.07x, Q5_K at four 1.01-1.085x; Q4_K ran 0.82-0.98x at
-    /// one and 0.89-0.91x at four, Q8_0 and Q4_0 within 1% either way).
+    /// rows: Q6_K at one step 1.045-1.085x, Q5_K at four 1.01-1.085x; Q4_K ran 0.82-0.98x
+    /// at one and 0.89-0.91x at four; Q8_0 and Q4_0, whose lanes set their own depth, not
+    /// tried). [`one_wave_wins`] takes their default kernels at two steps a pass.
     pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q6K, QuantFormat::Q5K];
 
     /// Steps a pass: fewer than the default kernel's two (Q6_K) or more (Q5_K); `None` for

@@ -49,12 +49,7 @@ impl Sass {
 
     /// `kernel` assembled for `target`: its `name_target` stem and its SASS.
     pub fn of(&self, kernel: &dyn trueno_gpu::kernels::Kernel, target: Target) -> (String, String) {
-        let stem = format!("{}_{}", kernel.name(), target.name());
-        let file = self.dir.join(format!("{stem}.ptx"));
-        std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
-        let cubin = file.with_extension("cubin");
-        trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
-            .unwrap_or_else(|log| panic!("{stem}: {log}"));
+        let (stem, cubin, _) = self.assemble(kernel, target);
         let out = std::process::Command::new(&self.cuobjdump)
             .arg("-sass")
             .arg(&cubin)
@@ -62,24 +57,32 @@ impl Sass {
             .unwrap();
         (stem, String::from_utf8_lossy(&out.stdout).into_owned())
     }
-}
 
-impl Sass {
     /// The registers a thread of `kernel` holds on `target`, as ptxas reports them.
     #[allow(dead_code)]
     pub fn registers(&self, kernel: &dyn trueno_gpu::kernels::Kernel, target: Target) -> u32 {
-        let stem = format!("{}_{}_regs", kernel.name(), target.name());
+        let (stem, _, log) = self.assemble(kernel, target);
+        let stats = trueno_gpu::analyze::ptxas::parse_verbose(&log);
+        stats
+            .first()
+            .unwrap_or_else(|| panic!("{stem}: no statistics\n{log}"))
+            .registers
+    }
+
+    /// `kernel`'s PTX for `target` written and assembled: its stem, cubin and ptxas log.
+    fn assemble(
+        &self,
+        kernel: &dyn trueno_gpu::kernels::Kernel,
+        target: Target,
+    ) -> (String, std::path::PathBuf, String) {
+        let stem = format!("{}_{}", kernel.name(), target.name());
         let file = self.dir.join(format!("{stem}.ptx"));
         std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
         let cubin = file.with_extension("cubin");
         let log =
             trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
                 .unwrap_or_else(|log| panic!("{stem}: {log}"));
-        let stats = trueno_gpu::analyze::ptxas::parse_verbose(&log);
-        stats
-            .first()
-            .unwrap_or_else(|| panic!("{stem}: no statistics\n{log}"))
-            .registers
+        (stem, cubin, log)
     }
 }
 
