@@ -191,6 +191,7 @@ driver_fns! {
     cuFuncSetAttribute(f: CuHandle, attrib: i32, value: i32);
     cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks: *mut i32, f: CuHandle, block_size: i32, dynamic_shared: usize);
     cuLaunchKernel(f: CuHandle, gx: u32, gy: u32, gz: u32, bx: u32, by: u32, bz: u32, shared: u32, stream: CuHandle, params: *mut *mut c_void, extra: *mut *mut c_void);
+    cuLaunchKernelEx(config: *const LaunchConfigEx, f: CuHandle, params: *mut *mut c_void, extra: *mut *mut c_void);
     cuStreamCreate(stream: *mut CuHandle, flags: u32);
     cuStreamDestroy_v2(stream: CuHandle);
     cuStreamSynchronize(stream: CuHandle);
@@ -216,6 +217,48 @@ driver_fns! {
     cuGraphExecDestroy(exec: CuHandle);
     cuGraphDestroy(graph: CuHandle);
     cuTensorMapEncodeTiled(map: *mut c_void, dtype: i32, rank: u32, addr: *mut c_void, dims: *const u64, strides: *const u64, box_dim: *const u32, elem_strides: *const u32, interleave: i32, swizzle: i32, l2_promotion: i32, oob_fill: i32);
+}
+
+/// `CUlaunchAttribute`: an attribute id and its 64-byte value union (8-byte aligned).
+#[repr(C)]
+pub struct LaunchAttribute {
+    /// `CUlaunchAttributeID`.
+    pub id: i32,
+    _pad: [u8; 4],
+    /// `CUlaunchAttributeValue`.
+    pub value: [u64; 8],
+}
+
+/// `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION`: the grid may start while the
+/// stream's previous kernel drains, each side using `griddepcontrol` to order itself.
+pub const LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: i32 = 6;
+
+impl LaunchAttribute {
+    /// An attribute whose value is one `int` (the union's first four bytes).
+    pub fn int(id: i32, v: i32) -> Self {
+        let mut value = [0u64; 8];
+        value[0] = u64::from(v as u32);
+        LaunchAttribute {
+            id,
+            _pad: [0; 4],
+            value,
+        }
+    }
+}
+
+/// `CUlaunchConfig`, `cuLaunchKernelEx`'s launch description.
+#[repr(C)]
+pub struct LaunchConfigEx {
+    /// Grid, then block, dimensions.
+    pub dims: [u32; 6],
+    /// Dynamic shared memory in bytes.
+    pub shared: u32,
+    /// The stream.
+    pub stream: CuHandle,
+    /// `num_attrs` attributes.
+    pub attrs: *mut LaunchAttribute,
+    /// Their count.
+    pub num_attrs: u32,
 }
 
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`: capture does not forbid other threads' (or this

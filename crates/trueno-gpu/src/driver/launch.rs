@@ -251,6 +251,26 @@ impl<'s, 'a> Launch<'s, 'a> {
             }?;
         }
         let (g, b) = (cfg.grid, cfg.block);
+        if self.f.overlaps_previous() {
+            let mut attr = ffi::LaunchAttribute::int(
+                ffi::LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                1,
+            );
+            let config = ffi::LaunchConfigEx {
+                dims: [g.0, g.1, g.2, b.0, b.1, b.2],
+                shared: cfg.shared_bytes,
+                stream: self.stream.raw,
+                attrs: &mut attr,
+                num_attrs: 1,
+            };
+            // SAFETY: as for `cuLaunchKernel` below; `config` and its one attribute live
+            // across the call. The kernel waits for its predecessor (`griddepcontrol.wait`)
+            // before anything an earlier kernel writes or reads (the validator rejects a
+            // store before the wait), so the overlap changes no result.
+            return unsafe {
+                ffi::cuLaunchKernelEx(&config, self.f.raw, ptrs.as_mut_ptr(), std::ptr::null_mut())
+            };
+        }
         // SAFETY: arguments match the kernel's parameters in number and type (checked
         // above); `ptrs` points into `values`, alive across the call; the buffers are
         // borrowed by the recording stream until it is synchronised.

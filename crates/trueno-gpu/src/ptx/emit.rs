@@ -24,12 +24,12 @@ pub fn module(target: Target, kernels: &[(KernelIr, Allocation)]) -> String {
         let _ = writeln!(s, ".extern .shared .align 16 .b8 {DYNAMIC_SHARED}[];\n");
     }
     for (k, a) in kernels {
-        kernel(&mut s, k, a);
+        kernel(&mut s, target, k, a);
     }
     s
 }
 
-fn kernel(s: &mut String, k: &KernelIr, a: &Allocation) {
+fn kernel(s: &mut String, target: Target, k: &KernelIr, a: &Allocation) {
     let _ = writeln!(s, ".visible .entry {}(", k.name);
     let params: Vec<String> = k
         .params
@@ -64,6 +64,10 @@ fn kernel(s: &mut String, k: &KernelIr, a: &Allocation) {
     }
     let _ = writeln!(s);
     for i in &k.body {
+        // Before sm_90 a launch never overlaps the previous kernel: nothing to wait for.
+        if target == Target::Sm80 && matches!(i.op, Op::GridDepWait | Op::GridDepLaunch) {
+            continue;
+        }
         instr(s, i, a);
     }
     let _ = writeln!(s, "}}\n");
@@ -232,6 +236,8 @@ fn mnemonic(i: &Instr) -> String {
             "setmaxnreg.{}.sync.aligned.u32 {regs}",
             if *inc { "inc" } else { "dec" }
         ),
+        Op::GridDepWait => "griddepcontrol.wait".into(),
+        Op::GridDepLaunch => "griddepcontrol.launch_dependents".into(),
         Op::Ret => "ret".into(),
     }
 }

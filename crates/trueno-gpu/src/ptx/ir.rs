@@ -429,6 +429,18 @@ pub enum Op {
         /// The new per-thread limit (24 to 256, a multiple of 8).
         regs: u32,
     },
+    /// `griddepcontrol.wait`: waits until the grids this one depends on have completed
+    /// and their memory is visible. Under programmatic dependent launch (the driver's
+    /// `Function::overlaps_previous`) a grid may start while the stream's previous kernel
+    /// still runs: nothing it reads from an earlier kernel, and nothing it writes, may
+    /// come before this. Written for sm_90 and later; for sm_80, where launches are
+    /// always serialised, it is left out.
+    GridDepWait,
+    /// `griddepcontrol.launch_dependents`: the stream's next kernel, if launched with
+    /// programmatic dependent launch, may start once every block of this grid has issued
+    /// this or exited (its blocks then run up to their own [`Op::GridDepWait`]). sm_90
+    /// and later, as above.
+    GridDepLaunch,
     /// `ret`: the thread exits.
     Ret,
 }
@@ -461,6 +473,8 @@ impl Op {
                 | Op::WgmmaWait(_)
                 | Op::Wgmma { .. }
                 | Op::SetMaxNreg { .. }
+                | Op::GridDepWait
+                | Op::GridDepLaunch
         )
     }
 }
@@ -558,6 +572,14 @@ pub struct KernelIr {
     pub min_blocks: Option<u32>,
     /// Next free register id.
     pub next_reg: u32,
+}
+
+impl KernelIr {
+    /// Whether the kernel waits for the grids before it ([`Op::GridDepWait`]): only then
+    /// may it be launched to overlap the stream's previous kernel.
+    pub fn waits_for_previous_grid(&self) -> bool {
+        self.body.iter().any(|i| i.op == Op::GridDepWait)
+    }
 }
 
 /// Name of the dynamic shared-memory array in emitted PTX.

@@ -71,6 +71,15 @@ pub fn validate(k: &KernelIr) -> Vec<Fault> {
         for (n, m) in barrier_faults(&k.body) {
             fault(&mut found, Some(n), m);
         }
+        if let Some(n) = write_before_grid_wait(&k.body) {
+            fault(
+                &mut found,
+                Some(n),
+                "writes memory before its griddepcontrol.wait: under programmatic dependent \
+                 launch the previous kernel may still be reading it"
+                    .into(),
+            );
+        }
     }
     found
         .into_iter()
@@ -80,6 +89,16 @@ pub fn validate(k: &KernelIr) -> Vec<Fault> {
             message,
         })
         .collect()
+}
+
+/// The first global write (store, atomic) placed before a kernel's first
+/// [`Op::GridDepWait`], in program order, if the kernel waits at all. Loads before the
+/// wait are the kernel's to justify (memory no earlier kernel writes).
+fn write_before_grid_wait(body: &[Instr]) -> Option<usize> {
+    let wait = body.iter().position(|i| i.op == Op::GridDepWait)?;
+    body[..wait]
+        .iter()
+        .position(|i| matches!(i.op, Op::St(Space::Global) | Op::Atom(Space::Global, _)))
 }
 
 fn reg_ok(ty: PtxType, op: &Operand) -> bool {
@@ -212,6 +231,8 @@ fn check_types(i: &Instr) -> Result<(), String> {
             }
             Op::FenceMbarInit
             | Op::FenceProxyAsync
+            | Op::GridDepWait
+            | Op::GridDepLaunch
             | Op::WgmmaFence
             | Op::WgmmaCommit
             | Op::WgmmaWait(_) => Ok(()),
@@ -402,6 +423,8 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::MbarTryWait
         | Op::FenceMbarInit
         | Op::FenceProxyAsync
+        | Op::GridDepWait
+        | Op::GridDepLaunch
         | Op::TmaLoad2d
         | Op::WgmmaFence
         | Op::WgmmaCommit

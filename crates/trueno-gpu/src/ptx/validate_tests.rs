@@ -206,3 +206,53 @@ fn dp4a_validates_and_spells_each_operands_signedness() {
         messages(&k)
     );
 }
+
+/// A kernel that loads, waits for the previous grid, then stores (or stores first).
+fn grid_wait_kernel(store_first: bool) -> KernelIr {
+    use crate::ptx::{Space, U64};
+    let mut b = KernelBuilder::new("overlapped");
+    let p = b.param_ptr("p", PtxType::F32);
+    b.allow_next_grid();
+    let v = b.ld::<F32, U64>(Space::Global, p, 0);
+    if store_first {
+        b.st::<F32, U64>(Space::Global, p, 4, v);
+    }
+    b.wait_for_previous_grid();
+    b.st::<F32, U64>(Space::Global, p, 0, v);
+    b.ret();
+    b.finish()
+}
+
+#[test]
+fn a_write_before_the_grid_wait_is_rejected_and_a_load_accepted() {
+    let ok = grid_wait_kernel(false);
+    assert_eq!(messages(&ok), "");
+    assert!(ok.waits_for_previous_grid());
+    let m = messages(&grid_wait_kernel(true));
+    assert!(m.contains("before its griddepcontrol.wait"), "{m}");
+}
+
+#[test]
+fn grid_dependency_control_is_written_for_sm_90_only() {
+    use crate::ptx::{Target, compile, emit_module};
+    let k = compile(grid_wait_kernel(false)).unwrap();
+    for (t, written) in [
+        (Target::Sm80, false),
+        (Target::Sm90, true),
+        (Target::Sm90a, true),
+    ] {
+        let ptx = emit_module(t, std::slice::from_ref(&k));
+        assert_eq!(
+            ptx.contains("griddepcontrol.wait;"),
+            written,
+            "{}",
+            t.name()
+        );
+        assert_eq!(
+            ptx.contains("griddepcontrol.launch_dependents;"),
+            written,
+            "{}",
+            t.name()
+        );
+    }
+}

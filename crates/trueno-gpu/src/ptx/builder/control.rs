@@ -53,6 +53,19 @@ impl KernelBuilder {
             .push(Instr::new(Op::Ret, None, Vec::new(), Vec::new()));
     }
 
+    /// `griddepcontrol.wait` ([`Op::GridDepWait`]): from here on the previous kernels'
+    /// results are visible and their reads done. Before it, a kernel launched to overlap
+    /// its predecessor may only read memory no kernel writes (uploaded weights).
+    pub fn wait_for_previous_grid(&mut self) {
+        self.push(Instr::new(Op::GridDepWait, None, Vec::new(), Vec::new()));
+    }
+
+    /// `griddepcontrol.launch_dependents` ([`Op::GridDepLaunch`]): the next kernel may
+    /// start its blocks (up to their own wait) once every block here has passed this.
+    pub fn allow_next_grid(&mut self) {
+        self.push(Instr::new(Op::GridDepLaunch, None, Vec::new(), Vec::new()));
+    }
+
     /// Runs `then` where `p` holds and `otherwise` where it does not.
     pub fn if_else(
         &mut self,
