@@ -205,10 +205,9 @@ impl<'a> Stream<Recording<'a>> {
 
 impl Context {
     /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: the format's one-wave
-    /// variant ([`QgemvQ8kOneWaveKernel`], another number of steps a pass) where the
-    /// matrix's rows all run in one wave with it and its passes are the deepest that do
-    /// ([`one_wave_wins`]; occupancy from the driver, for the kernels as compiled here),
-    /// else [`QgemvQ8kKernel`].
+    /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
+    /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
+    /// the driver, for the kernels as compiled here), else [`QgemvQ8kKernel`].
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -226,9 +225,9 @@ impl Context {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
         let default = QgemvQ8kKernel(f);
         let variant = QgemvQ8kOneWaveKernel(f);
-        let Some(steps) = variant.steps() else {
+        if variant.steps().is_none() {
             return Ok(Box::new(default));
-        };
+        }
         let cfg = default.launch_config(&dims)?;
         let resident = |k: &dyn Kernel| {
             self.function(Family::Qgemv, &k.name())?
@@ -236,7 +235,7 @@ impl Context {
         };
         let per_sm = (resident(&default)?, resident(&variant)?);
         let sms = self.device().multiprocessors;
-        Ok(match one_wave_wins(cfg.grid.0, sms, per_sm, steps) {
+        Ok(match one_wave_wins(cfg.grid.0, sms, per_sm) {
             true => Box::new(variant),
             false => Box::new(default),
         })

@@ -95,7 +95,7 @@ fn every_trueno_kernel_analyzes_without_findings_beyond_the_intended() {
 /// PTX-level liveness cannot see; measured on 2026-11-22 (CUDA 13.5 ptxas, the PyPI wheel) the largest gap
 /// was 11 registers.
 /// Kernels whose loads ptxas moves next to their uses, below what the PTX keeps live: the
-/// one-vector integer quantized products issue two (Q5_K's `_step4`, four) steps' weight
+/// one-vector integer quantized products issue two steps' weight
 /// and activation loads together (the estimate 70-80), ptxas spreads them through the
 /// steps' math (42-52); the K-quants' f32/16-bit-activation kernels four super-blocks'
 /// loads (about 80), ptxas 32-34; decode attention's chunk kernels a step's cache rows'
@@ -107,7 +107,7 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
         |f: &str, acts: &[&str]| acts.iter().any(|a| name == format!("trueno_qgemv_{f}_{a}"));
     let k_quant = ["q4_k", "q5_k", "q6_k"]
         .iter()
-        .any(|f| one_vector(f, &["f32", "bf16", "f16", "q8k", "q8k_step4"]));
+        .any(|f| one_vector(f, &["f32", "bf16", "f16", "q8k"]));
     let block32 = ["q8_0", "q4_0"].iter().any(|f| one_vector(f, &["q8k"]));
     if k_quant || block32 {
         return Some("ptxas sinks the loads to their uses");

@@ -9,11 +9,11 @@
 
 mod common;
 use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
-use trueno_gpu::driver::Context;
-use trueno_gpu::kernels::Kernel;
+use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
-use trueno_gpu::memory::QuantMatrix;
+use trueno_gpu::kernels::{Family, Kernel};
+use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
 
 /// Blocks of 256 that exercise the quantizer's corners, then random values.
@@ -460,5 +460,85 @@ fn q8_0_and_q4_0_rows_sum_exactly() {
         let want = vec![want as f32; 2];
         assert_eq!(y.to_vec().unwrap(), want, "{}", f.name());
         assert_eq!(yb.to_vec().unwrap(), want, "{} batch", f.name());
+    }
+}
+
+/// A decode-like chain: `y[0] = W q(x)`, `y[i + 1] = W q(y[i])`, every quantization
+/// into the one shared Q8_K vector the next product reads.
+fn chain<'a>(
+    s: &mut Stream<Recording<'a>>,
+    (w, x, q): (&'a QuantMatrix, &'a DeviceBuffer<f32>, &'a Q8kVector),
+    ys: &'a [DeviceBuffer<f32>],
+) -> trueno_gpu::Result<()> {
+    for (i, y) in ys.iter().enumerate() {
+        s.quantize_q8k(if i == 0 { x } else { &ys[i - 1] }, q)?;
+        s.qgemv_q8k(w, q, y)?;
+    }
+    Ok(())
+}
+
+/// The chain with launches serialised, against the reference from the GPU's own inputs
+/// link by link; then overlapped (programmatic dependent launch: on by default from
+/// sm_90), on a stream and in a graph, bit for bit against the serialised run. A product
+/// that read the quants before their quantization finished, or a quantization that
+/// overwrote them while the product before still read them, multiplies the wrong vector.
+#[test]
+fn overlapped_launches_keep_a_chain_of_products_exact() {
+    let Some(ctx) = ctx() else { return };
+    if ctx.device().compute_capability.0 >= 9
+        && trueno_gpu::driver::driver_version().unwrap() >= 12030
+    {
+        assert!(ctx.overlapped_launches(), "on by default on sm_90");
+    }
+    let mut rng = Rng(0xc4a1);
+    let n = if small() { 1024 } else { 2048 };
+    let links = 6;
+    for f in [QuantFormat::Q4K, QuantFormat::Q6K, QuantFormat::Q8_0] {
+        let dense = rng.vec(n * n, -1.0, 1.0);
+        let w = trueno_quant::quantize_rows(cpu(f), &dense, n).unwrap();
+        let wd = ctx.upload_quant(f, n, n, &w).unwrap();
+        let x_host = rng.vec(n, -1.0, 1.0);
+        let x = ctx.upload(&x_host).unwrap();
+        let q = ctx.alloc_q8k(n).unwrap();
+        let run = |overlap: bool, graph: bool| {
+            ctx.set_overlapped_launches(overlap);
+            let f = ctx
+                .function(Family::Qgemv, &QgemvQ8kKernel(f).name())
+                .unwrap();
+            assert_eq!(f.overlaps_previous(), overlap && ctx.overlapped_launches());
+            let ys: Vec<_> = (0..links).map(|_| poisoned(&ctx, n)).collect();
+            let mut s = ctx.stream().unwrap();
+            let captured = graph.then(|| s.capture(|s| chain(s, (&wd, &x, &q), &ys)).unwrap());
+            let mut rec = s.record();
+            match &captured {
+                Some(g) => g.launch(&mut rec).unwrap(),
+                None => chain(&mut rec, (&wd, &x, &q), &ys).unwrap(),
+            }
+            rec.sync().unwrap();
+            drop(captured);
+            let mut ys = ys;
+            ys.iter_mut()
+                .map(|y| y.to_vec().unwrap())
+                .collect::<Vec<_>>()
+        };
+        let serial = run(false, false);
+        for (i, y) in serial.iter().enumerate() {
+            let input = if i == 0 { &x_host } else { &serial[i - 1] };
+            let act = trueno_quant::quantize(CpuFormat::Q8K, input).unwrap();
+            let name = format!("{} link {i}", f.name());
+            assert_rows(&name, y, &reference(f, &w, &act, n, n));
+        }
+        for graph in [false, true] {
+            let got = run(true, graph);
+            for (i, (g, want)) in got.iter().zip(&serial).enumerate() {
+                let bits = |v: &[f32]| v.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+                assert!(
+                    bits(g) == bits(want),
+                    "{} link {i}: overlapped ({}) differs from serialised",
+                    f.name(),
+                    if graph { "graph" } else { "stream" }
+                );
+            }
+        }
     }
 }

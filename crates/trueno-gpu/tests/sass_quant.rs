@@ -60,13 +60,12 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
     }
 }
 
-/// The one-wave variants (`QgemvQ8kOneWaveKernel`): at most 64 registers, so four
-/// eight-warp blocks fit a multiprocessor (the wave `one_wave_wins` counts on); Q6_K's
+/// The one-wave variant (`QgemvQ8kOneWaveKernel`, Q6_K): at most 64 registers, so four
+/// eight-warp blocks fit a multiprocessor (the wave `one_wave_wins` counts on); its
 /// one-step passes still issue their loads before their products.
 #[test]
 fn the_one_wave_qgemv_variants_fit_four_blocks_and_load_first() {
     let Some(sass) = Sass::find() else { return };
-    use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kOneWaveKernel;
     for f in QgemvQ8kOneWaveKernel::FORMATS {
         for target in [Target::Sm80, Target::Sm90] {
@@ -76,10 +75,8 @@ fn the_one_wave_qgemv_variants_fit_four_blocks_and_load_first() {
                 code.matches("IDP.4A").count() >= 8,
                 "{stem}: products\n{code}"
             );
-            if f == QuantFormat::Q6K {
-                let among = loads_after_first(&code, "IDP.4A");
-                assert_eq!(among, 0, "{stem}: loads among a pass's products\n{code}");
-            }
+            let among = loads_after_first(&code, "IDP.4A");
+            assert_eq!(among, 0, "{stem}: loads among a pass's products\n{code}");
             let regs = sass.registers(&k, target);
             assert!(regs <= 64, "{stem}: {regs} registers");
         }
@@ -121,5 +118,50 @@ fn dequantized_rows_leave_in_16_byte_stores() {
                 assert_eq!(count("LDG.E.128 "), 1, "{stem}\n{code}");
             }
         }
+    }
+}
+
+/// Overlapped launches (sm_90): the integer products let the next kernel start
+/// (`PREEXIT`) and issue their first pass's weight loads before they wait for the
+/// previous grid (`ACQBULK`), their activations after; the activations' quantization
+/// waits before its first load. sm_80 code has neither instruction.
+#[test]
+fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::Kernel;
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
+    use trueno_gpu::kernels::quantize_q8k::QuantizeQ8kKernel;
+    let loads_before_wait = |code: &str| {
+        code.lines()
+            .take_while(|l| !l.contains("ACQBULK"))
+            .filter(|l| l.contains("LDG"))
+            .count()
+    };
+    let mut kernels: Vec<Box<dyn Kernel>> = QgemvQ8kKernel::FORMATS
+        .map(|f| Box::new(QgemvQ8kKernel(f)) as Box<dyn Kernel>)
+        .into();
+    kernels.extend(
+        QgemvQ8kOneWaveKernel::FORMATS
+            .map(|f| Box::new(QgemvQ8kOneWaveKernel(f)) as Box<dyn Kernel>),
+    );
+    for k in &kernels {
+        let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
+        assert!(
+            code.contains("PREEXIT") && code.contains("ACQBULK"),
+            "{stem}\n{code}"
+        );
+        let early = loads_before_wait(&code);
+        assert!(early >= 2, "{stem}: {early} loads before the wait\n{code}");
+        let (stem, code) = sass.of(k.as_ref(), Target::Sm80);
+        assert!(
+            !code.contains("ACQBULK") && !code.contains("PREEXIT"),
+            "{stem}"
+        );
+    }
+    for t in FloatType::ALL {
+        let (stem, code) = sass.of(&QuantizeQ8kKernel(t), Target::Sm90);
+        assert!(code.contains("ACQBULK"), "{stem}\n{code}");
+        assert_eq!(loads_before_wait(&code), 0, "{stem}\n{code}");
     }
 }

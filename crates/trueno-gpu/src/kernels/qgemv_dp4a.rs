@@ -75,6 +75,9 @@ fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
     let rows = b.param_u32("rows");
     let blocks = b.param_u32("blocks");
     let vectors = batched.then(|| b.param_u32("vectors"));
+    // The next kernel may start its blocks once all of these have: it waits for this
+    // grid before reading anything this writes.
+    b.allow_next_grid();
     let (lane, row) = lane_and_warp(b, THREADS);
     let past = b.setp::<U32>(Cmp::Ge, row, rows);
     b.exit_if(past);
@@ -199,13 +202,24 @@ fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, unroll: Option<u3
     let steps = b.shr(left, BLOCKS_PER_STEP.trailing_zeros());
     let steps = b.selp(0u32, steps, outside);
     let passes = b.shr(steps, unroll.trailing_zeros());
-    let pass = |b: &mut KernelBuilder, n: u32| {
-        let loads: Vec<_> = (0..n)
-            .map(|s| {
-                let w = lane.load(b, i64::from(s));
-                (w, lane.act().load(b, i64::from(s), None))
-            })
-            .collect();
+    // `wait`: the pass's weights, then the wait for the previous grid, then the
+    // activations (which it may have written): the first pass's weights stream in while
+    // an overlapped predecessor drains. Weights are uploaded, never written by a kernel.
+    let pass = |b: &mut KernelBuilder, n: u32, wait: bool| {
+        let loads: Vec<_> = match wait {
+            true => {
+                let w: Vec<_> = (0..n).map(|s| lane.load(b, i64::from(s))).collect();
+                b.wait_for_previous_grid();
+                let act = |(s, w)| (w, lane.act().load(b, s as i64, None));
+                w.into_iter().enumerate().map(act).collect()
+            }
+            false => (0..n)
+                .map(|s| {
+                    let w = lane.load(b, i64::from(s));
+                    (w, lane.act().load(b, i64::from(s), None))
+                })
+                .collect(),
+        };
         if lane.pin_loads() {
             qgemv_k::end_block(b, (fr.y, fr.row), fr.blocks, lane.act().a, acc);
         }
@@ -218,10 +232,17 @@ fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, unroll: Option<u3
         lane.advance(b, n);
         lane.act().advance(b, n);
     };
-    b.for_loop(0u32, passes, 1u32, false, |b, _| pass(b, unroll));
+    let any = b.setp::<U32>(Cmp::Ne, passes, 0u32);
+    b.if_else(
+        any,
+        false,
+        |b| pass(b, unroll, true),
+        |b| b.wait_for_previous_grid(),
+    );
+    b.for_loop(1u32, passes, 1u32, false, |b, _| pass(b, unroll, false));
     if unroll > 1 {
         let rest = b.and(steps, unroll - 1);
-        b.for_loop(0u32, rest, 1u32, false, |b, _| pass(b, 1));
+        b.for_loop(0u32, rest, 1u32, false, |b, _| pass(b, 1, false));
     }
     store_sum(&mut b, (fr.y, fr.row), acc, fr.lane, None);
     b.ret();
@@ -239,6 +260,7 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
     let present = |b: &mut KernelBuilder, v: usize| b.setp::<U32>(Cmp::Lt, v as u32, vectors);
     // One vector on: its quants, scales and sums.
     let stride = ACT_STEP.map(|n| b.mul_wide(fr.blocks, n));
+    b.wait_for_previous_grid();
     // One step a pass: the loop's own test keeps it inside the row.
     b.for_loop(fr.g, fr.blocks, BLOCKS_PER_STEP, false, |b, _| {
         let w = lane.load(b, 0);
@@ -362,25 +384,26 @@ impl Kernel for QgemvQ8kKernel {
 /// in one wave: the product is latency-bound there, so the pass depth that fits one wave
 /// decides. Q6_K takes one step a pass (54 registers against 80: four blocks of eight
 /// warps a multiprocessor instead of three, so 4096 rows fit an H100's 132
-/// multiprocessors in one wave instead of a second, mostly idle one); Q5_K four (52
-/// registers against 46, still four blocks: half the round trips a row). With several
-/// waves the default kernel's passes stay. `Stream::qgemv_q8k` chooses ([`one_wave_wins`]).
+/// multiprocessors in one wave instead of a second, mostly idle one). With several waves
+/// the default kernel's passes stay. `Stream::qgemv_q8k` chooses ([`one_wave_wins`]).
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ8kOneWaveKernel(pub QuantFormat);
 
 impl QgemvQ8kOneWaveKernel {
     /// The formats with a one-wave variant: those measured faster with it (H100, 4096
-    /// rows: Q6_K at one step 1.045-1.085x, Q5_K at four 1.01-1.085x; Q4_K ran 0.82-0.98x
-    /// at one and 0.89-0.91x at four; Q8_0 and Q4_0, whose lanes set their own depth, not
-    /// tried). [`one_wave_wins`] takes their default kernels at two steps a pass.
-    pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q6K, QuantFormat::Q5K];
+    /// rows: Q6_K at one step 1.045-1.085x). Q4_K ran 0.82-0.98x at one step and
+    /// 0.89-0.91x at four; Q5_K at four steps (1.01-1.085x until the first pass's weights
+    /// came to precede the wait for the previous grid) now needs 80 registers, three
+    /// blocks a multiprocessor, and its default kernel with overlapped launches beats it
+    /// (1.06-1.25x against 1.04-1.11x over the previous code); Q8_0 and Q4_0, whose lanes
+    /// set their own depth, not tried. [`one_wave_wins`] takes the others' default kernels.
+    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q6K];
 
-    /// Steps a pass: fewer than the default kernel's two (Q6_K) or more (Q5_K); `None` for
-    /// a format without a variant.
+    /// Steps a pass: fewer than the default kernel's two (Q6_K); `None` for a format
+    /// without a variant.
     pub fn steps(self) -> Option<u32> {
         match self.0 {
             QuantFormat::Q6K => Some(1),
-            QuantFormat::Q5K => Some(4),
             _ => None,
         }
     }
@@ -413,27 +436,22 @@ impl Kernel for QgemvQ8kOneWaveKernel {
 }
 
 /// Whether a one-vector product of `blocks` thread blocks runs faster on the one-wave
-/// variant (`steps` a pass) than on the default kernel (two), on `sms`
+/// variant (shallower passes, fewer registers) than on the default kernel, on `sms`
 /// multiprocessors holding `default` or `variant` blocks each (the occupancy calculator's
-/// figures): the deepest passes that still run in one wave win; with several waves
-/// either way, the default.
+/// figures): where only the variant runs it in one wave. Where both do, or neither, the
+/// default's deeper passes win.
 ///
 /// ```
 /// use trueno_gpu::kernels::qgemv_dp4a::one_wave_wins;
 ///
 /// // An H100 (132 multiprocessors). Q6_K: three two-step blocks or four one-step ones
 /// // each; 4096 rows (512 blocks of eight) fit one wave only with one step a pass.
-/// assert!(one_wave_wins(512, 132, (3, 4), 1));
-/// assert!(!one_wave_wins(14336 / 8, 132, (3, 4), 1));
-/// // Q5_K: five two-step blocks or four four-step ones; both fit, the deeper wins.
-/// assert!(one_wave_wins(512, 132, (5, 4), 4));
+/// assert!(one_wave_wins(512, 132, (3, 4)));
+/// assert!(!one_wave_wins(14336 / 8, 132, (3, 4)));
 /// ```
-pub fn one_wave_wins(blocks: u32, sms: u32, (default, variant): (u32, u32), steps: u32) -> bool {
+pub fn one_wave_wins(blocks: u32, sms: u32, (default, variant): (u32, u32)) -> bool {
     let fits = |per_sm: u32| u64::from(blocks) <= u64::from(per_sm) * u64::from(sms);
-    match steps > UNROLL {
-        true => fits(variant),
-        false => fits(variant) && !fits(default),
-    }
+    fits(variant) && !fits(default)
 }
 
 /// [`QgemvQ8kKernel`] for 1 to [`MAX_BATCH`] activation vectors at once, the weights read
@@ -489,13 +507,15 @@ mod tests {
 
     #[test]
     fn a_one_wave_variant_has_its_steps_of_products() {
-        // A pass of `steps` and, past one step, a pass of one for the rest: the default
-        // kernel's products come in 2 + 1 steps' worth.
+        // The first pass of `steps` (written apart: its wait for the previous grid sits
+        // between its weights and its activations), the loop's pass of `steps` and, past
+        // one step, a pass of one for the rest: the default kernel's products come in
+        // 2 + 2 + 1 steps' worth.
         for k in QgemvQ8kOneWaveKernel::FORMATS.map(QgemvQ8kOneWaveKernel) {
             let steps = k.steps().unwrap() as usize;
-            let in_code = if steps > 1 { steps + 1 } else { 1 };
+            let in_code = 2 * steps + usize::from(steps > 1);
             let default = products(&QgemvQ8kKernel(k.0));
-            assert_eq!(products(&k) * 3, default * in_code, "{}", k.name());
+            assert_eq!(products(&k) * 5, default * in_code, "{}", k.name());
             let dims = [17, 512];
             let want = QgemvQ8kKernel(k.0).launch_config(&dims).unwrap();
             assert_eq!(k.launch_config(&dims).unwrap(), want);
@@ -508,9 +528,9 @@ mod tests {
     }
 
     #[test]
-    fn a_one_wave_variant_wins_at_the_deepest_passes_that_fit_one_wave() {
+    fn a_one_wave_variant_wins_where_only_it_fits_one_wave() {
         // H100: 132 multiprocessors. Q6_K: three two-step blocks or four one-step ones.
-        let q6k = |rows: u32| one_wave_wins(rows.div_ceil(8), 132, (3, 4), 1);
+        let q6k = |rows: u32| one_wave_wins(rows.div_ceil(8), 132, (3, 4));
         assert!(
             q6k(4096),
             "3168 rows a wave against 4224: one wave instead of two"
@@ -520,11 +540,6 @@ mod tests {
         assert!(q6k(4224));
         assert!(!q6k(4225), "two waves either way");
         assert!(!q6k(14336), "several waves: the default");
-        // Q5_K: five two-step blocks or four four-step ones.
-        let q5k = |rows: u32| one_wave_wins(rows.div_ceil(8), 132, (5, 4), 4);
-        assert!(q5k(4096) && q5k(1) && q5k(4224));
-        assert!(!q5k(4225), "one wave only for the default");
-        assert!(!q5k(14336));
-        assert!(!one_wave_wins(10, 0, (0, 0), 1), "no multiprocessors");
+        assert!(!one_wave_wins(10, 0, (0, 0)), "no multiprocessors");
     }
 }

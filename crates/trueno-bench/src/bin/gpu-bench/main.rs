@@ -4,7 +4,9 @@
 //! object per line; `scripts/gpu_bench_peer.py` times PyTorch on the same shapes in the
 //! same command and prints the comparison table.
 //!
-//! Usage: `gpu-bench [--quick] [--out FILE] [--only SECTION,...]` (sections: overheads,
+//! Usage: `gpu-bench [--quick] [--serialised] [--out FILE] [--only SECTION,...]`
+//! (`--serialised`: every launch waits for the one before, no programmatic dependent
+//! launch; sections: overheads,
 //! elementwise, rows, gemm, gemm_mma, gemm_tf32, gemm_split, flash_attention, qgemv, dequant, qgemm, rope,
 //! decode_attention, gemm_tune)
 
@@ -419,10 +421,15 @@ impl Bench {
             s.quantize_q8k(x, &q)?;
             s.qgemv_q8k(&ws[i], &q, y)
         })?;
+        let queued = self.queued.get();
+        // A decode step's pair of launches, chained in a graph.
+        let graph = self.graph_ms((ws.len(), copies), |s, i| {
+            s.quantize_q8k(x, &q)?;
+            s.qgemv_q8k(&ws[i], &q, y)
+        })?;
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k+quantize","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k+quantize","rows":{rows},"cols":{cols},"ms":{ms:.5},"queued_ms":{queued:.5},"graph_ms":{graph:.5},"bytes":{}}}"#,
             f.name(),
-            self.queued.get(),
             bytes + cols * 4 + rows * 4
         ));
         Ok(())
@@ -506,6 +513,11 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let serialised = args.iter().any(|a| a == "--serialised");
+    if serialised {
+        ctx.set_overlapped_launches(false);
+    }
+    let overlapped = ctx.overlapped_launches();
     let out = trueno_bench::out_writer(&args);
     let d = ctx.device().clone();
     let mut b = Bench {
@@ -515,7 +527,7 @@ fn main() {
         queued: std::cell::Cell::new(0.0),
     };
     b.emit(format!(
-        r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1},"quick":{quick}}}"#,
+        r#"{{"kind":"device","name":"{}","sm":"{}.{}","sms":{},"memory_gib":{:.1},"quick":{quick},"overlapped_launches":{overlapped}}}"#,
         d.name,
         d.compute_capability.0,
         d.compute_capability.1,
