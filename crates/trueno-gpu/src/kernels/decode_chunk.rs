@@ -130,6 +130,7 @@ pub(super) fn build_chunk(
     let rows_per_step = ROWS_PER_STEP / groups;
     let nh = heads as usize;
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     b.max_threads(THREADS);
     let ChunkParams {
         q: gq,

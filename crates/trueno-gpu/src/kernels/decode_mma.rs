@@ -159,6 +159,7 @@ fn build(name: &str, dim: u32, ty: HalfType, paged: bool) -> KernelIr {
     let tile_bytes = TILE_ROWS * row_bytes;
     let stage_bytes = 2 * tile_bytes;
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     b.max_threads(THREADS);
     let ChunkParams {
         q: gq,

@@ -128,6 +128,7 @@ impl Kernel for ElementwiseKernel {
     fn build(&self) -> KernelIr {
         let op = self.0;
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(THREADS);
         let x = b.param_ptr("x", PtxType::F32);
         let y = op.is_binary().then(|| b.param_ptr("y", PtxType::F32));

@@ -53,6 +53,7 @@ pub struct KvAppendKernel(pub FloatType);
 /// a pool `[pool_pages, heads_kv, 2^page_shift, dim]`; see [`super::paged`]).
 pub(super) fn build(name: &str, ty: FloatType, paged: bool) -> KernelIr {
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     b.max_threads(THREADS);
     let k_new = b.param_ptr("k_new", PtxType::F32);
     let v_new = b.param_ptr("v_new", PtxType::F32);

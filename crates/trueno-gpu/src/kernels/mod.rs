@@ -355,3 +355,53 @@ pub(crate) fn check_rows(kernel: &str, dims: &[usize], vec4: bool) -> Result<()>
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ptx::ir::Op;
+
+    /// Which kernels may overlap their neighbours (programmatic dependent launch): the
+    /// launches of a decode step (the elementwise ops, norms, RoPE, the KV-cache appends,
+    /// decode attention's chunk kernels and merge, the activations' Q8_K quantization and
+    /// the integer matrix-vector products) wait for the kernel before them; all but the
+    /// merge also let the next one start early. Every other kernel is launched as before,
+    /// and nothing but the integer products (their weights) loads before its wait.
+    #[test]
+    fn the_decode_step_kernels_overlap_their_neighbours() {
+        let mut waiting = 0;
+        for k in all_kernels() {
+            let (name, ir) = (k.name(), k.build());
+            let waits = ir.waits_for_previous_grid();
+            let starts_next = ir.body.iter().any(|i| i.op == Op::GridDepLaunch);
+            let integer_product = name.starts_with("trueno_qgemv_") && name.contains("_q8k");
+            let expected = match k.family() {
+                // The 16-bit conversions and the transpose (a prefill's) and the benchmarks'
+                // hold are launched as before.
+                Family::Elementwise => !["_to_", "transpose", "hold"]
+                    .iter()
+                    .any(|p| name.contains(p)),
+                Family::Norm | Family::Rope | Family::Attention | Family::DecodeMma => true,
+                Family::DecodeHeads2 | Family::DecodeHeads4 | Family::DecodeHeads8 => true,
+                Family::Qgemv => integer_product || name.starts_with("trueno_quantize_q8k"),
+                _ => false,
+            };
+            assert_eq!(waits, expected, "{name}");
+            let merge = name.starts_with("trueno_decode_merge");
+            assert_eq!(starts_next, waits && !merge, "{name}");
+            if waits && !integer_product {
+                let wait = ir
+                    .body
+                    .iter()
+                    .position(|i| i.op == Op::GridDepWait)
+                    .unwrap();
+                let early = ir.body[..wait]
+                    .iter()
+                    .any(|i| matches!(i.op, Op::Ld(crate::ptx::Space::Global)));
+                assert!(!early, "{name}: a load before its wait");
+            }
+            waiting += usize::from(waits);
+        }
+        assert!(waiting > 100, "{waiting} kernels wait");
+    }
+}

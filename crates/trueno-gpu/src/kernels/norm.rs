@@ -127,6 +127,7 @@ impl Kernel for NormKernel {
         let op = self.op;
         let w = if self.vec4 { 4 } else { 1 };
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(WIDE_THREADS);
         let p = params(&mut b, op);
         let smem = b.shared_array("red", 33 * 4, 16);

@@ -111,6 +111,7 @@ impl Kernel for RopeKernel {
 
     fn build(&self) -> KernelIr {
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(THREADS);
         let x = b.param_ptr("x", PtxType::F32);
         let positions = b.param_ptr("positions", PtxType::U32);

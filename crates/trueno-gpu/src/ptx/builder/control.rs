@@ -66,6 +66,15 @@ impl KernelBuilder {
         self.push(Instr::new(Op::GridDepLaunch, None, Vec::new(), Vec::new()));
     }
 
+    /// Both, first thing: the kernel's launch may overlap the previous kernel's tail and
+    /// the next kernel's launch this one's, and nothing here touches memory before the
+    /// previous kernel is done (for the short kernels of a decode step, whose launch ramp
+    /// and drain are a large share of their time).
+    pub fn overlap_neighbours(&mut self) {
+        self.allow_next_grid();
+        self.wait_for_previous_grid();
+    }
+
     /// Runs `then` where `p` holds and `otherwise` where it does not.
     pub fn if_else(
         &mut self,
