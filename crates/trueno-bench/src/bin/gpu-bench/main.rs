@@ -8,8 +8,9 @@
 //! (`--serialised`: every launch waits for the one before, no programmatic dependent
 //! launch; sections: overheads,
 //! elementwise, rows, gemm, gemm_mma, gemm_tf32, gemm_split, flash_attention, qgemv, dequant, qgemm, rope,
-//! decode_attention, gemm_tune)
+//! decode_attention, decode_layer, gemm_tune)
 
+mod decode_layer;
 mod dequant;
 mod gemm;
 mod gemm_split;
@@ -543,7 +544,7 @@ fn main() {
     let wants = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let run = || -> Result<()> {
         type Section = fn(&mut Bench) -> Result<()>;
-        let sections: [(&str, Section); 14] = [
+        let sections: [(&str, Section); 15] = [
             ("overheads", Bench::overheads),
             ("elementwise", Bench::elementwise),
             ("rows", Bench::rows),
@@ -557,6 +558,7 @@ fn main() {
             ("qgemm", Bench::qgemm),
             ("rope", Bench::rope),
             ("decode_attention", Bench::decode_attention),
+            ("decode_layer", Bench::decode_layer),
             // Last: the GEMM ops take the configurations it tunes from then on, which
             // would move every later section's GEMMs off the untuned rule.
             ("gemm_tune", Bench::gemm_tune),
