@@ -198,6 +198,7 @@ impl DequantRowsKernel {
     fn build_ir(&self) -> KernelIr {
         let f = self.0;
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(THREADS);
         let w = b.param_ptr("w", PtxType::U16);
         let ids = b.param_ptr("ids", PtxType::U32);

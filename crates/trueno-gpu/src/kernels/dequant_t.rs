@@ -35,6 +35,7 @@ impl DequantTransposedKernel {
     fn build_ir(&self) -> KernelIr {
         let f = self.0;
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(THREADS);
         let w = b.param_ptr("w", PtxType::U16);
         let wt = b.param_ptr("wt", PtxType::Bf16);

@@ -28,6 +28,7 @@ impl Kernel for GatherRowsKernel {
     fn build(&self) -> KernelIr {
         let ty = self.0;
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         b.max_threads(THREADS);
         let table = b.param_ptr("table", ty.ptx());
         let ids = b.param_ptr("ids", PtxType::U32);

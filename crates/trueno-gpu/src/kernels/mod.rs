@@ -362,9 +362,10 @@ mod tests {
     use crate::ptx::ir::Op;
 
     /// Which kernels may overlap their neighbours (programmatic dependent launch): the
-    /// launches of a decode step (the elementwise ops, norms, RoPE, the KV-cache appends,
-    /// decode attention's chunk kernels and merge, the activations' Q8_K quantization and
-    /// the integer matrix-vector products) wait for the kernel before them; all but the
+    /// launches of a decode step (the embedding rows and every quantized matrix-vector
+    /// product, the activations' Q8_K quantization, the elementwise ops, norms, RoPE, the
+    /// KV-cache appends, decode attention's chunk kernels and merge, the reductions (the
+    /// greedy argmax)) wait for the kernel before them; all but the
     /// merge also let the next one start early. Every other kernel is launched as before,
     /// and nothing but the integer products (their weights) loads before its wait.
     #[test]
@@ -383,7 +384,7 @@ mod tests {
                     .any(|p| name.contains(p)),
                 Family::Norm | Family::Rope | Family::Attention | Family::DecodeMma => true,
                 Family::DecodeHeads2 | Family::DecodeHeads4 | Family::DecodeHeads8 => true,
-                Family::Qgemv => integer_product || name.starts_with("trueno_quantize_q8k"),
+                Family::Qgemv | Family::Reduce => true,
                 _ => false,
             };
             assert_eq!(waits, expected, "{name}");

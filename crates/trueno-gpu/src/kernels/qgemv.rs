@@ -393,6 +393,7 @@ impl Kernel for QgemvKernel {
         }
         let bb = f.block_bytes() as u32;
         let mut b = KernelBuilder::new(self.name());
+        b.overlap_neighbours();
         let Prologue {
             w,
             x,

@@ -305,6 +305,7 @@ pub(super) fn row_blocks<L>(
 pub(super) fn build_k(name: String, five_bit: bool, act: FloatType) -> KernelIr {
     let (block_bytes, qs_at) = layout(five_bit);
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     let rw = row_warp(&mut b, block_bytes, act);
     let (lane, blk) = (rw.lane, rw.blk);
     let c = b.shr(lane, 3u32);

@@ -90,6 +90,7 @@ pub(super) fn block_d(b: &mut KernelBuilder, blk: Reg<U64>) -> Reg<F32> {
 /// The Q6_K kernel. Parameters as the other formats': `w`, `x`, `y`, `rows`, `blocks`.
 pub(super) fn build_q6k(name: String, act: FloatType) -> KernelIr {
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     let rw = row_warp(&mut b, BLOCK_BYTES, act);
     let (lane, blk) = (rw.lane, rw.blk);
     let h = b.shr(lane, 4u32);

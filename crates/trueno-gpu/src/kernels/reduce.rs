@@ -109,6 +109,7 @@ impl Kernel for ReduceKernel {
 
 fn build_fold(name: &str, op: Combine, identity: f32) -> KernelIr {
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     b.max_threads(THREADS);
     let x = b.param_ptr("x", PtxType::F32);
     let out = b.param_ptr("out", PtxType::F32);
@@ -181,6 +182,7 @@ fn warp_argmax(b: &mut KernelBuilder, v: Reg<F32>, i: Reg<U32>) {
 
 fn build_argmax(name: &str) -> KernelIr {
     let mut b = KernelBuilder::new(name);
+    b.overlap_neighbours();
     b.max_threads(THREADS);
     let x = b.param_ptr("x", PtxType::F32);
     let idx_in = b.param_ptr("idx_in", PtxType::U32);
