@@ -64,8 +64,7 @@ impl Kernel for QuantizeQ8kKernel {
         // Overlapped launches (sm_90): the next kernel (the products that read these
         // quants) may start its blocks now; this one reads `x` and overwrites the
         // quants only after the previous kernel is done with both.
-        b.allow_next_grid();
-        b.wait_for_previous_grid();
+        b.overlap_neighbours();
         let (lane, blk) = lane_and_warp(&mut b, THREADS);
         // Whole warps leave together: the shuffles below see full warps.
         let past = b.setp::<U32>(Cmp::Ge, blk, blocks);

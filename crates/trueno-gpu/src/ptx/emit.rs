@@ -65,7 +65,8 @@ fn kernel(s: &mut String, target: Target, k: &KernelIr, a: &Allocation) {
     let _ = writeln!(s);
     for i in &k.body {
         // Before sm_90 a launch never overlaps the previous kernel: nothing to wait for.
-        if target == Target::Sm80 && matches!(i.op, Op::GridDepWait | Op::GridDepLaunch) {
+        let grid_dep = matches!(i.op, Op::GridDepWait | Op::GridDepLaunch);
+        if grid_dep && !target.has_grid_dependency_control() {
             continue;
         }
         instr(s, i, a);

@@ -52,6 +52,12 @@ impl Target {
         }
     }
 
+    /// Whether code for this target may use `griddepcontrol` (programmatic dependent
+    /// launch, sm_90 and later); for sm_80 the IR's grid waits are left out.
+    pub fn has_grid_dependency_control(self) -> bool {
+        self != Target::Sm80
+    }
+
     /// The best target for a device of compute capability `major.minor`, or `None` when it
     /// predates sm_80.
     pub fn for_capability(major: i32, minor: i32) -> Option<Target> {

@@ -26,7 +26,8 @@ const CONTEXT: usize = 4096;
 
 /// A layer's weights and the buffers its step writes.
 struct Layer {
-    w: [QuantMatrix; 7],
+    /// q, k, v, o, gate, up, down.
+    w: Vec<QuantMatrix>,
     gamma: [DeviceBuffer<f32>; 2],
     /// x, residual, normed, h, q, k, v, attention, o, h2, gate, up, act, down.
     f: Vec<DeviceBuffer<f32>>,
@@ -131,13 +132,12 @@ impl Bench {
             (FFN, HIDDEN),
             (HIDDEN, FFN),
         ];
-        let mut weight_bytes = 0;
-        let w = dims.map(|(r, k)| {
-            let bytes = f.matrix_bytes(r, k).expect("layer shapes fit");
-            weight_bytes += bytes;
-            c.upload_quant(f, r, k, &random_blocks(f, bytes))
-        });
-        let w = w.into_iter().collect::<Result<Vec<_>>>()?;
+        let bytes_of = |(r, k): (usize, usize)| f.matrix_bytes(r, k).expect("layer shapes fit");
+        let weight_bytes: usize = dims.iter().map(|&d| bytes_of(d)).sum();
+        let w = dims
+            .iter()
+            .map(|&(r, k)| c.upload_quant(f, r, k, &random_blocks(f, bytes_of((r, k)))))
+            .collect::<Result<Vec<_>>>()?;
         let sizes = [
             HIDDEN,
             HIDDEN,
@@ -168,8 +168,7 @@ impl Bench {
             c.upload(&v)
         };
         let layer = Layer {
-            w: w.try_into()
-                .map_err(|_| trueno_gpu::GpuError::UnknownKernel("weights".into()))?,
+            w,
             gamma: [
                 c.upload(&random(HIDDEN, 30))?,
                 c.upload(&random(HIDDEN, 31))?,
