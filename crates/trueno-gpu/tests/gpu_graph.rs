@@ -1,7 +1,8 @@
 //! CUDA graphs (`Stream::capture`, `Graph::launch`): captured work against the same ops
 //! run on a stream and against the CPU reference; replays read their buffers afresh;
 //! ops that allocate scratch (split-K) keep it for the graph's replays; a failed
-//! capture leaves the stream usable.
+//! capture leaves the stream usable; another thread's synchronous copies in the middle
+//! of a capture leave it whole.
 //!
 //! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
 //! makes that a failure).
@@ -128,6 +129,57 @@ fn a_failed_capture_leaves_the_stream_usable() {
     run.sum(&x, &total).unwrap();
     run.sync().unwrap();
     assert_eq!(total.to_vec().unwrap(), [6.0]);
+}
+
+/// Another thread uploads and reads back buffers (synchronous copies on the legacy
+/// default stream, which waits for every blocking stream) while a capture records, in
+/// the middle of it: both the copies and the capture succeed, and the graph computes
+/// what the same ops compute on a stream. On a blocking capturing stream the driver
+/// failed the capture (`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`).
+#[test]
+fn another_threads_copies_leave_a_capture_whole() {
+    use std::sync::mpsc::channel;
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(5);
+    let data = rng.vec(4096, -1.0, 1.0);
+    let x = ctx.upload(&data).unwrap();
+    let y = ctx.alloc::<f32>(data.len()).unwrap();
+    let mut total = ctx.alloc::<f32>(1).unwrap();
+    let mut s = ctx.stream().unwrap();
+    let (go, copy) = channel::<()>();
+    let (copied, wait) = channel::<Vec<f32>>();
+    std::thread::scope(|scope| {
+        let other = ctx.clone();
+        let data = &data;
+        scope.spawn(move || {
+            while copy.recv().is_ok() {
+                let mut b = other.upload(data).unwrap();
+                copied.send(b.to_vec().unwrap()).unwrap();
+            }
+        });
+        for round in 0..3 {
+            let graph = s
+                .capture(|s| {
+                    s.elementwise(ElementwiseOp::Relu, &x, None, &y, 1.0)?;
+                    go.send(()).unwrap();
+                    let back = wait.recv().unwrap();
+                    assert_eq!(back, *data, "round {round}: the other thread's copy");
+                    s.sum(&y, &total)
+                })
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            let mut run = s.record();
+            graph.launch(&mut run).unwrap();
+            s = run.sync().unwrap();
+            drop(graph);
+            let want: f64 = data.iter().map(|a| a.max(0.0) as f64).sum();
+            let got = total.to_vec().unwrap()[0] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "{got} vs {want}"
+            );
+        }
+        drop(go);
+    });
 }
 
 /// Decode attention (its flash-decoding partials in scratch allocated during the

@@ -261,6 +261,10 @@ pub struct LaunchConfigEx {
     pub num_attrs: u32,
 }
 
+/// `CU_STREAM_NON_BLOCKING`: a stream that does not synchronize with the legacy
+/// default stream.
+pub const STREAM_NON_BLOCKING: u32 = 1;
+
 /// `CU_STREAM_CAPTURE_MODE_RELAXED`: capture does not forbid other threads' (or this
 /// one's) unsafe calls, such as loading a module; what would break the capture still
 /// fails it.

@@ -42,8 +42,10 @@ impl Stream<Idle> {
     /// arguments as they would on a stream and fail the capture on a bad one (the stream
     /// leaves capture mode either way). An op's first call still loads its kernels'
     /// module, on the host, during the capture (capture mode is relaxed). Calls that
-    /// wait for the device (`Context::upload`, a buffer's `to_vec`) do not belong inside
-    /// `record`: the driver fails the capture on them.
+    /// wait for the device (a buffer's `to_vec`, a stream's `sync`) do not belong inside
+    /// `record`. The capture records on a stream of its own that the legacy default
+    /// stream does not wait for, so other threads may upload and read buffers
+    /// meanwhile.
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -76,22 +78,26 @@ impl Stream<Idle> {
         &mut self,
         record: impl FnOnce(&mut Stream<Recording<'a>>) -> Result<()>,
     ) -> Result<Graph<'a>> {
-        self.ctx.bind()?;
-        // The recording shares this stream's handle; it must never destroy it (nor, on
+        // The capture runs on a non-blocking stream of its own: on this one (blocking),
+        // a synchronous copy on another thread, which waits for every blocking stream,
+        // failed the capture (`CUDA_ERROR_STREAM_CAPTURE_IMPLICIT`). Nothing runs during
+        // a capture, so which stream records it does not change the graph.
+        let cap = self.context().non_blocking_stream()?;
+        // The recording shares that stream's handle; it must never destroy it (nor, on
         // a panic in `record`, sync it mid-capture), so it is never dropped.
         let mut rec = ManuallyDrop::new(Stream::<Recording<'a>> {
-            raw: self.raw,
+            raw: cap.raw,
             ctx: self.ctx.clone(),
             keep: Vec::new(),
             _s: PhantomData,
         });
         // SAFETY: a live stream of the current context, not capturing.
-        unsafe { ffi::cuStreamBeginCapture_v2(self.raw, ffi::STREAM_CAPTURE_MODE_RELAXED) }?;
+        unsafe { ffi::cuStreamBeginCapture_v2(cap.raw, ffi::STREAM_CAPTURE_MODE_RELAXED) }?;
         let recorded = record(&mut rec);
         let mut graph: CuHandle = std::ptr::null_mut();
         // SAFETY: the capture begun above; ending it always, so the stream leaves
         // capture mode whether or not the recording succeeded.
-        let ended = unsafe { ffi::cuStreamEndCapture(self.raw, &mut graph) };
+        let ended = unsafe { ffi::cuStreamEndCapture(cap.raw, &mut graph) };
         let keep = std::mem::take(&mut rec.keep);
         let destroy = |g: CuHandle| {
             if !g.is_null() {

@@ -43,10 +43,22 @@ impl Context {
     /// A new stream (blocking: the legacy default stream, used by synchronous copies,
     /// waits for it).
     pub fn stream(&self) -> Result<Stream<Idle>> {
+        self.create_stream(0)
+    }
+
+    /// A stream the legacy default stream does not wait for
+    /// (`CU_STREAM_NON_BLOCKING`): captures run on one, so that another thread's
+    /// synchronous copy, which waits for every blocking stream, cannot meet a capturing
+    /// stream and fail its capture.
+    pub(super) fn non_blocking_stream(&self) -> Result<Stream<Idle>> {
+        self.create_stream(ffi::STREAM_NON_BLOCKING)
+    }
+
+    fn create_stream(&self, flags: u32) -> Result<Stream<Idle>> {
         self.inner.bind()?;
         let mut raw: CuHandle = std::ptr::null_mut();
         // SAFETY: valid out-pointer; the context is current.
-        unsafe { ffi::cuStreamCreate(&mut raw, 0) }?;
+        unsafe { ffi::cuStreamCreate(&mut raw, flags) }?;
         Ok(Stream {
             raw,
             ctx: self.inner.clone(),
