@@ -13,8 +13,8 @@ use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_split::SplitReduceKernel;
 use crate::kernels::gemm_wgmma::WgmmaGemmKernel;
 use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
-use crate::kernels::qgemv::QgemvKernel;
-use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
+use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -221,13 +221,8 @@ pub(super) fn projections(
             Some(f) => {
                 let r = rows as u64;
                 let bytes = w.bytes(r, c) + act + r * F32;
-                steps.push(launch(
-                    what,
-                    &QgemvQ8kKernel(f),
-                    &[rows, cols],
-                    bytes,
-                    2 * r * c,
-                )?);
+                let kernel = integer_product(f, [rows, cols], device.sms)?;
+                steps.push(launch(what, &*kernel, &[rows, cols], bytes, 2 * r * c)?);
                 false
             }
             None => {
@@ -242,4 +237,16 @@ pub(super) fn projections(
         }
     }
     Ok(steps)
+}
+
+/// The integer product `Stream::qgemv_q8k` runs on a device of `sms` multiprocessors:
+/// the one-wave variant where only it fits the rows in one wave ([`one_wave_wins`], with
+/// the residency ptxas's register counts give), else the default kernel.
+fn integer_product(f: QuantFormat, dims: [usize; 2], sms: usize) -> Result<Box<dyn Kernel>> {
+    let (default, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
+    let blocks = default.launch_config(&dims)?.grid.0;
+    Ok(match variant.planned_residency() {
+        Some(per_sm) if one_wave_wins(blocks, sms as u32, per_sm) => Box::new(variant),
+        _ => Box::new(default),
+    })
 }

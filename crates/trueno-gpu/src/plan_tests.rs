@@ -507,3 +507,54 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
         ["trueno_gemm_mma_bf16_f32_k64"]
     );
 }
+
+/// A Q6_K down projection (4096 rows: 512 blocks of eight) takes the one-step variant on
+/// an H100, as `Stream::qgemv_q8k` does there (only four blocks a multiprocessor fit it
+/// in one wave of 132), and the default kernel on an A100 (108 multiprocessors: one wave
+/// with neither), as does the 1024-row value projection on both (one wave with either).
+#[test]
+fn q6_k_products_name_the_kernel_the_stream_runs() {
+    let m = llama3_8b();
+    let named = |d: &DevicePeak, what: &str| -> String {
+        let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, d).unwrap();
+        let s = p.layers[0].iter().find(|s| s.what == what).unwrap();
+        s.kernel.clone().unwrap()
+    };
+    assert_eq!(
+        named(H100, "down projection"),
+        "trueno_qgemv_q6_k_q8k_step1"
+    );
+    assert_eq!(named(A100, "down projection"), "trueno_qgemv_q6_k_q8k");
+    assert_eq!(named(H100, "v projection"), "trueno_qgemv_q6_k_q8k");
+    assert_eq!(named(A100, "v projection"), "trueno_qgemv_q6_k_q8k");
+}
+
+/// The residency the plan assumes for the one-wave variants follows from ptxas's register
+/// counts in the snapshot `tests/ptxas.rs` keeps (256 threads a block, 64K registers a
+/// multiprocessor, allocated eight at a time).
+#[test]
+fn planned_residency_matches_the_register_snapshot() {
+    use crate::kernels::qgemv_dp4a::QgemvQ8kOneWaveKernel;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/ptxas_registers.txt");
+    let snapshot = std::fs::read_to_string(path).unwrap();
+    let blocks = |kernel: &str, target: &str| -> u32 {
+        let line = snapshot
+            .lines()
+            .find(|l| l.starts_with(&format!("{kernel} {target} ")))
+            .unwrap_or_else(|| panic!("{kernel} {target} not in the snapshot"));
+        let regs: u32 = line.rsplit('=').next().unwrap().parse().unwrap();
+        (65536 / (regs.div_ceil(8) * 8 * 256)).min(2048 / 256)
+    };
+    for f in QgemvQ8kOneWaveKernel::FORMATS {
+        let variant = QgemvQ8kOneWaveKernel(f);
+        let planned = variant.planned_residency().unwrap();
+        for target in ["sm_80", "sm_90"] {
+            let measured = (
+                blocks(&QgemvQ8kKernel(f).name(), target),
+                blocks(&variant.name(), target),
+            );
+            assert_eq!(planned, measured, "{} on {target}", variant.name());
+        }
+    }
+}

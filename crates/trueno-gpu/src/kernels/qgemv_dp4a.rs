@@ -407,6 +407,15 @@ impl QgemvQ8kOneWaveKernel {
             _ => None,
         }
     }
+
+    /// Blocks of eight warps a multiprocessor holds of the default kernel and of this
+    /// variant, for plans priced without a device (`trueno ptx map`): from ptxas's
+    /// register counts on sm_80 and sm_90 (Q6_K: 80 against 54-57, so three blocks
+    /// against four; a test holds them to the register snapshot). `Stream::qgemv_q8k`
+    /// asks the driver instead. `None` for a format without a variant.
+    pub fn planned_residency(self) -> Option<(u32, u32)> {
+        self.steps().map(|_| (3, 4))
+    }
 }
 
 impl Kernel for QgemvQ8kOneWaveKernel {
