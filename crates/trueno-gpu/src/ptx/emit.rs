@@ -221,6 +221,7 @@ fn mnemonic(i: &Instr) -> String {
         Op::TmaLoad2d => "cp.async.bulk.tensor.2d.shared::cluster.global.tile\
                           .mbarrier::complete_tx::bytes"
             .into(),
+        Op::TmaPrefetch2d => "cp.async.bulk.prefetch.tensor.2d.L2.global.tile".into(),
         Op::CvtaParam => "cvta.param.u64".into(),
         Op::WgmmaFence => "wgmma.fence.sync.aligned".into(),
         Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
@@ -258,6 +259,7 @@ fn special_operands(i: &Instr, a: &Allocation) -> Option<Vec<String>> {
             format!("[{}, {{{}, {}}}]", o(1), o(2), o(3)),
             o(4),
         ]),
+        Op::TmaPrefetch2d => Some(vec![format!("[{}, {{{}, {}}}]", o(0), o(1), o(2))]),
         // The accumulators are read and written: listed once; then the descriptors, the
         // scale-d predicate, A and B unscaled, A k-major, B as stored (TF32 products
         // take no transpose flags: both operands are k-major).

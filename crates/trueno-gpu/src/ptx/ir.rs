@@ -32,6 +32,9 @@ pub enum SpecialReg {
     WarpId,
     /// `%globaltimer`: nanoseconds, 64 bits.
     GlobalTimer,
+    /// `%nsmid`: one more than the highest multiprocessor id (the multiprocessor count,
+    /// or a little over it where ids have gaps).
+    Nsmid,
 }
 
 /// Grid/block dimension.
@@ -61,6 +64,7 @@ impl SpecialReg {
             SpecialReg::LaneId => "%laneid".into(),
             SpecialReg::WarpId => "%warpid".into(),
             SpecialReg::GlobalTimer => "%globaltimer".into(),
+            SpecialReg::Nsmid => "%nsmid".into(),
         }
     }
 }
@@ -395,6 +399,10 @@ pub enum Op {
     /// its bytes counted on the barrier (srcs: shared dst, map address (u64 generic),
     /// x (innermost coordinate), y, barrier address).
     TmaLoad2d,
+    /// `cp.async.bulk.prefetch.tensor.2d.L2.global.tile [map, {x, y}]`: one box of a
+    /// tensor map asked into L2 by the copy engine; nothing waits for it (srcs: map
+    /// address (u64 generic), x (innermost coordinate), y).
+    TmaPrefetch2d,
     /// `cvta.param.u64 dst, sym`: the generic address of a kernel parameter (a tensor map
     /// passed by value).
     CvtaParam,
@@ -468,6 +476,7 @@ impl Op {
                 | Op::FenceMbarInit
                 | Op::FenceProxyAsync
                 | Op::TmaLoad2d
+                | Op::TmaPrefetch2d
                 | Op::WgmmaFence
                 | Op::WgmmaCommit
                 | Op::WgmmaWait(_)

@@ -260,6 +260,16 @@ fn check_types(i: &Instr) -> Result<(), String> {
                 }
                 s => Err(format!("tensor copy operands {s:?}")),
             },
+            Op::TmaPrefetch2d => match i.srcs.as_slice() {
+                [map, x, y]
+                    if reg_ok(PtxType::U64, map)
+                        && reg_ok(PtxType::U32, x)
+                        && reg_ok(PtxType::U32, y) =>
+                {
+                    Ok(())
+                }
+                s => Err(format!("tensor prefetch operands {s:?}")),
+            },
             _ => Err(format!("{:?} without a type", i.op)),
         };
     };
@@ -416,6 +426,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::GridDepWait
         | Op::GridDepLaunch
         | Op::TmaLoad2d
+        | Op::TmaPrefetch2d
         | Op::WgmmaFence
         | Op::WgmmaCommit
         | Op::WgmmaWait(_)

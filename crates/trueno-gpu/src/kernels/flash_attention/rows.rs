@@ -137,7 +137,7 @@ const ORDER_BLOCKS: u32 = 128;
 /// head dims 128 and 256, causal 4K x 128 1.03-1.07x and causal 1K and 4K x 256
 /// 1.08-1.10x, the rest within 3%; at 64 the groups lost up to 4% (causal 1K 0.96x in
 /// both calls), so dim 64 keeps the grid's order.
-pub(super) fn grouped_order(dim: u32) -> bool {
+pub fn grouped_order(dim: u32) -> bool {
     dim >= 128
 }
 
@@ -160,12 +160,65 @@ fn tile_order(b: &mut KernelBuilder, grouped: bool) -> (Reg<U32>, Reg<U32>, Reg<
         let seq = b.special(SpecialReg::Ctaid(Dim::Z));
         return (tile, h, seq);
     }
+    let rank = launch_rank(b);
+    tile_of_rank(b, rank)
+}
+
+/// The block's launch rank: `x + nctaid.x (y + nctaid.y z)`, the order blocks start in.
+fn launch_rank(b: &mut KernelBuilder) -> Reg<U32> {
+    let gx = b.nctaid_x();
     let gy = b.special(SpecialReg::Nctaid(Dim::Y));
-    let gz = b.special(SpecialReg::Nctaid(Dim::Z));
     let (x, y) = (b.ctaid_x(), b.ctaid_y());
     let z = b.special(SpecialReg::Ctaid(Dim::Z));
     let pair = b.mad(z, gy, y);
-    let rank = b.mad(pair, gx, x);
+    b.mad(pair, gx, x)
+}
+
+/// Where `issuer` holds: asks L2 for the query tile (`rows` x `dim`, in boxes of
+/// `box_cols` columns of the tensor map `map_q`) of the block that starts a wave after
+/// this one in `tile_order`'s grouped order (launch rank + the multiprocessors;
+/// `%nsmid` may count a few more), which would otherwise come from memory while that
+/// block waits for it at its start.
+pub(super) fn prefetch_later_queries(
+    b: &mut KernelBuilder,
+    issuer: Reg<Pred>,
+    (map_q, cu_q): (Reg<U64>, Reg<U64>),
+    (rows, dim, box_cols): (u32, u32, u32),
+) {
+    let nsm = b.special(SpecialReg::Nsmid);
+    let rank = launch_rank(b);
+    let later = b.add(rank, nsm);
+    let blocks = grid_blocks(b);
+    let exists = b.setp::<U32>(Cmp::Lt, later, blocks);
+    let go = b.and_pred(issuer, exists);
+    b.if_then(go, false, |b| {
+        let (tile, h, seq) = tile_of_rank(b, later);
+        let at = elem_addr(b, cu_q, seq, 4);
+        let start = b.ld::<U32, U64>(Space::Global, at, 0);
+        let y = b.mad(tile, rows, start);
+        let x = b.mul(h, dim);
+        for j in 0..dim / box_cols {
+            let xj = b.add(x, j * box_cols);
+            b.tma_prefetch_2d(map_q, xj, y);
+        }
+    });
+}
+
+/// Blocks in the grid.
+fn grid_blocks(b: &mut KernelBuilder) -> Reg<U32> {
+    let gx = b.nctaid_x();
+    let gy = b.special(SpecialReg::Nctaid(Dim::Y));
+    let gz = b.special(SpecialReg::Nctaid(Dim::Z));
+    let pairs = b.mul(gy, gz);
+    b.mul(pairs, gx)
+}
+
+/// The (query tile, head, sequence) `tile_order`'s groups give the block of launch
+/// rank `rank` (any block's, not only this one's).
+fn tile_of_rank(b: &mut KernelBuilder, rank: Reg<U32>) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
+    let gx = b.nctaid_x();
+    let gy = b.special(SpecialReg::Nctaid(Dim::Y));
+    let gz = b.special(SpecialReg::Nctaid(Dim::Z));
     let pairs = b.mul(gy, gz);
     let group = b.div_int(ORDER_BLOCKS, gx);
     let group = b.max(group, 1u32);

@@ -113,6 +113,22 @@ impl KernelBuilder {
         ));
     }
 
+    /// Asks the copy engine to bring the box at `(x, y)` of the tensor map at `map` into
+    /// L2, for a later [`tma_load_2d`](Self::tma_load_2d) (another block's) to find
+    /// there. Nothing waits for it; a box outside the tensor asks for nothing.
+    pub fn tma_prefetch_2d(&mut self, map: Reg<U64>, x: Reg<U32>, y: Reg<U32>) {
+        self.push(Instr::new(
+            Op::TmaPrefetch2d,
+            None,
+            Vec::new(),
+            vec![
+                Operand::Reg(map.vreg()),
+                Operand::Reg(x.vreg()),
+                Operand::Reg(y.vreg()),
+            ],
+        ));
+    }
+
     /// `wgmma.fence`: needed before the first product that reads accumulators written by
     /// other instructions.
     pub fn wgmma_fence(&mut self) {
@@ -239,6 +255,8 @@ mod tests {
         b.mbar_arrive_expect_tx(smem, 1024, 8192);
         let bar = b.add(smem, 1024u32);
         b.tma_load_2d(smem, map, zero, zero, bar);
+        let sms = b.special(crate::ptx::ir::SpecialReg::Nsmid);
+        b.tma_prefetch_2d(map, zero, sms);
         b.mbar_wait(bar, zero);
         let acc: Vec<_> = (0..acc_regs).map(|_| b.mov(0.0f32)).collect();
         let desc = b.mov(0u64);
@@ -267,6 +285,9 @@ mod tests {
             "setmaxnreg.inc.sync.aligned.u32 232;",
             "mbarrier.arrive.expect_tx.shared::cta.b64 \t_, [%r",
             "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes \t[%r",
+            "mov.u32 \t%r",
+            ", %nsmid;",
+            "cp.async.bulk.prefetch.tensor.2d.L2.global.tile \t[%rd",
             "mbarrier.try_wait.parity.shared::cta.b64 \t%p",
             "wgmma.fence.sync.aligned;",
             "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 \t{%f",
