@@ -137,7 +137,7 @@ const ORDER_BLOCKS: u32 = 128;
 /// head dims 128 and 256, causal 4K x 128 1.03-1.07x and causal 1K and 4K x 256
 /// 1.08-1.10x, the rest within 3%; at 64 the groups lost up to 4% (causal 1K 0.96x in
 /// both calls), so dim 64 keeps the grid's order.
-pub fn grouped_order(dim: u32) -> bool {
+pub(super) fn grouped_order(dim: u32) -> bool {
     dim >= 128
 }
 

@@ -23,7 +23,7 @@
 //! apart, 8-row groups 1024.
 //!
 //! At head dim 128 thread 0 also asks L2 for the query tile of the block a wave later
-//! ([`prefetch_next_queries`]): keys and values are shared by a head's query tiles and
+//! (`prefetch_next_queries`): keys and values are shared by a head's query tiles and
 //! mostly found in L2, a query tile is read by its block alone.
 //!
 //! Q, K and V are read through 2-D tensor maps of `[tokens, heads * dim]`: a head's
@@ -117,7 +117,7 @@ impl Kernel for FlashAttentionWgmmaKernel {
 /// 128 at 1K 1.025-1.049x (causal 1.026-1.027x: 350-357 -> 358-366 TFLOP/s), 4K and
 /// 16K 0.99-1.02x on GPU time; head dim 256 at 1K 0.984x, so 128 only (64 takes the
 /// grid's order, which `tile_of_rank` does not describe).
-pub fn prefetch_next_queries(dim: u32) -> bool {
+fn prefetch_next_queries(dim: u32) -> bool {
     dim == 128 && grouped_order(dim)
 }
 
