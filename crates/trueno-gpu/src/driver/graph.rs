@@ -91,12 +91,14 @@ impl Stream<Idle> {
             keep: Vec::new(),
             _s: PhantomData,
         });
-        // SAFETY: a live stream of the current context, not capturing.
+        // SAFETY: `cap` is a live stream, just created on this context (which its
+        // creation made current), and not capturing.
         unsafe { ffi::cuStreamBeginCapture_v2(cap.raw, ffi::STREAM_CAPTURE_MODE_RELAXED) }?;
         let recorded = record(&mut rec);
         let mut graph: CuHandle = std::ptr::null_mut();
-        // SAFETY: the capture begun above; ending it always, so the stream leaves
-        // capture mode whether or not the recording succeeded.
+        // SAFETY: `cap`'s capture, begun above (`cap` outlives this call); ending it
+        // always, so the stream leaves capture mode whether or not the recording
+        // succeeded, before `cap` is destroyed.
         let ended = unsafe { ffi::cuStreamEndCapture(cap.raw, &mut graph) };
         let keep = std::mem::take(&mut rec.keep);
         let destroy = |g: CuHandle| {

@@ -57,7 +57,8 @@ impl Context {
     fn create_stream(&self, flags: u32) -> Result<Stream<Idle>> {
         self.inner.bind()?;
         let mut raw: CuHandle = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the context is current.
+        // SAFETY: valid out-pointer; the context is current; `flags` is 0 or
+        // `CU_STREAM_NON_BLOCKING`, both flags the driver takes.
         unsafe { ffi::cuStreamCreate(&mut raw, flags) }?;
         Ok(Stream {
             raw,

@@ -151,8 +151,8 @@ pub(super) fn grouped_order(dim: u32) -> bool {
 /// group's keys and values (about 128 query tiles' worth) stay in L2 while its tiles
 /// run.
 fn tile_order(b: &mut KernelBuilder, grouped: bool) -> (Reg<U32>, Reg<U32>, Reg<U32>) {
-    let gx = b.nctaid_x();
     if !grouped {
+        let gx = b.nctaid_x();
         let tile = b.ctaid_x();
         let tile = b.sub(gx, tile);
         let tile = b.sub(tile, 1u32);
