@@ -416,8 +416,18 @@ pub(super) fn store_rows(
     // lse[h, token]: this head's row of the [heads_q, total_q] array.
     let lse_row = b.mul(o.head, o.total_q);
     let lse_row = b.add(lse_row, o.q_start);
+    // Columns are stored in 16-column (32-byte) pieces, one sector: a row's four lanes
+    // hold a pair of columns each of two 8-column fragments (E: columns 2 tq, 2 tq + 1 of
+    // the first, O: of the second); one shuffle between neighbours gives lane 0 E0 E1
+    // (bytes 0-7 of the piece), lane 1 O0 O1 (16-23), lane 2 E2 E3 (8-15), lane 3 O2 O3
+    // (24-31), so each lane stores 8 bytes and a warp instruction whole sectors (a lane's
+    // 4 bytes a fragment had filled half of each sector written).
+    let odd = b.and(o.tq, 1u32);
+    let even = b.setp::<U32>(Cmp::Eq, odd, 0u32);
+    let half_piece = b.shr(o.tq, 1u32);
+    let o_col = b.shl(half_piece, 3u32);
+    let o_col = b.mad(odd, 16u32, o_col);
     let o_head = b.mul(o.head, o.row_bytes);
-    let o_col = b.shl(o.tq, 2u32);
     let o_head = b.add(o_head, o_col);
     let o_head = b.cvt::<U64, U32>(o_head, None);
     for (mi, acc_m) in acc.iter().enumerate() {
@@ -448,12 +458,31 @@ pub(super) fn store_rows(
                 let at = elem_addr(b, g_lse, at, 4);
                 b.st::<F32, U64>(Space::Global, at, 0, lse);
             });
-            b.predicated(ok, |b| {
-                for (ni, frag) in acc_m.iter().enumerate() {
+            let pairs: Vec<Reg<U32>> = acc_m
+                .iter()
+                .map(|frag| {
                     let x = b.mul(frag[2 * half as usize], inv);
                     let y = b.mul(frag[2 * half as usize + 1], inv);
-                    let pair = b.cvt_pack(ty, x, y);
-                    b.st::<U32, U64>(Space::Global, addr, (ni * 16) as i64, pair);
+                    b.cvt_pack(ty, x, y)
+                })
+                .collect();
+            // Every lane shuffles (the row's four lanes agree on `ok`; a shuffle must not
+            // be predicated off), then the rows inside the sequence store.
+            debug_assert!(
+                pairs.len().is_multiple_of(2),
+                "head dims are multiples of 16"
+            );
+            let pieces: Vec<[Reg<U32>; 2]> = pairs
+                .chunks(2)
+                .map(|p| {
+                    let send = b.selp(p[1], p[0], even);
+                    let got = b.shfl(ShflMode::Bfly, send, 1u32);
+                    [b.selp(p[0], got, even), b.selp(got, p[1], even)]
+                })
+                .collect();
+            b.predicated(ok, |b| {
+                for (k, piece) in pieces.iter().enumerate() {
+                    b.st_vec(Space::Global, addr, (k * 32) as i64, piece);
                 }
             });
         }
