@@ -8,6 +8,7 @@ use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{
     MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
+use crate::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
@@ -207,7 +208,9 @@ impl Context {
     /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: the format's one-wave
     /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
-    /// the driver, for the kernels as compiled here), else [`QgemvQ8kKernel`].
+    /// the driver, for the kernels as compiled here), else the default: on a device with
+    /// the bandwidth a multiprocessor of an H200 ([`late_wins`]) the late-activation
+    /// kernel for its formats ([`QgemvQ8kLateKernel`]), else [`QgemvQ8kKernel`].
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -218,26 +221,38 @@ impl Context {
     /// let bytes = vec![0u8; 16 * 210]; // sixteen rows of one 210-byte super-block
     /// let w = ctx.upload_quant(QuantFormat::Q6K, 16, 256, &bytes)?;
     /// // Sixteen rows are two blocks: one wave with either kernel, so the deeper passes.
-    /// assert_eq!(ctx.qgemv_q8k_kernel(&w)?.name(), "trueno_qgemv_q6_k_q8k");
+    /// let name = ctx.qgemv_q8k_kernel(&w)?.name();
+    /// assert!(name == "trueno_qgemv_q6_k_q8k" || name == "trueno_qgemv_q6_k_q8k_late");
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
-        let default = QgemvQ8kKernel(f);
-        let variant = QgemvQ8kOneWaveKernel(f);
+        let d = self.device();
+        // Without a one-wave win, the default: on a device with an H200's bandwidth a
+        // multiprocessor, the late-activation kernel for its formats.
+        let default = || -> Box<dyn Kernel> {
+            match QgemvQ8kLateKernel::FORMATS.contains(&f)
+                && late_wins(d.peak_bandwidth_gbs, d.multiprocessors)
+            {
+                true => Box::new(QgemvQ8kLateKernel(f)),
+                false => Box::new(QgemvQ8kKernel(f)),
+            }
+        };
+        let (plain, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
         if variant.steps().is_none() {
-            return Ok(Box::new(default));
+            return Ok(default());
         }
-        let cfg = default.launch_config(&dims)?;
+        // Measured against the plain kernel's residency (the late kernel at 4096 rows,
+        // where both would fit one wave, was not measured against the one-step variant).
+        let cfg = plain.launch_config(&dims)?;
         let resident = |k: &dyn Kernel| {
             self.function(Family::Qgemv, &k.name())?
                 .resident_blocks(cfg.block.0)
         };
-        let per_sm = (resident(&default)?, resident(&variant)?);
-        let sms = self.device().multiprocessors;
-        Ok(match one_wave_wins(cfg.grid.0, sms, per_sm) {
+        let per_sm = (resident(&plain)?, resident(&variant)?);
+        Ok(match one_wave_wins(cfg.grid.0, d.multiprocessors, per_sm) {
             true => Box::new(variant),
-            false => Box::new(default),
+            false => default(),
         })
     }
 }

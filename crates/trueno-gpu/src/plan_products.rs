@@ -15,6 +15,7 @@ use crate::kernels::gemm_wgmma::WgmmaGemmKernel;
 use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
+use crate::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -221,7 +222,7 @@ pub(super) fn projections(
             Some(f) => {
                 let r = rows as u64;
                 let bytes = w.bytes(r, c) + act + r * F32;
-                let kernel = integer_product(f, [rows, cols], device.sms)?;
+                let kernel = integer_product(f, [rows, cols], device)?;
                 steps.push(launch(what, &*kernel, &[rows, cols], bytes, 2 * r * c)?);
                 false
             }
@@ -239,14 +240,25 @@ pub(super) fn projections(
     Ok(steps)
 }
 
-/// The integer product `Stream::qgemv_q8k` runs on a device of `sms` multiprocessors:
-/// the one-wave variant where only it fits the rows in one wave ([`one_wave_wins`], with
-/// the residency ptxas's register counts give), else the default kernel.
-fn integer_product(f: QuantFormat, dims: [usize; 2], sms: usize) -> Result<Box<dyn Kernel>> {
-    let (default, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
-    let blocks = default.launch_config(&dims)?.grid.0;
-    Ok(match variant.planned_residency() {
-        Some(per_sm) if one_wave_wins(blocks, sms as u32, per_sm) => Box::new(variant),
-        _ => Box::new(default),
+/// The integer product `Stream::qgemv_q8k` runs on `device`: the one-wave variant where
+/// only it fits the rows in one wave against the default kernel ([`one_wave_wins`], with
+/// the residency ptxas's register counts give), else the late-activation kernel where
+/// the device's bandwidth a multiprocessor calls for it ([`late_wins`]), else the default.
+fn integer_product(
+    f: QuantFormat,
+    dims: [usize; 2],
+    device: &DevicePeak,
+) -> Result<Box<dyn Kernel>> {
+    let sms = device.sms as u32;
+    let variant = QgemvQ8kOneWaveKernel(f);
+    let blocks = QgemvQ8kKernel(f).launch_config(&dims)?.grid.0;
+    let one_wave = variant
+        .planned_residency()
+        .is_some_and(|per_sm| one_wave_wins(blocks, sms, per_sm));
+    let late = QgemvQ8kLateKernel::FORMATS.contains(&f) && late_wins(device.bandwidth_gbs, sms);
+    Ok(match (one_wave, late) {
+        (true, _) => Box::new(variant),
+        (false, true) => Box::new(QgemvQ8kLateKernel(f)),
+        (false, false) => Box::new(QgemvQ8kKernel(f)),
     })
 }

@@ -12,6 +12,7 @@ use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weigh
 use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
+use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
@@ -247,6 +248,27 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
     }
 }
 
+/// A random `rows x cols` matrix of format `f` against a random vector through
+/// `Stream::qgemv_q8k`, every row checked against the reference; returns the kernel the
+/// context chose for it.
+fn random_product_matches(
+    ctx: &Context,
+    rng: &mut Rng,
+    f: QuantFormat,
+    (rows, cols): (usize, usize),
+) -> String {
+    let x = rng.vec(cols, -1.0, 1.0);
+    let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+    let dense = rng.vec(rows * cols, -2.0, 2.0);
+    let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+    let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+    let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
+    let (_, y) = quantize_and_multiply(ctx, &wd, &x);
+    let want = reference(f, &w, &act, rows, cols);
+    assert_rows(&format!("{chosen} {rows}x{cols}"), &y, &want);
+    chosen
+}
+
 #[test]
 fn rows_in_one_wave_take_the_one_wave_variant() {
     let Some(ctx) = ctx() else { return };
@@ -259,24 +281,43 @@ fn rows_in_one_wave_take_the_one_wave_variant() {
     if !small() {
         widths.push(37 * 256);
     }
+    let d = ctx.device();
     for f in QgemvQ8kOneWaveKernel::FORMATS {
         for &cols in &widths {
-            let x = rng.vec(cols, -1.0, 1.0);
-            let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
-            let dense = rng.vec(rows * cols, -2.0, 2.0);
-            let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-            let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
-            let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
+            let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
             assert_eq!(chosen, QgemvQ8kOneWaveKernel(f).name(), "{rows} rows");
-            let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
-            let name = format!("{chosen} {rows}x{cols}");
-            assert_rows(&name, &y, &reference(f, &w, &act, rows, cols));
         }
-        // Three times the rows: several waves either way, the default kernel.
-        let bytes = vec![0u8; f.matrix_bytes(3 * rows, 256).unwrap()];
-        let wd = ctx.upload_quant(f, 3 * rows, 256, &bytes).unwrap();
-        let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
-        assert_eq!(chosen, QgemvQ8kKernel(f).name());
+        // Three times the rows: several waves either way, the default kernel (or, on a
+        // device with an H200's bandwidth a multiprocessor, the late-activation one).
+        let want = match late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+            true => QgemvQ8kLateKernel(f).name(),
+            false => QgemvQ8kKernel(f).name(),
+        };
+        let chosen = random_product_matches(&ctx, &mut rng, f, (3 * rows, 3 * 256));
+        assert_eq!(chosen, want);
+    }
+}
+
+/// Q6_K and Q8_0 take the late-activation kernel wherever the device calls for it
+/// ([`late_wins`]); there, against the reference at a ragged shape.
+#[test]
+fn late_activations_match_the_reference_where_chosen() {
+    let Some(ctx) = ctx() else { return };
+    let d = ctx.device();
+    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+        eprintln!(
+            "SKIPPED: {} does not take the late-activation kernel",
+            d.name
+        );
+        return;
+    }
+    let mut rng = Rng(0x1a7e);
+    for f in QgemvQ8kLateKernel::FORMATS {
+        // Several waves (no one-wave variant applies), a ragged last block; 19
+        // super-blocks a row: whole passes (four steps for Q8_0, two for Q6_K) and a
+        // step left for three lanes of four.
+        let chosen = random_product_matches(&ctx, &mut rng, f, (6000 + 5, 19 * 256));
+        assert_eq!(chosen, QgemvQ8kLateKernel(f).name());
     }
 }
 

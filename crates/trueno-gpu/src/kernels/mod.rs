@@ -35,6 +35,7 @@ mod qgemv_block32_dp4a;
 pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_k4_dp4a;
+pub mod qgemv_late;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 pub mod quantize_q8k;

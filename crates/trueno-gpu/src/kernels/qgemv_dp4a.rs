@@ -191,8 +191,15 @@ pub(super) trait LaneStep {
 /// their math), then the lane's remaining steps one by one; every step is inside the row,
 /// so no load is predicated (a predicated load must start from zeroed registers, which
 /// ptxas then keeps live beside the loaded ones). The warp's sum goes to `y[row]`.
-fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, unroll: Option<u32>) -> KernelIr {
+fn run(
+    mut b: KernelBuilder,
+    fr: &Frame,
+    lane: &impl LaneStep,
+    (unroll, late): (Option<u32>, bool),
+) -> KernelIr {
     let acc = b.mov::<F32>(0.0f32);
+    // Activations after the pin (`QgemvQ8kLateKernel`): only a pinned pass has one.
+    let late = late && lane.pin_loads();
     let unroll = unroll.unwrap_or_else(|| lane.unroll());
     debug_assert!(unroll.is_power_of_two());
     // The lane's steps: super-blocks g, g + 4, ... below `blocks`.
@@ -206,6 +213,25 @@ fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, unroll: Option<u3
     // activations (which it may have written): the first pass's weights stream in while
     // an overlapped predecessor drains. Weights are uploaded, never written by a kernel.
     let pass = |b: &mut KernelBuilder, n: u32, wait: bool| {
+        if late {
+            // The pass's weights, the wait where asked, the pin; then each step's
+            // activations (L1 hits) beside its math: only the weights wait in registers.
+            let w: Vec<_> = (0..n).map(|s| lane.load(b, i64::from(s))).collect();
+            if wait {
+                b.wait_for_previous_grid();
+            }
+            qgemv_k::end_block(b, (fr.y, fr.row), fr.blocks, lane.act().a, acc);
+            for (s, w) in w.iter().enumerate() {
+                let a = lane.act().load(b, s as i64, None);
+                let w = lane.unpack(b, w);
+                let part = lane.part(b, &w, &a);
+                let next = b.add(acc, part);
+                b.assign(acc, next);
+            }
+            lane.advance(b, n);
+            lane.act().advance(b, n);
+            return;
+        }
         let loads: Vec<_> = match wait {
             true => {
                 let w: Vec<_> = (0..n).map(|s| lane.load(b, i64::from(s))).collect();
@@ -298,8 +324,14 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
 }
 
 /// The frame and lane of format `f`, built into a one-vector kernel (with `unroll` steps
-/// a pass where given, else the lane's own count) or a batched one (`unroll` `None`).
-fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> KernelIr {
+/// a pass where given, else the lane's own count; with `late`, a pinned pass's
+/// activations loaded after its pin) or a batched one (`unroll` `None`).
+pub(super) fn build(
+    name: String,
+    f: QuantFormat,
+    batched: bool,
+    (unroll, late): (Option<u32>, bool),
+) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     match f {
         QuantFormat::Q6K => {
@@ -313,7 +345,7 @@ fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> Ke
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, unroll)
+                run(b, &fr, &lane, (unroll, late))
             }
         }
         QuantFormat::Q4K | QuantFormat::Q5K => {
@@ -323,7 +355,7 @@ fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> Ke
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, unroll)
+                run(b, &fr, &lane, (unroll, late))
             }
         }
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => {
@@ -333,7 +365,7 @@ fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> Ke
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, unroll)
+                run(b, &fr, &lane, (unroll, late))
             }
         }
     }
@@ -341,7 +373,7 @@ fn build(name: String, f: QuantFormat, batched: bool, unroll: Option<u32>) -> Ke
 
 /// The launch of a `[rows, cols]` product of format `f` by kernel `name`: one warp per
 /// row, eight per block; `cols` whole super-blocks, a row under 4 GiB.
-fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
+pub(super) fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<LaunchConfig> {
     let (rows, _) = f.check_matrix(name, dims, 256)?;
     Ok(LaunchConfig::linear(
         blocks_for(name, rows, (THREADS / 32) as usize, i32::MAX as u32)?,
@@ -371,7 +403,7 @@ impl Kernel for QgemvQ8kKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, None)
+        build(self.name(), self.0, false, (None, false))
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256.
@@ -429,7 +461,7 @@ impl Kernel for QgemvQ8kOneWaveKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, self.steps())
+        build(self.name(), self.0, false, (self.steps(), false))
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
@@ -479,7 +511,7 @@ impl Kernel for QgemvQ8kBatchKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, true, None)
+        build(self.name(), self.0, true, (None, false))
     }
 
     /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
