@@ -83,6 +83,37 @@ fn the_one_wave_qgemv_variants_fit_four_blocks_and_load_first() {
     }
 }
 
+/// The late-activation kernels (`QgemvQ8kLateKernel`, Q6_K and Q8_0): at most 64
+/// registers, so four eight-warp blocks a multiprocessor (what they are chosen for: the
+/// default kernels hold three and two); a pass's activation loads come among its
+/// products, not before them with its weights.
+#[test]
+fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    use trueno_gpu::kernels::qgemv_late::QgemvQ8kLateKernel;
+    for f in QgemvQ8kLateKernel::FORMATS {
+        for target in [Target::Sm80, Target::Sm90] {
+            let k = QgemvQ8kLateKernel(f);
+            let (stem, code) = sass.of(&k, target);
+            assert!(
+                code.matches("IDP.4A").count() >= 8,
+                "{stem}: products\n{code}"
+            );
+            assert!(
+                loads_after_first(&code, "IDP.4A") > 0,
+                "{stem}: no activation load among the products\n{code}"
+            );
+            let regs = sass.registers(&k, target);
+            let default = sass.registers(&QgemvQ8kKernel(f), target);
+            assert!(
+                regs <= 64 && regs < default,
+                "{stem}: {regs} registers against {default}"
+            );
+        }
+    }
+}
+
 /// The float-activation K-quant products issue a pass's loads before its math
 /// (`qgemv_k::end_block`): from the first FFMA to the next branch, no load.
 #[test]
@@ -131,6 +162,7 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     use trueno_gpu::kernels::Kernel;
     use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
+    use trueno_gpu::kernels::qgemv_late::QgemvQ8kLateKernel;
     use trueno_gpu::kernels::quantize_q8k::QuantizeQ8kKernel;
     let loads_before_wait = |code: &str| {
         code.lines()
@@ -144,6 +176,9 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     kernels.extend(
         QgemvQ8kOneWaveKernel::FORMATS
             .map(|f| Box::new(QgemvQ8kOneWaveKernel(f)) as Box<dyn Kernel>),
+    );
+    kernels.extend(
+        QgemvQ8kLateKernel::FORMATS.map(|f| Box::new(QgemvQ8kLateKernel(f)) as Box<dyn Kernel>),
     );
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
