@@ -87,10 +87,15 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     ] {
         assert!(text.contains(want), "{want} missing from\n{text}");
     }
+    // The H100 (the default device) runs the default Q6_K kernel; the H200, with more
+    // bandwidth a multiprocessor, its late-activation one (`late_wins`).
+    assert!(!text.contains("_q8k_late"), "{text}");
 
     let out = trueno_ok(&[
         "ptx", "map", &llama, "--json", "--device", "h200", "--kv", "bf16",
     ]);
+    let json = String::from_utf8(out.stdout.clone()).unwrap();
+    assert!(json.contains("\"trueno_qgemv_q6_k_q8k_late\""), "{json}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["totals"]["launches"], 43);
     assert_eq!(v["totals"]["steps_without_kernel"], 0);
