@@ -17,10 +17,8 @@
 // H200"): 9.4 MB in 2.26 µs a call with bulk copies before the wait against 3.34 µs for
 // register loads, two before it; trueno's staged integer product built on it was slower
 // than its register-load kernel (its arithmetic waits for the previous call), not kept.
-#include <cstdio>
 #include <cstdint>
-#include <cuda_runtime.h>
-#include <vector>
+#include "stream_read_common.cuh"
 
 constexpr int CHUNKS = 4;
 
@@ -77,80 +75,6 @@ __global__ void rd_smem(const char* __restrict__ src, size_t bytes, size_t share
     if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = 1.0f;
 }
 
-template <int MODE, int EARLY>
-__global__ void rd_reg(const uint4* __restrict__ src, size_t n16, float* out) {
-    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    size_t stride = (size_t)gridDim.x * blockDim.x;
-    unsigned acc = 0;
-    uint4 e[EARLY > 0 ? EARLY : 1];
-    if (MODE >= 1) asm volatile("griddepcontrol.launch_dependents;");
-    size_t i = tid;
-    if (MODE == 2) {
-#pragma unroll
-        for (int k = 0; k < EARLY; k++) {
-            size_t j = tid + k * stride;
-            e[k] = j < n16 ? src[j] : make_uint4(0, 0, 0, 0);
-        }
-        i = tid + EARLY * stride;
-    }
-    if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
-    if (MODE == 2) {
-#pragma unroll
-        for (int k = 0; k < EARLY; k++) acc ^= e[k].x ^ e[k].y ^ e[k].z ^ e[k].w;
-    }
-    for (; i < n16; i += stride) {
-        uint4 v = src[i];
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x12345678u) out[tid] = acc;
-    if (tid == 0) out[0] = 1.0f;
-}
-
-template <typename F>
-float timed(cudaStream_t s, F launch_all, int copies) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-    launch_all();
-    cudaStreamEndCapture(s, &g);
-    if (cudaGraphInstantiate(&ge, g, 0)) {
-        printf("inst fail %s\n", cudaGetErrorString(cudaGetLastError()));
-        return -1;
-    }
-    for (int w = 0; w < 3; w++) cudaGraphLaunch(ge, s);
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    float best = 1e9;
-    for (int r = 0; r < 15; r++) {
-        cudaEventRecord(a, s);
-        cudaGraphLaunch(ge, s);
-        cudaEventRecord(b, s);
-        cudaEventSynchronize(b);
-        float ms;
-        cudaEventElapsedTime(&ms, a, b);
-        if (ms < best) best = ms;
-    }
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
-    return best * 1000.0f / copies;
-}
-
-template <typename K, typename... Args>
-void launch(cudaStream_t s, bool pdl, K kernel, int blocks, int threads, size_t smem, Args... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = blocks;
-    cfg.blockDim = threads;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    cudaLaunchKernelEx(&cfg, kernel, args...);
-}
-
 int main() {
     cudaStream_t s;
     cudaStreamCreate(&s);
@@ -165,19 +89,7 @@ int main() {
         cudaMalloc(&a, big);
         cudaMalloc(&b, big);
         cudaMemset(a, 1, big);
-        cudaEvent_t e0, e1;
-        cudaEventCreate(&e0);
-        cudaEventCreate(&e1);
-        float best = 1e9;
-        for (int r = 0; r < 10; r++) {
-            cudaEventRecord(e0, s);
-            cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice, s);
-            cudaEventRecord(e1, s);
-            cudaEventSynchronize(e1);
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            if (ms < best) best = ms;
-        }
+        float best = best_ms(s, 10, [&] { cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice, s); });
         printf("{\"copy_gbps\":%.1f}\n", 2.0 * big / (best * 1e6));
         cudaFree(a);
         cudaFree(b);
@@ -185,15 +97,13 @@ int main() {
     for (auto k : {rd_smem<0>, rd_smem<1>, rd_smem<2>})
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
     for (size_t bytes : {9437184ul, 13784128ul, 17825792ul, 33030144ul}) {
-        std::vector<char*> bufs(8);
-        for (auto& b : bufs) {
-            cudaMalloc(&b, bytes);
-            cudaMemset(b, 1, bytes);
-        }
+        auto bufs = buffers(bytes);
         size_t n16 = bytes / 16;
-        int rthreads = 256, rblocks = sms * 2048 / rthreads;
-        float plain = timed(s, [&] { for (int i = 0; i < copies; i++) launch(s, false, rd_reg<0, 0>, rblocks, rthreads, 0, (const uint4*)bufs[i % 8], n16, out); }, copies);
-        float early2 = timed(s, [&] { for (int i = 0; i < copies; i++) launch(s, true, rd_reg<2, 2>, rblocks, rthreads, 0, (const uint4*)bufs[i % 8], n16, out); }, copies);
+        dim3 reg_shape(sms * 2048 / 256, 256);
+        auto reg = [&](bool pdl, auto kernel) {
+            return chain_us<const uint4*>(s, copies, bufs, pdl, kernel, reg_shape, 0, n16, out);
+        };
+        float plain = reg(false, rd_reg<0, 0>), early2 = reg(true, rd_reg<2, 2>);
         printf("{\"bytes\":%zu,\"reg_plain\":%.3f,\"reg_early2\":%.3f}\n", bytes, plain, early2);
         for (int per_sm : {1, 2, 3, 4, 6}) {
             for (int threads : {128, 256}) {
@@ -201,11 +111,15 @@ int main() {
                 size_t share = (bytes + blocks - 1) / blocks;
                 share = (share + 16 * CHUNKS - 1) / (16 * CHUNKS) * (16 * CHUNKS);
                 if (share > 200 * 1024) continue;
-                float t0 = timed(s, [&] { for (int i = 0; i < copies; i++) launch(s, false, rd_smem<0>, blocks, threads, share, (const char*)bufs[i % 8], bytes, share, out); }, copies);
-                float t1 = timed(s, [&] { for (int i = 0; i < copies; i++) launch(s, true, rd_smem<1>, blocks, threads, share, (const char*)bufs[i % 8], bytes, share, out); }, copies);
-                float t2 = timed(s, [&] { for (int i = 0; i < copies; i++) launch(s, true, rd_smem<2>, blocks, threads, share, (const char*)bufs[i % 8], bytes, share, out); }, copies);
+                auto staged = [&](bool pdl, auto kernel) {
+                    return chain_us<const char*>(s, copies, bufs, pdl, kernel, dim3(blocks, threads),
+                                                 share, bytes, share, out);
+                };
+                float t0 = staged(false, rd_smem<0>), t1 = staged(true, rd_smem<1>);
+                float t2 = staged(true, rd_smem<2>);
+                float best = t0 < t1 ? (t0 < t2 ? t0 : t2) : (t1 < t2 ? t1 : t2);
                 printf("{\"bytes\":%zu,\"blocks_per_sm\":%d,\"threads\":%d,\"share\":%zu,\"smem_plain\":%.3f,\"smem_wait_first\":%.3f,\"smem_copies_first\":%.3f,\"gbps_best\":%.1f}\n",
-                       bytes, per_sm, threads, share, t0, t1, t2, bytes / (1e3 * (t2 < t1 ? (t2 < t0 ? t2 : t0) : (t1 < t0 ? t1 : t0))));
+                       bytes, per_sm, threads, share, t0, t1, t2, bytes / (1e3 * best));
             }
         }
         for (auto b : bufs) cudaFree(b);

@@ -8,7 +8,7 @@ use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{
     MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
-use crate::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
@@ -228,16 +228,7 @@ impl Context {
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
         let d = self.device();
-        // Without a one-wave win, the default: on a device with an H200's bandwidth a
-        // multiprocessor, the late-activation kernel for its formats.
-        let default = || -> Box<dyn Kernel> {
-            match QgemvQ8kLateKernel::FORMATS.contains(&f)
-                && late_wins(d.peak_bandwidth_gbs, d.multiprocessors)
-            {
-                true => Box::new(QgemvQ8kLateKernel(f)),
-                false => Box::new(QgemvQ8kKernel(f)),
-            }
-        };
+        let default = || QgemvQ8kLateKernel::or_default(f, d.peak_bandwidth_gbs, d.multiprocessors);
         let (plain, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
         if variant.steps().is_none() {
             return Ok(default());

@@ -15,7 +15,7 @@ use crate::kernels::gemm_wgmma::WgmmaGemmKernel;
 use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
-use crate::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -242,8 +242,8 @@ pub(super) fn projections(
 
 /// The integer product `Stream::qgemv_q8k` runs on `device`: the one-wave variant where
 /// only it fits the rows in one wave against the default kernel ([`one_wave_wins`], with
-/// the residency ptxas's register counts give), else the late-activation kernel where
-/// the device's bandwidth a multiprocessor calls for it ([`late_wins`]), else the default.
+/// the residency ptxas's register counts give), else
+/// [`QgemvQ8kLateKernel::or_default`].
 fn integer_product(
     f: QuantFormat,
     dims: [usize; 2],
@@ -255,10 +255,8 @@ fn integer_product(
     let one_wave = variant
         .planned_residency()
         .is_some_and(|per_sm| one_wave_wins(blocks, sms, per_sm));
-    let late = QgemvQ8kLateKernel::FORMATS.contains(&f) && late_wins(device.bandwidth_gbs, sms);
-    Ok(match (one_wave, late) {
-        (true, _) => Box::new(variant),
-        (false, true) => Box::new(QgemvQ8kLateKernel(f)),
-        (false, false) => Box::new(QgemvQ8kKernel(f)),
+    Ok(match one_wave {
+        true => Box::new(variant),
+        false => QgemvQ8kLateKernel::or_default(f, device.bandwidth_gbs, sms),
     })
 }

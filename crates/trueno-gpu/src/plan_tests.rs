@@ -557,17 +557,4 @@ fn planned_residency_matches_the_register_snapshot() {
             assert_eq!(planned, measured, "{} on {target}", variant.name());
         }
     }
-    use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-    for f in QgemvQ8kLateKernel::FORMATS {
-        let late = QgemvQ8kLateKernel(f);
-        for target in ["sm_80", "sm_90"] {
-            let measured = blocks(&late.name(), target);
-            assert_eq!(
-                late.planned_residency(),
-                measured,
-                "{} on {target}",
-                late.name()
-            );
-        }
-    }
 }

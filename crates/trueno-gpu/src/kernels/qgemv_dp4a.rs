@@ -212,46 +212,35 @@ fn run(
     // `wait`: the pass's weights, then the wait for the previous grid, then the
     // activations (which it may have written): the first pass's weights stream in while
     // an overlapped predecessor drains. Weights are uploaded, never written by a kernel.
+    // With `late` (`QgemvQ8kLateKernel`) a step's activations are loaded after the pin,
+    // beside its math (L1 hits): only the weights wait in registers.
     let pass = |b: &mut KernelBuilder, n: u32, wait: bool| {
-        if late {
-            // The pass's weights, the wait where asked, the pin; then each step's
-            // activations (L1 hits) beside its math: only the weights wait in registers.
-            let w: Vec<_> = (0..n).map(|s| lane.load(b, i64::from(s))).collect();
-            if wait {
-                b.wait_for_previous_grid();
-            }
-            qgemv_k::end_block(b, (fr.y, fr.row), fr.blocks, lane.act().a, acc);
-            for (s, w) in w.iter().enumerate() {
-                let a = lane.act().load(b, s as i64, None);
-                let w = lane.unpack(b, w);
-                let part = lane.part(b, &w, &a);
-                let next = b.add(acc, part);
-                b.assign(acc, next);
-            }
-            lane.advance(b, n);
-            lane.act().advance(b, n);
-            return;
-        }
+        let early =
+            |b: &mut KernelBuilder, s: usize| (!late).then(|| lane.act().load(b, s as i64, None));
         let loads: Vec<_> = match wait {
             true => {
                 let w: Vec<_> = (0..n).map(|s| lane.load(b, i64::from(s))).collect();
                 b.wait_for_previous_grid();
-                let act = |(s, w)| (w, lane.act().load(b, s as i64, None));
+                let act = |(s, w)| (w, early(b, s));
                 w.into_iter().enumerate().map(act).collect()
             }
-            false => (0..n)
+            false => (0..n as usize)
                 .map(|s| {
-                    let w = lane.load(b, i64::from(s));
-                    (w, lane.act().load(b, i64::from(s), None))
+                    let w = lane.load(b, s as i64);
+                    (w, early(b, s))
                 })
                 .collect(),
         };
         if lane.pin_loads() {
             qgemv_k::end_block(b, (fr.y, fr.row), fr.blocks, lane.act().a, acc);
         }
-        for (w, a) in &loads {
-            let w = lane.unpack(b, w);
-            let part = lane.part(b, &w, a);
+        for (s, (w, a)) in loads.into_iter().enumerate() {
+            let a = match a {
+                Some(a) => a,
+                None => lane.act().load(b, s as i64, None),
+            };
+            let w = lane.unpack(b, &w);
+            let part = lane.part(b, &w, &a);
             let next = b.add(acc, part);
             b.assign(acc, next);
         }

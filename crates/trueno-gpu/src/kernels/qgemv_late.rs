@@ -11,7 +11,7 @@
 //! bandwidth a multiprocessor.
 
 use super::qgemv::QuantFormat;
-use super::qgemv_dp4a::{build, launch};
+use super::qgemv_dp4a::{QgemvQ8kKernel, build, launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::KernelIr;
@@ -35,10 +35,15 @@ impl QgemvQ8kLateKernel {
     /// Q5_K's passes are not pinned, so it has no such variant.
     pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q6K, QuantFormat::Q8_0];
 
-    /// Blocks of eight warps a multiprocessor holds: 64 registers on sm_80 and sm_90 for
-    /// both formats, so four (a test holds this to the register snapshot).
-    pub fn planned_residency(self) -> u32 {
-        4
+    /// Format `f`'s kernel on a device of `bandwidth_gbs` (datasheet) over `sms`
+    /// multiprocessors where no one-wave variant wins: this one for [`Self::FORMATS`]
+    /// where [`late_wins`], else the default. The one place `Stream::qgemv_q8k` and
+    /// `trueno ptx map` decide it.
+    pub fn or_default(f: QuantFormat, bandwidth_gbs: f64, sms: u32) -> Box<dyn Kernel> {
+        match Self::FORMATS.contains(&f) && late_wins(bandwidth_gbs, sms) {
+            true => Box::new(QgemvQ8kLateKernel(f)),
+            false => Box::new(QgemvQ8kKernel(f)),
+        }
     }
 }
 
@@ -83,7 +88,6 @@ impl Kernel for QgemvQ8kLateKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
     use crate::ptx::Target;
 
     #[test]
@@ -92,6 +96,10 @@ mod tests {
         assert!(!late_wins(3352.0, 132), "H100: 25");
         assert!(!late_wins(2039.0, 108), "A100: 19");
         assert!(!late_wins(4800.0, 0));
+        let name = |f, bw| QgemvQ8kLateKernel::or_default(f, bw, 132).name();
+        assert_eq!(name(QuantFormat::Q6K, 4800.0), "trueno_qgemv_q6_k_q8k_late");
+        assert_eq!(name(QuantFormat::Q6K, 3352.0), "trueno_qgemv_q6_k_q8k");
+        assert_eq!(name(QuantFormat::Q4K, 4800.0), "trueno_qgemv_q4_k_q8k");
     }
 
     #[test]

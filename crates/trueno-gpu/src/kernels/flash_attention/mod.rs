@@ -325,11 +325,7 @@ mod tests {
                 .filter(|l| l.contains("st.global.f32"))
                 .count();
             assert_eq!(pieces + lse, stores.len(), "{name}: {stores:?}");
-            let bfly = text
-                .lines()
-                .filter(|l| l.contains("shfl.sync.bfly"))
-                .count();
-            assert!(pieces > 0 && bfly >= pieces, "{name}: {pieces} pieces");
+            assert!(pieces > 0, "{name}: no output stores");
         }
     }
 

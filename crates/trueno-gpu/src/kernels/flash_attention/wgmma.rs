@@ -22,9 +22,9 @@
 //! descriptors describe: boxes of 64 columns (128 bytes), rows of a box 128 bytes
 //! apart, 8-row groups 1024.
 //!
-//! At head dim 128 thread 0 also asks L2 for the query tile of the block a wave later
-//! (`prefetch_next_queries`): keys and values are shared by a head's query tiles and
-//! mostly found in L2, a query tile is read by its block alone.
+//! At head dim 128 (`prefetch_next_queries`) thread 0 also asks L2 for the query tile of
+//! the block a wave later (`prefetch_later_queries`): keys and values are shared by a
+//! head's query tiles and mostly found in L2, a query tile is read by its block alone.
 //!
 //! Q, K and V are read through 2-D tensor maps of `[tokens, heads * dim]`: a head's
 //! 64-column box is at `x = head * dim + 64 j`, a tile's rows at the sequence's tokens.

@@ -1,0 +1,106 @@
+// What the streaming-read probes share (stream_read_overlap.cu, stream_read_smem.cu):
+// the register-load read and a chain of launches timed in a CUDA graph. Not part of
+// trueno (which generates its own PTX): probes of the hardware, built with the device
+// machine's nvcc.
+#pragma once
+#include <cstdio>
+#include <cuda_runtime.h>
+#include <vector>
+
+// A plain 16-byte streaming read (grid-stride). MODE 0: no overlap; 1: overlapped
+// (programmatic dependent launch), the wait first; 2: overlapped, each thread's first
+// EARLY loads issued before its `griddepcontrol.wait`.
+template <int MODE, int EARLY>
+__global__ void rd_reg(const uint4* __restrict__ src, size_t n16, float* out) {
+    size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    unsigned acc = 0;
+    uint4 e[EARLY > 0 ? EARLY : 1];
+    if (MODE >= 1) asm volatile("griddepcontrol.launch_dependents;");
+    size_t i = tid;
+    if (MODE == 2) {
+#pragma unroll
+        for (int k = 0; k < EARLY; k++) {
+            size_t j = tid + k * stride;
+            e[k] = j < n16 ? src[j] : make_uint4(0, 0, 0, 0);
+        }
+        i = tid + EARLY * stride;
+    }
+    if (MODE >= 1) asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (MODE == 2) {
+#pragma unroll
+        for (int k = 0; k < EARLY; k++) acc ^= e[k].x ^ e[k].y ^ e[k].z ^ e[k].w;
+    }
+    for (; i < n16; i += stride) {
+        uint4 v = src[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x12345678u) out[tid] = acc;
+    if (tid == 0) out[0] = 1.0f;
+}
+
+// The fastest of `reps` runs of `work` on `s`, ms between CUDA events.
+template <typename F>
+float best_ms(cudaStream_t s, int reps, F work) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    float best = 1e9;
+    for (int r = 0; r < reps; r++) {
+        cudaEventRecord(a, s);
+        work();
+        cudaEventRecord(b, s);
+        cudaEventSynchronize(b);
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        if (ms < best) best = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return best;
+}
+
+// µs a call of `copies` launches of `kernel` (blocks x threads, `smem` dynamic bytes),
+// the i-th reading `bufs[i % bufs.size()]` as a `Ptr` followed by `rest`, with the
+// programmatic-serialization attribute where `pdl`: captured in a CUDA graph, three
+// warm-up replays, best of 15.
+template <typename Ptr, typename K, typename... Rest>
+float chain_us(cudaStream_t s, int copies, const std::vector<char*>& bufs, bool pdl, K kernel,
+               dim3 shape, size_t smem, Rest... rest) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    for (int i = 0; i < copies; i++) {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = shape.x;
+        cfg.blockDim = shape.y;
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = s;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = at;
+        cfg.numAttrs = pdl ? 1 : 0;
+        cudaLaunchKernelEx(&cfg, kernel, (Ptr)bufs[i % bufs.size()], rest...);
+    }
+    cudaStreamEndCapture(s, &g);
+    if (cudaGraphInstantiate(&ge, g, 0)) {
+        printf("inst fail %s\n", cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    for (int w = 0; w < 3; w++) cudaGraphLaunch(ge, s);
+    float best = best_ms(s, 15, [&] { cudaGraphLaunch(ge, s); });
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    return best * 1000.0f / copies;
+}
+
+// Eight buffers of `bytes` (so 32 calls over them miss L2), filled.
+inline std::vector<char*> buffers(size_t bytes) {
+    std::vector<char*> bufs(8);
+    for (auto& b : bufs) {
+        cudaMalloc(&b, bytes);
+        cudaMemset(b, 1, bytes);
+    }
+    return bufs;
+}
