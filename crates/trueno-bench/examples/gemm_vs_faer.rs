@@ -5,7 +5,8 @@
 //! criterion runs can land in different phases, while best-of over interleaved bursts
 //! compares both in the same quiet moments. Both use rayon's pool, so
 //! `RAYON_NUM_THREADS=1` runs both on one thread. `ALIGN_C=1` puts C on a 64-byte
-//! boundary (faer aligns its own storage; trueno's C is wherever the caller's is).
+//! boundary (faer aligns its own storage; trueno's C is wherever the caller's is), and
+//! `ALIGN=1` A and B too (a `Vec<f32>` of these sizes starts 16 bytes past a line here).
 //! `BT=1` stores trueno's B as n x k and multiplies by its transpose (`x·Wᵀ`, a linear
 //! layer's layout): the same bytes in the same order as faer's column-major k x n B.
 //! `NDARRAY=1` adds ndarray 0.17 (`general_mat_mul`, matrixmultiply inside, one thread
@@ -15,7 +16,7 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use std::time::Instant;
-use trueno::{MatMut, Matrix, Transpose};
+use trueno::{MatMut, MatRef, Matrix, Transpose};
 
 fn parse_shape(s: &str) -> Option<(usize, usize, usize)> {
     let p: Vec<usize> = s
@@ -65,6 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("|---|---:|---:|---:|---:|");
         }
     }
+    let align_all = std::env::var_os("ALIGN").is_some();
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
         // BT=1: trueno's B stored n x k and used transposed, the same bytes in the same
@@ -79,9 +81,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             false => Transpose::No,
         };
         let mut cbuf = vec![0.0f32; m * n + 16];
-        let off = match std::env::var_os("ALIGN_C") {
-            Some(_) => cbuf.as_ptr().align_offset(64),
-            None => 0,
+        let off = match align_all || std::env::var_os("ALIGN_C").is_some() {
+            true => cbuf.as_ptr().align_offset(64),
+            false => 0,
+        };
+        let (abuf, bbuf) = (aligned_copy(a.as_slice()), aligned_copy(b.as_slice()));
+        let (a, b) = match align_all {
+            true => (
+                MatRef::new(&abuf.0[abuf.1..], a.rows(), a.cols(), a.cols())?,
+                MatRef::new(&bbuf.0[bbuf.1..], b.rows(), b.cols(), b.cols())?,
+            ),
+            false => (a.view(), b.view()),
         };
         // SAME_BYTES=1: faer multiplies views of matrices holding exactly trueno's bytes
         // (A and C row-major, B as trueno stores it); otherwise faer gets column-major
@@ -115,7 +125,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for _ in 0..reps {
                 let mut cv = MatMut::new(&mut cbuf[off..off + m * n], m, n, n)?;
                 let t = Instant::now();
-                e.gemm(1.0, a.view(), Transpose::No, b.view(), tb, 0.0, &mut cv)?;
+                e.gemm(1.0, a, Transpose::No, b, tb, 0.0, &mut cv)?;
                 bt = bt.min(t.elapsed().as_secs_f64());
             }
             for _ in 0..reps {
@@ -173,4 +183,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     Ok(())
+}
+
+/// `src` copied into a buffer, with the offset at which the copy starts on a 64-byte line.
+fn aligned_copy(src: &[f32]) -> (Vec<f32>, usize) {
+    let mut buf = vec![0.0f32; src.len() + 16];
+    let off = buf.as_ptr().align_offset(64).min(16);
+    buf[off..off + src.len()].copy_from_slice(src);
+    (buf, off)
 }

@@ -27,6 +27,8 @@ struct Gemm {
     kc: usize,
     mc: usize,
     nc: usize,
+    /// KC when A is one block (at most MC rows).
+    kc_one_block: usize,
     /// NC for a thin product (A one block of at most MC rows).
     nc_one_block: usize,
     /// KC for a thin B (at most four micro-panels wide, A read in place).
@@ -46,6 +48,7 @@ fn gemm(engine: &Engine) -> Gemm {
         kc: bl.kc,
         mc: bl.mc,
         nc: bl.nc,
+        kc_one_block: bl.kc_one_block,
         nc_one_block: bl.nc_one_block,
         kc_thin_b: bl.kc_thin_b,
         l1_kib: c.l1 >> 10,
@@ -216,12 +219,13 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     let g = &info.gemm;
     writeln!(
         out,
-        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: NC {}; B thin: KC {}) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
+        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: KC {} NC {}; B thin: KC {}) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
         g.backend,
         g.micro_kernel,
         g.kc,
         g.mc,
         g.nc,
+        g.kc_one_block,
         g.nc_one_block,
         g.kc_thin_b,
         g.l1_kib,

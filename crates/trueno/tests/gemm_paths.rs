@@ -1,8 +1,8 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
 //! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B,
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
-//! packed for its far-apart rows, and thin products split over the inner dimension across
-//! threads.
+//! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
+//! them, and thin products split over the inner dimension across threads.
 
 mod common;
 
@@ -116,9 +116,16 @@ fn a_c_past_a_quarter_of_l2_and_a_rows_pages_apart_match_the_reference_on_every_
     // block, 44 steps, is too short to carry them all, so some go out before it;
     // a one-block A with rows more than a page apart (lda 1100) is packed, not read in
     // place. Ragged tiles, beta 0 over NaN and beta != 0.
-    let mut rng = Rng::new(43);
+    let shapes = [(260, 640, 300, 5), (40, 700, 1100, 0)];
+    check_row_major(43, &shapes, "big C / far A rows");
+}
+
+/// Row-major A and B at each `(m, n, k, row padding)` on every ISA, one thread, alpha and
+/// beta taking turns over (1, 0), (-1.5, 1) and (0.5, -1.5).
+fn check_row_major(seed: u64, shapes: &[(usize, usize, usize, usize)], what: &str) {
+    let mut rng = Rng::new(seed);
     for (backend, e) in engines() {
-        for (i, &(m, n, k, pad)) in [(260, 640, 300, 5), (40, 700, 1100, 0)].iter().enumerate() {
+        for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
             let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
             let case = Case {
                 m,
@@ -130,10 +137,28 @@ fn a_c_past_a_quarter_of_l2_and_a_rows_pages_apart_match_the_reference_on_every_
                 beta,
                 pad,
             };
-            let what = format!("{} big C / far A rows", backend.name());
+            let what = format!("{} {what}", backend.name());
             one_thread(|| check(&e, &mut rng, &case, &what));
         }
     }
+}
+
+#[test]
+fn b_panels_packed_by_their_first_tile_match_the_reference_on_every_isa() {
+    // A row-major B within L2 is packed by the first micro-kernel call that reads each
+    // panel (the later A blocks and panels read the copy): A of one block and of several
+    // (more rows than MC on the machines we know, so blocks after the first read what
+    // the first packed), k within one KC block and past it, a ragged last B panel (packed
+    // by `pack_b`) and ragged rows, beta 0 over NaN and beta != 0; and 128^3-like shapes
+    // that the B-outer sweep now takes instead of the thin one.
+    let shapes = [
+        (100, 200, 70, 0),
+        (1100, 161, 90, 3),
+        (300, 257, 600, 1),
+        (128, 128, 128, 0),
+        (100, 100, 250, 2),
+    ];
+    check_row_major(47, &shapes, "B packed in the sweep");
 }
 
 #[test]

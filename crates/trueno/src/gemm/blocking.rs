@@ -65,6 +65,36 @@ fn sysfs() -> Option<CacheSizes> {
     })
 }
 
+/// The kind of core, where the best block sizes depend on more than its cache sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreFamily {
+    /// AMD Zen: its L2 feeds the micro-kernel a B panel too deep for L1 at the FMA rate
+    /// (measured on Zen 4 and Zen 5).
+    Zen,
+    /// Any other core (the measured ones: Intel Sapphire and Emerald Rapids).
+    Other,
+}
+
+impl CoreFamily {
+    /// The running core's family, from the CPU vendor string (`cpuid` leaf 0), read once:
+    /// in a VM each `cpuid` traps to the hypervisor (about 2 us, measured here: per call
+    /// it took a 64^3 product from 0.96x faer to 0.34x).
+    pub fn detect() -> CoreFamily {
+        static F: OnceLock<CoreFamily> = OnceLock::new();
+        *F.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            {
+                let r = std::arch::x86_64::__cpuid(0);
+                let vendor = [r.ebx, r.edx, r.ecx].map(u32::to_le_bytes);
+                if vendor.concat() == b"AuthenticAMD" {
+                    return CoreFamily::Zen;
+                }
+            }
+            CoreFamily::Other
+        })
+    }
+}
+
 /// Block sizes of the three cache loops, for one micro-kernel shape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blocking {
@@ -79,6 +109,8 @@ pub struct Blocking {
     pub mc: usize,
     /// Columns of the packed B block (KC x NC, a share of L3).
     pub nc: usize,
+    /// Depth of the panels when A is one block (at most MC rows), see `Blocking::new`.
+    pub kc_one_block: usize,
     /// Columns of the packed B block when A is one block (at most MC rows, a thin
     /// product): each B block is then swept once, right after its packing, so it is
     /// kept to half of L2 (it would come back from L3 otherwise), unless that cuts B's
@@ -93,7 +125,7 @@ pub struct Blocking {
 
 impl Blocking {
     /// BLIS-style sizes for an `mr x nr` micro-kernel on caches `c`.
-    pub fn new(mr: usize, nr: usize, c: CacheSizes) -> Blocking {
+    pub fn new(mr: usize, nr: usize, c: CacheSizes, core: CoreFamily) -> Blocking {
         // The KC x NR micro-panel of B is the one operand the micro-kernel re-reads from
         // L1 for every A panel, so it takes two thirds of L1 and the A panel streaming
         // past it the rest. Measured on the Sapphire Rapids VM (48 KiB L1), the 8x32
@@ -105,13 +137,28 @@ impl Blocking {
         // update, and depth is all that is left to choose: KC 512 there (1024^3 0.95x ->
         // 0.99-1.00x faer, 2048^3 1.02x; 168, the L1 rule, ran 6-8% slower than 256, and
         // 768-1024 were within the noise of 512).
+        //
+        // A Zen core's L2 feeds the kernel a 512-deep panel even where L1 holds a 256-deep
+        // one: on the Zen 5 VM (48 KiB L1, 1 MiB L2), interleaved against faer, KC 256 ->
+        // 512 took 384^3 from 0.68-0.69x to 0.96x (k cut 256 + 128 at KC 256), 1024^3
+        // 0.94-0.95x -> 0.97-0.98x in one pair of rounds (0.98-1.00x both in another),
+        // 2048^3 0.99-1.02x -> 1.02-1.06x; KC 1024 ran within the noise of 512.
         let l1_depth = c.l1 * 2 / 3 / (nr * 4);
-        let kc = if l1_depth >= 256 {
+        let kc_l1 = if l1_depth >= 256 {
             l1_depth.min(512)
         } else {
             512
         } / 8
             * 8;
+        let kc = match core {
+            CoreFamily::Zen => 512,
+            CoreFamily::Other => kc_l1,
+        };
+        // A one-block product (A at most MC rows) uses each B panel for few A panels and
+        // packs B straight from memory when B is a layer's weights: there the L1 rule
+        // holds on Zen too (Zen 5 VM, 32x4096x4096, three rounds: 121-124 GFLOP/s at KC
+        // 256, 118-120 at 512).
+        let kc_one_block = kc_l1;
         // The packed A block (MC x KC) takes half of L2, at most 512 KiB. Both measured
         // machines put their best block there: the Zen 4 VM (1 MiB L2, KC 512) at half
         // of L2, MC 256; the Emerald Rapids VM (2 MiB L2, KC 256) at MC 256-512, where
@@ -127,7 +174,7 @@ impl Blocking {
         // 32x4096x4096 0.74-0.81x -> 0.83-0.86x. On the Zen 4 VM (1 MiB L2, KC 512) the
         // half-L2 block is 256 columns, 1 KiB pieces of each row, and packing them ran at
         // half the speed of whole rows: NC stays there.
-        let in_l2 = (c.l2 / 2 / (kc * 4)) / nr * nr;
+        let in_l2 = (c.l2 / 2 / (kc_one_block * 4)) / nr * nr;
         let nc_one_block = if in_l2 * 4 >= 4096 { in_l2.min(nc) } else { nc };
         // A thin product reads A in place, one run of KC floats from each of MR rows per
         // visit, rows often pages apart (a linear layer's W, 16-43 KiB); at KC 256 that
@@ -144,6 +191,7 @@ impl Blocking {
             mr,
             nr,
             kc,
+            kc_one_block,
             mc,
             nc,
             nc_one_block,
@@ -176,7 +224,17 @@ mod tests {
             },
         ] {
             for (mr, nr) in [(14, 32), (6, 16), (4, 8), (4, 4)] {
-                let b = Blocking::new(mr, nr, c);
+                let b = Blocking::new(mr, nr, c, CoreFamily::Other);
+                let zen = Blocking::new(mr, nr, c, CoreFamily::Zen);
+                // A Zen core: the 512-deep panel, the same one-block depth and MC for
+                // its deeper block.
+                assert_eq!(zen.kc, 512, "{zen:?}");
+                assert_eq!(zen.kc_one_block, b.kc_one_block, "{zen:?}");
+                assert!(
+                    zen.mc * zen.kc * 4 <= (c.l2 / 2).min(512 << 10).max(mr * 512 * 4),
+                    "{zen:?}"
+                );
+                assert_eq!(b.kc_one_block, b.kc, "{b:?}");
                 assert_eq!(b.mc % mr, 0, "{b:?}");
                 assert_eq!(b.nc % nr, 0, "{b:?}");
                 assert!(
@@ -224,8 +282,12 @@ mod tests {
             l2: 1 << 20,
             l3: 32 << 20,
         };
-        let b = Blocking::new(8, 32, zen4);
-        assert_eq!((b.kc, b.mc, b.nc, b.nc_one_block), (512, 256, 4096, 4096));
+        for core in [CoreFamily::Zen, CoreFamily::Other] {
+            let b = Blocking::new(8, 32, zen4, core);
+            assert_eq!((b.kc, b.mc, b.nc, b.nc_one_block), (512, 256, 4096, 4096));
+            assert_eq!(b.kc_one_block, 512);
+        }
+        let b = Blocking::new(8, 32, zen4, CoreFamily::Zen);
         // A thin product's depth: an 8-row A panel in two thirds of 32 KiB, 640 deep.
         assert_eq!(b.kc_thin_b, 640);
         // Sapphire and Emerald Rapids VMs: 48 KiB L1 holds 256 x 32 in two thirds; the
@@ -236,11 +298,40 @@ mod tests {
                 l2: 2 << 20,
                 l3,
             };
-            let b = Blocking::new(8, 32, rapids);
+            let b = Blocking::new(8, 32, rapids, CoreFamily::Other);
             // A thin product's B block: 256 x 1024, half of the 2 MiB L2.
             assert_eq!((b.kc, b.mc, b.nc, b.nc_one_block), (256, 512, 4096, 1024));
             // Thin: an 8 x 1024 A panel is two thirds of 48 KiB; 1024 x 128 of B, 512 KiB.
             assert_eq!(b.kc_thin_b, 1024);
         }
+        // Zen 5 VM: 48 KiB L1 holds the 256-deep panel, but a Zen core takes 512 (MC 256
+        // for the 512 KiB block); a one-block product keeps 256, whose half-L2 block of
+        // B (512 columns) would cut rows under a page, so NC.
+        let zen5 = CacheSizes {
+            l1: 48 << 10,
+            l2: 1 << 20,
+            l3: 32 << 20,
+        };
+        let b = Blocking::new(8, 32, zen5, CoreFamily::Zen);
+        assert_eq!((b.kc, b.kc_one_block, b.mc, b.nc), (512, 256, 256, 4096));
+        assert_eq!((b.nc_one_block, b.kc_thin_b), (4096, 1024));
+    }
+
+    #[test]
+    fn the_core_family_matches_the_kernels_vendor_id() {
+        // Linux's /proc/cpuinfo, read independently of cpuid here.
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            return;
+        };
+        let amd = info
+            .lines()
+            .find(|l| l.starts_with("vendor_id"))
+            .is_some_and(|l| l.contains("AuthenticAMD"));
+        let want = if amd && cfg!(target_arch = "x86_64") {
+            CoreFamily::Zen
+        } else {
+            CoreFamily::Other
+        };
+        assert_eq!(CoreFamily::detect(), want);
     }
 }

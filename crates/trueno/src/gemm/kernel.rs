@@ -190,9 +190,10 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         return scale_c(t);
     }
     let nc = if t.m <= bl.mc { bl.nc_one_block } else { bl.nc };
-    let kc = match thin_b::<NV>(S::LANES, t) {
-        true => bl.kc_thin_b,
-        false => bl.kc,
+    let kc = match (thin_b::<MR, NV>(S::LANES, t, bl), t.m <= bl.mc) {
+        (true, _) => bl.kc_thin_b,
+        (false, true) => bl.kc_one_block,
+        (false, false) => bl.kc,
     };
     let (kc_max, mc_max, nc_max) = (
         kc.min(t.k),
@@ -209,7 +210,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     // Both panels start on 64-byte boundaries: whole-cache-line vector loads.
     let off = buf.as_ptr().align_offset(64).min(16);
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
-    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max);
+    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max, bl);
     return_pack_buffer(buf);
 }
 
@@ -223,6 +224,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     kc_max: usize,
     mc_max: usize,
     nc_max: usize,
+    bl: Blocking,
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
@@ -243,29 +245,52 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
             let one_block = t.m <= mc_max;
+            let thin = thin_b::<MR, NV>(S::LANES, t, bl);
             let b_direct = if one_block && b_in_place(t.tb, t.ldb, kc, nr, caches) {
                 nc / nr
             } else {
                 0
             };
-            if b_direct < nc.div_ceil(nr) {
+            // Whole panels of a row-major B, packed by the first micro-kernel call that
+            // reads them (see `sweep`).
+            let fused = match b_direct == 0 && !thin && fuse_b(t, caches) {
+                true => nc / nr,
+                false => 0,
+            };
+            let packed_first = b_direct + fused;
+            if packed_first < nc.div_ceil(nr) {
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                let j0 = jc + b_direct * nr;
-                pack_b::<S, NV>(s, t, bp, pc, kc, j0, nc - b_direct * nr, avx);
+                let j0 = jc + packed_first * nr;
+                let dst = &mut bp[fused * kc * nr..];
+                pack_b::<S, NV>(s, t, dst, pc, kc, j0, nc - packed_first * nr, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             }
-            let bp = &*bp;
+            let bsrc = |jr: usize| BPanel {
+                data: &t.b[pc * t.ldb + jc + jr * nr..],
+                stride: t.ldb,
+            };
+            let (bptr, blen) = (bp.as_mut_ptr(), bp.len());
+            let packed_at = |jr: usize| (jr - b_direct) * kc * nr;
             let b_panel = |jr: usize| match jr < b_direct {
-                true => BPanel {
-                    data: &t.b[pc * t.ldb + jc + jr * nr..],
-                    stride: t.ldb,
-                },
+                true => bsrc(jr),
                 false => BPanel {
-                    data: &bp[(jr - b_direct) * kc * nr..],
+                    // SAFETY: panel jr of the buffer `bp` (exclusively borrowed here),
+                    // read after `b_fill` packed it, whose slice is then out of use.
+                    data: unsafe {
+                        std::slice::from_raw_parts(bptr.add(packed_at(jr)), blen - packed_at(jr))
+                    },
                     stride: nr,
                 },
             };
-            let thin = thin_b::<NV>(S::LANES, t);
+            let b_fill = |jr: usize| {
+                (jr >= b_direct && jr < packed_first).then(|| {
+                    // SAFETY: panel jr of `bp`, kc x NR floats no other live slice covers
+                    // (`b_panel(jr)` is asked for only after this one is written).
+                    let dst =
+                        unsafe { std::slice::from_raw_parts_mut(bptr.add(packed_at(jr)), kc * nr) };
+                    (bsrc(jr), dst)
+                })
+            };
             if (one_block && a_in_place::<MR>(t)) || thin {
                 let a_panel = |ir: usize| APanel {
                     data: &t.a[ir * MR * t.lda + pc..],
@@ -277,7 +302,10 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let (rows, cols) = ((0, t.m), (jc, nc));
                 match thin {
                     true => sweep_a_outer::<S, MR, NV>(s, t, &block, a_panel, b_panel, rows, cols),
-                    false => sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, rows, cols),
+                    false => {
+                        let b = (b_panel, b_fill);
+                        sweep::<S, MR, NV>(s, t, &block, a_panel, b, rows, cols)
+                    }
                 }
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
@@ -290,7 +318,10 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let ap = &*ap;
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
-                sweep::<S, MR, NV>(s, t, &block, a_panel, b_panel, (ic, mc), (jc, nc));
+                // Only the first block of A packs B's panels; the others read them.
+                let fill = |jr| b_fill(jr).filter(|_| ic == 0);
+                let b = (&b_panel, fill);
+                sweep::<S, MR, NV>(s, t, &block, a_panel, b, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
         }
@@ -319,13 +350,34 @@ fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
 /// `THIN_PANELS` micro-panels wide, so each A panel would serve that few micro-tiles and a
 /// packing pass over A (the big operand here) would cost as much as reading it. The sweep
 /// then keeps each A panel in L1 across B's panels (`sweep_a_outer`). A row-major A only.
+/// Not where the usual sweep reads A in place anyway (one block) and a KC-deep B panel
+/// stays in L1 (two thirds of it): there B's panels, each packed by its first tile, stay
+/// in L1 while A passes, where the A-outer sweep reads all of B from L2 for every A
+/// panel. Zen 5 VM, one thread, against faer, two rounds: 128^3 0.92-0.94x -> 1.01-1.02x,
+/// 256x128x256 0.95x -> 1.00-1.01x; deeper (128x128x512 and on, a 64 KiB panel) the
+/// A-outer sweep stays ahead (1.03-1.07x against 0.98x).
 #[inline(always)]
-fn thin_b<const NV: usize>(lanes: usize, t: &GemmTask) -> bool {
-    !t.ta && t.n <= THIN_PANELS * NV * lanes
+fn thin_b<const MR: usize, const NV: usize>(lanes: usize, t: &GemmTask, bl: Blocking) -> bool {
+    let nr = NV * lanes;
+    let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= CacheSizes::detect().l1 * 2 / 3;
+    let b_outer = t.m <= bl.mc && a_in_place::<MR>(t) && panel_in_l1;
+    !t.ta && t.n <= THIN_PANELS * nr && !b_outer
 }
 
 /// B panels up to which `thin_b` holds.
 pub(super) const THIN_PANELS: usize = 4;
+
+/// Whether B's whole panels are packed by the first micro-kernel call that reads them
+/// (its B loads stored on to the packed panel, `micro_tile`'s `pack`) instead of in a
+/// pass of their own: the copy then overlaps that call's FMAs. Only for a row-major B
+/// within L2, whose strided rows the call reads from cache; from memory (a layer's
+/// weights) each k step would wait on two new lines, where the pass reads whole rows in
+/// page streams. Zen 5 VM, one thread, against faer, alternated twice with the pass:
+/// 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x, 384^3-512^3 within
+/// 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
+fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
+    !t.tb && t.k * t.n * 4 <= c.l2
+}
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
 /// only a row-major B (`tb` false, rows `ldb` floats apart) whose KC rows spread over
@@ -361,30 +413,58 @@ struct Block {
 
 /// The micro-kernel over every tile of the `rows.1 x cols.1` block at (`rows.0`,
 /// `cols.0`) of C: packed B panels outside (each stays in L1 while the A panels of the
-/// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th.
+/// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th. Where
+/// `b_fill(jr)` gives panel jr's source and its place in the buffer, the first tile
+/// packs it there (`fuse_b`) and the others read `b_panel(jr)`, the packed copy.
 #[inline(always)]
-fn sweep<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
+#[allow(clippy::type_complexity)]
+fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     s: S,
     t: &GemmTask,
     blk: &Block,
     a_panel: impl Fn(usize) -> APanel<'a>,
-    b_panel: impl Fn(usize) -> BPanel<'b>,
+    (b_panel, b_fill): (
+        impl Fn(usize) -> BPanel<'b>,
+        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
     (ic, mc): (usize, usize),
     (jc, nc): (usize, usize),
 ) {
     let nr = NV * S::LANES;
-    let kc = blk.kc;
     for jr in 0..nc.div_ceil(nr) {
-        let bpan = b_panel(jr);
-        for ir in 0..mc.div_ceil(MR) {
-            let (r, c) = (ic + ir * MR, jc + jr * nr);
-            let tile = t.c.at(r, c);
-            let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
-            let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
-            let acc = micro_tile::<S, MR, NV>(s, kc, a_panel(ir), bpan, pf);
-            store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
+        let at = |ir: usize| (ic + ir * MR, jc + jr * nr);
+        // The first tile packs the panel where `b_fill` says so; the rest read it.
+        let first = match b_fill(jr) {
+            Some((src, dst)) => {
+                one_tile::<S, MR, NV>(s, t, blk, a_panel(0), src, at(0), Some(dst));
+                1
+            }
+            None => 0,
+        };
+        for ir in first..mc.div_ceil(MR) {
+            one_tile::<S, MR, NV>(s, t, blk, a_panel(ir), b_panel(jr), at(ir), None);
         }
     }
+}
+
+/// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
+/// as in `micro_tile`.
+#[inline(always)]
+fn one_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    a: APanel,
+    b: BPanel,
+    (r, c): (usize, usize),
+    pack: Option<&mut [f32]>,
+) {
+    let nr = NV * S::LANES;
+    let tile = t.c.at(r, c);
+    let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
+    let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
+    let acc = micro_tile::<S, MR, NV>(s, blk.kc, a, b, pf, pack);
+    store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
@@ -403,12 +483,8 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
     for ir in 0..mc.div_ceil(MR) {
         let apan = a_panel(ir);
         for jr in 0..nc.div_ceil(nr) {
-            let (r, c) = (ic + ir * MR, jc + jr * nr);
-            let tile = t.c.at(r, c);
-            let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
-            let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
-            let acc = micro_tile::<S, MR, NV>(s, blk.kc, apan, b_panel(jr), pf);
-            store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
+            let at = (ic + ir * MR, jc + jr * nr);
+            one_tile::<S, MR, NV>(s, t, blk, apan, b_panel(jr), at, None);
         }
     }
 }

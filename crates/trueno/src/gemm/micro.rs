@@ -77,7 +77,9 @@ impl CTilePrefetch {
 }
 
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
-/// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile.
+/// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile;
+/// `pack`, where to store B's rows as they are loaded (a packed KC x NR panel, `NR` floats
+/// a k step), so that the call reading a panel in place also packs it for later calls.
 #[inline(always)]
 pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
     s: S,
@@ -85,6 +87,27 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
     a: APanel,
     b: BPanel,
     c: Option<CTilePrefetch>,
+    pack: Option<&mut [f32]>,
+) -> [[S::V; NV]; MR] {
+    match pack {
+        None => micro_tile_with::<S, MR, NV, false>(s, kc, a, b, c, std::ptr::null_mut()),
+        Some(dst) => {
+            // The checked extent of every store below (row p < kc at p * NR).
+            let dst = &mut dst[..kc * NV * S::LANES];
+            micro_tile_with::<S, MR, NV, true>(s, kc, a, b, c, dst.as_mut_ptr())
+        }
+    }
+}
+
+/// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded.
+#[inline(always)]
+fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+    s: S,
+    kc: usize,
+    a: APanel,
+    b: BPanel,
+    c: Option<CTilePrefetch>,
+    out: *mut f32,
 ) -> [[S::V; NV]; MR] {
     let nr = NV * S::LANES;
     let mut acc = [[s.zero(); NV]; MR];
@@ -104,7 +127,7 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
         // No prefetch: the plain loop. The chunked one below, run with nothing to fetch,
         // cost 3-12% at 64^3-256^3 (interleaved against faer, three rounds of both).
         for p in 0..kc {
-            k_step::<S, MR, NV>(s, p, bdata, b.stride, &rows, a.cs, &mut acc);
+            k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
         }
         return acc;
     };
@@ -118,11 +141,11 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
             c.fetch(q, per_row);
         }
         for p in q * PREFETCH_SPACING..(q + 1) * PREFETCH_SPACING {
-            k_step::<S, MR, NV>(s, p, bdata, b.stride, &rows, a.cs, &mut acc);
+            k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
         }
     }
     for p in chunks * PREFETCH_SPACING..kc {
-        k_step::<S, MR, NV>(s, p, bdata, b.stride, &rows, a.cs, &mut acc);
+        k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
     }
     acc
 }
@@ -131,7 +154,8 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
 /// them. A function, not a closure: a closure does not inherit the caller's target
 /// features, so its SIMD calls stayed calls (1.8 GFLOP/s).
 #[inline(always)]
-fn k_step<S: Simd, const MR: usize, const NV: usize>(
+#[allow(clippy::too_many_arguments)]
+fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     s: S,
     p: usize,
     bdata: &[f32],
@@ -139,12 +163,21 @@ fn k_step<S: Simd, const MR: usize, const NV: usize>(
     rows: &[*const f32; MR],
     cs: usize,
     acc: &mut [[S::V; NV]; MR],
+    out: *mut f32,
 ) {
+    let nr = NV * S::LANES;
     // SAFETY: the caller checked that p * stride + NR <= bdata.len() for p < kc.
-    let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * stride), NV * S::LANES) };
+    let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * stride), nr) };
     let mut bv = [s.zero(); NV];
     for v in 0..NV {
         bv[v] = s.load(&brow[v * S::LANES..]);
+    }
+    if PACK {
+        // SAFETY: `micro_tile` checked that `out` holds kc * NR floats, and p < kc.
+        let dst = unsafe { std::slice::from_raw_parts_mut(out.add(p * nr), nr) };
+        for v in 0..NV {
+            s.store(bv[v], &mut dst[v * S::LANES..]);
+        }
     }
     for (i, row) in rows.iter().enumerate() {
         // SAFETY: p < kc, so the offset is within the A panel the caller checked.

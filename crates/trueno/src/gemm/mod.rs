@@ -15,7 +15,7 @@ pub(crate) mod task;
 mod transpose;
 mod transpose8;
 
-pub use blocking::{Blocking, CacheSizes};
+pub use blocking::{Blocking, CacheSizes, CoreFamily};
 pub use peak::fma_peak_gflops;
 
 use crate::backend::Backend;
@@ -87,10 +87,11 @@ fn shape_override() -> Option<(usize, usize)> {
 /// overrides them, for tuning; its KC and NC then hold for thin products too).
 pub fn blocking_for(b: Backend) -> Blocking {
     let (mr, nr) = micro_shape(b);
-    let mut bl = Blocking::new(mr, nr, CacheSizes::detect());
+    let mut bl = Blocking::new(mr, nr, CacheSizes::detect(), CoreFamily::detect());
     if let Some([kc, mc, nc]) = blocks_override() {
         bl = Blocking {
             kc: kc.max(1),
+            kc_one_block: kc.max(1),
             mc: mc.max(mr) / mr * mr,
             nc: nc.max(nr) / nr * nr,
             nc_one_block: nc.max(nr) / nr * nr,
