@@ -436,13 +436,13 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
         // The first tile packs the panel where `b_fill` says so; the rest read it.
         let first = match b_fill(jr) {
             Some((src, dst)) => {
-                one_tile::<S, MR, NV>(s, t, blk, a_panel(0), src, at(0), Some(dst));
+                one_tile::<S, MR, NV, true>(s, t, blk, a_panel(0), src, at(0), dst);
                 1
             }
             None => 0,
         };
         for ir in first..mc.div_ceil(MR) {
-            one_tile::<S, MR, NV>(s, t, blk, a_panel(ir), b_panel(jr), at(ir), None);
+            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b_panel(jr), at(ir), &mut []);
         }
     }
 }
@@ -450,20 +450,20 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
 /// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
 /// as in `micro_tile`.
 #[inline(always)]
-fn one_tile<S: Simd, const MR: usize, const NV: usize>(
+fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     s: S,
     t: &GemmTask,
     blk: &Block,
     a: APanel,
     b: BPanel,
     (r, c): (usize, usize),
-    pack: Option<&mut [f32]>,
+    pack: &mut [f32],
 ) {
     let nr = NV * S::LANES;
     let tile = t.c.at(r, c);
     let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
     let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
-    let acc = micro_tile::<S, MR, NV>(s, blk.kc, a, b, pf, pack);
+    let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
@@ -484,7 +484,7 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
         let apan = a_panel(ir);
         for jr in 0..nc.div_ceil(nr) {
             let at = (ic + ir * MR, jc + jr * nr);
-            one_tile::<S, MR, NV>(s, t, blk, apan, b_panel(jr), at, None);
+            one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut []);
         }
     }
 }

@@ -77,26 +77,28 @@ impl CTilePrefetch {
 }
 
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
-/// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile;
-/// `pack`, where to store B's rows as they are loaded (a packed KC x NR panel, `NR` floats
-/// a k step), so that the call reading a panel in place also packs it for later calls.
+/// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile.
+/// With `PACK`, B's rows are also stored as they are loaded into `pack` (a packed KC x NR
+/// panel, `NR` floats a k step), so the call reading a panel in place also packs it for
+/// later calls; without, `pack` is not touched (pass `&mut []`). A const parameter, not
+/// an `Option`: each call site then inlines one copy of the loop, where a run-time choice
+/// inlined both, and unoptimised builds (whose frames keep every inlined copy's locals)
+/// overflowed wasm's 1 MiB stack in the GEMM.
 #[inline(always)]
-pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize>(
+pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     s: S,
     kc: usize,
     a: APanel,
     b: BPanel,
     c: Option<CTilePrefetch>,
-    pack: Option<&mut [f32]>,
+    pack: &mut [f32],
 ) -> [[S::V; NV]; MR] {
-    match pack {
-        None => micro_tile_with::<S, MR, NV, false>(s, kc, a, b, c, std::ptr::null_mut()),
-        Some(dst) => {
-            // The checked extent of every store below (row p < kc at p * NR).
-            let dst = &mut dst[..kc * NV * S::LANES];
-            micro_tile_with::<S, MR, NV, true>(s, kc, a, b, c, dst.as_mut_ptr())
-        }
-    }
+    let out = match PACK {
+        // The checked extent of every store in the loop (row p < kc at p * NR).
+        true => pack[..kc * NV * S::LANES].as_mut_ptr(),
+        false => std::ptr::null_mut(),
+    };
+    micro_tile_with::<S, MR, NV, PACK>(s, kc, a, b, c, out)
 }
 
 /// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded.

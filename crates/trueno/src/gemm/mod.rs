@@ -128,16 +128,21 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
         return;
     }
     let bl = t.blocking.unwrap_or_else(|| blocking_for(S::BACKEND));
-    if run_transposed(t, bl) {
-        let t = t.transposed();
-        // A C of at most half a micro-tile's columns (8-16 rows of the original C) runs a
-        // kernel one vector wide where the ISA has one, instead of padding to NR.
-        let narrow = Blocking { nr: S::LANES, ..bl };
-        if t.n <= bl.nr / 2 && has_shape(S::BACKEND, bl.mr, 1) {
-            return run_packed(s, &t, narrow);
+    // One call of `run_packed` whatever the orientation: each call inlines every kernel
+    // shape's loops, and unoptimised builds keep every inlined copy's locals in the one
+    // frame (three calls made wasm's GEMM frame 1.1 MiB, past its 1 MiB stack).
+    let swapped;
+    let (t, bl) = match run_transposed(t, bl) {
+        true => {
+            swapped = t.transposed();
+            // A C of at most half a micro-tile's columns (8-16 rows of the original C)
+            // runs a kernel one vector wide where the ISA has one, instead of padding.
+            let narrow = swapped.n <= bl.nr / 2 && has_shape(S::BACKEND, bl.mr, 1);
+            let nr = if narrow { S::LANES } else { bl.nr };
+            (&swapped, Blocking { nr, ..bl })
         }
-        return run_packed(s, &t, bl);
-    }
+        false => (t, bl),
+    };
     run_packed(s, t, bl);
 }
 
