@@ -16,6 +16,11 @@ pub struct CacheSizes {
 impl CacheSizes {
     /// Read once from `/sys/devices/system/cpu/cpu0/cache` (Linux); elsewhere, or if it is
     /// unreadable, 32 KiB / 1 MiB / 8 MiB.
+    ///
+    /// ```
+    /// let c = trueno::gemm::CacheSizes::detect();
+    /// assert!(c.l1 <= c.l2 && c.l2 <= c.l3);
+    /// ```
     pub fn detect() -> CacheSizes {
         static C: OnceLock<CacheSizes> = OnceLock::new();
         *C.get_or_init(|| {
@@ -79,6 +84,13 @@ impl CoreFamily {
     /// The running core's family, from the CPU vendor string (`cpuid` leaf 0), read once:
     /// in a VM each `cpuid` traps to the hypervisor (about 2 us, measured here: per call
     /// it took a 64^3 product from 0.96x faer to 0.34x).
+    ///
+    /// ```
+    /// use trueno::gemm::{Blocking, CacheSizes, CoreFamily};
+    /// // Any AMD x86-64 core counts as Zen, and takes the 512-deep panel.
+    /// let b = Blocking::new(8, 32, CacheSizes::detect(), CoreFamily::detect());
+    /// assert!(CoreFamily::detect() != CoreFamily::Zen || b.kc == 512);
+    /// ```
     pub fn detect() -> CoreFamily {
         static F: OnceLock<CoreFamily> = OnceLock::new();
         *F.get_or_init(|| {
@@ -124,7 +136,15 @@ pub struct Blocking {
 }
 
 impl Blocking {
-    /// BLIS-style sizes for an `mr x nr` micro-kernel on caches `c`.
+    /// BLIS-style sizes for an `mr x nr` micro-kernel on caches `c` of a `core`.
+    ///
+    /// ```
+    /// use trueno::gemm::{Blocking, CacheSizes, CoreFamily};
+    /// let zen5 = CacheSizes { l1: 48 << 10, l2: 1 << 20, l3: 32 << 20 };
+    /// let b = Blocking::new(8, 32, zen5, CoreFamily::Zen);
+    /// // A 512-deep panel from L2; the packed 256 x 512 A block is half of L2.
+    /// assert_eq!((b.kc, b.mc, b.kc_one_block), (512, 256, 256));
+    /// ```
     pub fn new(mr: usize, nr: usize, c: CacheSizes, core: CoreFamily) -> Blocking {
         // The KC x NR micro-panel of B is the one operand the micro-kernel re-reads from
         // L1 for every A panel, so it takes two thirds of L1 and the A panel streaming
