@@ -6,7 +6,7 @@
 
 use super::blocking::{Blocking, CacheSizes};
 use super::micro::{APanel, BPanel, CTilePrefetch, micro_tile};
-use super::pack::{pack_a, pack_b, return_pack_buffer, take_pack_buffer};
+use super::pack::{pack_a, pack_b, panel_stride, return_pack_buffer, take_pack_buffer};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
 use crate::simd::{MAX_LANES, Simd};
@@ -200,7 +200,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         bl.mc.min(t.m.next_multiple_of(MR)),
         nc.min(t.n.next_multiple_of(nr)),
     );
-    let b_len = kc_max * nc_max.next_multiple_of(nr);
+    let b_len = panel_stride(kc_max, nr) * nc_max.div_ceil(nr);
     let a_len = kc_max * mc_max.next_multiple_of(MR);
     let a_pad = a_len.next_multiple_of(16);
     let mut buf = take_pack_buffer();
@@ -261,7 +261,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             if packed_first < nc.div_ceil(nr) {
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let j0 = jc + packed_first * nr;
-                let dst = &mut bp[fused * kc * nr..];
+                let dst = &mut bp[fused * panel_stride(kc, nr)..];
                 pack_b::<S, NV>(s, t, dst, pc, kc, j0, nc - packed_first * nr, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             }
@@ -270,7 +270,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 stride: t.ldb,
             };
             let (bptr, blen) = (bp.as_mut_ptr(), bp.len());
-            let packed_at = |jr: usize| (jr - b_direct) * kc * nr;
+            let packed_at = |jr: usize| (jr - b_direct) * panel_stride(kc, nr);
             let b_panel = |jr: usize| match jr < b_direct {
                 true => bsrc(jr),
                 false => BPanel {

@@ -92,15 +92,16 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
     avx: bool,
 ) {
     let nr = NV * S::LANES;
+    let ps = panel_stride(kc, nr);
     let panels = nc.div_ceil(nr);
     if !nc.is_multiple_of(nr) {
         // The last panel's padding columns stay zero.
-        dst[(panels - 1) * kc * nr..panels * kc * nr].fill(0.0);
+        dst[(panels - 1) * ps..(panels - 1) * ps + kc * nr].fill(0.0);
     }
     if t.tb {
         // Panel columns are rows of B: 8 x 8 block transposes, ragged parts element-wise.
         let kc8 = kc / 8 * 8;
-        for (panel, out) in dst.chunks_exact_mut(kc * nr).take(panels).enumerate() {
+        for (panel, out) in dst.chunks_mut(ps).take(panels).enumerate() {
             let c0 = panel * nr;
             let cols = nr.min(nc - c0);
             let cols8 = cols / 8 * 8;
@@ -136,7 +137,7 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
             for panel in 0..full {
                 for r in 0..rows {
                     let run = &row(r)[panel * nr..][..nr];
-                    let d = &mut dst[panel * kc * nr + (p + r) * nr..][..nr];
+                    let d = &mut dst[panel * ps + (p + r) * nr..][..nr];
                     for v in 0..NV {
                         let l = v * S::LANES;
                         s.store(s.load(&run[l..]), &mut d[l..]);
@@ -146,12 +147,27 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
             if full < panels {
                 for r in 0..rows {
                     let rest = &row(r)[full * nr..];
-                    let d = &mut dst[full * kc * nr + (p + r) * nr..][..rest.len()];
+                    let d = &mut dst[full * ps + (p + r) * nr..][..rest.len()];
                     copy_run(s, rest, d);
                 }
             }
         }
     }
+}
+
+/// Floats from one packed B panel to the next: KC x NR, and 16 more (a cache line) where
+/// that is a multiple of 4 KiB, so that the packing's stores into consecutive panels (a
+/// row of each per source row) and the kernel's reads of them do not all map to the same
+/// cache sets. Zen 5 VM, one thread, alternated twice with unpadded panels: 512^3 252-253
+/// -> 258-260 GFLOP/s, 1024^3 239 -> 244, 128x4096x11008 199 -> 201-202, 128x11008x4096
+/// 188-191 -> 192-193, 32x4096x4096 unchanged.
+pub(super) fn panel_stride(kc: usize, nr: usize) -> usize {
+    kc * nr
+        + if (kc * nr * 4).is_multiple_of(4096) {
+            16
+        } else {
+            0
+        }
 }
 
 /// Rows of a row-major B the packing reads side by side (see `pack_b`).
