@@ -24,8 +24,8 @@ pub const LATE_BANDWIDTH_PER_SM: f64 = 30.0;
 /// after the pin (see the module's doc). Parameters as the default kernel's.
 /// `Stream::qgemv_q8k` chooses it on devices where [`late_wins`], for the formats in
 /// [`Self::FORMATS`], where the one-wave variant does not win against the default kernel
-/// (Q6_K at 4096 rows keeps its one-step variant: the late kernel there was not measured
-/// against it).
+/// (Q6_K at 4096 rows keeps its one-step variant: the late kernel ran 0.917-0.925x of it
+/// there on an H200).
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ8kLateKernel(pub QuantFormat);
 

@@ -190,7 +190,8 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         return scale_c(t);
     }
     let nc = if t.m <= bl.mc { bl.nc_one_block } else { bl.nc };
-    let kc = match (thin_b::<MR, NV>(S::LANES, t, bl), t.m <= bl.mc) {
+    let thin = thin_b::<MR, NV>(S::LANES, t, bl);
+    let kc = match (thin, t.m <= bl.mc) {
         (true, _) => bl.kc_thin_b,
         (false, true) => bl.kc_one_block,
         (false, false) => bl.kc,
@@ -210,7 +211,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     // Both panels start on 64-byte boundaries: whole-cache-line vector loads.
     let off = buf.as_ptr().align_offset(64).min(16);
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
-    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max, bl);
+    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max, thin);
     return_pack_buffer(buf);
 }
 
@@ -224,7 +225,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     kc_max: usize,
     mc_max: usize,
     nc_max: usize,
-    bl: Blocking,
+    thin: bool,
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
@@ -245,7 +246,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
             let one_block = t.m <= mc_max;
-            let thin = thin_b::<MR, NV>(S::LANES, t, bl);
             let b_direct = if one_block && b_in_place(t.tb, t.ldb, kc, nr, caches) {
                 nc / nr
             } else {
@@ -319,7 +319,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let ap = &*ap;
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
                 // Only the first block of A packs B's panels; the others read them.
-                let fill = |jr| b_fill(jr).filter(|_| ic == 0);
+                let fill = |jr| (ic == 0).then(|| b_fill(jr)).flatten();
                 let b = (&b_panel, fill);
                 sweep::<S, MR, NV>(s, t, &block, a_panel, b, (ic, mc), (jc, nc));
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
