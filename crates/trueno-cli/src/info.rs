@@ -33,6 +33,8 @@ struct Gemm {
     nc_one_block: usize,
     /// KC for a thin B (at most four micro-panels wide, A read in place).
     kc_thin_b: usize,
+    /// Rows of a row-major B packed side by side when its rows make one stream.
+    pack_b_rows_one_stream: usize,
     l1_kib: usize,
     l2_kib: usize,
     l3_kib: usize,
@@ -51,6 +53,7 @@ fn gemm(engine: &Engine) -> Gemm {
         kc_one_block: bl.kc_one_block,
         nc_one_block: bl.nc_one_block,
         kc_thin_b: bl.kc_thin_b,
+        pack_b_rows_one_stream: bl.pack_b_rows_one_stream,
         l1_kib: c.l1 >> 10,
         l2_kib: c.l2 >> 10,
         l3_kib: c.l3 >> 10,
@@ -219,7 +222,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     let g = &info.gemm;
     writeln!(
         out,
-        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: KC {} NC {}; B thin: KC {}) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
+        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: KC {} NC {}; B thin: KC {}; B packed {} row(s) at a time when one stream) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
         g.backend,
         g.micro_kernel,
         g.kc,
@@ -228,6 +231,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
         g.kc_one_block,
         g.nc_one_block,
         g.kc_thin_b,
+        g.pack_b_rows_one_stream,
         g.l1_kib,
         g.l2_kib,
         g.l3_kib

@@ -211,7 +211,9 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     // Both panels start on 64-byte boundaries: whole-cache-line vector loads.
     let off = buf.as_ptr().align_offset(64).min(16);
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
-    packed_loops::<S, MR, NV>(s, t, &mut ap[..a_len], bp, kc_max, mc_max, nc_max, thin);
+    let blocks = (kc_max, mc_max, nc_max);
+    let a = &mut ap[..a_len];
+    packed_loops::<S, MR, NV>(s, t, a, bp, blocks, thin, bl.pack_b_rows_one_stream);
     return_pack_buffer(buf);
 }
 
@@ -222,10 +224,9 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     t: &GemmTask,
     ap: &mut [f32],
     bp: &mut [f32],
-    kc_max: usize,
-    mc_max: usize,
-    nc_max: usize,
+    (kc_max, mc_max, nc_max): (usize, usize, usize),
     thin: bool,
+    pack_b_rows_one_stream: usize,
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
@@ -262,7 +263,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let j0 = jc + packed_first * nr;
                 let dst = &mut bp[fused * panel_stride(kc, nr)..];
-                pack_b::<S, NV>(s, t, dst, pc, kc, j0, nc - packed_first * nr, avx);
+                let (cols, rows) = (nc - packed_first * nr, pack_b_rows_one_stream);
+                pack_b::<S, NV>(s, t, dst, (pc, kc), (j0, cols), avx, rows);
                 ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             }
             let bsrc = |jr: usize| BPanel {

@@ -79,17 +79,17 @@ fn copy_run<S: Simd>(s: S, src: &[f32], dst: &mut [f32]) {
 
 /// Packs rows `p0..p0+kc` x columns `j0..j0+nc` of op(B) into NR-column micro-panels,
 /// each k-major (`NR` values per k), columns past `nc` zero. `avx`: see [`transpose_8x8`].
+/// `rows_one_stream`: rows of a row-major B read side by side when they make one stream
+/// (`Blocking::pack_b_rows_one_stream`).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) fn pack_b<S: Simd, const NV: usize>(
     s: S,
     t: &GemmTask,
     dst: &mut [f32],
-    p0: usize,
-    kc: usize,
-    j0: usize,
-    nc: usize,
+    (p0, kc): (usize, usize),
+    (j0, nc): (usize, usize),
     avx: bool,
+    rows_one_stream: usize,
 ) {
     let nr = NV * S::LANES;
     let ps = panel_stride(kc, nr);
@@ -131,8 +131,12 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
         // 1.05-1.09x (two rounds at 0.83x and 0.95x: the VM's noise); eight rows ran
         // the same as four, sixteen 0.92-0.97x; square sizes within the noise.
         let full = nc / nr;
-        for p in (0..kc).step_by(PACK_B_ROWS) {
-            let rows = PACK_B_ROWS.min(kc - p);
+        let side_by_side = match t.ldb.saturating_sub(nc) * 4 <= ONE_STREAM_GAP_BYTES {
+            true => rows_one_stream.max(1),
+            false => PACK_B_ROWS,
+        };
+        for p in (0..kc).step_by(side_by_side) {
+            let rows = side_by_side.min(kc - p);
             let row = |r: usize| &t.b[(p0 + p + r) * t.ldb + j0..][..nc];
             for panel in 0..full {
                 for r in 0..rows {
@@ -170,8 +174,15 @@ pub(super) fn panel_stride(kc: usize, nr: usize) -> usize {
         }
 }
 
-/// Rows of a row-major B the packing reads side by side (see `pack_b`).
+/// Rows of a row-major B the packing reads side by side (see `pack_b`), unless its rows
+/// make one stream (`Blocking::pack_b_rows_one_stream`).
 const PACK_B_ROWS: usize = 4;
+
+/// The widest gap between one packed row's end and the next one's start that still reads
+/// as one stream: on the Zen 5 VM, packing 4096 of a row's floats one row at a time, a
+/// 256-byte gap ran at 28 GB/s as none did, a 1 KiB gap at 13-14 (four rows side by
+/// side: 18).
+const ONE_STREAM_GAP_BYTES: usize = 256;
 
 thread_local! {
     /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
@@ -194,4 +205,65 @@ pub(super) fn return_pack_buffer(v: Vec<f32>) {
             *slot = v;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::task::{CPtr, GemmPath};
+    use crate::simd::scalar::Scalar;
+
+    /// A row-major B packs to the layout the micro-kernel reads, however many rows are
+    /// read side by side: block element (p, j) at panel j / NR, k step p, column j % NR,
+    /// columns past the block zero. Blocks whose rows make one stream (no gap, a 256-byte
+    /// gap) and one that does not (1 KiB), a row count that is not a multiple of four,
+    /// a ragged last panel.
+    #[test]
+    fn row_major_b_packs_to_the_panel_layout_whatever_the_rows_read_side_by_side() {
+        const NV: usize = 4;
+        let nr = NV; // Scalar: one lane a vector.
+        let (p0, kc, j0, nc) = (3, 7, 0, 10);
+        for gap in [0, 64, 256] {
+            let ldb = nc + gap;
+            let b: Vec<f32> = (0..(p0 + kc) * ldb).map(|i| i as f32 + 0.5).collect();
+            let mut c = [0.0f32];
+            let t = GemmTask {
+                m: 1,
+                n: nc,
+                k: p0 + kc,
+                alpha: 1.0,
+                beta: 0.0,
+                a: &[],
+                lda: 1,
+                ta: false,
+                b: &b,
+                ldb,
+                tb: false,
+                c: CPtr {
+                    ptr: c.as_mut_ptr(),
+                    stride: 1,
+                    trans: false,
+                },
+                blocking: None,
+                path: GemmPath::Packed,
+                profile: None,
+            };
+            let ps = panel_stride(kc, nr);
+            for rows in [1, 4] {
+                let mut dst = vec![f32::NAN; ps * nc.div_ceil(nr)];
+                pack_b::<Scalar, NV>(Scalar, &t, &mut dst, (p0, kc), (j0, nc), false, rows);
+                for j in 0..nc.next_multiple_of(nr) {
+                    for p in 0..kc {
+                        let got = dst[j / nr * ps + p * nr + j % nr];
+                        let want = if j < nc {
+                            b[(p0 + p) * ldb + j0 + j]
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(got, want, "gap {gap} rows {rows}: (p {p}, j {j})");
+                    }
+                }
+            }
+        }
+    }
 }
