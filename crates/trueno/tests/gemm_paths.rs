@@ -86,12 +86,14 @@ fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
     // A of one block (at most MC rows) packs B in blocks of `nc_one_block` columns (half
     // of L2 where that leaves page-long row pieces): C two blocks and a ragged piece wide,
     // k within one KC block and (at KC 256) past it, both layouts of A, beta 0 over NaN and beta != 0.
+    // On Zen, B's rows a few floats apart make one stream and are packed whole
+    // (`one_block_nc`); 65 floats apart (260 bytes) they are not, and go in blocks there too.
     let mut rng = Rng::new(41);
     for (backend, e) in engines() {
         let n = 2 * trueno::gemm::blocking_for(backend).nc_one_block + 37;
-        for (i, &(m, k)) in [(9, 300), (33, 70)].iter().enumerate() {
+        for (i, &(m, k, pad)) in [(9, 300, 1), (33, 70, 2), (17, 70, 65)].iter().enumerate() {
             for ta in [Transpose::No, Transpose::Yes] {
-                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0)][i];
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i];
                 let case = Case {
                     m,
                     n,
@@ -100,7 +102,7 @@ fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
                     tb: Transpose::No,
                     alpha,
                     beta,
-                    pad: 1 + i,
+                    pad,
                 };
                 let what = format!("{} thin, {n} wide", backend.name());
                 one_thread(|| check(&e, &mut rng, &case, &what));

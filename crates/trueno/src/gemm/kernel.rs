@@ -6,7 +6,9 @@
 
 use super::blocking::{Blocking, CacheSizes};
 use super::micro::{APanel, BPanel, CTilePrefetch, micro_tile};
-use super::pack::{pack_a, pack_b, panel_stride, return_pack_buffer, take_pack_buffer};
+use super::pack::{
+    ONE_STREAM_GAP_BYTES, pack_a, pack_b, panel_stride, return_pack_buffer, take_pack_buffer,
+};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
 use crate::simd::{MAX_LANES, Simd};
@@ -189,12 +191,15 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     if t.k == 0 {
         return scale_c(t);
     }
-    let nc = if t.m <= bl.mc { bl.nc_one_block } else { bl.nc };
     let thin = thin_b::<MR, NV>(S::LANES, t, bl);
     let kc = match (thin, t.m <= bl.mc) {
         (true, _) => bl.kc_thin_b,
         (false, true) => bl.kc_one_block,
         (false, false) => bl.kc,
+    };
+    let nc = match t.m <= bl.mc {
+        true => one_block_nc(t, bl, kc.min(t.k), CacheSizes::detect()),
+        false => bl.nc,
     };
     let (kc_max, mc_max, nc_max) = (
         kc.min(t.k),
@@ -368,6 +373,22 @@ fn thin_b<const MR: usize, const NV: usize>(lanes: usize, t: &GemmTask, bl: Bloc
 
 /// B panels up to which `thin_b` holds.
 pub(super) const THIN_PANELS: usize = 4;
+
+/// NC of a one-block product (A at most MC rows): `nc_one_block`, or all of B's columns
+/// where its packing reads a row-major B one row after another when the rows make one
+/// stream (`Blocking::pack_b_rows_one_stream`, Zen) and a KC-deep block of whole rows
+/// fits half of L3. A B wider than NC (a layer's 11008 or 14336 outputs) is otherwise
+/// packed in pieces of its rows, and the pieces, far apart, are no stream: Zen 5 VM, one
+/// thread, 128x11008x4096 alternated twice against faer: 0.95-0.96x -> 1.03-1.05x (two
+/// threads, each packing half of k: 0.93x both ways).
+fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
+    let whole = t.n.next_multiple_of(bl.nr);
+    let one_stream = !t.tb && t.ldb.saturating_sub(t.n) * 4 <= ONE_STREAM_GAP_BYTES;
+    match bl.pack_b_rows_one_stream == 1 && one_stream && kc * whole * 4 <= c.l3 / 2 {
+        true => whole.max(bl.nc_one_block),
+        false => bl.nc_one_block,
+    }
+}
 
 /// Whether B's whole panels are packed by the first micro-kernel call that reads them
 /// (its B loads stored on to the packed panel, `micro_tile`'s `pack`) instead of in a

@@ -84,7 +84,9 @@ fn shape_override() -> Option<(usize, usize)> {
 }
 
 /// The block sizes `backend` uses on this machine (`TRUENO_GEMM_BLOCKS=KC,MC,NC`
-/// overrides them, for tuning; its KC and NC then hold for thin products too).
+/// overrides them, for tuning; its KC and NC then hold for thin products too, except that
+/// a one-block product on Zen still packs all of a row-major B's columns where its rows
+/// make one stream: see `one_block_nc` in `kernel.rs`).
 pub fn blocking_for(b: Backend) -> Blocking {
     let (mr, nr) = micro_shape(b);
     let mut bl = Blocking::new(mr, nr, CacheSizes::detect(), CoreFamily::detect());

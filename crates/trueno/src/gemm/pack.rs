@@ -182,7 +182,7 @@ const PACK_B_ROWS: usize = 4;
 /// as one stream: on the Zen 5 VM, packing 4096 of a row's floats one row at a time, a
 /// 256-byte gap ran at 28 GB/s as none did, a 1 KiB gap at 13-14 (four rows side by
 /// side: 18).
-const ONE_STREAM_GAP_BYTES: usize = 256;
+pub(super) const ONE_STREAM_GAP_BYTES: usize = 256;
 
 thread_local! {
     /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
