@@ -18,6 +18,13 @@ fn small_tile<S: Simd, const R: usize, const NV: usize>(
     let l = S::LANES;
     let full = |v: usize| v + 1 < NV || last == l;
     let mut acc = [[s.zero(); NV]; R];
+    // op(A)(i0 + r, p) is `adata[r * rs + p * cs]`: the extent checked once here, each
+    // element then read unchecked. Checked per element, the R row offsets were spilled
+    // and reloaded every k step wherever the inlining around this loop changed (16^3:
+    // 150-160 ns against 98-103, Zen 5 VM).
+    let (rs, cs) = if t.ta { (1, t.lda) } else { (t.lda, 1) };
+    let first = i0 * rs;
+    let adata = &t.a[first..first + (R - 1) * rs + (t.k - 1) * cs + 1];
     for p in 0..t.k {
         let brow = &t.b[p * t.ldb + j0..];
         let mut bv = [s.zero(); NV];
@@ -29,7 +36,8 @@ fn small_tile<S: Simd, const R: usize, const NV: usize>(
             };
         }
         for (r, acc_r) in acc.iter_mut().enumerate() {
-            let a = s.splat(t.a_at(i0 + r, p));
+            // SAFETY: r < R and p < k, inside the extent checked above.
+            let a = s.splat(unsafe { *adata.as_ptr().add(r * rs + p * cs) });
             for (x, &b) in acc_r.iter_mut().zip(&bv) {
                 *x = s.fma(a, b, *x);
             }
