@@ -69,11 +69,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )?;
         p = Some(match p {
             None => q,
-            Some(b) => trueno::GemmProfile {
-                pack_a: b.pack_a.min(q.pack_a),
-                pack_b: b.pack_b.min(q.pack_b),
-                kernel: b.kernel.min(q.kernel),
-                total: b.total.min(q.total),
+            Some(so_far) => trueno::GemmProfile {
+                pack_a: so_far.pack_a.min(q.pack_a),
+                pack_b: so_far.pack_b.min(q.pack_b),
+                kernel: so_far.kernel.min(q.kernel),
+                total: so_far.total.min(q.total),
             },
         });
     }

@@ -7,7 +7,7 @@
 use super::blocking::{Blocking, CacheSizes};
 use super::micro::{APanel, BPanel, CTilePrefetch, micro_tile};
 use super::pack::{
-    ONE_STREAM_GAP_BYTES, pack_a, pack_b, panel_stride, return_pack_buffer, take_pack_buffer,
+    pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
@@ -383,7 +383,7 @@ pub(super) const THIN_PANELS: usize = 4;
 /// threads, each packing half of k: 0.93x both ways).
 fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
     let whole = t.n.next_multiple_of(bl.nr);
-    let one_stream = !t.tb && t.ldb.saturating_sub(t.n) * 4 <= ONE_STREAM_GAP_BYTES;
+    let one_stream = !t.tb && rows_make_one_stream(t.ldb, t.n);
     match bl.pack_b_rows_one_stream == 1 && one_stream && kc * whole * 4 <= c.l3 / 2 {
         true => whole.max(bl.nc_one_block),
         false => bl.nc_one_block,

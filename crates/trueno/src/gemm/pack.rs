@@ -131,7 +131,7 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
         // 1.05-1.09x (two rounds at 0.83x and 0.95x: the VM's noise); eight rows ran
         // the same as four, sixteen 0.92-0.97x; square sizes within the noise.
         let full = nc / nr;
-        let side_by_side = match t.ldb.saturating_sub(nc) * 4 <= ONE_STREAM_GAP_BYTES {
+        let side_by_side = match rows_make_one_stream(t.ldb, nc) {
             true => rows_one_stream.max(1),
             false => PACK_B_ROWS,
         };
@@ -182,7 +182,14 @@ const PACK_B_ROWS: usize = 4;
 /// as one stream: on the Zen 5 VM, packing 4096 of a row's floats one row at a time, a
 /// 256-byte gap ran at 28 GB/s as none did, a 1 KiB gap at 13-14 (four rows side by
 /// side: 18).
-pub(super) const ONE_STREAM_GAP_BYTES: usize = 256;
+const ONE_STREAM_GAP_BYTES: usize = 256;
+
+/// Whether `cols` columns of each row of a row-major B, rows `ldb` floats apart, read as
+/// one stream row after row (at most `ONE_STREAM_GAP_BYTES` between one row's piece and
+/// the next's).
+pub(super) fn rows_make_one_stream(ldb: usize, cols: usize) -> bool {
+    ldb.saturating_sub(cols) * 4 <= ONE_STREAM_GAP_BYTES
+}
 
 thread_local! {
     /// Packing buffers, kept per thread between calls: a fresh multi-megabyte allocation
