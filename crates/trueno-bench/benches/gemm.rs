@@ -114,7 +114,8 @@ fn bench(c: &mut Criterion) {
 
 /// Transpose against ndarray's `t().as_standard_layout()` (trueno as the engine runs it,
 /// split across threads from 512K floats, and on one thread), and GEMV against the read
-/// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all).
+/// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all), with
+/// the matrix partly in L3 (calls back to back) and from memory (`-cold`).
 fn bench_extra(c: &mut Criterion) {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -168,6 +169,55 @@ fn bench_extra(c: &mut Criterion) {
     });
     g.bench_with_input(BenchmarkId::new("read-sum-all", n), &(), |bch, _| {
         bch.iter(|| e.sum(a.as_slice()).unwrap())
+    });
+    // The same four from memory: the 64 MB matrix is only twice a 32 MB L3, so calls
+    // repeated back to back find part of it still in L3, by an amount that depends on
+    // the order they read it in (on the Zen 5 VM the sum ran 55-60 GB/s warm against 43
+    // cold, and the two-thread GEMV above outran the two-thread sum). A layer's weights
+    // come from memory in an inference step; each call here follows a read of three
+    // L3s of other data, not timed.
+    let other = vec![1.0f32; (3 * trueno::gemm::CacheSizes::detect().l3).max(64 << 20) / 4];
+    let evict = || {
+        std::hint::black_box(e.sum(&other).unwrap());
+    };
+    let cold = |iters: u64, f: &mut dyn FnMut()| {
+        (0..iters)
+            .map(|_| {
+                evict();
+                let t0 = std::time::Instant::now();
+                f();
+                t0.elapsed()
+            })
+            .sum::<std::time::Duration>()
+    };
+    g.bench_with_input(BenchmarkId::new("gemv-trueno-1t-cold", n), &(), |bch, _| {
+        bch.iter_custom(|iters| {
+            one.install(|| {
+                cold(iters, &mut || {
+                    e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap()
+                })
+            })
+        })
+    });
+    g.bench_with_input(
+        BenchmarkId::new("gemv-trueno-all-cold", n),
+        &(),
+        |bch, _| {
+            bch.iter_custom(|iters| {
+                cold(iters, &mut || {
+                    e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap()
+                })
+            })
+        },
+    );
+    let sum = || {
+        std::hint::black_box(e.sum(a.as_slice()).unwrap());
+    };
+    g.bench_with_input(BenchmarkId::new("read-sum-1t-cold", n), &(), |bch, _| {
+        bch.iter_custom(|iters| one.install(|| cold(iters, &mut { sum })))
+    });
+    g.bench_with_input(BenchmarkId::new("read-sum-all-cold", n), &(), |bch, _| {
+        bch.iter_custom(|iters| cold(iters, &mut { sum }))
     });
     g.finish();
 }

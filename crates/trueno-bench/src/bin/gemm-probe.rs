@@ -1,7 +1,9 @@
 //! Quick GEMM throughput probe for tuning (criterion's `gemm` bench is the record):
 //! `gemm-probe SIZE [REPS]`, single thread unless RAYON_NUM_THREADS says otherwise;
 //! `TRUENO_GEMM_MICRO=RxC` picks a micro-kernel shape; `TRUENO_PROBE_BT=1` stores B as
-//! n x k and multiplies by its transpose (`x·Wᵀ`).
+//! n x k and multiplies by its transpose (`x·Wᵀ`); `TRUENO_PROBE_EVICT=MiB` reads that
+//! many MiB of other data before each call, as the interleaved comparison's peer calls
+//! do (its operands then come from L3, not L2).
 
 use std::time::Instant;
 use trueno::{Matrix, Transpose};
@@ -45,8 +47,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cbuf[off..].as_ptr(),
         cbuf[off..].as_ptr() as usize % 64
     );
+    let evict_mib: usize = std::env::var("TRUENO_PROBE_EVICT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let other = vec![1.0f32; evict_mib << 18];
+    let evict = || std::hint::black_box(other.iter().sum::<f32>());
     for _ in 0..reps {
         let mut cv = trueno::MatMut::new(&mut cbuf[off..], m, nn, nn)?;
+        evict();
         let t = Instant::now();
         e.gemm(1.0, a.view(), Transpose::No, b.view(), tb, 0.0, &mut cv)?;
         best = best.min(t.elapsed().as_secs_f64());
@@ -58,6 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // best-of timing: the first touches of its buffers, the VM's noise).
     let mut p = None::<trueno::GemmProfile>;
     for _ in 0..reps {
+        evict();
         let q = e.gemm_profiled(
             1.0,
             a.view(),

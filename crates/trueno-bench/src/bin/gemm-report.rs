@@ -59,6 +59,16 @@ fn extra(dir: &Path) {
     for (label, g, r) in [
         ("1 thread", "gemv-trueno-1t", "read-sum-1t"),
         ("all threads", "gemv-trueno-all", "read-sum-all"),
+        (
+            "1 thread, from memory",
+            "gemv-trueno-1t-cold",
+            "read-sum-1t-cold",
+        ),
+        (
+            "all threads, from memory",
+            "gemv-trueno-all-cold",
+            "read-sum-all-cold",
+        ),
     ] {
         let (g, r) = (gbps(&dir, g, 4096), gbps(&dir, r, 4096));
         let share = g
