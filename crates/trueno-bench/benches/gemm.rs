@@ -114,8 +114,8 @@ fn bench(c: &mut Criterion) {
 
 /// Transpose against ndarray's `t().as_standard_layout()` (trueno as the engine runs it,
 /// split across threads from 512K floats, and on one thread), and GEMV against the read
-/// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all), with
-/// the matrix partly in L3 (calls back to back) and from memory (`-cold`).
+/// bandwidth it is bound by (trueno's sum over the same 64 MB, one thread and all); then
+/// the same pair interleaved (`gemv_share`).
 fn bench_extra(c: &mut Criterion) {
     let one = rayon::ThreadPoolBuilder::new()
         .num_threads(1)
@@ -170,56 +170,86 @@ fn bench_extra(c: &mut Criterion) {
     g.bench_with_input(BenchmarkId::new("read-sum-all", n), &(), |bch, _| {
         bch.iter(|| e.sum(a.as_slice()).unwrap())
     });
-    // The same four from memory: the 64 MB matrix is only twice a 32 MB L3, so calls
-    // repeated back to back find part of it still in L3, by an amount that depends on
-    // the order they read it in (on the Zen 5 VM the sum ran 55-60 GB/s warm against 43
-    // cold, and the two-thread GEMV above outran the two-thread sum). A layer's weights
-    // come from memory in an inference step; each call here follows a read of three
-    // L3s of other data, not timed.
-    let other = vec![1.0f32; (3 * trueno::gemm::CacheSizes::detect().l3).max(64 << 20) / 4];
-    let evict = || {
-        std::hint::black_box(e.sum(&other).unwrap());
-    };
-    let cold = |iters: u64, f: &mut dyn FnMut()| {
-        (0..iters)
-            .map(|_| {
-                evict();
-                let t0 = std::time::Instant::now();
-                f();
-                t0.elapsed()
-            })
-            .sum::<std::time::Duration>()
-    };
-    g.bench_with_input(BenchmarkId::new("gemv-trueno-1t-cold", n), &(), |bch, _| {
-        bch.iter_custom(|iters| {
-            one.install(|| {
-                cold(iters, &mut || {
-                    e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap()
-                })
-            })
-        })
-    });
-    g.bench_with_input(
-        BenchmarkId::new("gemv-trueno-all-cold", n),
-        &(),
-        |bch, _| {
-            bch.iter_custom(|iters| {
-                cold(iters, &mut || {
-                    e.gemv(1.0, a.view(), &x, 0.0, &mut y).unwrap()
-                })
-            })
-        },
-    );
-    let sum = || {
-        std::hint::black_box(e.sum(a.as_slice()).unwrap());
-    };
-    g.bench_with_input(BenchmarkId::new("read-sum-1t-cold", n), &(), |bch, _| {
-        bch.iter_custom(|iters| one.install(|| cold(iters, &mut { sum })))
-    });
-    g.bench_with_input(BenchmarkId::new("read-sum-all-cold", n), &(), |bch, _| {
-        bch.iter_custom(|iters| cold(iters, &mut { sum }))
-    });
     g.finish();
+    let share = gemv_share(e, &one, &a, &x);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/gemm");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("gemv_share.json"), share.to_string());
+}
+
+/// Rounds of `gemv_share`.
+const SHARE_ROUNDS: usize = 25;
+
+/// The GEMV's share of the read rate with the two timed in the same rounds, one call of
+/// each, in turn: timed in windows of their own (criterion's rows above) a neighbour's
+/// burst on this VM's memory moves one and not the other (the one-thread share read
+/// 84-95% over four runs, the two-thread one 70-125%). Each round times both ops warm
+/// (after an untimed call of the same op: the 64 MB matrix is twice the Zen 5 VM's L3, so
+/// part of it is still there) and from memory (after a read of three L3s of other data,
+/// as a layer's weights come in an inference step), on one thread and on all. Medians of
+/// the rounds' GB/s and of their per-round ratios.
+fn gemv_share(
+    e: &trueno::Engine,
+    one: &rayon::ThreadPool,
+    a: &Matrix,
+    x: &[f32],
+) -> serde_json::Value {
+    let bytes = (a.rows() * a.cols() * 4) as f64;
+    let mut y = vec![0.0f32; a.rows()];
+    let other = vec![1.0f32; (3 * trueno::gemm::CacheSizes::detect().l3).max(64 << 20) / 4];
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut out = serde_json::Map::new();
+    for (label, pool) in [("one_thread", Some(one)), ("all_threads", None)] {
+        for cold in [false, true] {
+            let mut rounds = Vec::with_capacity(SHARE_ROUNDS);
+            let mut round = |r: usize| {
+                let timed = |f: &mut dyn FnMut()| {
+                    match cold {
+                        true => {
+                            std::hint::black_box(e.sum(&other).unwrap());
+                        }
+                        false => f(),
+                    }
+                    let t0 = std::time::Instant::now();
+                    f();
+                    t0.elapsed().as_secs_f64()
+                };
+                let mut gemv = || e.gemv(1.0, a.view(), x, 0.0, &mut y).unwrap();
+                let mut sum = || {
+                    std::hint::black_box(e.sum(a.as_slice()).unwrap());
+                };
+                // Which goes first alternates, so neither always follows the other.
+                let (g, s) = match r % 2 {
+                    0 => (timed(&mut gemv), timed(&mut sum)),
+                    _ => {
+                        let s = timed(&mut sum);
+                        (timed(&mut gemv), s)
+                    }
+                };
+                rounds.push((g, s));
+            };
+            for r in 0..SHARE_ROUNDS {
+                match pool {
+                    Some(p) => p.install(|| round(r)),
+                    None => round(r),
+                }
+            }
+            let gbps = |t: f64| bytes / t / 1e9;
+            out.insert(
+                format!("{label}_{}", if cold { "memory" } else { "warm" }),
+                serde_json::json!({
+                    "gemv_gbps": median(rounds.iter().map(|r| gbps(r.0)).collect()),
+                    "sum_gbps": median(rounds.iter().map(|r| gbps(r.1)).collect()),
+                    "share": median(rounds.iter().map(|r| r.1 / r.0).collect()),
+                }),
+            );
+        }
+    }
+    out.insert("rounds".into(), SHARE_ROUNDS.into());
+    serde_json::Value::Object(out)
 }
 
 /// `iters` calls of `f` timed inside the 1-thread pool: entering the pool per call would

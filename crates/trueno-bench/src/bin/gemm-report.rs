@@ -59,22 +59,35 @@ fn extra(dir: &Path) {
     for (label, g, r) in [
         ("1 thread", "gemv-trueno-1t", "read-sum-1t"),
         ("all threads", "gemv-trueno-all", "read-sum-all"),
-        (
-            "1 thread, from memory",
-            "gemv-trueno-1t-cold",
-            "read-sum-1t-cold",
-        ),
-        (
-            "all threads, from memory",
-            "gemv-trueno-all-cold",
-            "read-sum-all-cold",
-        ),
     ] {
         let (g, r) = (gbps(&dir, g, 4096), gbps(&dir, r, 4096));
         let share = g
             .zip(r)
             .map_or("-".into(), |(g, r)| format!("{:.0}%", 100.0 * g / r));
         println!("| {label} | {} | {} | {share} |", f(g), f(r));
+    }
+    // The same pair timed in the same rounds (`gemv_share` in benches/gemm.rs).
+    let Some(sh) = read_json(&dir.with_file_name("gemm").join("gemv_share.json")) else {
+        return;
+    };
+    println!(
+        "\n| GEMV 4096x4096, interleaved (medians of {} rounds) | GEMV GB/s | read (sum) GB/s | share |",
+        sh["rounds"]
+    );
+    println!("|---|---:|---:|---:|");
+    for (label, key) in [
+        ("1 thread, warm", "one_thread_warm"),
+        ("1 thread, from memory", "one_thread_memory"),
+        ("all threads, warm", "all_threads_warm"),
+        ("all threads, from memory", "all_threads_memory"),
+    ] {
+        let v = |k: &str| sh[key][k].as_f64();
+        let share = v("share").map_or("-".into(), |s| format!("{:.0}%", 100.0 * s));
+        println!(
+            "| {label} | {} | {} | {share} |",
+            f(v("gemv_gbps")),
+            f(v("sum_gbps"))
+        );
     }
 }
 
