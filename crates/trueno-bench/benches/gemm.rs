@@ -171,10 +171,26 @@ fn bench_extra(c: &mut Criterion) {
         bch.iter(|| e.sum(a.as_slice()).unwrap())
     });
     g.finish();
+    if !wants_gemv_share() {
+        return;
+    }
     let share = gemv_share(e, &one, &a, &x);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/criterion/gemm");
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join("gemv_share.json"), share.to_string());
+}
+
+/// Whether this run asks for the GEMV's rows: no filter given, or one naming `gemm_extra`,
+/// `gemv` or `read`. `--list` and runs filtered to other benchmarks skip `gemv_share`
+/// (ten seconds and two large buffers), which criterion's filter does not reach.
+fn wants_gemv_share() -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    !args.iter().any(|a| a == "--list")
+        && (filters.is_empty()
+            || filters
+                .iter()
+                .any(|f| ["gemm_extra", "gemv", "read"].iter().any(|w| f.contains(w))))
 }
 
 /// Rounds of `gemv_share`.
@@ -183,7 +199,7 @@ const SHARE_ROUNDS: usize = 25;
 /// The GEMV's share of the read rate with the two timed in the same rounds, one call of
 /// each, in turn: timed in windows of their own (criterion's rows above) a neighbour's
 /// burst on this VM's memory moves one and not the other (the one-thread share read
-/// 84-95% over four runs, the two-thread one 70-125%). Each round times both ops warm
+/// 84-95% over eight runs, the two-thread one 70-125%). Each round times both ops warm
 /// (after an untimed call of the same op: the 64 MB matrix is twice the Zen 5 VM's L3, so
 /// part of it is still there) and from memory (after a read of three L3s of other data,
 /// as a layer's weights come in an inference step), on one thread and on all. Medians of
