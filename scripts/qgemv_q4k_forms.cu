@@ -242,9 +242,10 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"
 template <int N>
 __device__ __forceinline__ void wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-// CP / CPP: each lane's header and quant bytes of a step into its own 32 bytes of ring
+// CP: each lane's header and quant bytes of a step into its own 32 bytes of ring
 // slot `t % STAGES`; STAGES - 1 steps travel while one is computed. PERSIST: a warp
-// takes rows row, row + warps, ... as one stream of steps.
+// takes rows row, row + warps, ... as one stream of steps (run only as CP2, one row a
+// warp: CPH supersedes it).
 template <int STAGES, bool PERSIST>
 __global__ void __launch_bounds__(THREADS) q4k_cp(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     extern __shared__ uint4 ring[];  // [warp][stage][lane][2]
