@@ -181,6 +181,19 @@ __global__ void __launch_bounds__(THREADS) q4k_reg64(const uint8_t* __restrict__
     store_row(acc, y, row, lane);
 }
 
+// A warp's place in its stream of steps: row `row`, step `step`. After a row's last
+// step it moves `stride` rows on (the grid's warps for a persistent warp, else `rows`,
+// which ends it); `next` says whether a row just ended.
+struct Cursor {
+    int row, step;
+    __device__ bool next(int steps, int stride) {
+        if (++step < steps) return false;
+        step = 0;
+        row += stride;
+        return true;
+    }
+};
+
 // ROLL: register loads as a rolling pipeline instead of passes: step t + D's loads are
 // issued into the registers step t has just handed to its math, so D steps are always in
 // flight (a pass of two drains before the next starts). PERSIST: a warp's rows one after
@@ -202,32 +215,29 @@ __global__ void __launch_bounds__(THREADS) q4k_roll(const uint8_t* __restrict__ 
     size_t row_bytes = (size_t)blocks * BB;
     int total = ((rows - 1 - warp) / W + 1) * steps;
     uint4 h[D], q[D];
-    // Load position (row, step) and compute position.
-    int lrow = warp, ls = 0;
+    Cursor ld{warp, 0}, at{warp, 0};  // the next step to load, the next to compute
 #pragma unroll
     for (int i = 0; i < D; i++) {
         if (i < total) {
-            ld_step(w, row_bytes, lrow, ls, g, p, h[i], q[i]);
-            if (++ls == steps) { ls = 0; lrow += W; }
+            ld_step(w, row_bytes, ld.row, ld.step, g, p, h[i], q[i]);
+            ld.next(steps, W);
         }
     }
     float acc = 0.f;
-    int row = warp, s = 0;
     for (int t = 0; t < total; t += D) {
 #pragma unroll
         for (int i = 0; i < D; i++) {
             if (t + i < total) {
                 uint4 ch = h[i], cq = q[i];
                 if (t + i + D < total) {
-                    ld_step(w, row_bytes, lrow, ls, g, p, h[i], q[i]);
-                    if (++ls == steps) { ls = 0; lrow += W; }
+                    ld_step(w, row_bytes, ld.row, ld.step, g, p, h[i], q[i]);
+                    ld.next(steps, W);
                 }
-                acc += lane_part(ch, cq, a, s * STEP_BLOCKS + g, p);
-                if (++s == steps) {
+                acc += lane_part(ch, cq, a, at.step * STEP_BLOCKS + g, p);
+                int row = at.row;
+                if (at.next(steps, W)) {
                     store_row(acc, y, row, lane);
                     acc = 0.f;
-                    s = 0;
-                    row += W;
                 }
             }
         }
@@ -242,98 +252,52 @@ __device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"
 template <int N>
 __device__ __forceinline__ void wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-// CP: each lane's header and quant bytes of a step into its own 32 bytes of ring
-// slot `t % STAGES`; STAGES - 1 steps travel while one is computed. PERSIST: a warp
-// takes rows row, row + warps, ... as one stream of steps (run only as CP2, one row a
-// warp: CPH supersedes it).
-template <int STAGES, bool PERSIST>
+// CP: a warp's weight bytes for STAGES - 1 steps ahead copied by `cp.async` into a ring
+// of STAGES slots in shared memory while one step is computed. ONCE false (CP): each lane
+// copies its header and quant bytes into its own 32 bytes of the slot (a header copied by
+// all eight of its lanes); ONCE true (CPH): a step's bytes copied once each (the slot is
+// the step's four headers, lane 8g copying header g, then the 32 lanes' quant bytes), a
+// `__syncwarp` after the wait making the other lanes' headers visible. PERSIST (CPHP): a
+// warp takes rows row, row + warps, ... as one stream of steps.
+template <int STAGES, bool PERSIST, bool ONCE>
 __global__ void __launch_bounds__(THREADS) q4k_cp(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
-    extern __shared__ uint4 ring[];  // [warp][stage][lane][2]
+    constexpr int SLOT = ONCE ? 36 : 64;  // 16-byte pieces a slot holds
+    extern __shared__ uint4 ring[];       // [warp][stage][slot]
     int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
     int warp = (blockIdx.x * THREADS + threadIdx.x) >> 5;
-    int warps = PERSIST ? gridDim.x * (THREADS / 32) : 1 << 30;
-    int row0 = warp;
-    if (row0 >= rows) return;
-    int g = lane >> 3, p = lane & 7;
-    int steps = blocks / STEP_BLOCKS;
-    uint4* mine = ring + (size_t)wib * STAGES * 64 + lane * 2;
-    // Issue position: row index (in this warp's sequence) and step.
-    int irow = row0, istep = 0;
-    auto issue = [&](int slot) {
-        if (irow < rows) {
-            const uint8_t* b = w + ((size_t)irow * blocks + (size_t)istep * STEP_BLOCKS + g) * BB;
-            cp16(mine + slot * 64, b);
-            cp16(mine + slot * 64 + 1, b + 16 + 16 * p);
-            if (++istep == steps) {
-                istep = 0;
-                irow = PERSIST ? irow + warps : rows;
-            }
-        }
-        commit();
-    };
-#pragma unroll
-    for (int i = 0; i < STAGES - 1; i++) issue(i);
-    float acc = 0.f;
-    int row = row0, step = 0;
-    for (int t = 0; row < rows; t++) {
-        issue((t + STAGES - 1) % STAGES);
-        wait_group<STAGES - 1>();
-        uint4 h = mine[(t % STAGES) * 64], q = mine[(t % STAGES) * 64 + 1];
-        acc += lane_part(h, q, a, g + step * STEP_BLOCKS, p);
-        if (++step == steps) {
-            store_row(acc, y, row, lane);
-            acc = 0.f;
-            step = 0;
-            row = PERSIST ? row + warps : rows;
-        }
-    }
-}
-
-// IEEE half <-> float on the host (normal values only: the probe's scales are).
-// CPH: as CP, but a step's bytes copied once each: a warp's ring slot is the step's four
-// headers (lane 8g copies header g) then its 32 lanes' quant bytes; after the wait a
-// `__syncwarp` makes the headers other lanes copied visible.
-template <int STAGES, bool PERSIST>
-__global__ void __launch_bounds__(THREADS) q4k_cph(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
-    extern __shared__ uint4 ring[];  // [warp][stage][4 headers + 32 quants]
-    int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-    int warp = (blockIdx.x * THREADS + threadIdx.x) >> 5;
-    int warps = PERSIST ? gridDim.x * (THREADS / 32) : 1 << 30;
     if (warp >= rows) return;
+    int stride = PERSIST ? gridDim.x * (THREADS / 32) : rows;
     int g = lane >> 3, p = lane & 7;
     int steps = blocks / STEP_BLOCKS;
-    uint4* wring = ring + (size_t)wib * STAGES * 36;
-    int irow = warp, istep = 0;
+    uint4* wring = ring + (size_t)wib * STAGES * SLOT;
+    int head_at = ONCE ? g : 2 * lane, quant_at = ONCE ? 4 + lane : 2 * lane + 1;
+    Cursor ld{warp, 0};
     auto issue = [&](int slot) {
-        if (irow < rows) {
-            const uint8_t* b = w + ((size_t)irow * blocks + (size_t)istep * STEP_BLOCKS + g) * BB;
-            if (p == 0) cp16(wring + slot * 36 + g, b);
-            cp16(wring + slot * 36 + 4 + lane, b + 16 + 16 * p);
-            if (++istep == steps) {
-                istep = 0;
-                irow = PERSIST ? irow + warps : rows;
-            }
+        if (ld.row < rows) {
+            const uint8_t* b = w + ((size_t)ld.row * blocks + (size_t)ld.step * STEP_BLOCKS + g) * BB;
+            if (!ONCE || p == 0) cp16(wring + slot * SLOT + head_at, b);
+            cp16(wring + slot * SLOT + quant_at, b + 16 + 16 * p);
+            ld.next(steps, stride);
         }
         commit();
     };
 #pragma unroll
     for (int i = 0; i < STAGES - 1; i++) issue(i);
     float acc = 0.f;
-    int row = warp, step = 0;
-    for (int t = 0; row < rows; t++) {
+    Cursor at{warp, 0};
+    for (int t = 0; at.row < rows; t++) {
         issue((t + STAGES - 1) % STAGES);
         wait_group<STAGES - 1>();
-        __syncwarp();
+        if (ONCE) __syncwarp();
         int slot = t % STAGES;
-        uint4 h = wring[slot * 36 + g], q = wring[slot * 36 + 4 + lane];
-        acc += lane_part(h, q, a, g + step * STEP_BLOCKS, p);
+        uint4 h = wring[slot * SLOT + head_at], q = wring[slot * SLOT + quant_at];
+        acc += lane_part(h, q, a, g + at.step * STEP_BLOCKS, p);
         // The slot is refilled next iteration: every lane's reads of it first.
-        __syncwarp();
-        if (++step == steps) {
+        if (ONCE) __syncwarp();
+        int row = at.row;
+        if (at.next(steps, stride)) {
             store_row(acc, y, row, lane);
             acc = 0.f;
-            step = 0;
-            row = PERSIST ? row + warps : rows;
         }
     }
 }
@@ -443,6 +407,7 @@ __global__ void __launch_bounds__(THREADS) q4k_bulk(const uint8_t* __restrict__ 
     }
 }
 
+// IEEE half <-> float on the host (normal values only: the probe's scales are).
 static float h2f(uint16_t h) {
     uint32_t e = (h >> 10) & 31, m = h & 1023, sgn = (uint32_t)(h >> 15) << 31;
     uint32_t bits = e == 0 ? sgn : sgn | ((e + 112) << 23) | (m << 13);
@@ -596,11 +561,11 @@ int main(int argc, char** argv) {
         };
         for (int round = 0; round < 2; round++) {
             run("REG", q4k_reg, 0, false);
-            run("CP2", q4k_cp<2, false>, 2 * 64, false);
-            run("CPH2", q4k_cph<2, false>, 2 * 36, false);
-            run("CPH4", q4k_cph<4, false>, 4 * 36, false);
-            run("CPHP3", q4k_cph<3, true>, 3 * 36, true);
-            run("CPHP6", q4k_cph<6, true>, 6 * 36, true);
+            run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
+            run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
+            run("CPH4", q4k_cp<4, false, true>, 4 * 36, false);
+            run("CPHP3", q4k_cp<3, true, true>, 3 * 36, true);
+            run("CPHP6", q4k_cp<6, true, true>, 6 * 36, true);
             // (`slot16` is a warp's share: a block's ring over its eight warps.)
             int act16 = blocks * 324 / 16;
             run("BULK2", q4k_bulk<2, false>, 2 * STAGE_BYTES / 16 / 8, true);
