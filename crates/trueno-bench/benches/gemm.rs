@@ -182,7 +182,7 @@ fn bench_extra(c: &mut Criterion) {
 
 /// Whether this run asks for the GEMV's rows: no filter given, or one naming `gemm_extra`,
 /// `gemv` or `read`. `--list` and runs filtered to other benchmarks skip `gemv_share`
-/// (ten seconds and two large buffers), which criterion's filter does not reach.
+/// (under a second here, and a buffer of three L3s), which criterion's filter does not reach.
 fn wants_gemv_share() -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
