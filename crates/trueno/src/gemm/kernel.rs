@@ -464,8 +464,9 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
             }
             None => 0,
         };
+        let b = b_panel(jr);
         for ir in first..mc.div_ceil(MR) {
-            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b_panel(jr), at(ir), &mut []);
+            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut []);
         }
     }
 }

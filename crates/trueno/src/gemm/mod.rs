@@ -88,6 +88,17 @@ fn shape_override() -> Option<(usize, usize)> {
 /// a one-block product on Zen still packs all of a row-major B's columns where its rows
 /// make one stream: see `one_block_nc` in `kernel.rs`).
 pub fn blocking_for(b: Backend) -> Blocking {
+    // Worked out once per backend: every GEMM call asks, and at 64^3 (2 µs) working it
+    // out again each time cost about 1% of the call.
+    static BY_BACKEND: [std::sync::OnceLock<Blocking>; 9] =
+        [const { std::sync::OnceLock::new() }; 9];
+    match BY_BACKEND.get(b as usize) {
+        Some(cell) => *cell.get_or_init(|| blocking_uncached(b)),
+        None => blocking_uncached(b),
+    }
+}
+
+fn blocking_uncached(b: Backend) -> Blocking {
     let (mr, nr) = micro_shape(b);
     let mut bl = Blocking::new(mr, nr, CacheSizes::detect(), CoreFamily::detect());
     if let Some([kc, mc, nc]) = blocks_override() {
