@@ -14,7 +14,9 @@
 //   REG64   four lanes a super-block, 64 weights a lane and step (half the scale decode
 //           and float math per weight);
 //   ROLL    register loads as a rolling pipeline (step t + D loaded into the registers
-//           step t hands to its math); ROLLP over a persistent warp's rows.
+//           step t hands to its math); ROLLP over a persistent warp's rows;
+//   REGH    REG with cache qualifiers on its weight loads; REGM with fewer registers asked
+//           for (6-8 blocks a multiprocessor); `HINTS=1` runs only these.
 // 20 calls in a CUDA graph over four weight sets (each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
@@ -117,6 +119,52 @@ __global__ void __launch_bounds__(THREADS) q4k_reg(const uint8_t* __restrict__ w
     for (; s < steps; s++) {
         const uint8_t* b0 = base + (size_t)s * STEP_BLOCKS * BB;
         uint4 h0 = __ldg((const uint4*)b0), q0 = __ldg((const uint4*)(b0 + 16 + 16 * p));
+        acc += lane_part(h0, q0, a, g + s * STEP_BLOCKS, p);
+    }
+    store_row(acc, y, row, lane);
+}
+
+// A 16-byte weight load with cache qualifiers: 0 `ld.global.nc` (REG's __ldg), 1 with
+// `.L1::no_allocate` (weights are read once: L1 kept for the activations), 2 with
+// `.L2::256B` (the L2 asked for 256-byte runs), 3 both, 4 `.L1::no_allocate` with an L2 evict-first policy (`createpolicy`).
+template <int HINT>
+__device__ __forceinline__ uint4 ldw(const uint8_t* p) {
+    uint4 v;
+    if (HINT == 0) return __ldg((const uint4*)p);
+    if (HINT == 1) asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    if (HINT == 2) asm("ld.global.nc.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    if (HINT == 3) asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    if (HINT == 4) {
+        uint64_t pol;
+        asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+        asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
+    }
+    return v;
+}
+
+// REGH<HINT, MINB>: REG with its weight loads through `ldw<HINT>` and at least MINB
+// blocks a multiprocessor asked of ptxas (REGH<0, 1> is REG).
+template <int HINT, int MINB = 1>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_regh(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    int lane = threadIdx.x & 31;
+    int row = (blockIdx.x * THREADS + threadIdx.x) >> 5;
+    if (row >= rows) return;
+    int g = lane >> 3, p = lane & 7;
+    const uint8_t* base = w + (size_t)row * blocks * BB + (size_t)g * BB;
+    int steps = blocks / STEP_BLOCKS;
+    float acc = 0.f;
+    int s = 0;
+    for (; s + 2 <= steps; s += 2) {
+        const uint8_t* b0 = base + (size_t)s * STEP_BLOCKS * BB;
+        const uint8_t* b1 = b0 + STEP_BLOCKS * BB;
+        uint4 h0 = ldw<HINT>(b0), q0 = ldw<HINT>(b0 + 16 + 16 * p);
+        uint4 h1 = ldw<HINT>(b1), q1 = ldw<HINT>(b1 + 16 + 16 * p);
+        acc += lane_part(h0, q0, a, g + s * STEP_BLOCKS, p);
+        acc += lane_part(h1, q1, a, g + (s + 1) * STEP_BLOCKS, p);
+    }
+    for (; s < steps; s++) {
+        const uint8_t* b0 = base + (size_t)s * STEP_BLOCKS * BB;
+        uint4 h0 = ldw<HINT>(b0), q0 = ldw<HINT>(b0 + 16 + 16 * p);
         acc += lane_part(h0, q0, a, g + s * STEP_BLOCKS, p);
     }
     store_row(acc, y, row, lane);
@@ -559,7 +607,18 @@ int main(int argc, char** argv) {
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(gr);
         };
-        for (int round = 0; round < 2; round++) {
+        // HINTS=1: only the register form and its load qualifiers, three rounds.
+        for (int round = 0; getenv("HINTS") && round < 3; round++) {
+            run("REG", q4k_reg, 0, false);
+            run("REGH1-noalloc", q4k_regh<1>, 0, false);
+            run("REGH2-256B", q4k_regh<2>, 0, false);
+            run("REGH3-noalloc-256B", q4k_regh<3>, 0, false);
+            run("REGH4-noalloc-evictfirst", q4k_regh<4>, 0, false);
+            run("REGM6", q4k_regh<0, 6>, 0, false);
+            run("REGM7", q4k_regh<0, 7>, 0, false);
+            run("REGM8", q4k_regh<0, 8>, 0, false);
+        }
+        for (int round = 0; !getenv("HINTS") && round < 2; round++) {
             run("REG", q4k_reg, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
