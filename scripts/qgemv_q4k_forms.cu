@@ -63,6 +63,33 @@ __device__ __forceinline__ void scale_min(uint4 h, int j, int& sc, int& m) {
     }
 }
 
+// Sums of N quant words' low nibbles against `lo_a` and high nibbles against `hi_a`
+// (four 8-bit products a `dp4a`): the two sub-blocks' integer dot products.
+template <int N>
+__device__ __forceinline__ void nibble_dots(const uint32_t (&qw)[N], const uint32_t (&lo_a)[N], const uint32_t (&hi_a)[N], int& lo, int& hi) {
+    lo = 0;
+    hi = 0;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        lo = __dp4a((int)(qw[i] & 0x0F0F0F0F), (int)lo_a[i], lo);
+        hi = __dp4a((int)((qw[i] >> 4) & 0x0F0F0F0F), (int)hi_a[i], hi);
+    }
+}
+
+// `dx * (d * (sc0 lo + sc1 hi) - dmin * (m0 s0 + m1 s1))` for chunk `c` (sub-blocks 2c and
+// 2c + 1) of the super-block with header `h`, given its dot products and activation sums.
+__device__ __forceinline__ float scaled(uint4 h, int c, int lo, int hi, int s0, int s1, float dx) {
+    int sc0, m0, sc1, m1;
+    scale_min(h, 2 * c, sc0, m0);
+    scale_min(h, 2 * c + 1, sc1, m1);
+    float d, dmin;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(h.x & 0xFFFF)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(dmin) : "h"((unsigned short)(h.x >> 16)));
+    float isum = (float)(sc0 * lo + sc1 * hi);
+    float msum = (float)(m0 * s0 + m1 * s1);
+    return dx * (d * isum - dmin * msum);
+}
+
 // The lane's share of super-block `g`: header `h` (16 bytes), its quant bytes `q`.
 __device__ __forceinline__ float lane_part(uint4 h, uint4 q, const Act& a, int g, int p) {
     int c = p >> 1, hf = p & 1;
@@ -75,21 +102,9 @@ __device__ __forceinline__ float lane_part(uint4 h, uint4 q, const Act& a, int g
     uint32_t qw[4] = {q.x, q.y, q.z, q.w};
     uint32_t x0[4] = {a0.x, a0.y, a0.z, a0.w};
     uint32_t x1[4] = {a1.x, a1.y, a1.z, a1.w};
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        lo = __dp4a((int)(qw[i] & 0x0F0F0F0F), (int)x0[i], lo);
-        hi = __dp4a((int)((qw[i] >> 4) & 0x0F0F0F0F), (int)x1[i], hi);
-    }
-    int sc0, m0, sc1, m1;
-    scale_min(h, 2 * c, sc0, m0);
-    scale_min(h, 2 * c + 1, sc1, m1);
-    float d, dmin;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(h.x & 0xFFFF)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(dmin) : "h"((unsigned short)(h.x >> 16)));
-    float isum = (float)(sc0 * lo + sc1 * hi);
-    float msum = (float)(m0 * s0 + m1 * s1);
-    return dx * (d * isum - dmin * msum);
+    int lo, hi;
+    nibble_dots(qw, x0, x1, lo, hi);
+    return scaled(h, c, lo, hi, s0, s1, dx);
 }
 
 __device__ __forceinline__ void store_row(float acc, float* y, int row, int lane) {
@@ -158,21 +173,9 @@ __device__ __forceinline__ float lane_part64(uint4 h, uint4 q0, uint4 q1, const 
     uint32_t qw[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
     uint32_t lo_a[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
     uint32_t hi_a[8] = {x2.x, x2.y, x2.z, x2.w, x3.x, x3.y, x3.z, x3.w};
-    int lo = 0, hi = 0;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        lo = __dp4a((int)(qw[i] & 0x0F0F0F0F), (int)lo_a[i], lo);
-        hi = __dp4a((int)((qw[i] >> 4) & 0x0F0F0F0F), (int)hi_a[i], hi);
-    }
-    int sc0, m0, sc1, m1;
-    scale_min(h, 2 * c, sc0, m0);
-    scale_min(h, 2 * c + 1, sc1, m1);
-    float d, dmin;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(h.x & 0xFFFF)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(dmin) : "h"((unsigned short)(h.x >> 16)));
-    float isum = (float)(sc0 * lo + sc1 * hi);
-    float msum = (float)(m0 * (sm.x + sm.y) + m1 * (sm.z + sm.w));
-    return dx * (d * isum - dmin * msum);
+    int lo, hi;
+    nibble_dots(qw, lo_a, hi_a, lo, hi);
+    return scaled(h, c, lo, hi, sm.x + sm.y, sm.z + sm.w, dx);
 }
 
 template <int UNROLL>

@@ -90,8 +90,9 @@ fn shape_override() -> Option<(usize, usize)> {
 pub fn blocking_for(b: Backend) -> Blocking {
     // Worked out once per backend: every GEMM call asks, and at 64^3 (2 µs) working it
     // out again each time cost about 1% of the call.
-    static BY_BACKEND: [std::sync::OnceLock<Blocking>; 9] =
-        [const { std::sync::OnceLock::new() }; 9];
+    const N: usize = Backend::ALL.len();
+    static BY_BACKEND: [std::sync::OnceLock<Blocking>; N] =
+        [const { std::sync::OnceLock::new() }; N];
     match BY_BACKEND.get(b as usize) {
         Some(cell) => *cell.get_or_init(|| blocking_uncached(b)),
         None => blocking_uncached(b),
