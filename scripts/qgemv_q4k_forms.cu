@@ -16,16 +16,21 @@
 //   ROLL    register loads as a rolling pipeline (step t + D loaded into the registers
 //           step t hands to its math); ROLLP over a persistent warp's rows;
 //   REGH    REG with cache qualifiers on its weight loads; REGM with fewer registers asked
-//           for (6-8 blocks a multiprocessor); `HINTS=1` runs only these.
+//           for (6-8 blocks a multiprocessor); `HINTS=1` runs only these;
+//   REGU    REG with one, three or four steps' loads before their math (`DEPTH=1`);
+//   BAL     a persistent grid whose warps take equal runs of all the rows' steps, parts of
+//           rows added into a zeroed `y` (`WAVES=1`, against REG and REG behind the same
+//           zeroing, REGZ; give it several row counts to see how time grows by waves).
 // 20 calls in a CUDA graph over four weight sets (each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
-// "Weight bytes in flight without registers, tried on an H200" (session 38).
+// "Weight bytes in flight without registers, tried on an H200" (session 38) and the
+// sections after it (sessions 39, 40).
 //
-//   nvcc -O3 -arch=sm_90 -o qgemv_q4k_forms scripts/qgemv_q4k_forms.cu && ./qgemv_q4k_forms [ROWS COLS]
+//   nvcc -O3 -arch=sm_90 -o qgemv_q4k_forms scripts/qgemv_q4k_forms.cu && ./qgemv_q4k_forms [ROWS COLS]...
 //
 // Prints a JSON line per shape and form (registers, blocks a multiprocessor, µs, GB/s)
-// with the largest relative difference from a CPU reference over the first 64 rows.
+// with the largest relative difference from a CPU reference over 128 rows (the first 64, 64 spread).
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -135,17 +140,13 @@ __device__ __forceinline__ uint4 ldw(const uint8_t* p) {
 // loads through `ldw<HINT>` (REGH); with MINB, at least that many blocks a multiprocessor
 // asked of ptxas (REGM). MINB 0 asks nothing: ptxas then gives REG 47 registers, where
 // asking for one block gives 51 (four blocks a multiprocessor instead of five).
-template <int HINT = 0, int MINB = 0>
-__global__ void __launch_bounds__(THREADS, MINB) q4k_reg(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
-    int lane = threadIdx.x & 31;
-    int row = (blockIdx.x * THREADS + threadIdx.x) >> 5;
-    if (row >= rows) return;
-    int g = lane >> 3, p = lane & 7;
-    const uint8_t* base = w + (size_t)row * blocks * BB + (size_t)g * BB;
-    int steps = blocks / STEP_BLOCKS;
+// The lane's share of steps `s..e` of a row whose super-blocks start at `base` (the
+// lane's super-block `g` of step 0): U steps' loads, then their math (REG: two).
+template <int HINT, int U = 2>
+__device__ __forceinline__ float row_steps(const uint8_t* base, const Act& a, int g, int p, int s, int e) {
     float acc = 0.f;
-    int s = 0;
-    for (; s + 2 <= steps; s += 2) {
+    // Two steps written out (as the step arrays below, ptxas gave REG 40 registers, not 47).
+    for (; U == 2 && s + 2 <= e; s += 2) {
         const uint8_t* b0 = base + (size_t)s * STEP_BLOCKS * BB;
         const uint8_t* b1 = b0 + STEP_BLOCKS * BB;
         uint4 h0 = ldw<HINT>(b0), q0 = ldw<HINT>(b0 + 16 + 16 * p);
@@ -153,12 +154,64 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_reg(const uint8_t* __restri
         acc += lane_part(h0, q0, a, g + s * STEP_BLOCKS, p);
         acc += lane_part(h1, q1, a, g + (s + 1) * STEP_BLOCKS, p);
     }
-    for (; s < steps; s++) {
+    for (; U != 2 && s + U <= e; s += U) {
+        uint4 h[U], q[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const uint8_t* b = base + (size_t)(s + u) * STEP_BLOCKS * BB;
+            h[u] = ldw<HINT>(b);
+            q[u] = ldw<HINT>(b + 16 + 16 * p);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) acc += lane_part(h[u], q[u], a, g + (s + u) * STEP_BLOCKS, p);
+    }
+    for (; s < e; s++) {
         const uint8_t* b0 = base + (size_t)s * STEP_BLOCKS * BB;
         uint4 h0 = ldw<HINT>(b0), q0 = ldw<HINT>(b0 + 16 + 16 * p);
         acc += lane_part(h0, q0, a, g + s * STEP_BLOCKS, p);
     }
+    return acc;
+}
+
+// REG: one row a warp, `row_steps` over all of it. `blocks` a multiple of 4. With HINT,
+// its weight loads through `ldw<HINT>` (REGH); with MINB, at least that many blocks a
+// multiprocessor asked of ptxas (REGM). MINB 0 asks nothing: ptxas then gives REG 47
+// registers, where asking for one block gives 51 (four blocks a multiprocessor, not five).
+template <int HINT = 0, int MINB = 0, int U = 2>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_reg(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    int lane = threadIdx.x & 31;
+    int row = (blockIdx.x * THREADS + threadIdx.x) >> 5;
+    if (row >= rows) return;
+    int g = lane >> 3, p = lane & 7;
+    const uint8_t* base = w + (size_t)row * blocks * BB + (size_t)g * BB;
+    float acc = row_steps<HINT, U>(base, a, g, p, 0, blocks / STEP_BLOCKS);
     store_row(acc, y, row, lane);
+}
+
+// BAL: a persistent grid whose warps take equal runs of the matrix's warp steps (rows x
+// steps, row after row), so no wave ends with some multiprocessors idle: a run's first
+// and last rows may be parts, added into `y` (zeroed before the call); its whole rows
+// are stored. MINB as in REG (BAL alone takes 59 registers: four blocks a multiprocessor).
+template <int MINB = 0>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_bal(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    int lane = threadIdx.x & 31;
+    long long wg = (blockIdx.x * THREADS + threadIdx.x) >> 5, nw = (long long)gridDim.x * THREADS / 32;
+    int g = lane >> 3, p = lane & 7, steps = blocks / STEP_BLOCKS;
+    long long total = (long long)rows * steps, u = total * wg / nw, u1 = total * (wg + 1) / nw;
+    while (u < u1) {
+        int row = (int)(u / steps), s = (int)(u - (long long)row * steps);
+        long long left = u1 - (long long)row * steps;
+        int e = left < steps ? (int)left : steps;
+        const uint8_t* base = w + (size_t)row * blocks * BB + (size_t)g * BB;
+        float acc = row_steps<0>(base, a, g, p, s, e);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) {
+            if (s == 0 && e == steps) y[row] = acc;
+            else atomicAdd(y + row, acc);
+        }
+        u = (long long)row * steps + e;
+    }
 }
 
 // REG64: four lanes a super-block, each taking a whole chunk c = p (sub-blocks 2c and
@@ -476,9 +529,10 @@ static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int ro
 }
 
 int main(int argc, char** argv) {
-    // `qgemv_cp_async ROWS COLS` runs one shape (for a profiler), else all four.
-    int one[1][2] = {{argc > 2 ? atoi(argv[1]) : 0, argc > 2 ? atoi(argv[2]) : 0}};
-    int shapes4[][2] = {{14336, 4096}, {4096, 14336}, {32000, 4096}, {4096, 4096}};
+    // `qgemv_q4k_forms ROWS COLS [ROWS COLS]...` runs those shapes (one, for a profiler), else four.
+    std::vector<std::array<int, 2>> shapes = {{14336, 4096}, {4096, 14336}, {32000, 4096}, {4096, 4096}};
+    if (argc > 2) shapes.clear();
+    for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({atoi(argv[i]), atoi(argv[i + 1])});
     const int sets = 4, calls = 20;
     cudaStream_t s;
     cudaStreamCreate(&s);
@@ -507,9 +561,6 @@ int main(int argc, char** argv) {
         cudaFree(x);
         cudaFree(z);
     }
-    auto shapes = argc > 2 ? std::vector<std::array<int, 2>>{{one[0][0], one[0][1]}}
-                           : std::vector<std::array<int, 2>>{{shapes4[0][0], shapes4[0][1]}, {shapes4[1][0], shapes4[1][1]},
-                                                             {shapes4[2][0], shapes4[2][1]}, {shapes4[3][0], shapes4[3][1]}};
     for (auto& sh : shapes) {
         int rows = sh[0], cols = sh[1], blocks = cols / 256;
         size_t wbytes = (size_t)rows * blocks * BB;
@@ -541,10 +592,13 @@ int main(int argc, char** argv) {
         cudaMemcpy(ad, had.data(), blocks * 4, cudaMemcpyHostToDevice);
         cudaMemcpy(as, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice);
         Act act{aq, ad, as};
-        std::vector<float> ref(64);
-        for (int r = 0; r < 64; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), r, blocks);
+        // Checked rows: the first 64, then 64 spread over the matrix (BAL's split rows fall anywhere).
+        std::vector<int> chk(128);
+        for (int r = 0; r < 128; r++) chk[r] = r < 64 ? r : (int)((long long)(r - 64) * rows / 64 + 37) % rows;
+        std::vector<float> ref(128);
+        for (int r = 0; r < 128; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), chk[r], blocks);
         // `slot16`: 16-byte slots a warp's ring holds.
-        auto run = [&](const char* name, auto kern, int slot16, bool persist) {
+        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false) {
             size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
             if (smem) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
@@ -556,14 +610,17 @@ int main(int argc, char** argv) {
             cudaMemset(y, 0, rows * 4);
             kern<<<grid, THREADS, smem, s>>>(ws[0], act, y, rows, blocks);
             cudaStreamSynchronize(s);
-            std::vector<float> hy(64);
-            cudaMemcpy(hy.data(), y, 64 * 4, cudaMemcpyDeviceToHost);
+            std::vector<float> hy(rows);
+            cudaMemcpy(hy.data(), y, rows * 4, cudaMemcpyDeviceToHost);
             double err = 0;
-            for (int r = 0; r < 64; r++) err = std::max(err, (double)fabsf(hy[r] - ref[r]) / (fabsf(ref[r]) + 1e-3));
+            for (int r = 0; r < 128; r++) err = std::max(err, (double)fabsf(hy[chk[r]] - ref[r]) / (fabsf(ref[r]) + 1e-3));
             cudaGraph_t gr;
             cudaGraphExec_t ge;
             cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-            for (int i = 0; i < calls; i++) kern<<<grid, THREADS, smem, s>>>(ws[i % sets], act, y, rows, blocks);
+            for (int i = 0; i < calls; i++) {
+                if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
+                kern<<<grid, THREADS, smem, s>>>(ws[i % sets], act, y, rows, blocks);
+            }
             cudaStreamEndCapture(s, &gr);
             cudaGraphInstantiate(&ge, gr, 0);
             for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, s);
@@ -586,6 +643,20 @@ int main(int argc, char** argv) {
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(gr);
         };
+        // WAVES=1: REG against BAL (and REG behind the same zeroing of y), three rounds.
+        for (int round = 0; getenv("WAVES") && round < 3; round++) {
+            run("REG", q4k_reg<>, 0, false);
+            run("REGZ", q4k_reg<>, 0, false, true);
+            run("BAL", q4k_bal<>, 0, true, true);
+            run("BAL5", q4k_bal<5>, 0, true, true);
+        }
+        // DEPTH=1: REG with one to four steps' loads before their math.
+        for (int round = 0; getenv("DEPTH") && round < 3; round++) {
+            run("REG", q4k_reg<>, 0, false);
+            run("REGU1", q4k_reg<0, 0, 1>, 0, false);
+            run("REGU3", q4k_reg<0, 0, 3>, 0, false);
+            run("REGU4", q4k_reg<0, 0, 4>, 0, false);
+        }
         // HINTS=1: only the register form and its load qualifiers, three rounds.
         for (int round = 0; getenv("HINTS") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -597,7 +668,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
