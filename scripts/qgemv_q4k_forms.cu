@@ -188,6 +188,41 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_reg(const uint8_t* __restri
     store_row(acc, y, row, lane);
 }
 
+// PDL: REG launched to overlap its predecessor (programmatic dependent launch, as
+// trueno launches its products): `launch_dependents` first, the first two steps' weights
+// before `griddepcontrol.wait` (weights are never written by a kernel; the activations
+// may be), the rest after. PF asks L2 for the rest of the row before the wait too:
+// 1 `prefetch.global.L2` a 128-byte line (lanes in turn), 2 one bulk prefetch of it all
+// (`cp.async.bulk.prefetch.L2`, lane 0), 3 as 1 with `evict_last`; WIN > 0 asks only for
+// the WIN steps after the first two. Rows of at least two steps, an even count.
+template <int PF, int WIN = 0>
+__global__ void __launch_bounds__(THREADS) q4k_pdl(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    asm volatile("griddepcontrol.launch_dependents;");
+    int lane = threadIdx.x & 31;
+    int row = (blockIdx.x * THREADS + threadIdx.x) >> 5;
+    if (row >= rows) return;
+    int g = lane >> 3, p = lane & 7;
+    const uint8_t* rowp = w + (size_t)row * blocks * BB;
+    const uint8_t* base = rowp + (size_t)g * BB;
+    const uint8_t* b1 = base + STEP_BLOCKS * BB;
+    uint4 h0 = ldw<0>(base), q0 = ldw<0>(base + 16 + 16 * p);
+    uint4 h1 = ldw<0>(b1), q1 = ldw<0>(b1 + 16 + 16 * p);
+    const uint8_t* rest = rowp + 2 * STEP_BLOCKS * BB;
+    const uint8_t* end = rowp + (size_t)blocks * BB;
+    if (WIN > 0 && rest + WIN * STEP_BLOCKS * BB < end) end = rest + WIN * STEP_BLOCKS * BB;
+    if (PF == 1 || PF == 3)
+        for (const uint8_t* x = rest + lane * 128; x < end; x += 32 * 128) {
+            if (PF == 1) asm volatile("prefetch.global.L2 [%0];" ::"l"(x));
+            else asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(x));
+        }
+    if (PF == 2 && lane == 0 && end > rest)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(rest), "r"((unsigned)(end - rest)) : "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    float acc = lane_part(h0, q0, a, g, p) + lane_part(h1, q1, a, g + STEP_BLOCKS, p);
+    acc += row_steps<0>(base, a, g, p, 2, blocks / STEP_BLOCKS);
+    store_row(acc, y, row, lane);
+}
+
 // BAL: a persistent grid whose warps take equal runs of the matrix's warp steps (rows x
 // steps, row after row), so no wave ends with some multiprocessors idle: a run's first
 // and last rows may be parts, added into `y` (zeroed before the call); its whole rows
@@ -533,7 +568,7 @@ int main(int argc, char** argv) {
     std::vector<std::array<int, 2>> shapes = {{14336, 4096}, {4096, 14336}, {32000, 4096}, {4096, 4096}};
     if (argc > 2) shapes.clear();
     for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({atoi(argv[i]), atoi(argv[i + 1])});
-    const int sets = 4, calls = 20;
+    const int calls = 20;
     cudaStream_t s;
     cudaStreamCreate(&s);
     int sms;
@@ -583,6 +618,9 @@ int main(int argc, char** argv) {
             for (int e = 0; e < 16; e++) t += haq[i * 16 + e];
             hs[i] = t;
         }
+        // Enough weight sets that a call never finds its weights in L2 (50 MB): four, or
+        // as many as 160 MB takes (16 at 4096 x 4096), at most a graph's calls.
+        int sets = std::min(calls, std::max(4, (int)((160e6 + wbytes - 1) / wbytes)));
         std::vector<uint8_t*> ws(sets);
         for (auto& p : ws) { cudaMalloc(&p, wbytes); cudaMemcpy(p, hw.data(), wbytes, cudaMemcpyHostToDevice); }
         int8_t* aq; float* ad; int32_t* as; float* y;
@@ -598,7 +636,7 @@ int main(int argc, char** argv) {
         std::vector<float> ref(128);
         for (int r = 0; r < 128; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), chk[r], blocks);
         // `slot16`: 16-byte slots a warp's ring holds.
-        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false) {
+        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false) {
             size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
             if (smem) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
@@ -619,7 +657,21 @@ int main(int argc, char** argv) {
             cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
             for (int i = 0; i < calls; i++) {
                 if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
-                kern<<<grid, THREADS, smem, s>>>(ws[i % sets], act, y, rows, blocks);
+                if (!pdl) {
+                    kern<<<grid, THREADS, smem, s>>>(ws[i % sets], act, y, rows, blocks);
+                    continue;
+                }
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3(grid);
+                cfg.blockDim = dim3(THREADS);
+                cfg.dynamicSmemBytes = smem;
+                cfg.stream = s;
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                at[0].val.programmaticStreamSerializationAllowed = 1;
+                cfg.attrs = at;
+                cfg.numAttrs = 1;
+                cudaLaunchKernelEx(&cfg, kern, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
             }
             cudaStreamEndCapture(s, &gr);
             cudaGraphInstantiate(&ge, gr, 0);
@@ -650,6 +702,17 @@ int main(int argc, char** argv) {
             run("BAL", q4k_bal<>, 0, true, true);
             run("BAL5", q4k_bal<5>, 0, true, true);
         }
+        // PDL=1: REG and its overlapped launch, with and without L2 prefetches before the wait.
+        for (int round = 0; getenv("PDL") && round < 3; round++) {
+            run("REG", q4k_reg<>, 0, false);
+            run("PDL", q4k_pdl<0>, 0, false, false, true);
+            run("PDL-pf", q4k_pdl<1>, 0, false, false, true);
+            run("PDL-bulkpf", q4k_pdl<2>, 0, false, false, true);
+            run("PDL-pf-evictlast", q4k_pdl<3>, 0, false, false, true);
+            run("PDL-pf-next2", q4k_pdl<1, 2>, 0, false, false, true);
+            run("PDL-pf-next4", q4k_pdl<1, 4>, 0, false, false, true);
+            run("PDL-pf-evictlast-next2", q4k_pdl<3, 2>, 0, false, false, true);
+        }
         // DEPTH=1: REG with one to four steps' loads before their math.
         for (int round = 0; getenv("DEPTH") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -668,7 +731,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
