@@ -21,7 +21,10 @@
 //   BAL     a persistent grid whose warps take equal runs of all the rows' steps, parts of
 //           rows added into a zeroed `y` (`WAVES=1`, against REG and REG behind the same
 //           zeroing, REGZ; give it several row counts to see how time grows by waves).
-// 20 calls in a CUDA graph over four weight sets (each call misses L2), µs a call,
+//   PDL     REG launched to overlap its predecessor (programmatic dependent launch, as
+//           trueno launches), the first two steps' weights before `griddepcontrol.wait`;
+//           with more of the row asked into L2 before the wait (`PDL=1`).
+// 20 calls in a CUDA graph over four weight sets or more (160 MB: each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
 // "Weight bytes in flight without registers, tried on an H200" (session 38) and the
