@@ -21,6 +21,7 @@
 //   BAL     a persistent grid whose warps take equal runs of all the rows' steps, parts of
 //           rows added into a zeroed `y` (`WAVES=1`, against REG and REG behind the same
 //           zeroing, REGZ; give it several row counts to see how time grows by waves).
+//   ROLLC   ROLL without its cursors and guards (one row a warp, two steps ahead; `ROLLC=1`);
 //   PDL     REG launched to overlap its predecessor (programmatic dependent launch, as
 //           trueno launches), the first two steps' weights before `griddepcontrol.wait`;
 //           with more of the row asked into L2 before the wait (`PDL=1`).
@@ -223,6 +224,37 @@ __global__ void __launch_bounds__(THREADS) q4k_pdl(const uint8_t* __restrict__ w
     asm volatile("griddepcontrol.wait;" ::: "memory");
     float acc = lane_part(h0, q0, a, g, p) + lane_part(h1, q1, a, g + STEP_BLOCKS, p);
     acc += row_steps<0>(base, a, g, p, 2, blocks / STEP_BLOCKS);
+    store_row(acc, y, row, lane);
+}
+
+// ROLLC: the rolling pipeline without ROLL's cursors and guards: one row a warp, two
+// steps loaded ahead, each step's registers reloaded with the step two on as soon as its
+// math has them (an even step count of at least two).
+__global__ void __launch_bounds__(THREADS) q4k_rollc(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    int lane = threadIdx.x & 31;
+    int row = (blockIdx.x * THREADS + threadIdx.x) >> 5;
+    if (row >= rows) return;
+    int g = lane >> 3, p = lane & 7;
+    const uint8_t* base = w + (size_t)row * blocks * BB + (size_t)g * BB;
+    int steps = blocks / STEP_BLOCKS;
+    const size_t step = STEP_BLOCKS * BB;
+    uint4 h0 = ldw<0>(base), q0 = ldw<0>(base + 16 + 16 * p);
+    uint4 h1 = ldw<0>(base + step), q1 = ldw<0>(base + step + 16 + 16 * p);
+    float acc = 0.f;
+    for (int s = 0; s + 2 < steps; s += 2) {
+        const uint8_t* b2 = base + (size_t)(s + 2) * step;
+        uint4 ch = h0, cq = q0;
+        h0 = ldw<0>(b2);
+        q0 = ldw<0>(b2 + 16 + 16 * p);
+        acc += lane_part(ch, cq, a, g + s * STEP_BLOCKS, p);
+        ch = h1;
+        cq = q1;
+        h1 = ldw<0>(b2 + step);
+        q1 = ldw<0>(b2 + step + 16 + 16 * p);
+        acc += lane_part(ch, cq, a, g + (s + 1) * STEP_BLOCKS, p);
+    }
+    acc += lane_part(h0, q0, a, g + (steps - 2) * STEP_BLOCKS, p);
+    acc += lane_part(h1, q1, a, g + (steps - 1) * STEP_BLOCKS, p);
     store_row(acc, y, row, lane);
 }
 
@@ -716,6 +748,11 @@ int main(int argc, char** argv) {
             run("PDL-pf-next4", q4k_pdl<1, 4>, 0, false, false, true);
             run("PDL-pf-evictlast-next2", q4k_pdl<3, 2>, 0, false, false, true);
         }
+        // ROLLC=1: REG against the clean rolling pipeline.
+        for (int round = 0; getenv("ROLLC") && round < 3; round++) {
+            run("REG", q4k_reg<>, 0, false);
+            run("ROLLC", q4k_rollc, 0, false);
+        }
         // DEPTH=1: REG with one to four steps' loads before their math.
         for (int round = 0; getenv("DEPTH") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -734,7 +771,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
