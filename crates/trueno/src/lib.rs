@@ -28,6 +28,7 @@
 //! ```
 
 pub mod activations;
+mod aligned;
 pub mod backend;
 mod convert;
 mod dispatch;

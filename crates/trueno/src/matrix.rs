@@ -1,6 +1,7 @@
 //! Row-major f32 matrices and borrowed views with a row stride, so a sub-matrix is a view,
 //! not a copy.
 
+use crate::aligned::AlignedF32;
 use crate::error::{Result, TruenoError};
 
 fn shape_err<T>(op: &'static str, reason: String) -> Result<T> {
@@ -52,7 +53,9 @@ fn block_start(
     })
 }
 
-/// An owned row-major matrix.
+/// An owned row-major matrix. The ones trueno allocates (`zeros`, `identity`, `from_fn`,
+/// clones, transposes) start on a 64-byte cache line, as faer's do; `from_vec` keeps the
+/// caller's buffer where it is.
 ///
 /// ```
 /// use trueno::Matrix;
@@ -66,7 +69,7 @@ fn block_start(
 pub struct Matrix {
     pub(crate) rows: usize,
     pub(crate) cols: usize,
-    pub(crate) data: Vec<f32>,
+    pub(crate) data: AlignedF32,
 }
 
 impl Matrix {
@@ -81,7 +84,7 @@ impl Matrix {
         Ok(Matrix {
             rows,
             cols,
-            data: vec![0.0; n],
+            data: AlignedF32::zeros(n),
         })
     }
 
@@ -95,7 +98,11 @@ impl Matrix {
     /// Takes `data` as `rows x cols`, row-major; its length must be `rows * cols`.
     pub fn from_vec(rows: usize, cols: usize, data: Vec<f32>) -> Result<Self> {
         match rows.checked_mul(cols) {
-            Some(n) if n == data.len() => Ok(Matrix { rows, cols, data }),
+            Some(n) if n == data.len() => Ok(Matrix {
+                rows,
+                cols,
+                data: AlignedF32::from_vec(data),
+            }),
             _ => shape_err(
                 "Matrix::from_vec",
                 format!(
@@ -138,9 +145,10 @@ impl Matrix {
     pub fn as_mut_slice(&mut self) -> &mut [f32] {
         &mut self.data
     }
-    /// The buffer.
+    /// The elements, row-major, as a `Vec` (one copy for a matrix trueno allocated, to
+    /// move them off its cache-line offset; none for one built by `from_vec`).
     pub fn into_vec(self) -> Vec<f32> {
-        self.data
+        self.data.into_vec()
     }
     /// Element `(i, j)`, or `None` outside the matrix.
     pub fn get(&self, i: usize, j: usize) -> Option<f32> {
@@ -223,10 +231,14 @@ impl<'a> MatRef<'a> {
             stride: self.stride,
         })
     }
-    /// An owned copy.
+    /// An owned copy (on a cache line, as `Matrix::zeros`).
     pub fn to_matrix(&self) -> Matrix {
-        let mut data = Vec::with_capacity(self.rows * self.cols);
-        (0..self.rows).for_each(|i| data.extend_from_slice(self.row(i)));
+        let mut data = AlignedF32::zeros(self.rows * self.cols);
+        if self.cols > 0 {
+            for (i, out) in data.chunks_exact_mut(self.cols).enumerate() {
+                out.copy_from_slice(self.row(i));
+            }
+        }
         Matrix {
             rows: self.rows,
             cols: self.cols,
@@ -296,5 +308,51 @@ impl<'a> MatMut<'a> {
     /// Row `i`, mutable.
     pub fn row_mut(&mut self, i: usize) -> &mut [f32] {
         &mut self.data[i * self.stride..i * self.stride + self.cols]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_a_line(m: &Matrix) -> bool {
+        crate::aligned::on_a_line(m.as_slice())
+    }
+
+    #[test]
+    fn matrices_trueno_allocates_start_on_a_cache_line() {
+        // 512 x 512 is a 1 MiB buffer: glibc's mmap'd chunks put a plain Vec 16 bytes
+        // past a line.
+        for (r, c) in [(1, 1), (3, 5), (512, 512)] {
+            let z = Matrix::zeros(r, c).unwrap();
+            let f = Matrix::from_fn(r, c, |i, j| (i * c + j) as f32).unwrap();
+            let t = f.transpose();
+            let copy = f.view().sub(0, 0, r, c).unwrap().to_matrix();
+            for (what, m) in [("zeros", &z), ("from_fn", &f), ("transpose", &t)] {
+                assert!(on_a_line(m), "{what} {r}x{c}");
+            }
+            assert!(on_a_line(&f.clone()) && on_a_line(&copy), "{r}x{c}");
+            assert_eq!(copy, f);
+            assert!(on_a_line(&Matrix::identity(r).unwrap()));
+        }
+    }
+
+    #[test]
+    fn a_callers_buffer_is_kept_and_every_matrix_comes_back_as_its_elements() {
+        let v: Vec<f32> = (0..6).map(|x| x as f32).collect();
+        let given = v.clone();
+        let at = given.as_ptr();
+        let m = Matrix::from_vec(2, 3, given).unwrap();
+        assert_eq!(m.as_slice().as_ptr(), at);
+        assert_eq!(m.clone(), m);
+        let back = m.into_vec();
+        assert_eq!((back.as_ptr(), &back[..]), (at, &v[..]));
+        // An allocated one comes back as exactly its elements, in order.
+        let f = Matrix::from_fn(2, 3, |i, j| (i * 3 + j) as f32).unwrap();
+        assert_eq!(f.into_vec(), v);
+        assert_eq!(
+            format!("{:?}", Matrix::zeros(1, 2).unwrap().as_slice()),
+            "[0.0, 0.0]"
+        );
     }
 }

@@ -182,7 +182,7 @@ impl Matrix {
         let mut t = Matrix {
             rows: self.cols,
             cols: self.rows,
-            data: vec![0.0; self.data.len()],
+            data: crate::aligned::AlignedF32::zeros(self.data.len()),
         };
         // The default engine's choice of ISA (scalar if none could be made).
         let avx = crate::engine().is_ok_and(|e| has_avx(e.backend(OpClass::MatMul)));
