@@ -26,7 +26,8 @@ pub(crate) struct AlignedF32 {
 impl AlignedF32 {
     /// `len` zeros starting on a cache line.
     pub(crate) fn zeros(len: usize) -> Self {
-        let buf = vec![0.0f32; len + LINE_FLOATS - 1];
+        // Saturating: a length past the address space fails in `vec!` as it did unpadded.
+        let buf = vec![0.0f32; len.saturating_add(LINE_FLOATS - 1)];
         // A pointer to f32 is 4-byte aligned, so a line starts within 15 floats; the
         // `min` only guards `align_offset`'s documented "cannot align" answer.
         let off = buf.as_ptr().align_offset(64).min(LINE_FLOATS - 1);
