@@ -45,6 +45,8 @@
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "stream_read_common.cuh"
+
 constexpr int BB = 144;         // Q4_K super-block bytes
 constexpr int STEP_BLOCKS = 4;  // super-blocks a warp step
 constexpr int THREADS = 256;
@@ -614,19 +616,7 @@ int main(int argc, char** argv) {
         cudaMalloc(&x, n);
         cudaMalloc(&z, n);
         cudaMemset(x, 1, n);
-        float best = 1e9;
-        for (int r = 0; r < 10; r++) {
-            cudaEvent_t e0, e1;
-            cudaEventCreate(&e0);
-            cudaEventCreate(&e1);
-            cudaEventRecord(e0, s);
-            cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s);
-            cudaEventRecord(e1, s);
-            cudaEventSynchronize(e1);
-            float ms;
-            cudaEventElapsedTime(&ms, e0, e1);
-            best = ms < best ? ms : best;
-        }
+        float best = best_ms(s, 10, [&] { cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s); });
         printf("{\"copy_GBps\":%.0f}\n", 2.0 * n / best / 1e6);
         cudaFree(x);
         cudaFree(z);
@@ -692,38 +682,12 @@ int main(int argc, char** argv) {
             cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
             for (int i = 0; i < calls; i++) {
                 if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
-                if (!pdl) {
-                    kern<<<grid, THREADS, smem, s>>>(ws[i % sets], act, y, rows, blocks);
-                    continue;
-                }
-                cudaLaunchConfig_t cfg = {};
-                cfg.gridDim = dim3(grid);
-                cfg.blockDim = dim3(THREADS);
-                cfg.dynamicSmemBytes = smem;
-                cfg.stream = s;
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-                at[0].val.programmaticStreamSerializationAllowed = 1;
-                cfg.attrs = at;
-                cfg.numAttrs = 1;
-                cudaLaunchKernelEx(&cfg, kern, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
+                launch(s, pdl, kern, dim3(grid), dim3(THREADS), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
             }
             cudaStreamEndCapture(s, &gr);
             cudaGraphInstantiate(&ge, gr, 0);
             for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, s);
-            float best = 1e9;
-            for (int r = 0; r < 15; r++) {
-                cudaEvent_t e0, e1;
-                cudaEventCreate(&e0);
-                cudaEventCreate(&e1);
-                cudaEventRecord(e0, s);
-                cudaGraphLaunch(ge, s);
-                cudaEventRecord(e1, s);
-                cudaEventSynchronize(e1);
-                float ms;
-                cudaEventElapsedTime(&ms, e0, e1);
-                best = ms < best ? ms : best;
-            }
+            float best = best_ms(s, 15, [&] { cudaGraphLaunch(ge, s); });
             double us = best * 1000.0 / calls;
             printf("{\"shape\":\"%dx%d\",\"form\":\"%s\",\"regs\":%d,\"blocks_per_sm\":%d,\"grid\":%d,\"us\":%.3f,\"GBps\":%.0f,\"max_rel_err\":%.2e}\n",
                    rows, cols, name, fa.numRegs, per_sm, grid, us, wbytes / us / 1e3, err);

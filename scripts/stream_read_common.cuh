@@ -1,5 +1,6 @@
-// What the streaming-read probes share (stream_read_overlap.cu, stream_read_smem.cu):
-// the register-load read and a chain of launches timed in a CUDA graph. Not part of
+// What the streaming-read probes share (stream_read_overlap.cu, stream_read_smem.cu;
+// qgemv_q4k_forms.cu its launch and timing): the register-load read and a chain of
+// launches timed in a CUDA graph. Not part of
 // trueno (which generates its own PTX): probes of the hardware, built with the device
 // machine's nvcc.
 #pragma once
@@ -60,6 +61,24 @@ float best_ms(cudaStream_t s, int reps, F work) {
     return best;
 }
 
+// Launches `kernel` on `s` (`grid` blocks of `block` threads, `smem` dynamic bytes), with
+// the programmatic-serialization attribute where `pdl` (it may then overlap the stream's
+// previous kernel up to its `griddepcontrol.wait`).
+template <typename K, typename... Args>
+void launch(cudaStream_t s, bool pdl, K kernel, dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 // µs a call of `copies` launches of `kernel` (blocks x threads, `smem` dynamic bytes),
 // the i-th reading `bufs[i % bufs.size()]` as a `Ptr` followed by `rest`, with the
 // programmatic-serialization attribute where `pdl`: captured in a CUDA graph, three
@@ -70,19 +89,8 @@ float chain_us(cudaStream_t s, int copies, const std::vector<char*>& bufs, bool 
     cudaGraph_t g;
     cudaGraphExec_t ge;
     cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-    for (int i = 0; i < copies; i++) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = shape.x;
-        cfg.blockDim = shape.y;
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = s;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = pdl ? 1 : 0;
-        cudaLaunchKernelEx(&cfg, kernel, (Ptr)bufs[i % bufs.size()], rest...);
-    }
+    for (int i = 0; i < copies; i++)
+        launch(s, pdl, kernel, dim3(shape.x), dim3(shape.y), smem, (Ptr)bufs[i % bufs.size()], rest...);
     cudaStreamEndCapture(s, &g);
     if (cudaGraphInstantiate(&ge, g, 0)) {
         printf("inst fail %s\n", cudaGetErrorString(cudaGetLastError()));

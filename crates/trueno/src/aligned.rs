@@ -4,7 +4,7 @@
 //! header leaves the first element 16 bytes past a 64-byte line. The GEMM's 64-byte C
 //! stores then each straddle two lines. Zen 5 VM, one thread, `gemm_vs_faer` with A, B
 //! and C on lines (`ALIGN=1`) alternated three times with them as allocated: 512^3
-//! 0.97-0.98x -> 0.98-0.99x faer, 256^3 1.00x -> 1.01-1.02x, 1024^3 0.99x -> 0.99-1.00x
+//! 0.97-0.98x -> 0.98-0.99x faer, 256^3 1.00x -> 1.01-1.02x, 1024^3 0.98-0.99x -> 0.99-1.00x
 //! (faer's own matrices are aligned so). A caller's `Vec` handed to
 //! `Matrix::from_vec` is kept where it is: realigning it would copy it.
 

@@ -234,10 +234,8 @@ impl<'a> MatRef<'a> {
     /// An owned copy (on a cache line, as `Matrix::zeros`).
     pub fn to_matrix(&self) -> Matrix {
         let mut data = AlignedF32::zeros(self.rows * self.cols);
-        if self.cols > 0 {
-            for (i, out) in data.chunks_exact_mut(self.cols).enumerate() {
-                out.copy_from_slice(self.row(i));
-            }
+        for i in 0..self.rows {
+            data[i * self.cols..][..self.cols].copy_from_slice(self.row(i));
         }
         Matrix {
             rows: self.rows,
@@ -334,6 +332,14 @@ mod tests {
             assert!(on_a_line(&f.clone()) && on_a_line(&copy), "{r}x{c}");
             assert_eq!(copy, f);
             assert!(on_a_line(&Matrix::identity(r).unwrap()));
+            // A strided sub-view copies row by row: element (i, j) is f's (i + 1, j + 1).
+            let part = f.view().sub(1, 1, r - 1, c - 1).unwrap().to_matrix();
+            assert_eq!((part.rows(), part.cols()), (r - 1, c - 1));
+            for i in 0..r - 1 {
+                for j in 0..c - 1 {
+                    assert_eq!(part.get(i, j), Some(((i + 1) * c + j + 1) as f32));
+                }
+            }
         }
     }
 
