@@ -4,9 +4,10 @@
 //! object per line; `scripts/gpu_bench_peer.py` times PyTorch on the same shapes in the
 //! same command and prints the comparison table.
 //!
-//! Usage: `gpu-bench [--quick] [--serialised] [--out FILE] [--only SECTION,...]`
-//! (`--serialised`: every launch waits for the one before, no programmatic dependent
-//! launch; sections: overheads,
+//! Usage: `gpu-bench [--quick] [--serialised] [--out FILE] [--only SECTION,...]
+//! [--qgemv-shapes ROWSxCOLS,...]` (`--serialised`: every launch waits for the one before,
+//! no programmatic dependent launch; `--qgemv-shapes`: the quantized products at these
+//! shapes instead of the four; sections: overheads,
 //! elementwise, rows, gemm, gemm_mma, gemm_tf32, gemm_split, flash_attention, qgemv, dequant, qgemm, rope,
 //! decode_attention, decode_layer, gemm_tune)
 
@@ -41,6 +42,8 @@ struct Bench {
     ctx: Context,
     out: Box<dyn Write>,
     quick: bool,
+    /// `--qgemv-shapes`, where given.
+    qgemv_shapes: Option<Vec<(usize, usize)>>,
     /// The last [`Bench::time`]'s runs queued back to back between one event pair,
     /// milliseconds a run: GPU time without the host's launch latency, which a single
     /// run's event pair includes (the peer script times PyTorch the same way, in a CUDA
@@ -330,12 +333,12 @@ impl Bench {
     /// Matrix-vector products from quantized weights at LLM projection shapes (rows x
     /// cols = outputs x inputs), weights rotated through enough copies to miss L2.
     fn qgemv(&mut self) -> Result<()> {
-        let shapes: &[(usize, usize)] = if self.quick {
-            &[(4096, 4096)]
-        } else {
-            &[(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096)]
+        let shapes: Vec<(usize, usize)> = match (&self.qgemv_shapes, self.quick) {
+            (Some(s), _) => s.clone(),
+            (None, true) => vec![(4096, 4096)],
+            (None, false) => vec![(4096, 4096), (14336, 4096), (4096, 14336), (32000, 4096)],
         };
-        for &(rows, cols) in shapes {
+        for (rows, cols) in shapes {
             let x = self.ctx.upload(&random(cols, 3))?;
             let xh: Vec<half::f16> = random(cols, 3)
                 .into_iter()
@@ -344,7 +347,11 @@ impl Bench {
             let xh = self.ctx.upload(&xh)?;
             let y = self.ctx.alloc::<f32>(rows)?;
             for f in QuantFormat::ALL {
-                let bytes = f.matrix_bytes(rows, cols).expect("bench shapes fit");
+                // A `--qgemv-shapes` width that is not whole super-blocks: nothing to time.
+                let Some(bytes) = f.matrix_bytes(rows, cols).filter(|_| cols % 256 == 0) else {
+                    eprintln!("gpu-bench: qgemv {rows}x{cols}: not whole blocks of 256, skipped");
+                    continue;
+                };
                 let sets = self.sets(bytes);
                 let host = random_blocks(f, bytes);
                 let ws = (0..sets)
@@ -504,9 +511,38 @@ impl Bench {
     }
 }
 
+/// `"8192x4096,32000x4096"` as `(rows, cols)` pairs; every size at least 1.
+fn parse_shapes(list: &str) -> std::result::Result<Vec<(usize, usize)>, String> {
+    list.split(',')
+        .map(|s| {
+            let dims = s
+                .split_once('x')
+                .and_then(|(r, c)| Some((r.parse().ok()?, c.parse().ok()?)));
+            match dims {
+                Some((r, c)) if r > 0 && c > 0 => Ok((r, c)),
+                _ => Err(format!("{s:?} is not ROWSxCOLS")),
+            }
+        })
+        .collect()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let qgemv_shapes = match args.iter().position(|a| a == "--qgemv-shapes") {
+        None => None,
+        Some(i) => match args.get(i + 1).map(|v| parse_shapes(v)) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(e)) => {
+                eprintln!("gpu-bench: --qgemv-shapes: {e}");
+                std::process::exit(2);
+            }
+            None => {
+                eprintln!("gpu-bench: --qgemv-shapes needs ROWSxCOLS,...");
+                std::process::exit(2);
+            }
+        },
+    };
     let ctx = match Context::new(0) {
         Ok(c) => c,
         Err(e) => {
@@ -525,6 +561,7 @@ fn main() {
         ctx,
         out,
         quick,
+        qgemv_shapes,
         queued: std::cell::Cell::new(0.0),
     };
     b.emit(format!(
