@@ -9,6 +9,7 @@ use crate::kernels::qgemv_dp4a::{
     MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
+use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
@@ -210,7 +211,9 @@ impl Context {
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
     /// the driver, for the kernels as compiled here), else the default: on a device with
     /// the bandwidth a multiprocessor of an H200 ([`late_wins`]) the late-activation
-    /// kernel for its formats ([`QgemvQ8kLateKernel`]), else [`QgemvQ8kKernel`].
+    /// kernel for its formats ([`QgemvQ8kLateKernel`]), else [`QgemvQ8kKernel`]. Before
+    /// either, Q4_K's one-pass kernel ([`QgemvQ8kWideKernel`]) for many 4096-wide rows on
+    /// such a device ([`wide_wins`]).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -230,17 +233,30 @@ impl Context {
         let d = self.device();
         let default = || QgemvQ8kLateKernel::or_default(f, d.peak_bandwidth_gbs, d.multiprocessors);
         let (plain, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
+        let cfg = plain.launch_config(&dims)?;
+        let resident = |k: &dyn Kernel| {
+            self.function(Family::Qgemv, &k.name())?
+                .resident_blocks(cfg.block.0)
+        };
+        let wide = QgemvQ8kWideKernel(f);
+        let sms = d.multiprocessors;
+        if QgemvQ8kWideKernel::FORMATS.contains(&f)
+            && wide_wins(
+                f,
+                dims,
+                cfg.grid.0,
+                (sms, resident(&wide)?),
+                d.peak_bandwidth_gbs,
+            )
+        {
+            return Ok(Box::new(wide));
+        }
         if variant.steps().is_none() {
             return Ok(default());
         }
         // Measured against the plain kernel's residency. Where both it and the late
         // kernel fit one wave (Q6_K at 4096 rows), the one-step variant still wins: the
         // late kernel ran 0.917-0.925x of it on an H200 (session 36).
-        let cfg = plain.launch_config(&dims)?;
-        let resident = |k: &dyn Kernel| {
-            self.function(Family::Qgemv, &k.name())?
-                .resident_blocks(cfg.block.0)
-        };
         let per_sm = (resident(&plain)?, resident(&variant)?);
         Ok(match one_wave_wins(cfg.grid.0, d.multiprocessors, per_sm) {
             true => Box::new(variant),

@@ -557,4 +557,43 @@ fn planned_residency_matches_the_register_snapshot() {
             assert_eq!(planned, measured, "{} on {target}", variant.name());
         }
     }
+    use crate::kernels::qgemv_wide::QgemvQ8kWideKernel;
+    for f in QgemvQ8kWideKernel::FORMATS {
+        for target in ["sm_80", "sm_90"] {
+            let name = QgemvQ8kWideKernel(f).name();
+            assert_eq!(
+                blocks(&name, target),
+                QgemvQ8kWideKernel::PLANNED_RESIDENCY,
+                "{name} on {target}"
+            );
+        }
+    }
+}
+
+/// A Q4_K output layer (128256 rows of 4096) takes the one-pass kernel on an H200, as
+/// `Stream::qgemv_q8k` does there (thirty waves of its 528 blocks), and the default
+/// kernel on an H100; the layers' Q4_K products (4096 and 14336 rows, one to four waves)
+/// keep the default on both.
+#[test]
+fn a_q4_k_output_layer_takes_the_one_pass_kernel_on_an_h200() {
+    const H200: &DevicePeak = &DEVICES[1];
+    let mut m = llama3_8b();
+    m.output = wt("Q4_K", 256, 144);
+    let named = |d: &DevicePeak, what: &str| -> String {
+        let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, d).unwrap();
+        let s = p
+            .layers
+            .iter()
+            .flatten()
+            .chain(p.epilogue.iter())
+            .find(|s| s.what == what)
+            .unwrap();
+        s.kernel.clone().unwrap()
+    };
+    let logits = "output projection (logits)";
+    assert_eq!(named(H200, logits), "trueno_qgemv_q4_k_q8k_wide");
+    assert_eq!(named(H100, logits), "trueno_qgemv_q4_k_q8k");
+    for what in ["q projection", "gate projection"] {
+        assert_eq!(named(H200, what), "trueno_qgemv_q4_k_q8k", "{what}");
+    }
 }

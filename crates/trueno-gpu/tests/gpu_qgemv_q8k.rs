@@ -13,6 +13,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
@@ -318,6 +319,63 @@ fn late_activations_match_the_reference_where_chosen() {
         // step left for three lanes of four.
         let chosen = random_product_matches(&ctx, &mut rng, f, (6000 + 5, 19 * 256));
         assert_eq!(chosen, QgemvQ8kLateKernel(f).name());
+    }
+}
+
+/// Q4_K's many 4096-wide rows take the one-pass kernel where the device calls for it
+/// (`wide_wins`): there, against the reference with a ragged last block, at the fewest
+/// rows that take it (five waves of its blocks as the driver places them). The rows
+/// repeat 613 random ones (a prime: neighbours and whole blocks apart always differ), so
+/// that quantizing and the reference stay quick.
+#[test]
+fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
+    let Some(ctx) = ctx() else { return };
+    let d = ctx.device();
+    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+        eprintln!("SKIPPED: {} does not take the one-pass kernel", d.name);
+        return;
+    }
+    let (f, cols, unique) = (QuantFormat::Q4K, 4096, 613);
+    let wide = QgemvQ8kWideKernel(f);
+    let per_sm = ctx
+        .function(Family::Qgemv, &wide.name())
+        .unwrap()
+        .resident_blocks(256)
+        .unwrap();
+    let blocks = WIDE_MIN_WAVES as usize * (per_sm * d.multiprocessors) as usize;
+    let rows = 8 * (blocks - 1) + 5;
+    let mut rng = Rng(0x3de);
+    let x = rng.vec(cols, -1.0, 1.0);
+    let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+    let dense = rng.vec(unique * cols, -2.0, 2.0);
+    let some = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+    let row_bytes = some.len() / unique;
+    let w: Vec<u8> = some
+        .chunks(row_bytes)
+        .cycle()
+        .take(rows)
+        .flatten()
+        .copied()
+        .collect();
+    let some_want = reference(f, &some, &act, unique, cols);
+    let want: Vec<_> = (0..rows).map(|r| some_want[r % unique]).collect();
+    let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+    assert_eq!(ctx.qgemv_q8k_kernel(&wd).unwrap().name(), wide.name());
+    let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
+    assert_rows(&format!("{} {rows}x{cols}", wide.name()), &y, &want);
+    // A block fewer: the default kernel; as many rows of 4352 (a step past one pass),
+    // only chosen, too.
+    let fewer = ctx.upload_quant(f, rows - 8, cols, &w[..(rows - 8) * row_bytes]);
+    let wider = ctx.upload_quant(f, rows, 17 * 256, &vec![0u8; rows * 17 * 144]);
+    for m in [fewer.unwrap(), wider.unwrap()] {
+        let chosen = ctx.qgemv_q8k_kernel(&m).unwrap().name();
+        assert_eq!(
+            chosen,
+            QgemvQ8kKernel(f).name(),
+            "{}x{}",
+            m.rows(),
+            m.cols()
+        );
     }
 }
 

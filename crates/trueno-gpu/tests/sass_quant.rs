@@ -114,6 +114,52 @@ fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
     }
 }
 
+/// Q4_K's one-pass kernel (`QgemvQ8kWideKernel`): a 4096-wide row's four steps of quants
+/// in four 16-byte loads before it waits for the previous grid, headers and activations
+/// among the products; fewer registers than the default kernel and no more than 56, so
+/// four eight-warp blocks a multiprocessor on every target.
+#[test]
+fn the_one_pass_q4_k_qgemv_holds_four_steps_of_quants_before_its_wait() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    use trueno_gpu::kernels::qgemv_wide::QgemvQ8kWideKernel;
+    for f in QgemvQ8kWideKernel::FORMATS {
+        let k = QgemvQ8kWideKernel(f);
+        let (stem, code) = sass.of(&k, Target::Sm90);
+        let before: Vec<&str> = code
+            .lines()
+            .take_while(|l| !l.contains("ACQBULK"))
+            .filter(|l| l.contains("LDG"))
+            .collect();
+        // Steps of four 144-byte super-blocks: offsets 0, 576, 1152, 1728 from one
+        // pointer (the default kernel's four are two steps' headers and quants).
+        let offset = |l: &str| {
+            let addr = l.split('[').nth(2).unwrap_or("");
+            let hex = addr.split_once("+0x").map_or("0", |(_, o)| o);
+            let digits: String = hex.chars().take_while(char::is_ascii_hexdigit).collect();
+            u32::from_str_radix(&digits, 16).ok()
+        };
+        let mut offsets: Vec<_> = before.iter().map(|l| offset(l)).collect();
+        offsets.sort();
+        let want = [0, 576, 1152, 1728].map(Some);
+        assert_eq!(offsets, want, "{stem}: {before:?}");
+        assert!(before.iter().all(|l| l.contains("LDG.E.128")), "{stem}");
+        for target in [Target::Sm80, Target::Sm90] {
+            let (stem, code) = sass.of(&k, target);
+            assert!(
+                loads_after_first(&code, "IDP.4A") > 0,
+                "{stem}: no header or activation load among the products\n{code}"
+            );
+            let regs = sass.registers(&k, target);
+            let default = sass.registers(&QgemvQ8kKernel(f), target);
+            assert!(
+                regs <= 56 && regs < default,
+                "{stem}: {regs} registers against {default}"
+            );
+        }
+    }
+}
+
 /// The float-activation K-quant products issue a pass's loads before its math
 /// (`qgemv_k::end_block`): from the first FFMA to the next branch, no load.
 #[test]
@@ -163,6 +209,7 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     use trueno_gpu::kernels::float_type::FloatType;
     use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
     use trueno_gpu::kernels::qgemv_late::QgemvQ8kLateKernel;
+    use trueno_gpu::kernels::qgemv_wide::QgemvQ8kWideKernel;
     use trueno_gpu::kernels::quantize_q8k::QuantizeQ8kKernel;
     let loads_before_wait = |code: &str| {
         code.lines()
@@ -179,6 +226,9 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     );
     kernels.extend(
         QgemvQ8kLateKernel::FORMATS.map(|f| Box::new(QgemvQ8kLateKernel(f)) as Box<dyn Kernel>),
+    );
+    kernels.extend(
+        QgemvQ8kWideKernel::FORMATS.map(|f| Box::new(QgemvQ8kWideKernel(f)) as Box<dyn Kernel>),
     );
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);

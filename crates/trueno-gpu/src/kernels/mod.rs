@@ -38,6 +38,7 @@ mod qgemv_k4_dp4a;
 pub mod qgemv_late;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
+pub mod qgemv_wide;
 pub mod quantize_q8k;
 pub mod reduce;
 pub mod rope;

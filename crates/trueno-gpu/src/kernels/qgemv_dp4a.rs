@@ -171,6 +171,11 @@ pub(super) trait LaneStep {
     fn act(&self) -> &ActPtrs;
     /// Step `s`'s weights (`s * 4` super-blocks on).
     fn load(&self, b: &mut KernelBuilder, s: i64) -> Self::Weights;
+    /// Step `s`'s weight loads left until after the pass's pin (none by default; Q4_K's
+    /// headers in [`super::qgemv_wide::QgemvQ8kWideKernel`]).
+    fn complete(&self, _b: &mut KernelBuilder, _s: i64, w: Self::Weights) -> Self::Weights {
+        w
+    }
     /// Unpacks a step's weights.
     fn unpack(&self, b: &mut KernelBuilder, w: &Self::Weights) -> Self::Unpacked;
     /// The lane's share of its super-block against one vector's activations.
@@ -187,20 +192,29 @@ pub(super) trait LaneStep {
     }
 }
 
+/// How a one-vector kernel's passes load: steps a pass (the lane's own count where
+/// `None`) and whether a pinned pass's activations wait until after its pin.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct PassPlan {
+    /// Steps a pass.
+    pub steps: Option<u32>,
+    /// Activations after the pin ([`super::qgemv_late::QgemvQ8kLateKernel`] and
+    /// [`super::qgemv_wide::QgemvQ8kWideKernel`]).
+    pub late_act: bool,
+    /// Q4_K's super-block headers after the pin ([`super::qgemv_wide::QgemvQ8kWideKernel`]).
+    pub late_head: bool,
+}
+
 /// The one-vector row loop: passes of [`LaneStep::unroll`] steps (their loads, then
 /// their math), then the lane's remaining steps one by one; every step is inside the row,
 /// so no load is predicated (a predicated load must start from zeroed registers, which
 /// ptxas then keeps live beside the loaded ones). The warp's sum goes to `y[row]`.
-fn run(
-    mut b: KernelBuilder,
-    fr: &Frame,
-    lane: &impl LaneStep,
-    (unroll, late): (Option<u32>, bool),
-) -> KernelIr {
+fn run(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep, plan: PassPlan) -> KernelIr {
     let acc = b.mov::<F32>(0.0f32);
-    // Activations after the pin (`QgemvQ8kLateKernel`): only a pinned pass has one.
-    let late = late && lane.pin_loads();
-    let unroll = unroll.unwrap_or_else(|| lane.unroll());
+    // Activations after the pin (`QgemvQ8kLateKernel`, `QgemvQ8kWideKernel`): only a
+    // pinned pass has one.
+    let late = plan.late_act && lane.pin_loads();
+    let unroll = plan.steps.unwrap_or_else(|| lane.unroll());
     debug_assert!(unroll.is_power_of_two());
     // The lane's steps: super-blocks g, g + 4, ... below `blocks`.
     let outside = b.setp::<U32>(Cmp::Ge, fr.g, fr.blocks);
@@ -239,6 +253,7 @@ fn run(
                 Some(a) => a,
                 None => lane.act().load(b, s as i64, None),
             };
+            let w = lane.complete(b, s as i64, w);
             let w = lane.unpack(b, &w);
             let part = lane.part(b, &w, &a);
             let next = b.add(acc, part);
@@ -279,6 +294,7 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
     // One step a pass: the loop's own test keeps it inside the row.
     b.for_loop(fr.g, fr.blocks, BLOCKS_PER_STEP, false, |b, _| {
         let w = lane.load(b, 0);
+        let w = lane.complete(b, 0, w);
         let w = lane.unpack(b, &w);
         // Each vector's offsets from the last one's, in the loop: hoisted as constants
         // they would hold three register pairs a vector.
@@ -312,15 +328,9 @@ fn run_batch(mut b: KernelBuilder, fr: &Frame, lane: &impl LaneStep) -> KernelIr
     b.finish()
 }
 
-/// The frame and lane of format `f`, built into a one-vector kernel (with `unroll` steps
-/// a pass where given, else the lane's own count; with `late`, a pinned pass's
-/// activations loaded after its pin) or a batched one (`unroll` `None`).
-pub(super) fn build(
-    name: String,
-    f: QuantFormat,
-    batched: bool,
-    (unroll, late): (Option<u32>, bool),
-) -> KernelIr {
+/// The frame and lane of format `f`, built into a one-vector kernel with passes as `plan`
+/// lays them out, or a batched one (`plan` unused).
+pub(super) fn build(name: String, f: QuantFormat, batched: bool, plan: PassPlan) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     match f {
         QuantFormat::Q6K => {
@@ -334,17 +344,17 @@ pub(super) fn build(
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, (unroll, late))
+                run(b, &fr, &lane, plan)
             }
         }
         QuantFormat::Q4K | QuantFormat::Q5K => {
             let five_bit = f == QuantFormat::Q5K;
             let fr = frame(&mut b, qgemv_k::layout(five_bit).0, batched);
-            let lane = K4Lane::new(&mut b, &fr, five_bit);
+            let lane = K4Lane::new(&mut b, &fr, five_bit, plan.late_head && !batched);
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, (unroll, late))
+                run(b, &fr, &lane, plan)
             }
         }
         QuantFormat::Q8_0 | QuantFormat::Q4_0 => {
@@ -354,7 +364,7 @@ pub(super) fn build(
             if batched {
                 run_batch(b, &fr, &lane)
             } else {
-                run(b, &fr, &lane, (unroll, late))
+                run(b, &fr, &lane, plan)
             }
         }
     }
@@ -392,7 +402,7 @@ impl Kernel for QgemvQ8kKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, (None, false))
+        build(self.name(), self.0, false, PassPlan::default())
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256.
@@ -450,7 +460,15 @@ impl Kernel for QgemvQ8kOneWaveKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, (self.steps(), false))
+        build(
+            self.name(),
+            self.0,
+            false,
+            PassPlan {
+                steps: self.steps(),
+                ..PassPlan::default()
+            },
+        )
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
@@ -500,7 +518,7 @@ impl Kernel for QgemvQ8kBatchKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, true, (None, false))
+        build(self.name(), self.0, true, PassPlan::default())
     }
 
     /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.

@@ -19,11 +19,14 @@ pub(super) struct K4Lane {
     act: ActPtrs,
     split: ChunkScales,
     bb: u32,
+    /// Whether the header waits until after the pass's pin (an L1 hit by then: each
+    /// header's 32-byte sector comes in with a quant load of the same warp step).
+    late_head: bool,
 }
 
-/// One step's weight loads.
+/// One step's weight loads (the header `None` until loaded, where it waits for the pin).
 pub(super) struct K4Weights {
-    head: [Reg<U32>; 4],
+    head: Option<[Reg<U32>; 4]>,
     q: [Reg<U32>; 4],
     qh: Option<[Reg<U32>; 4]>,
 }
@@ -39,8 +42,14 @@ pub(super) struct K4Unpacked {
 }
 
 impl K4Lane {
-    /// The lane of a Q4_K (`five_bit` false) or Q5_K kernel.
-    pub(super) fn new(b: &mut KernelBuilder, fr: &Frame, five_bit: bool) -> K4Lane {
+    /// The lane of a Q4_K (`five_bit` false) or Q5_K kernel, its headers loaded after the
+    /// pin where `late_head` (Q4_K only: Q5_K's passes are not pinned).
+    pub(super) fn new(
+        b: &mut KernelBuilder,
+        fr: &Frame,
+        five_bit: bool,
+        late_head: bool,
+    ) -> K4Lane {
         let (bb, qs_at) = layout(five_bit);
         let c = b.shr(fr.p, 1u32);
         let h = b.and(fr.p, 1u32);
@@ -63,6 +72,7 @@ impl K4Lane {
             },
             split,
             bb,
+            late_head: late_head && !five_bit,
         }
     }
 }
@@ -80,20 +90,33 @@ impl LaneStep for K4Lane {
         let v4 =
             |b: &mut KernelBuilder, p: Reg<U64>| b.ld_vec::<U32, U64, 4>(Space::Global, p, off);
         K4Weights {
-            head: v4(b, self.blk),
+            head: (!self.late_head).then(|| v4(b, self.blk)),
             q: v4(b, self.q),
             qh: self.qh.map(|p| v4(b, p)),
         }
     }
 
+    fn complete(&self, b: &mut KernelBuilder, s: i64, w: K4Weights) -> K4Weights {
+        let off = s * i64::from(BLOCKS_PER_STEP * self.bb);
+        let head = match w.head {
+            Some(h) => h,
+            None => b.ld_vec::<U32, U64, 4>(Space::Global, self.blk, off),
+        };
+        K4Weights {
+            head: Some(head),
+            ..w
+        }
+    }
+
     fn unpack(&self, b: &mut KernelBuilder, w: &K4Weights) -> K4Unpacked {
+        let head = w.head.expect("`complete` loads a late header");
         let sp = &self.split;
         let quants = std::array::from_fn(|i| {
             let fifth = w.qh.map(|qh| (qh[i], sp.j0));
             let (lo, hi) = quant_bytes(b, w.q[i], fifth);
             [lo, hi]
         });
-        let s = [w.head[1], w.head[2], w.head[3]];
+        let s = [head[1], head[2], head[3]];
         let signed = |b: &mut KernelBuilder, (sc, m): (Reg<U32>, Reg<U32>)| {
             (b.bitcast32::<S32, U32>(sc), b.bitcast32::<S32, U32>(m))
         };
@@ -105,8 +128,8 @@ impl LaneStep for K4Lane {
             quants,
             scales: [sc0, sc1],
             mins: [m0, m1],
-            d: half_of(b, w.head[0], false),
-            dmin: half_of(b, w.head[0], true),
+            d: half_of(b, head[0], false),
+            dmin: half_of(b, head[0], true),
         }
     }
 

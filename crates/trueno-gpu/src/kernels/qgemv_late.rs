@@ -11,7 +11,7 @@
 //! bandwidth a multiprocessor.
 
 use super::qgemv::QuantFormat;
-use super::qgemv_dp4a::{QgemvQ8kKernel, build, launch};
+use super::qgemv_dp4a::{PassPlan, QgemvQ8kKernel, build, launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::KernelIr;
@@ -70,7 +70,15 @@ impl Kernel for QgemvQ8kLateKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0, false, (None, true))
+        build(
+            self.name(),
+            self.0,
+            false,
+            PassPlan {
+                late_act: true,
+                ..PassPlan::default()
+            },
+        )
     }
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
