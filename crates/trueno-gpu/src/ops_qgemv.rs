@@ -9,7 +9,7 @@ use crate::kernels::qgemv_dp4a::{
     MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_wins};
+use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_may_win, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem, Q8kVector, QuantMatrix};
@@ -238,16 +238,14 @@ impl Context {
             self.function(Family::Qgemv, &k.name())?
                 .resident_blocks(cfg.block.0)
         };
-        let wide = QgemvQ8kWideKernel(f);
-        let sms = d.multiprocessors;
-        if QgemvQ8kWideKernel::FORMATS.contains(&f)
-            && wide_wins(
-                f,
-                dims,
-                cfg.grid.0,
-                (sms, resident(&wide)?),
-                d.peak_bandwidth_gbs,
-            )
+        let (wide, sms, bw) = (
+            QgemvQ8kWideKernel(f),
+            d.multiprocessors,
+            d.peak_bandwidth_gbs,
+        );
+        // The residency asked of the driver only where the rest of the rule holds.
+        if wide_may_win(f, dims, sms, bw)
+            && wide_wins(f, dims, cfg.grid.0, (sms, resident(&wide)?), bw)
         {
             return Ok(Box::new(wide));
         }

@@ -63,18 +63,30 @@ impl QgemvQ8kWideKernel {
 /// ```
 pub fn wide_wins(
     f: QuantFormat,
-    [_, cols]: [usize; 2],
+    dims: [usize; 2],
     blocks: u32,
     (sms, per_sm): (u32, u32),
     bandwidth_gbs: f64,
 ) -> bool {
-    let one_pass = (BLOCKS_PER_STEP * WIDE_STEPS * 256) as usize;
     let wave = u64::from(sms) * u64::from(per_sm);
-    QgemvQ8kWideKernel::FORMATS.contains(&f)
-        && cols == one_pass
+    wide_may_win(f, dims, sms, bandwidth_gbs)
         && wave > 0
         && u64::from(blocks) >= WIDE_MIN_WAVES * wave
-        && late_wins(bandwidth_gbs, sms)
+}
+
+/// [`wide_wins`] but for the row count: whether the residency is worth asking for (the
+/// launch path asks only then).
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv::QuantFormat;
+/// use trueno_gpu::kernels::qgemv_wide::wide_may_win;
+///
+/// assert!(wide_may_win(QuantFormat::Q4K, [8, 4096], 132, 4800.0)); // rows: not yet asked
+/// assert!(!wide_may_win(QuantFormat::Q4K, [32000, 4096], 132, 3352.0)); // an H100
+/// ```
+pub fn wide_may_win(f: QuantFormat, [_, cols]: [usize; 2], sms: u32, bandwidth_gbs: f64) -> bool {
+    let one_pass = (BLOCKS_PER_STEP * WIDE_STEPS * 256) as usize;
+    QgemvQ8kWideKernel::FORMATS.contains(&f) && cols == one_pass && late_wins(bandwidth_gbs, sms)
 }
 
 impl Kernel for QgemvQ8kWideKernel {
