@@ -107,6 +107,11 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     if name == "trueno_qgemv_q5_k_q8k" {
         return Some("ptxas sinks the loads to their uses");
     }
+    // Four steps' headers and activations, loaded after the pin, each step's beside its
+    // math (L1 hits).
+    if name == "trueno_qgemv_q4_k_q8k_wide" {
+        return Some("ptxas sinks the header and activation loads to their uses");
+    }
     // A step's rows' key and value loads issued together (paged: each row's address from
     // its page; contiguous: 16-byte loads where 16 lanes share a row).
     (name.starts_with("trueno_decode_attn_") || name.starts_with("trueno_decode_merge_"))
