@@ -1,8 +1,8 @@
-//! The integer quantized matrix-vector path on the GPU: activations quantized to Q8_K
-//! (against trueno-quant's quantizer, byte for byte, edge values included) and K-quant
-//! weights against them (against an f64 product of the dequantized weights and the
-//! dequantized activations), at block counts below, at and past a warp's step; the
-//! shape errors that come before a launch.
+//! The integer quantized matrix-vector path on the GPU: weights of every format against
+//! Q8_K activations (against an f64 product of the dequantized weights and the
+//! dequantized activations), at block counts below, at and past a warp's step, and the
+//! kernel variants each device chooses; the shape errors that come before a launch. The
+//! activations' quantization itself: `gpu_quantize_q8k.rs`.
 //!
 //! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
 //! makes that a failure).
@@ -17,134 +17,6 @@ use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
-
-/// Blocks of 256 that exercise the quantizer's corners, then random values.
-fn edge_vector(rng: &mut Rng) -> Vec<f32> {
-    let mut blocks: Vec<Vec<f32>> = vec![
-        vec![0.0; 256],
-        // Equal magnitudes of both signs: the first one sets the sign of the scale.
-        (0..256)
-            .map(|i| if i % 3 == 0 { -2.0 } else { 2.0 })
-            .collect(),
-        (0..256)
-            .map(|i| if i % 3 == 1 { -2.0 } else { 2.0 })
-            .collect(),
-        // iscale = -1: every x.5 is a tie, rounded to even.
-        (0..256).map(|i| (i as f32 - 128.0) / 2.0).collect(),
-        // Subnormals: iscale overflows to infinity (0 * inf quantizes to 127).
-        (0..256).map(|i| (i as f32 - 100.0) * 1e-41).collect(),
-        // Non-finite values: the block's scale becomes NaN.
-        vec![f32::NAN; 256],
-        (0..256)
-            .map(|i| if i == 7 { f32::INFINITY } else { i as f32 })
-            .collect(),
-        (0..256)
-            .map(|i| if i == 200 { f32::NAN } else { i as f32 - 50.0 })
-            .collect(),
-    ];
-    blocks.push(rng.vec(256, -1e-3, 1e-3));
-    blocks.push(rng.vec(256, -300.0, 300.0));
-    blocks.concat()
-}
-
-/// trueno-quant's Q8_K bytes for each finite block; for a block with a non-finite value
-/// (which trueno-quant refuses) a NaN scale and zero quants and sums.
-fn expected_q8k(x: &[f32]) -> Vec<Vec<u8>> {
-    x.chunks(256)
-        .map(|b| {
-            if b.iter().all(|v| v.is_finite()) {
-                trueno_quant::quantize(CpuFormat::Q8K, b).unwrap()
-            } else {
-                let mut out = vec![0u8; 292];
-                out[..4].copy_from_slice(&f32::NAN.to_le_bytes());
-                out
-            }
-        })
-        .collect()
-}
-
-#[test]
-fn quantize_q8k_is_trueno_quants_bit_for_bit() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(0x51ed);
-    let mut inputs = vec![edge_vector(&mut rng), rng.vec(256, -1.0, 1.0)];
-    inputs.push(rng.vec(17 * 256, -4.0, 4.0));
-    if !small() {
-        inputs.push(rng.vec(14336, -1.0, 1.0));
-    }
-    for x in &inputs {
-        let want = expected_q8k(x);
-        let xd = ctx.upload(x).unwrap();
-        let mut q = ctx.alloc_q8k(x.len()).unwrap();
-        let mut s = ctx.stream().unwrap().record();
-        s.quantize_q8k(&xd, &q).unwrap();
-        s.sync().unwrap();
-        let got = q.to_blocks().unwrap();
-        assert_eq!(got.len(), want.len() * 292);
-        for (blk, (g, w)) in got.chunks(292).zip(&want).enumerate() {
-            let d = |b: &[u8]| f32::from_le_bytes(b[..4].try_into().unwrap());
-            let same_d = d(g).to_bits() == d(w).to_bits() || (d(g).is_nan() && d(w).is_nan());
-            assert!(
-                same_d,
-                "{} values: block {blk} scale {} != {}",
-                x.len(),
-                d(g),
-                d(w)
-            );
-            assert_eq!(&g[4..], &w[4..], "{} values: block {blk} differs", x.len());
-        }
-    }
-}
-
-/// bf16 and f16 activations quantize as their exact f32 values: the same bytes as
-/// trueno-quant's quantization of the widened values (the edge blocks included, in the
-/// 16-bit range: f16 holds no 300 and rounds the tiny values to subnormals or zero), and
-/// a product from them is the f32 path's bit for bit.
-#[test]
-fn sixteen_bit_activations_quantize_as_their_f32_values() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(0x16b);
-    let x = edge_vector(&mut rng);
-    let (rows, cols) = (9, x.len());
-    let dense = rng.vec(rows * cols, -2.0, 2.0);
-    let w = trueno_quant::quantize_rows(CpuFormat::Q4K, &dense, cols).unwrap();
-    let wd = ctx.upload_quant(QuantFormat::Q4K, rows, cols, &w).unwrap();
-    let xb: Vec<half::bf16> = x.iter().map(|&v| half::bf16::from_f32(v)).collect();
-    let xh: Vec<half::f16> = x.iter().map(|&v| half::f16::from_f32(v)).collect();
-    let wide = [
-        xb.iter().map(|v| v.to_f32()).collect::<Vec<f32>>(),
-        xh.iter().map(|v| v.to_f32()).collect(),
-    ];
-    let (db, dh) = (ctx.upload(&xb).unwrap(), ctx.upload(&xh).unwrap());
-    let (dwb, dwh) = (ctx.upload(&wide[0]).unwrap(), ctx.upload(&wide[1]).unwrap());
-    let mut q: Vec<_> = (0..4).map(|_| ctx.alloc_q8k(cols).unwrap()).collect();
-    let mut y: Vec<_> = (0..4).map(|_| poisoned(&ctx, rows)).collect();
-    let mut s = ctx.stream().unwrap().record();
-    s.quantize_q8k(&db, &q[0]).unwrap();
-    s.quantize_q8k(&dwb, &q[1]).unwrap();
-    s.quantize_q8k(&dh, &q[2]).unwrap();
-    s.quantize_q8k(&dwh, &q[3]).unwrap();
-    for i in 0..4 {
-        s.qgemv_q8k(&wd, &q[i], &y[i]).unwrap();
-    }
-    s.sync().unwrap();
-    for (k, name) in [(0, "bf16"), (2, "f16")] {
-        let want = expected_q8k(&wide[k / 2]);
-        let got = q[k].to_blocks().unwrap();
-        for (blk, (g, w)) in got.chunks(292).zip(&want).enumerate() {
-            let d = |b: &[u8]| f32::from_le_bytes(b[..4].try_into().unwrap());
-            let same_d = d(g).to_bits() == d(w).to_bits() || (d(g).is_nan() && d(w).is_nan());
-            assert!(same_d, "{name} block {blk}: scale {} != {}", d(g), d(w));
-            assert_eq!(&g[4..], &w[4..], "{name} block {blk}");
-        }
-        let bits = |v: Vec<f32>| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(
-            bits(y[k].to_vec().unwrap()),
-            bits(y[k + 1].to_vec().unwrap()),
-            "{name}: product"
-        );
-    }
-}
 
 /// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
 /// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
