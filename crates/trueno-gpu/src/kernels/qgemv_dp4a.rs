@@ -380,6 +380,21 @@ pub(super) fn launch(name: &str, f: QuantFormat, dims: &[usize]) -> Result<Launc
     ))
 }
 
+/// [`launch`] for a variant kernel `name` that format `f` has only where `has`; else a
+/// shape error naming the variant (`what`).
+pub(super) fn variant_launch(
+    name: &str,
+    f: QuantFormat,
+    (has, what): (bool, &str),
+    dims: &[usize],
+) -> Result<LaunchConfig> {
+    if !has {
+        let why = format!("{} has no {what} variant", f.name());
+        return crate::error::shape_err(name, why);
+    }
+    launch(name, f, dims)
+}
+
 /// `y = W a` for quantized weights `W` (GGML's layout, as [`super::qgemv::QgemvKernel`])
 /// and Q8_K activations `a`. Parameters: `w`, `qs`, `d`, `bsums` (the activations, see
 /// [`crate::memory::Q8kVector`]), `y`, `rows`, `blocks` (256-weight super-blocks per
@@ -473,13 +488,8 @@ impl Kernel for QgemvQ8kOneWaveKernel {
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        if self.steps().is_none() {
-            return crate::error::shape_err(
-                &self.name(),
-                format!("{} has no one-wave variant", self.0.name()),
-            );
-        }
-        launch(&self.name(), self.0, dims)
+        let has = (self.steps().is_some(), "one-wave");
+        variant_launch(&self.name(), self.0, has, dims)
     }
 }
 

@@ -75,6 +75,11 @@ impl K4Lane {
             late_head: late_head && !five_bit,
         }
     }
+
+    /// Bytes from the lane's weight pointers to its step `s`.
+    fn step_bytes(&self, s: i64) -> i64 {
+        s * i64::from(BLOCKS_PER_STEP * self.bb)
+    }
 }
 
 impl LaneStep for K4Lane {
@@ -86,7 +91,7 @@ impl LaneStep for K4Lane {
     }
 
     fn load(&self, b: &mut KernelBuilder, s: i64) -> K4Weights {
-        let off = s * i64::from(BLOCKS_PER_STEP * self.bb);
+        let off = self.step_bytes(s);
         let v4 =
             |b: &mut KernelBuilder, p: Reg<U64>| b.ld_vec::<U32, U64, 4>(Space::Global, p, off);
         K4Weights {
@@ -97,10 +102,9 @@ impl LaneStep for K4Lane {
     }
 
     fn complete(&self, b: &mut KernelBuilder, s: i64, w: K4Weights) -> K4Weights {
-        let off = s * i64::from(BLOCKS_PER_STEP * self.bb);
         let head = match w.head {
             Some(h) => h,
-            None => b.ld_vec::<U32, U64, 4>(Space::Global, self.blk, off),
+            None => b.ld_vec::<U32, U64, 4>(Space::Global, self.blk, self.step_bytes(s)),
         };
         K4Weights {
             head: Some(head),

@@ -11,7 +11,7 @@
 //! bandwidth a multiprocessor.
 
 use super::qgemv::QuantFormat;
-use super::qgemv_dp4a::{PassPlan, QgemvQ8kKernel, build, launch};
+use super::qgemv_dp4a::{PassPlan, QgemvQ8kKernel, build, variant_launch};
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
 use crate::ptx::KernelIr;
@@ -83,13 +83,8 @@ impl Kernel for QgemvQ8kLateKernel {
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        if !Self::FORMATS.contains(&self.0) {
-            return crate::error::shape_err(
-                &self.name(),
-                format!("{} has no late-activation variant", self.0.name()),
-            );
-        }
-        launch(&self.name(), self.0, dims)
+        let has = (Self::FORMATS.contains(&self.0), "late-activation");
+        variant_launch(&self.name(), self.0, has, dims)
     }
 }
 

@@ -15,7 +15,7 @@
 //! devices with an H200's bandwidth a multiprocessor (it was not measured elsewhere).
 
 use super::qgemv::QuantFormat;
-use super::qgemv_dp4a::{BLOCKS_PER_STEP, PassPlan, build, launch};
+use super::qgemv_dp4a::{BLOCKS_PER_STEP, PassPlan, build, variant_launch};
 use super::qgemv_late::late_wins;
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
@@ -109,13 +109,8 @@ impl Kernel for QgemvQ8kWideKernel {
 
     /// `dims = [rows, cols]`; `cols` a multiple of 256; a format in [`Self::FORMATS`].
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        if !Self::FORMATS.contains(&self.0) {
-            return crate::error::shape_err(
-                &self.name(),
-                format!("{} has no one-pass variant", self.0.name()),
-            );
-        }
-        launch(&self.name(), self.0, dims)
+        let has = (Self::FORMATS.contains(&self.0), "one-pass");
+        variant_launch(&self.name(), self.0, has, dims)
     }
 }
 
