@@ -18,6 +18,23 @@ fn loads_after_first(code: &str, op: &str) -> usize {
         .count()
 }
 
+/// A variant kernel holds at most `cap` registers on `target`, and fewer than `default`
+/// (what the variants are chosen for: more blocks a multiprocessor).
+fn fewer_registers(
+    sass: &Sass,
+    k: &dyn trueno_gpu::kernels::Kernel,
+    default: &dyn trueno_gpu::kernels::Kernel,
+    cap: u32,
+    target: Target,
+) {
+    let (regs, theirs) = (sass.registers(k, target), sass.registers(default, target));
+    assert!(
+        regs <= cap && regs < theirs,
+        "{} on {target:?}: {regs} registers against the default's {theirs}",
+        k.name()
+    );
+}
+
 /// The integer quantized matrix-vector kernels' machine code: their products are IDP.4A
 /// (four 8-bit products per instruction: unsigned weight bytes by signed activation
 /// bytes, Q8_0's signed by signed), the activations arrive in 16-byte loads, and so do
@@ -104,12 +121,7 @@ fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
                 loads_after_first(&code, "IDP.4A") > 0,
                 "{stem}: no activation load among the products\n{code}"
             );
-            let regs = sass.registers(&k, target);
-            let default = sass.registers(&QgemvQ8kKernel(f), target);
-            assert!(
-                regs <= 64 && regs < default,
-                "{stem}: {regs} registers against {default}"
-            );
+            fewer_registers(&sass, &k, &QgemvQ8kKernel(f), 64, target);
         }
     }
 }
@@ -150,12 +162,7 @@ fn the_one_pass_q4_k_qgemv_holds_four_steps_of_quants_before_its_wait() {
                 loads_after_first(&code, "IDP.4A") > 0,
                 "{stem}: no header or activation load among the products\n{code}"
             );
-            let regs = sass.registers(&k, target);
-            let default = sass.registers(&QgemvQ8kKernel(f), target);
-            assert!(
-                regs <= 56 && regs < default,
-                "{stem}: {regs} registers against {default}"
-            );
+            fewer_registers(&sass, &k, &QgemvQ8kKernel(f), 56, target);
         }
     }
 }
