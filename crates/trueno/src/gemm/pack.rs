@@ -2,7 +2,7 @@
 //! each k-major, plus the per-thread buffer they live in.
 
 use super::task::GemmTask;
-use super::transpose8::transpose_8x8;
+use super::transpose8::{transpose_8x8, transpose_rows_8};
 use crate::simd::Simd;
 
 /// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
@@ -37,9 +37,18 @@ pub(super) fn pack_a<S: Simd>(
                 copy_run(s, src, &mut out[p * mr..p * mr + rows]);
             }
         } else {
-            // A panel is the transpose of a rows x kc block: 8 x 8 blocks, then the
-            // ragged rows and k steps element by element.
+            // A panel is the transpose of a rows x kc block: 8 x 8 blocks, the rows past
+            // the last eight in blocks of 8 k steps, then the ragged k steps element by
+            // element. Those rows first: their blocks' stores may spill zeros into the
+            // next k step's first rows, which the 8 x 8 blocks then write.
             let (rows8, kc8) = (rows / 8 * 8, kc / 8 * 8);
+            if rows8 < rows {
+                let src = &t.a[(i0 + r0 + rows8) * t.lda + p0..];
+                for p in (0..kc8).step_by(8) {
+                    let dst = &mut out[p * mr + rows8..];
+                    transpose_rows_8(avx, &src[p..], t.lda, rows - rows8, dst, mr);
+                }
+            }
             for g in (0..rows8).step_by(8) {
                 let src = &t.a[(i0 + r0 + g) * t.lda + p0..];
                 for p in (0..kc8).step_by(8) {
@@ -47,12 +56,7 @@ pub(super) fn pack_a<S: Simd>(
                 }
             }
             let row = |r: usize| &t.a[(i0 + r0 + r) * t.lda + p0..][..kc];
-            for r in rows8..rows {
-                for (p, &v) in row(r).iter().enumerate() {
-                    out[p * mr + r] = v;
-                }
-            }
-            for r in 0..rows8 {
+            for r in 0..rows {
                 for (p, &v) in row(r).iter().enumerate().skip(kc8) {
                     out[p * mr + r] = v;
                 }
@@ -219,6 +223,63 @@ mod tests {
     use super::*;
     use crate::gemm::task::{CPtr, GemmPath};
     use crate::simd::scalar::Scalar;
+
+    /// A row-major A packs to MR-row k-major panels for every MR the kernels use (below,
+    /// at and past eight rows, so the rows past the last eight take the block transposes
+    /// of fewer rows), with a ragged last panel (its missing rows zero) and k steps past
+    /// the last eight, against the layout written out element by element.
+    #[test]
+    fn row_major_a_packs_to_the_panel_layout_for_every_micro_tile_height() {
+        #[cfg(target_arch = "x86_64")]
+        let avx = std::arch::is_x86_feature_detected!("avx");
+        #[cfg(not(target_arch = "x86_64"))]
+        let avx = false;
+        let (i0, p0, lda) = (2, 3, 61);
+        let a: Vec<f32> = (0..48 * lda).map(|i| i as f32 + 0.25).collect();
+        let mut c = [0.0f32];
+        let t = GemmTask {
+            m: 48,
+            n: 1,
+            k: lda,
+            alpha: 1.0,
+            beta: 0.0,
+            a: &a,
+            lda,
+            ta: false,
+            b: &[],
+            ldb: 1,
+            tb: false,
+            c: CPtr {
+                ptr: c.as_mut_ptr(),
+                stride: 1,
+                trans: false,
+            },
+            blocking: None,
+            path: GemmPath::Packed,
+            profile: None,
+        };
+        for use_avx in [false, avx] {
+            for mr in [4usize, 6, 8, 12, 14] {
+                for (mc, kc) in [(2 * mr + 3, 21), (mr, 16), (3 * mr, 8), (1, 5)] {
+                    let panels = mc.div_ceil(mr);
+                    let mut dst = vec![f32::NAN; panels * mr * kc];
+                    pack_a(Scalar, &t, &mut dst, i0, mc, p0, kc, mr, use_avx);
+                    for (at, &got) in dst.iter().enumerate() {
+                        let (panel, p, r) = (at / (mr * kc), at % (mr * kc) / mr, at % mr);
+                        let i = panel * mr + r;
+                        let want = match i < mc {
+                            true => a[(i0 + i) * lda + p0 + p],
+                            false => 0.0,
+                        };
+                        assert_eq!(
+                            got, want,
+                            "avx {use_avx} mr {mr} mc {mc} kc {kc}: ({i}, {p})"
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     /// A row-major B packs to the layout the micro-kernel reads, however many rows are
     /// read side by side: block element (p, j) at panel j / NR, k step p, column j % NR,
