@@ -24,6 +24,10 @@ struct Info {
 struct Gemm {
     backend: &'static str,
     micro_kernel: String,
+    /// The tile of thin products that read A in place and its depth, where not
+    /// `micro_kernel`.
+    thin_micro_kernel: Option<String>,
+    thin_kc: Option<usize>,
     kc: usize,
     mc: usize,
     nc: usize,
@@ -43,10 +47,13 @@ struct Gemm {
 fn gemm(engine: &Engine) -> Gemm {
     let b = engine.backend(OpClass::MatMul);
     let bl = trueno::gemm::blocking_for(b);
+    let thin = trueno::gemm::thin_blocking_for(b);
     let c = trueno::gemm::CacheSizes::detect();
     Gemm {
         backend: b.name(),
         micro_kernel: format!("{}x{}", bl.mr, bl.nr),
+        thin_micro_kernel: thin.map(|t| format!("{}x{}", t.mr, t.nr)),
+        thin_kc: thin.map(|t| t.kc_thin_b),
         kc: bl.kc,
         mc: bl.mc,
         nc: bl.nc,
@@ -222,7 +229,7 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
     let g = &info.gemm;
     writeln!(
         out,
-        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: KC {} NC {}; B thin: KC {}; B packed {} row(s) at a time when one stream) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
+        "gemm         {} {} micro-kernel, KC {} MC {} NC {} (A one block: KC {} NC {}; B thin: {}KC {}; B packed {} row(s) at a time when one stream) (caches L1 {} KiB, L2 {} KiB, L3 {} KiB)",
         g.backend,
         g.micro_kernel,
         g.kc,
@@ -230,7 +237,10 @@ pub fn run(json: bool) -> Result<(), Box<dyn std::error::Error>> {
         g.nc,
         g.kc_one_block,
         g.nc_one_block,
-        g.kc_thin_b,
+        g.thin_micro_kernel
+            .as_ref()
+            .map_or(String::new(), |k| format!("{k} micro-kernel, ")),
+        g.thin_kc.unwrap_or(g.kc_thin_b),
         g.pack_b_rows_one_stream,
         g.l1_kib,
         g.l2_kib,

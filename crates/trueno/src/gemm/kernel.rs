@@ -191,7 +191,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     if t.k == 0 {
         return scale_c(t);
     }
-    let thin = thin_b::<MR, NV>(S::LANES, t, bl);
+    let thin = thin_b(MR, NV * S::LANES, t, bl);
     let kc = match (thin, t.m <= bl.mc) {
         (true, _) => bl.kc_thin_b,
         (false, true) => bl.kc_one_block,
@@ -298,7 +298,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     (bsrc(jr), dst)
                 })
             };
-            if (one_block && a_in_place::<MR>(t)) || thin {
+            if (one_block && a_in_place(MR, t)) || thin {
                 let a_panel = |ir: usize| APanel {
                     data: &t.a[ir * MR * t.lda + pc..],
                     rs: t.lda,
@@ -346,11 +346,11 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 /// 64x4096x4000 and 128x1024x3000 1.03-1.26x, 256x2048x1500 0.98-1.00x (Emerald Rapids
 /// VM, both alternated in one process, two runs).
 #[inline(always)]
-fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
+fn a_in_place(mr: usize, t: &GemmTask) -> bool {
     let row_bytes = t.lda * 4;
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets x 64-byte lines).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
-    !t.ta && 2 * phases >= MR && row_bytes <= 4096
+    !t.ta && 2 * phases >= mr && row_bytes <= 4096
 }
 
 /// Whether A is read in place whatever its size, because B is thin: at most
@@ -364,10 +364,9 @@ fn a_in_place<const MR: usize>(t: &GemmTask) -> bool {
 /// 256x128x256 0.95x -> 1.00-1.01x; deeper (128x128x512 and on, a 64 KiB panel) the
 /// A-outer sweep stays ahead (1.03-1.07x against 0.98x).
 #[inline(always)]
-fn thin_b<const MR: usize, const NV: usize>(lanes: usize, t: &GemmTask, bl: Blocking) -> bool {
-    let nr = NV * lanes;
+pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
     let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= CacheSizes::detect().l1 * 2 / 3;
-    let b_outer = t.m <= bl.mc && a_in_place::<MR>(t) && panel_in_l1;
+    let b_outer = t.m <= bl.mc && a_in_place(mr, t) && panel_in_l1;
     !t.ta && t.n <= THIN_PANELS * nr && !b_outer
 }
 

@@ -65,13 +65,64 @@ macro_rules! micro_shapes {
 
 micro_shapes! {
     (Avx512, 8, 2, [(6, 2), (8, 2), (12, 2), (14, 2), (4, 4), (6, 3), (8, 1)]),
-    (Avx2, 6, 2, [(6, 2), (4, 3), (8, 1)]),
+    // (4, 2) and (4, 1): the thin tile (`thin_shape`).
+    (Avx2, 6, 2, [(6, 2), (4, 3), (8, 1), (4, 2), (4, 1)]),
     (Avx, 6, 2, [(6, 2)]),
     (Sse2, 6, 2, [(6, 2), (4, 3)]),
     // 32 vector registers: 16 accumulators, two B vectors and A broadcasts by lane.
     (Neon, 8, 2, [(8, 2), (6, 2), (4, 4)]),
     // Engines map SIMD128 onto 16 x86 / 32 ARM registers: the SSE2 shape.
     (WasmSimd128, 6, 2, [(6, 2), (4, 3)]),
+}
+
+/// The tile (rows, vectors of columns) a backend runs where a thin product reads its big
+/// operand A in place (`kernel::thin_b`, often a linear layer's `x·Wᵀ` swapped by
+/// `run_transposed`), if not its default. AVX2's 6x16 needs 15 of its 16 vector
+/// registers, and in the loop that reads A in place (six row pointers) LLVM keeps one of
+/// the twelve accumulators on the stack: a load, FMA and store through memory every k
+/// step (`perf annotate` on the Zen 3 VM: 73% of the loop's samples on that pair), the
+/// loop at half speed. 4x16 keeps its eight in registers. Zen 3 VM, one thread,
+/// interleaved against faer, two rounds: `x·Wᵀ` at 4, 8, 32 and 64 x 4096 x 4096
+/// 0.51-0.81x -> 0.95-1.32x; 256x64x256 0.45x -> 0.95-0.98x, 300x48x300 0.47-0.49x ->
+/// 1.00-1.01x, 512x32x512 0.52-0.54x -> 1.03-1.10x, 2048x8x2048 1.09-1.14x -> 2.12-2.50x,
+/// 1024x64x1024 within the noise (1.04-1.16x). 2x16 ran as slowly as 6x16 (four
+/// accumulators cannot cover the FMA latency). AVX-512's 8x32 has 32 registers and beat
+/// faer there on the Zen 5 VM (1.05-4.5x); other ISAs were not measured.
+fn thin_shape(b: Backend) -> Option<(usize, usize)> {
+    match b {
+        Backend::Avx2 => Some((4, 2)),
+        _ => None,
+    }
+}
+
+/// The block sizes of the tile backend `b` runs for thin products that read A in place,
+/// where that is not its default tile (`thin_shape`; `trueno info` shows them).
+///
+/// ```
+/// use trueno::backend::Backend;
+/// let thin = trueno::gemm::thin_blocking_for(Backend::Avx2).unwrap();
+/// assert_eq!((thin.mr, thin.nr), (4, 16));
+/// assert!(trueno::gemm::thin_blocking_for(Backend::Avx512).is_none());
+/// ```
+pub fn thin_blocking_for(b: Backend) -> Option<Blocking> {
+    let (mr, nv) = thin_shape(b)?;
+    Some(blocking_for_shape(b, mr, nv * b.lanes(), true))
+}
+
+/// `bl`, or the backend's thin tile where `t` is thin with it: then its own block sizes
+/// and, for a C of at most half its columns, its one-vector-wide kernel.
+fn thin_tile(b: Backend, t: &GemmTask, bl: Blocking) -> Blocking {
+    let Some(thin) = thin_blocking_for(b) else {
+        return bl;
+    };
+    if !kernel::thin_b(thin.mr, thin.nr, t, thin) {
+        return bl;
+    }
+    let narrow = t.n <= thin.nr / 2 && has_shape(b, thin.mr, 1);
+    Blocking {
+        nr: if narrow { b.lanes() } else { thin.nr },
+        ..thin
+    }
 }
 
 fn shape_override() -> Option<(usize, usize)> {
@@ -88,19 +139,24 @@ fn shape_override() -> Option<(usize, usize)> {
 /// a one-block product on Zen still packs all of a row-major B's columns where its rows
 /// make one stream: see `one_block_nc` in `kernel.rs`).
 pub fn blocking_for(b: Backend) -> Blocking {
-    // Worked out once per backend: every GEMM call asks, and at 64^3 (2 µs) working it
-    // out again each time cost about 1% of the call.
+    let (mr, nr) = micro_shape(b);
+    blocking_for_shape(b, mr, nr, false)
+}
+
+/// [`blocking_for`] for backend `b`'s default tile `mr x nr`, or its thin one (`thin`).
+fn blocking_for_shape(b: Backend, mr: usize, nr: usize, thin: bool) -> Blocking {
+    // Worked out once per backend and tile: every GEMM call asks, and at 64^3 (2 µs)
+    // working it out again each time cost about 1% of the call.
     const N: usize = Backend::ALL.len();
-    static BY_BACKEND: [std::sync::OnceLock<Blocking>; N] =
-        [const { std::sync::OnceLock::new() }; N];
+    static BY_BACKEND: [[std::sync::OnceLock<Blocking>; 2]; N] =
+        [const { [const { std::sync::OnceLock::new() }; 2] }; N];
     match BY_BACKEND.get(b as usize) {
-        Some(cell) => *cell.get_or_init(|| blocking_uncached(b)),
-        None => blocking_uncached(b),
+        Some(cells) => *cells[usize::from(thin)].get_or_init(|| blocking_uncached(mr, nr)),
+        None => blocking_uncached(mr, nr),
     }
 }
 
-fn blocking_uncached(b: Backend) -> Blocking {
-    let (mr, nr) = micro_shape(b);
+fn blocking_uncached(mr: usize, nr: usize) -> Blocking {
     let mut bl = Blocking::new(mr, nr, CacheSizes::detect(), CoreFamily::detect());
     if let Some([kc, mc, nc]) = blocks_override() {
         bl = Blocking {
@@ -141,6 +197,8 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     if try_small && small::gemm_small(s, t) {
         return;
     }
+    // The caller's block sizes or tile (`TRUENO_GEMM_MICRO`), where given, hold as given.
+    let given = t.blocking.is_some() || shape_override().is_some();
     let bl = t.blocking.unwrap_or_else(|| blocking_for(S::BACKEND));
     // One call of `run_packed` whatever the orientation: each call inlines every kernel
     // shape's loops, and unoptimised builds keep every inlined copy's locals in the one
@@ -157,6 +215,10 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
         }
         false => (t, bl),
     };
+    let bl = match given {
+        true => bl,
+        false => thin_tile(S::BACKEND, t, bl),
+    };
     run_packed(s, t, bl);
 }
 
@@ -166,4 +228,54 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
 /// as the broadcast operand along k, and the few rows of A are packed instead.
 fn run_transposed(t: &GemmTask, bl: Blocking) -> bool {
     t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::task::CPtr;
+
+    /// A row-major `m x n` product over `k` with nothing to read (only its shape counts).
+    fn task(m: usize, n: usize, k: usize) -> GemmTask<'static> {
+        GemmTask {
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            a: &[],
+            lda: k,
+            ta: false,
+            b: &[],
+            ldb: n,
+            tb: false,
+            c: CPtr {
+                ptr: std::ptr::null_mut(),
+                stride: n,
+                trans: false,
+            },
+            blocking: None,
+            path: GemmPath::Packed,
+            profile: None,
+        }
+    }
+
+    #[test]
+    fn thin_products_take_avx2s_four_row_tile_and_others_keep_the_default() {
+        let (avx2, avx512) = (Backend::Avx2, Backend::Avx512);
+        let shape = |b, t: &GemmTask| {
+            let bl = thin_tile(b, t, blocking_for(b));
+            (bl.mr, bl.nr)
+        };
+        // A layer's x·Wᵀ after `run_transposed`: 4096 rows of W, 32 or 8 of x.
+        assert_eq!(shape(avx2, &task(4096, 32, 4096)), (4, 16));
+        assert_eq!(shape(avx2, &task(4096, 8, 4096)), (4, 8), "one vector wide");
+        assert_eq!(shape(avx2, &task(512, 512, 512)), micro_shape(avx2));
+        assert_eq!(shape(avx2, &task(4096, 32, 4096).transposed()), micro_shape(avx2));
+        assert_eq!(shape(avx512, &task(4096, 32, 4096)), micro_shape(avx512));
+        // Its block sizes are its own (a deeper thin panel for four rows than six).
+        let thin = thin_blocking_for(avx2).unwrap();
+        assert_eq!(thin, blocking_uncached(4, 16));
+        assert!(has_shape(avx2, 4, 2) && has_shape(avx2, 4, 1));
+    }
 }
