@@ -298,7 +298,9 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     (bsrc(jr), dst)
                 })
             };
-            if (one_block && a_in_place(MR, t)) || thin {
+            let in_place =
+                one_block && a_in_place(MR, t) && super::tile_reads_a_in_place(S::BACKEND, t.n);
+            if in_place || thin {
                 let a_panel = |ir: usize| APanel {
                     data: &t.a[ir * MR * t.lda + pc..],
                     rs: t.lda,

@@ -95,6 +95,23 @@ fn thin_shape(b: Backend) -> Option<(usize, usize)> {
     }
 }
 
+/// Whether backend `b`'s default tile reads a one-block A in place (`kernel::a_in_place`)
+/// for a product of `n` columns: not where it keeps an accumulator on the stack in that
+/// loop (those with a thin tile, see `thin_shape`) and B has at least
+/// `PACK_A_FROM_COLUMNS` columns, which pack A and run the packed loop; with fewer, each
+/// packed panel serves too few tiles to pay for the pass. Zen 3 VM, one thread,
+/// interleaved against faer, two rounds: 120x1024x300 0.66-0.67x -> 0.85-0.87x,
+/// 60x1000x1000 0.63-0.67x -> 0.79-0.82x, 48x300x300 0.80-0.83x -> 0.85-0.88x,
+/// 64x256x256 0.86x -> 0.89-0.90x, 96x512x512 0.83-0.84x both ways; and below the line,
+/// packed: 96^3 0.95-1.03x -> 0.93-0.94x, 120^3 0.85-0.87x -> 0.83-0.84x, 100x100x400
+/// 0.82-0.83x -> 0.80x.
+fn tile_reads_a_in_place(b: Backend, n: usize) -> bool {
+    thin_shape(b).is_none() || n < PACK_A_FROM_COLUMNS
+}
+
+/// See [`tile_reads_a_in_place`].
+const PACK_A_FROM_COLUMNS: usize = 256;
+
 /// The block sizes of the tile backend `b` runs for thin products that read A in place,
 /// where that is not its default tile (`thin_shape`; `trueno info` shows them).
 ///
@@ -271,11 +288,18 @@ mod tests {
         assert_eq!(shape(avx2, &task(4096, 32, 4096)), (4, 16));
         assert_eq!(shape(avx2, &task(4096, 8, 4096)), (4, 8), "one vector wide");
         assert_eq!(shape(avx2, &task(512, 512, 512)), micro_shape(avx2));
-        assert_eq!(shape(avx2, &task(4096, 32, 4096).transposed()), micro_shape(avx2));
+        assert_eq!(
+            shape(avx2, &task(4096, 32, 4096).transposed()),
+            micro_shape(avx2)
+        );
         assert_eq!(shape(avx512, &task(4096, 32, 4096)), micro_shape(avx512));
         // Its block sizes are its own (a deeper thin panel for four rows than six).
         let thin = thin_blocking_for(avx2).unwrap();
         assert_eq!(thin, blocking_uncached(4, 16));
         assert!(has_shape(avx2, 4, 2) && has_shape(avx2, 4, 1));
+        // Its default tile reads a one-block A in place only for narrow Bs.
+        assert!(!tile_reads_a_in_place(avx2, PACK_A_FROM_COLUMNS));
+        assert!(tile_reads_a_in_place(avx2, PACK_A_FROM_COLUMNS - 1));
+        assert!(tile_reads_a_in_place(avx512, 4096));
     }
 }
