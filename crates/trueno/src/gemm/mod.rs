@@ -250,31 +250,10 @@ fn run_transposed(t: &GemmTask, bl: Blocking) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::task::CPtr;
 
     /// A row-major `m x n` product over `k` with nothing to read (only its shape counts).
     fn task(m: usize, n: usize, k: usize) -> GemmTask<'static> {
-        GemmTask {
-            m,
-            n,
-            k,
-            alpha: 1.0,
-            beta: 0.0,
-            a: &[],
-            lda: k,
-            ta: false,
-            b: &[],
-            ldb: n,
-            tb: false,
-            c: CPtr {
-                ptr: std::ptr::null_mut(),
-                stride: n,
-                trans: false,
-            },
-            blocking: None,
-            path: GemmPath::Packed,
-            profile: None,
-        }
+        GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut())
     }
 
     #[test]

@@ -221,7 +221,6 @@ pub(super) fn return_pack_buffer(v: Vec<f32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::task::{CPtr, GemmPath};
     use crate::simd::scalar::Scalar;
 
     /// A row-major A packs to MR-row k-major panels for every MR the kernels use (below,
@@ -237,27 +236,7 @@ mod tests {
         let (i0, p0, lda) = (2, 3, 61);
         let a: Vec<f32> = (0..48 * lda).map(|i| i as f32 + 0.25).collect();
         let mut c = [0.0f32];
-        let t = GemmTask {
-            m: 48,
-            n: 1,
-            k: lda,
-            alpha: 1.0,
-            beta: 0.0,
-            a: &a,
-            lda,
-            ta: false,
-            b: &[],
-            ldb: 1,
-            tb: false,
-            c: CPtr {
-                ptr: c.as_mut_ptr(),
-                stride: 1,
-                trans: false,
-            },
-            blocking: None,
-            path: GemmPath::Packed,
-            profile: None,
-        };
+        let t = GemmTask::for_test((48, 1, lda), (&a, lda), (&[], 1), c.as_mut_ptr());
         for use_avx in [false, avx] {
             for mr in [4usize, 6, 8, 12, 14] {
                 for (mc, kc) in [(2 * mr + 3, 21), (mr, 16), (3 * mr, 8), (1, 5)] {
@@ -295,27 +274,7 @@ mod tests {
             let ldb = nc + gap;
             let b: Vec<f32> = (0..(p0 + kc) * ldb).map(|i| i as f32 + 0.5).collect();
             let mut c = [0.0f32];
-            let t = GemmTask {
-                m: 1,
-                n: nc,
-                k: p0 + kc,
-                alpha: 1.0,
-                beta: 0.0,
-                a: &[],
-                lda: 1,
-                ta: false,
-                b: &b,
-                ldb,
-                tb: false,
-                c: CPtr {
-                    ptr: c.as_mut_ptr(),
-                    stride: 1,
-                    trans: false,
-                },
-                blocking: None,
-                path: GemmPath::Packed,
-                profile: None,
-            };
+            let t = GemmTask::for_test((1, nc, p0 + kc), (&[], 1), (&b, ldb), c.as_mut_ptr());
             let ps = panel_stride(kc, nr);
             for rows in [1, 4] {
                 let mut dst = vec![f32::NAN; ps * nc.div_ceil(nr)];

@@ -60,6 +60,40 @@ pub(crate) struct GemmTask<'a> {
     pub profile: Option<&'a ProfileCounters>,
 }
 
+#[cfg(test)]
+impl<'a> GemmTask<'a> {
+    /// The unit tests' task: `C (m x n, rows n apart) = A B` over `k`, A and B row-major
+    /// (rows `lda` and `ldb` apart), alpha 1, beta 0, the packed path, no blocking given.
+    pub fn for_test(
+        (m, n, k): (usize, usize, usize),
+        (a, lda): (&'a [f32], usize),
+        (b, ldb): (&'a [f32], usize),
+        c: *mut f32,
+    ) -> GemmTask<'a> {
+        GemmTask {
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            a,
+            lda,
+            ta: false,
+            b,
+            ldb,
+            tb: false,
+            c: CPtr {
+                ptr: c,
+                stride: n,
+                trans: false,
+            },
+            blocking: None,
+            path: GemmPath::Packed,
+            profile: None,
+        }
+    }
+}
+
 impl<'a> GemmTask<'a> {
     /// `op(A)(i, p)`.
     #[inline(always)]
