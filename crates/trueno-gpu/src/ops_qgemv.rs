@@ -210,8 +210,9 @@ impl Context {
     /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
     /// the driver, for the kernels as compiled here), else the default: on a device with
-    /// the bandwidth a multiprocessor of an H200 ([`late_wins`]) the late-activation
-    /// kernel for its formats ([`QgemvQ8kLateKernel`]), else [`QgemvQ8kKernel`]. Before
+    /// the bandwidth a multiprocessor of an H200
+    /// ([`late_wins`](crate::kernels::qgemv_late::late_wins)) the late-activation kernel
+    /// for its formats ([`QgemvQ8kLateKernel`]), else [`QgemvQ8kKernel`]. Before
     /// either, Q4_K's one-pass kernel ([`QgemvQ8kWideKernel`]) for many 4096-wide rows on
     /// such a device ([`wide_wins`]).
     ///

@@ -36,6 +36,7 @@ pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_k4_dp4a;
 pub mod qgemv_late;
+pub mod qgemv_one_wave;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 pub mod qgemv_wide;
