@@ -11,7 +11,7 @@ use super::pack::{
 };
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::{has_avx, transpose_8x8};
-use crate::simd::{MAX_LANES, Simd};
+use crate::simd::{MAX_LANES, OutOfLine, Simd};
 
 /// Largest micro-tile (rows x columns) any ISA uses here.
 const MAX_TILE: usize = 16 * 4 * MAX_LANES;
@@ -309,12 +309,26 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 };
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let (rows, cols) = ((0, t.m), (jc, nc));
+                let blk = &block;
                 match thin {
-                    true => sweep_a_outer::<S, MR, NV>(s, t, &block, a_panel, b_panel, rows, cols),
-                    false => {
-                        let b = (b_panel, b_fill);
-                        sweep::<S, MR, NV>(s, t, &block, a_panel, b, rows, cols)
-                    }
+                    true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
+                        t,
+                        blk,
+                        a_panel,
+                        b_panel,
+                        b_fill: no_fill,
+                        rows,
+                        cols,
+                    }),
+                    false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
+                        t,
+                        blk,
+                        a_panel,
+                        b_panel,
+                        b_fill,
+                        rows,
+                        cols,
+                    }),
                 }
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
@@ -329,8 +343,15 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
                 // Only the first block of A packs B's panels; the others read them.
                 let fill = |jr| (ic == 0).then(|| b_fill(jr)).flatten();
-                let b = (&b_panel, fill);
-                sweep::<S, MR, NV>(s, t, &block, a_panel, b, (ic, mc), (jc, nc));
+                s.outlined(Sweep::<MR, NV, false, _, _, _> {
+                    t,
+                    blk: &block,
+                    a_panel,
+                    b_panel: &b_panel,
+                    b_fill: fill,
+                    rows: (ic, mc),
+                    cols: (jc, nc),
+                });
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
             }
         }
@@ -435,6 +456,55 @@ struct Block {
     prefetch_c: bool,
 }
 
+/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
+/// of line (`Simd::outlined`). Inlined into the one GEMM function with every kernel
+/// shape's loops, the register allocator kept one of AVX2's twelve 6x16 accumulators on
+/// the stack in the loop that reads A in place (a load, FMA and store a k step: half
+/// speed), and where it did so moved with unrelated changes (a 4-row tile for ragged last
+/// panels made 64^3 spill: 0.94x -> 0.49x faer). Out of line, a block a call, with the C
+/// prefetch's single loop (`micro_tile`), no loop spills; Zen 3 VM, one thread,
+/// interleaved against faer, two rounds against the inlined sweep: 64^3 0.92-0.94x ->
+/// 1.04-1.05x, 100^3 0.86-0.87x -> 0.89x, 2048x8x2048 2.50-2.65x -> 2.83x, 128^3-1024^3
+/// and 32x4096x4096 within the noise. One call a tile instead cost 64^3 5%.
+struct Sweep<'t, 'g, const MR: usize, const NV: usize, const A_OUTER: bool, AP, BP, BF> {
+    t: &'t GemmTask<'g>,
+    blk: &'t Block,
+    a_panel: AP,
+    b_panel: BP,
+    b_fill: BF,
+    rows: (usize, usize),
+    cols: (usize, usize),
+}
+
+impl<'a, 'b, 'c, S, const MR: usize, const NV: usize, const A_OUTER: bool, AP, BP, BF> OutOfLine<S>
+    for Sweep<'_, '_, MR, NV, A_OUTER, AP, BP, BF>
+where
+    S: Simd,
+    AP: Fn(usize) -> APanel<'a>,
+    BP: Fn(usize) -> BPanel<'b>,
+    BF: Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+{
+    type Out = ();
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Sweep {
+            t, blk, rows, cols, ..
+        } = self;
+        match A_OUTER {
+            true => sweep_a_outer::<S, MR, NV>(s, t, blk, self.a_panel, self.b_panel, rows, cols),
+            false => {
+                let b = (self.b_panel, self.b_fill);
+                sweep::<S, MR, NV>(s, t, blk, self.a_panel, b, rows, cols)
+            }
+        }
+    }
+}
+
+/// `b_fill` for a sweep that packs no B panel.
+fn no_fill<'b, 'c>(_: usize) -> Option<(BPanel<'b>, &'c mut [f32])> {
+    None
+}
+
 /// The micro-kernel over every tile of the `rows.1 x cols.1` block at (`rows.0`,
 /// `cols.0`) of C: packed B panels outside (each stays in L1 while the A panels of the
 /// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th. Where
@@ -473,7 +543,8 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
-/// as in `micro_tile`.
+/// as in `micro_tile`. A last row panel of at most `EDGE_ROWS` rows runs the
+/// `EDGE_ROWS`-row tile instead of MR rows of which the repeated ones are thrown away.
 #[inline(always)]
 fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     s: S,
@@ -484,6 +555,11 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     (r, c): (usize, usize),
     pack: &mut [f32],
 ) {
+    if !PACK && MR > EDGE_ROWS && t.m - r <= EDGE_ROWS {
+        // `a` may hold more rows than the edge tile (a packed panel of this tile: element
+        // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
+        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut []);
+    }
     let nr = NV * S::LANES;
     let tile = t.c.at(r, c);
     let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
@@ -491,6 +567,9 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
+
+/// Rows of the tile that a ragged last row panel runs (`one_tile`).
+const EDGE_ROWS: usize = 4;
 
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
 /// panels, in L2, pass it), B panels inside; for an A read in place that is read once.

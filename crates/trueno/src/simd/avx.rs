@@ -164,6 +164,7 @@ impl Simd for Avx {
     type M = __m256;
 
     avx256_common_methods!();
+    super::outlined_with_features!(Avx, "avx");
 
     #[inline(always)]
     fn fma(self, a: __m256, b: __m256, c: __m256) -> __m256 {

@@ -38,6 +38,7 @@ impl Simd for Avx2 {
     type M = __m256;
 
     avx256_common_methods!();
+    super::outlined_with_features!(Avx2, "avx2,fma,f16c");
 
     #[inline(always)]
     fn fma(self, a: __m256, b: __m256, c: __m256) -> __m256 {

@@ -33,6 +33,7 @@ impl Simd for Avx512 {
     const LANES: usize = 16;
     type V = __m512;
     type M = __mmask16;
+    super::outlined_with_features!(Avx512, "avx512f,avx2,fma,f16c");
 
     #[inline(always)]
     fn splat(self, x: f32) -> __m512 {

@@ -118,7 +118,44 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     fn zero(self) -> Self::V {
         self.splat(0.0)
     }
+
+    /// Runs `body` in a function of its own, compiled with this ISA's features and never
+    /// inlined, so that a hot loop gets the register allocator to itself. This default (an
+    /// ISA with no features to name) runs it inline.
+    #[inline(always)]
+    fn outlined<B: OutOfLine<Self>>(self, body: B) -> B::Out {
+        body.run(self)
+    }
 }
+
+/// A body for [`Simd::outlined`]. `run` must be `#[inline(always)]`, so that it compiles
+/// inside the outlined function with its features (as a closure would not).
+pub(crate) trait OutOfLine<S: Simd> {
+    type Out;
+    fn run(self, s: S) -> Self::Out;
+}
+
+/// `Simd::outlined` for a token whose features are `$features` (its `target_feature` list).
+macro_rules! outlined_with_features {
+    ($token:ty, $features:literal) => {
+        #[inline(always)]
+        fn outlined<B: $crate::simd::OutOfLine<Self>>(self, body: B) -> B::Out {
+            #[target_feature(enable = $features)]
+            #[inline(never)]
+            fn run<B: $crate::simd::OutOfLine<$token>>(s: $token, body: B) -> B::Out {
+                body.run(s)
+            }
+            // Called through a pointer LLVM cannot see through: `inline(never)` alone did not
+            // hold (a trial that ran each GEMM tile out of line found two of the twenty
+            // inlined back into their caller).
+            let run: unsafe fn($token, B) -> B::Out = run::<B>;
+            // SAFETY: a token exists only after run-time detection found every feature in
+            // its list on this CPU.
+            unsafe { std::hint::black_box(run)(self, body) }
+        }
+    };
+}
+pub(crate) use outlined_with_features;
 
 /// Lane-at-a-time conversions shared by ISAs without native half-precision instructions and
 /// by the scalar backend: the bit-exact reference for f16/bf16.

@@ -33,6 +33,7 @@ impl Simd for Neon {
     const LANES: usize = 4;
     type V = float32x4_t;
     type M = uint32x4_t;
+    super::outlined_with_features!(Neon, "neon");
 
     #[inline(always)]
     fn splat(self, x: f32) -> float32x4_t {

@@ -31,6 +31,7 @@ impl Simd for Sse2 {
     const LANES: usize = 4;
     type V = __m128;
     type M = __m128;
+    super::outlined_with_features!(Sse2, "sse2");
 
     #[inline(always)]
     fn splat(self, x: f32) -> __m128 {
