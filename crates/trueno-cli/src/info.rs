@@ -24,8 +24,8 @@ struct Info {
 struct Gemm {
     backend: &'static str,
     micro_kernel: String,
-    /// The tile of thin products that read A in place and its depth, where not
-    /// `micro_kernel`.
+    /// The tile of thin products that read a large A in place (or make a narrow C) and
+    /// its depth, where not `micro_kernel`.
     thin_micro_kernel: Option<String>,
     thin_kc: Option<usize>,
     kc: usize,

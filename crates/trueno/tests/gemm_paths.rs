@@ -1,5 +1,6 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
-//! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B,
+//! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B
+//! (in cache, and streaming from memory with the thin tile),
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
 //! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
 //! them, and thin products split over the inner dimension across threads.
@@ -77,6 +78,36 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
                 let what = format!("{} thin B", backend.name());
                 one_thread(|| check(&e, &mut rng, &case, &what));
             }
+        }
+    }
+}
+
+#[test]
+fn thin_products_whose_a_streams_from_memory_run_the_thin_tile_and_match_the_reference() {
+    // Past a quarter of L3 an A read in place for a thin B takes the backend's thin tile
+    // (AVX2: 4x16), sized here from the detected L3 so every machine runs it; both
+    // betas, a ragged A row stride.
+    let mut rng = Rng::new(41);
+    let l3 = trueno::gemm::CacheSizes::detect().l3;
+    for (backend, e) in engines() {
+        if trueno::gemm::thin_blocking_for(backend).is_none() {
+            continue;
+        }
+        let k = 1030;
+        let m = l3 / 4 / (k * 4) + 7;
+        for (i, &(alpha, beta)) in [(1.0, 0.0), (-1.5, 1.0)].iter().enumerate() {
+            let case = Case {
+                m,
+                n: 40,
+                k,
+                ta: Transpose::No,
+                tb: Transpose::No,
+                alpha,
+                beta,
+                pad: i * 3,
+            };
+            let what = format!("{} thin B, A from memory", backend.name());
+            one_thread(|| check(&e, &mut rng, &case, &what));
         }
     }
 }

@@ -77,17 +77,16 @@ micro_shapes! {
 
 /// The tile (rows, vectors of columns) a backend runs where a thin product reads its big
 /// operand A in place (`kernel::thin_b`, often a linear layer's `x·Wᵀ` swapped by
-/// `run_transposed`), if not its default. AVX2's 6x16 needs 15 of its 16 vector
-/// registers, and in the loop that reads A in place (six row pointers) LLVM keeps one of
-/// the twelve accumulators on the stack: a load, FMA and store through memory every k
-/// step (`perf annotate` on the Zen 3 VM: 73% of the loop's samples on that pair), the
-/// loop at half speed. 4x16 keeps its eight in registers. Zen 3 VM, one thread,
-/// interleaved against faer, two rounds: `x·Wᵀ` at 4, 8, 32 and 64 x 4096 x 4096
-/// 0.51-0.81x -> 0.95-1.32x; 256x64x256 0.45x -> 0.95-0.98x, 300x48x300 0.47-0.49x ->
-/// 1.00-1.01x, 512x32x512 0.52-0.54x -> 1.03-1.10x, 2048x8x2048 1.09-1.14x -> 2.12-2.50x,
-/// 1024x64x1024 within the noise (1.04-1.16x). 2x16 ran as slowly as 6x16 (four
-/// accumulators cannot cover the FMA latency). AVX-512's 8x32 has 32 registers and beat
-/// faer there on the Zen 5 VM (1.05-4.5x); other ISAs were not measured.
+/// `run_transposed`) and A streams from memory (past a quarter of L3), or C is at most half its columns wide
+/// (`thin_tile`), if not its default. AVX2: 4x16 (4x8 for the narrow C). Reading a large
+/// A in place, four row streams beat six: Zen 3 VM, one thread, interleaved against
+/// faer, two rounds, 2048x16x2048 (A 16 MiB) 2.63-2.74x with 4x16 against 2.01-2.08x with
+/// 6x16, `x·Wᵀ` 64x4096x4096 1.00-1.06x against 0.95-0.98x (4-32 rows within the noise);
+/// with A in cache 6x16 wins (1024x64x1024 1.20-1.28x -> 1.46-1.49x, 256x64x256,
+/// 512x32x512 and 300x48x300 1.02-1.14x of 4x16). (Until the sweep ran out of line,
+/// `kernel::Sweep`, the 6x16 loop that reads A in place kept an accumulator on the stack
+/// and ran at half speed, so every thin product took 4x16.) AVX-512's 8x32 beat faer on
+/// the Zen 5 VM (1.05-4.5x); other ISAs were not measured.
 fn thin_shape(b: Backend) -> Option<(usize, usize)> {
     match b {
         Backend::Avx2 => Some((4, 2)),
@@ -96,15 +95,15 @@ fn thin_shape(b: Backend) -> Option<(usize, usize)> {
 }
 
 /// Whether backend `b`'s default tile reads a one-block A in place (`kernel::a_in_place`)
-/// for a product of `n` columns: not where it keeps an accumulator on the stack in that
-/// loop (those with a thin tile, see `thin_shape`) and B has at least
-/// `PACK_A_FROM_COLUMNS` columns, which pack A and run the packed loop; with fewer, each
-/// packed panel serves too few tiles to pay for the pass. Zen 3 VM, one thread,
-/// interleaved against faer, two rounds: 120x1024x300 0.66-0.67x -> 0.85-0.87x,
-/// 60x1000x1000 0.63-0.67x -> 0.79-0.82x, 48x300x300 0.80-0.83x -> 0.85-0.88x,
-/// 64x256x256 0.86x -> 0.89-0.90x, 96x512x512 0.83-0.84x both ways; and below the line,
-/// packed: 96^3 0.95-1.03x -> 0.93-0.94x, 120^3 0.85-0.87x -> 0.83-0.84x, 100x100x400
-/// 0.82-0.83x -> 0.80x.
+/// for a product of `n` columns: on AVX2 (those with a thin tile, see `thin_shape`) only
+/// where B has fewer than `PACK_A_FROM_COLUMNS` columns; from there A is packed and the
+/// packed loop runs. With fewer, each packed panel serves too few tiles to pay for the
+/// pass. Zen 3 VM, one thread, interleaved against faer, two rounds, with the sweep out of
+/// line (in place first): 120x1024x300 0.87-0.88x -> 0.90x, 60x1000x1000 0.83-0.84x ->
+/// 0.86-0.87x, 48x300x300, 64x256x256, 96x512x512 and 32x4096x4096 within 2% either way.
+/// (Before the sweep ran out of line, the in-place loop's spilled accumulator made packing
+/// worth 1.05-1.30x here.) Below the line, packed: 96^3 0.95-1.03x -> 0.93-0.94x, 120^3
+/// 0.85-0.87x -> 0.83-0.84x, 100x100x400 0.82-0.83x -> 0.80x.
 fn tile_reads_a_in_place(b: Backend, n: usize) -> bool {
     thin_shape(b).is_none() || n < PACK_A_FROM_COLUMNS
 }
@@ -126,9 +125,10 @@ pub fn thin_blocking_for(b: Backend) -> Option<Blocking> {
     Some(blocking_for_shape(b, mr, nv * b.lanes(), true))
 }
 
-/// `bl`, or the backend's thin tile where `t` is thin with it: then its own block sizes
-/// and, for a C of at most half its columns, its one-vector-wide kernel.
-fn thin_tile(b: Backend, t: &GemmTask, bl: Blocking) -> Blocking {
+/// `bl`, or the backend's thin tile where `t` is thin with it and either A streams from
+/// memory (more than a quarter of L3 in `c`) or C is at most half the tile's columns wide:
+/// then its own block sizes and, for the narrow C, its one-vector-wide kernel.
+fn thin_tile(b: Backend, t: &GemmTask, bl: Blocking, c: CacheSizes) -> Blocking {
     let Some(thin) = thin_blocking_for(b) else {
         return bl;
     };
@@ -136,6 +136,9 @@ fn thin_tile(b: Backend, t: &GemmTask, bl: Blocking) -> Blocking {
         return bl;
     }
     let narrow = t.n <= thin.nr / 2 && has_shape(b, thin.mr, 1);
+    if !narrow && t.m * t.k * 4 <= c.l3 / 4 {
+        return bl;
+    }
     Blocking {
         nr: if narrow { b.lanes() } else { thin.nr },
         ..thin
@@ -234,7 +237,7 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     };
     let bl = match given {
         true => bl,
-        false => thin_tile(S::BACKEND, t, bl),
+        false => thin_tile(S::BACKEND, t, bl, CacheSizes::detect()),
     };
     run_packed(s, t, bl);
 }
@@ -257,15 +260,28 @@ mod tests {
     }
 
     #[test]
-    fn thin_products_take_avx2s_four_row_tile_and_others_keep_the_default() {
+    fn thin_products_from_memory_take_avx2s_four_row_tile_and_others_keep_the_default() {
         let (avx2, avx512) = (Backend::Avx2, Backend::Avx512);
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
         let shape = |b, t: &GemmTask| {
-            let bl = thin_tile(b, t, blocking_for(b));
+            let bl = thin_tile(b, t, blocking_for(b), zen3);
             (bl.mr, bl.nr)
         };
-        // A layer's x·Wᵀ after `run_transposed`: 4096 rows of W, 32 or 8 of x.
+        // A layer's x·Wᵀ after `run_transposed`: 4096 rows of W (64 MiB), 32 or 8 of x.
         assert_eq!(shape(avx2, &task(4096, 32, 4096)), (4, 16));
         assert_eq!(shape(avx2, &task(4096, 8, 4096)), (4, 8), "one vector wide");
+        // A within a quarter of L3 (8 MiB) keeps the default tile unless C is narrow.
+        assert_eq!(shape(avx2, &task(2048, 16, 2048)), (4, 16), "A 16 MiB");
+        assert_eq!(
+            shape(avx2, &task(1024, 64, 1024)),
+            micro_shape(avx2),
+            "A 4 MiB"
+        );
+        assert_eq!(shape(avx2, &task(1024, 8, 1024)), (4, 8), "narrow");
         assert_eq!(shape(avx2, &task(512, 512, 512)), micro_shape(avx2));
         assert_eq!(
             shape(avx2, &task(4096, 32, 4096).transposed()),
