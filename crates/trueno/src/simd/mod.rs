@@ -136,6 +136,7 @@ pub(crate) trait OutOfLine<S: Simd> {
 }
 
 /// `Simd::outlined` for a token whose features are `$features` (its `target_feature` list).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 macro_rules! outlined_with_features {
     ($token:ty, $features:literal) => {
         #[inline(always)]
@@ -155,6 +156,7 @@ macro_rules! outlined_with_features {
         }
     };
 }
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) use outlined_with_features;
 
 /// Lane-at-a-time conversions shared by ISAs without native half-precision instructions and

@@ -99,11 +99,21 @@ pub fn check_path(e: &Engine, rng: &mut Rng, c: &Case, what: &str, packed: bool)
         e.gemm(c.alpha, a.view(), c.ta, b.view(), c.tb, c.beta, &mut cv)
             .unwrap();
     }
+    // op(A)'s rows and op(B)'s columns as contiguous f64 runs, so the reference's inner
+    // loop reads both in order (strided, it was most of the big cases' time under qemu).
+    let (ra, rb) = (&a, &b);
+    let a_rows: Vec<f64> = (0..c.m)
+        .flat_map(|i| (0..c.k).map(move |p| op_at(ra, c.ta, i, p) as f64))
+        .collect();
+    let b_cols: Vec<f64> = (0..c.n)
+        .flat_map(|j| (0..c.k).map(move |p| op_at(rb, c.tb, p, j) as f64))
+        .collect();
     for i in 0..c.m {
         for j in 0..c.n {
             let (mut s, mut mag) = (0.0f64, 0.0f64);
-            for p in 0..c.k {
-                let prod = op_at(&a, c.ta, i, p) as f64 * op_at(&b, c.tb, p, j) as f64;
+            let (ar, bc) = (&a_rows[i * c.k..][..c.k], &b_cols[j * c.k..][..c.k]);
+            for (&x, &y) in ar.iter().zip(bc) {
+                let prod = x * y;
                 s += prod;
                 mag += prod.abs();
             }
