@@ -11,6 +11,7 @@ mod micro;
 mod pack;
 mod peak;
 mod small;
+mod store;
 pub(crate) mod task;
 mod transpose;
 mod transpose8;

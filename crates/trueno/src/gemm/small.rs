@@ -1,7 +1,7 @@
 //! Small products without packing: register tiles straight over op(A) and the rows of B,
 //! or dot products when B is transposed.
 
-use super::kernel::{scale_c, scale_row, update_c, with_beta};
+use super::store::{scale_c, scale_row, update_c, with_beta};
 use super::task::GemmTask;
 use crate::simd::Simd;
 

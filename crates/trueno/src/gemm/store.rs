@@ -1,0 +1,171 @@
+//! Writing a register tile into C: `alpha * acc + beta * C` (beta 0 never reads C), row-
+//! major or through C's transpose, clipped to C's edge; and C scaled by beta alone. Shared
+//! by the BLIS loops (`kernel.rs`) and the unpacked small-product path (`small.rs`).
+
+use super::task::{CPtr, GemmTask};
+use super::transpose8::{has_avx, transpose_8x8};
+use crate::simd::{MAX_LANES, Simd};
+
+/// Largest micro-tile (rows x columns) any ISA uses here.
+const MAX_TILE: usize = 16 * 4 * MAX_LANES;
+
+/// Writes `alpha * acc + beta * C` into the `rows x cols` tile of C at `c`; `beta == 0`
+/// never reads C.
+#[inline(always)]
+pub(super) fn store_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    c: CPtr,
+    rows: usize,
+    cols: usize,
+    alpha: f32,
+    beta: f32,
+) {
+    let nr = NV * S::LANES;
+    let (va, vb) = (s.splat(alpha), s.splat(beta));
+    if c.trans {
+        return store_tile_transposed::<S, MR, NV>(s, acc, c, rows, cols, alpha, beta);
+    }
+    if rows == MR && cols == nr {
+        for (i, row_acc) in acc.iter().enumerate() {
+            // SAFETY: the tile lies inside this task's block of C (rows <= MR, cols <= NR
+            // are clipped to the block by the caller), and no other thread writes it.
+            let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), nr) };
+            for (v, &a) in row_acc.iter().enumerate() {
+                update_c(s, &mut dst[v * S::LANES..], a, va, vb, beta);
+            }
+        }
+        return;
+    }
+    let tile = scaled_tile::<S, MR, NV>(s, acc, va);
+    for i in 0..rows {
+        // SAFETY: as above, clipped to `rows x cols`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
+        for (j, d) in dst.iter_mut().enumerate() {
+            let r = tile[i * nr + j];
+            *d = with_beta(*d, r, beta);
+        }
+    }
+}
+
+/// `alpha * acc` as a row-major MR x NR array, for the stores that go element by element
+/// or through block transposes.
+#[inline(always)]
+fn scaled_tile<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    va: S::V,
+) -> [f32; MAX_TILE] {
+    let nr = NV * S::LANES;
+    let mut tile = [0.0f32; MAX_TILE];
+    for (i, row_acc) in acc.iter().enumerate() {
+        for (v, &a) in row_acc.iter().enumerate() {
+            s.store(s.mul(va, a), &mut tile[i * nr + v * S::LANES..]);
+        }
+    }
+    tile
+}
+
+/// `store_tile` into a C laid out transposed (`CPtr::trans`): tile column j is a run of
+/// `rows` floats at `c.ptr + j * stride`.
+#[inline(always)]
+fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    c: CPtr,
+    rows: usize,
+    cols: usize,
+    alpha: f32,
+    beta: f32,
+) {
+    let nr = NV * S::LANES;
+    let tile = scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha));
+    if rows == MR && cols == nr && MR.is_multiple_of(8) && nr.is_multiple_of(8) {
+        // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
+        let avx = has_avx(S::BACKEND);
+        let mut block = [0.0f32; 64];
+        for i0 in (0..MR).step_by(8) {
+            for j0 in (0..nr).step_by(8) {
+                transpose_8x8(avx, &tile[i0 * nr + j0..], nr, &mut block, 8);
+                for (j, run) in block.chunks_exact(8).enumerate() {
+                    // SAFETY: rows i0..i0 + 8 of tile column j0 + j: eight consecutive
+                    // floats of this task's block of C (a whole tile), no other thread's.
+                    let dst = unsafe {
+                        std::slice::from_raw_parts_mut(c.ptr.add((j0 + j) * c.stride + i0), 8)
+                    };
+                    for (d, &r) in dst.iter_mut().zip(run) {
+                        *d = with_beta(*d, r, beta);
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for j in 0..cols {
+        // SAFETY: tile column j is `rows` consecutive floats of this task's block of C
+        // (transposed: (i, j) at j * stride + i), clipped by the caller; no other thread
+        // writes them.
+        let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(j * c.stride), rows) };
+        for (i, d) in dst.iter_mut().enumerate() {
+            let r = tile[i * nr + j];
+            *d = with_beta(*d, r, beta);
+        }
+    }
+}
+
+/// `r + beta * d` for one element of C; beta 0 never reads `d`, so NaN in C does not leak.
+#[inline(always)]
+pub(super) fn with_beta(d: f32, r: f32, beta: f32) -> f32 {
+    if beta == 0.0 { r } else { beta.mul_add(d, r) }
+}
+
+/// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when
+/// that is under a vector); `beta == 0` never reads `d`, so NaN in C does not leak.
+#[inline(always)]
+pub(super) fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f32) {
+    let prod = s.mul(va, acc);
+    if d.len() >= S::LANES {
+        let out = if beta == 0.0 {
+            prod
+        } else {
+            s.fma(vb, s.load(d), prod)
+        };
+        s.store(out, d);
+    } else {
+        let out = if beta == 0.0 {
+            prod
+        } else {
+            s.fma(vb, s.load_partial(d, 0.0), prod)
+        };
+        s.store_partial(out, d);
+    }
+}
+
+/// `row = beta * row` (zeros when beta is 0, without reading it).
+#[inline(always)]
+pub(super) fn scale_row(row: &mut [f32], beta: f32) {
+    if beta == 0.0 {
+        row.fill(0.0);
+    } else if beta != 1.0 {
+        row.iter_mut().for_each(|v| *v *= beta);
+    }
+}
+
+/// `C = beta * C` (zero when beta is 0, without reading C): the whole product when k = 0.
+pub(super) fn scale_c(t: &GemmTask) {
+    if t.c.trans {
+        for i in 0..t.m {
+            for j in 0..t.n {
+                // SAFETY: element (i, j) of this task's block of C.
+                let d = unsafe { &mut *t.c.at(i, j).ptr };
+                *d = if t.beta == 0.0 { 0.0 } else { *d * t.beta };
+            }
+        }
+        return;
+    }
+    for i in 0..t.m {
+        // SAFETY: row i of this task's block of C.
+        let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
+        scale_row(row, t.beta);
+    }
+}
