@@ -3,7 +3,8 @@
 //! (in cache, and streaming from memory with the thin tile),
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
 //! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
-//! them, and thin products split over the inner dimension across threads.
+//! them, an A a few rows past its block height, and thin products split over the inner
+//! dimension across threads.
 
 mod common;
 
@@ -192,6 +193,46 @@ fn b_panels_packed_by_their_first_tile_match_the_reference_on_every_isa() {
         (100, 100, 250, 2),
     ];
     check_row_major(47, &shapes, "B packed in the sweep");
+}
+
+#[test]
+fn an_a_a_few_rows_past_its_block_height_matches_the_reference_on_every_isa() {
+    // Past KC deep, rows up to one micro-panel past MC join the block before them (one
+    // block of MC + 1 or MC + MR rows; a third block of MC + 2), one more row makes a
+    // block of its own (MR + 1 rows); 70 deep, an A of more than MC rows is one block
+    // (all of it within MC x KC floats). Both layouts of A, ragged tiles, beta 0 over NaN
+    // and beta != 0.
+    let mut rng = Rng::new(53);
+    for (backend, e) in engines() {
+        let bl = trueno::gemm::blocking_for(backend);
+        let (mc, mr) = (bl.mc, bl.mr);
+        for (i, &(m, k)) in [
+            (mc + 1, bl.kc + 9),
+            (mc + mr, bl.kc + 9),
+            (mc + mr + 1, bl.kc + 9),
+            (2 * mc + 2, bl.kc + 9),
+            (mc + 1, 70),
+            (2 * mc + 2, 70),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let ta = [Transpose::No, Transpose::Yes][i % 2];
+            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+            let case = Case {
+                m,
+                n: 5 * bl.nr + 3,
+                k,
+                ta,
+                tb: Transpose::No,
+                alpha,
+                beta,
+                pad: i % 3,
+            };
+            let what = format!("{} {m} rows, MC {mc}", backend.name());
+            one_thread(|| check(&e, &mut rng, &case, &what));
+        }
+    }
 }
 
 #[test]

@@ -30,22 +30,27 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         return scale_c(t);
     }
     let thin = thin_b(MR, NV * S::LANES, t, bl);
-    let kc = match (thin, t.m <= bl.mc) {
+    let one_block = one_block(MR, t, bl);
+    let kc = match (thin, one_block) {
         (true, _) => bl.kc_thin_b,
         (false, true) => bl.kc_one_block,
         (false, false) => bl.kc,
     };
-    let nc = match t.m <= bl.mc {
+    let nc = match one_block {
         true => one_block_nc(t, bl, kc.min(t.k), CacheSizes::detect()),
         false => bl.nc,
     };
+    // MC rows a block, or all of a one-block A.
     let (kc_max, mc_max, nc_max) = (
         kc.min(t.k),
-        bl.mc.min(t.m.next_multiple_of(MR)),
+        match one_block {
+            true => t.m.next_multiple_of(MR),
+            false => bl.mc,
+        },
         nc.min(t.n.next_multiple_of(nr)),
     );
     let b_len = panel_stride(kc_max, nr) * nc_max.div_ceil(nr);
-    let a_len = kc_max * mc_max.next_multiple_of(MR);
+    let a_len = kc_max * tallest_a_block(t.m, mc_max, MR).next_multiple_of(MR);
     let a_pad = a_len.next_multiple_of(16);
     let mut buf = take_pack_buffer();
     if buf.len() < a_pad + b_len + 16 {
@@ -171,8 +176,9 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
-            for ic in (0..t.m).step_by(mc_max) {
-                let mc = mc_max.min(t.m - ic);
+            let mut ic = 0;
+            while ic < t.m {
+                let mc = a_block_rows(t.m - ic, mc_max, MR);
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 pack_a(s, t, ap, ic, mc, pc, kc, MR, avx);
                 ProfileCounters::add(t.profile, |p| &p.pack_a, t0);
@@ -191,6 +197,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     cols: (jc, nc),
                 });
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
+                ic += mc;
             }
         }
     }
@@ -227,8 +234,43 @@ fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 #[inline(always)]
 pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
     let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= CacheSizes::detect().l1 * 2 / 3;
-    let b_outer = t.m <= bl.mc && a_in_place(mr, t) && panel_in_l1;
+    let b_outer = one_block(mr, t, bl) && a_in_place(mr, t) && panel_in_l1;
     !t.ta && t.n <= THIN_PANELS * nr && !b_outer
+}
+
+/// Whether A is one block of the packed loops: at most MC rows, or, for a product no
+/// deeper than the one-block depth, all of A within the MC x KC block's floats (a
+/// shallow A of more than MC rows is smaller than the block MC was cut for). Zen 3 VM
+/// (AVX2, MC 126), one thread, four rounds interleaved against faer: 128^3 0.96-0.98x ->
+/// 1.00-1.01x, 160^3 0.94-0.96x -> 0.99-1.05x, 192^3 0.95x -> 0.97-0.98x, 200^3
+/// 0.91-0.96x -> 0.92-0.94x. Not for deep products: there the one-block depth and
+/// whole-row B blocks ran 128x11008x4096 at 0.78-0.85x against 0.82-0.92x.
+#[inline(always)]
+pub(super) fn one_block(mr: usize, t: &GemmTask, bl: Blocking) -> bool {
+    let shallow_fits = t.k <= bl.kc_one_block && t.m.next_multiple_of(mr) * t.k <= bl.mc * bl.kc;
+    t.m <= bl.mc || shallow_fits
+}
+
+/// Rows of the A block that starts `rest` rows before A's end: `mc`, or all `rest` where
+/// they overrun it by at most `mr` (one micro-panel), which a block of their own would
+/// sweep all of B's block again for. On AVX2 (MC 126 on the Zen 3 VM) a prefill's 128
+/// rows had run a 126-row block and a 2-row one, which read each packed B block from L3
+/// a second time: one thread, four rounds interleaved against faer (medians),
+/// 128x11008x4096 0.82-0.84x -> 0.88-0.93x, `x·Wᵀ` 128x11008x4096 0.79x -> 0.85x and
+/// 128x4096x11008 0.78x -> 0.81x.
+fn a_block_rows(rest: usize, mc: usize, mr: usize) -> usize {
+    match rest <= mc + mr {
+        true => rest,
+        false => mc,
+    }
+}
+
+/// Rows of the tallest A block `a_block_rows` cuts `m` rows into: `mc`, or the last block
+/// where it takes up a remainder (the buffer is sized to it exactly: the B panels after it
+/// keep their place, and with it their cache sets, wherever no block grows).
+fn tallest_a_block(m: usize, mc: usize, mr: usize) -> usize {
+    let before_last = m.saturating_sub(mc + mr).div_ceil(mc);
+    (m - before_last * mc).max(mc.min(m))
 }
 
 /// B panels up to which `thin_b` holds.
@@ -445,6 +487,31 @@ fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_blocks_cover_a_once_and_the_buffer_holds_the_tallest() {
+        for mr in [4, 6, 8, 14] {
+            for mc in [mr, 3 * mr, 126 / mr * mr, 256 / mr * mr] {
+                for m in 1..4 * mc + 3 * mr {
+                    let (mut ic, mut tallest, mut blocks) = (0, 0, Vec::new());
+                    while ic < m {
+                        let rows = a_block_rows(m - ic, mc, mr);
+                        blocks.push(rows);
+                        tallest = tallest.max(rows);
+                        ic += rows;
+                    }
+                    assert_eq!(ic, m, "mr {mr} mc {mc} m {m}: {blocks:?}");
+                    assert_eq!(tallest_a_block(m, mc, mr), tallest, "{mr} {mc} {m}");
+                    // Every block MC rows but the last, which is 1 to MC + MR.
+                    let (last, full) = blocks.split_last().unwrap();
+                    assert!(full.iter().all(|&r| r == mc), "{mc} {m}: {blocks:?}");
+                    assert!(*last <= mc + mr, "{mc} {m}: {blocks:?}");
+                    // No last block of at most MR rows after a full one.
+                    assert!(full.is_empty() || *last > mr, "{mc} {m}: {blocks:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn b_is_read_in_place_only_where_its_panel_cannot_evict_a_packed_one_from_l1() {
