@@ -207,6 +207,7 @@ fn mnemonic(i: &Instr) -> String {
         // f32 operands are multiplied as TF32, eight k a product.
         Op::Mma => match i.ty {
             Some(PtxType::F32) => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32".into(),
+            Some(PtxType::S32) => "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32".into(),
             t => {
                 let t = t.map(|t| t.name()).unwrap_or("bf16");
                 format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")

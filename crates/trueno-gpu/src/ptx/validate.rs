@@ -432,26 +432,36 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::WgmmaWait(_)
         | Op::SetMaxNreg { .. } => Err(format!("{:?} takes no type", i.op)),
         Op::Mma => {
-            if !matches!(ty, PtxType::F16 | PtxType::Bf16 | PtxType::F32) {
+            if !matches!(
+                ty,
+                PtxType::F16 | PtxType::Bf16 | PtxType::F32 | PtxType::S32
+            ) {
                 return Err(format!(
-                    "mma inputs are f16, bf16 or f32 (as tf32), not {ty}"
+                    "mma inputs are f16, bf16, f32 (as tf32) or s32 (as s8 bytes), not {ty}"
                 ));
             }
+            // The integer product accumulates in s32, the others in f32.
+            let acc = match ty {
+                PtxType::S32 => PtxType::S32,
+                _ => PtxType::F32,
+            };
             let vec_of = |o: Option<&Operand>, n: usize, class: PtxType| match o {
                 Some(Operand::Vector(v)) => {
                     v.len() == n && v.iter().all(|r| r.ty.reg_class() == class.reg_class())
                 }
                 _ => false,
             };
-            if i.dsts.len() != 4 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
-                return Err("mma writes four f32 registers".into());
+            if i.dsts.len() != 4 || i.dsts.iter().any(|d| d.ty != acc) {
+                return Err(format!("mma writes four {acc} registers"));
             }
             if i.srcs.len() != 3
                 || !vec_of(i.srcs.first(), 4, PtxType::B32)
                 || !vec_of(i.srcs.get(1), 2, PtxType::B32)
-                || !vec_of(i.srcs.get(2), 4, PtxType::F32)
+                || !vec_of(i.srcs.get(2), 4, acc)
             {
-                return Err("mma reads {a: 4 b32}, {b: 2 b32}, {c: 4 f32}".into());
+                return Err(format!(
+                    "mma reads {{a: 4 b32}}, {{b: 2 b32}}, {{c: 4 {acc}}}"
+                ));
             }
             Ok(())
         }

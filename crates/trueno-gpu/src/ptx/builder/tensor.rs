@@ -3,7 +3,7 @@
 
 use super::KernelBuilder;
 use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand, Rounding};
-use crate::ptx::types::{F32, PtxType, Reg, U32, U64};
+use crate::ptx::types::{F32, PtxType, Reg, S32, U32, U64};
 
 impl KernelBuilder {
     /// Starts a 16-byte copy of `[src]` (global) into `[dst]` (shared, 16-byte aligned);
@@ -101,6 +101,34 @@ impl KernelBuilder {
         d
     }
 
+    /// One `m16n8k32` integer tensor-core product: `a` (16x32, row) times `b` (32x8,
+    /// column) of signed bytes, four a register with the lowest k in the low byte, plus
+    /// `c`, exactly in s32. Lane `4g + t` holds `a` rows `g` (registers 0, 2) and `g + 8`
+    /// (1, 3) at k `4t..4t + 4` (0, 1) and `16 + 4t..` (2, 3), `b` column `g` at the same
+    /// two k runs, and the result's rows `g` (0, 1) and `g + 8` (2, 3) at columns `2t`,
+    /// `2t + 1`. A dot product over k is the same under any permutation of k applied to
+    /// both operands, so the two runs need not be those k: a quantized GEMV takes each
+    /// lane's eight consecutive bytes instead.
+    pub fn mma_m16n8k32_s8(
+        &mut self,
+        a: [Reg<U32>; 4],
+        b: [Reg<U32>; 2],
+        c: [Reg<S32>; 4],
+    ) -> [Reg<S32>; 4] {
+        let d: [Reg<S32>; 4] = std::array::from_fn(|_| self.reg::<S32>());
+        self.push(Instr::new(
+            Op::Mma,
+            Some(PtxType::S32),
+            d.iter().map(|r| r.vreg()).collect(),
+            vec![
+                Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
+                Operand::Vector(b.iter().map(|r| r.vreg()).collect()),
+                Operand::Vector(c.iter().map(|r| r.vreg()).collect()),
+            ],
+        ));
+        d
+    }
+
     /// One `m16n8k8` TF32 product: `a` (16x8, row) times `b` (8x8, column) of f32 values
     /// read as TF32 (one per register), plus `c`, in f32. The fragments are laid out as
     /// the 16-bit product's with each 32-bit word one value instead of a pair, so the
@@ -134,6 +162,11 @@ mod tests {
         let c = std::array::from_fn(|_| b.mov(0.0f32));
         let d = b.mma_m16n8k16(PtxType::Bf16, a, [t[0], t[1]], c);
         let d = b.mma_m16n8k8_tf32(a, [t[2], t[3]], d);
+        let zero = std::array::from_fn(|_| b.mov(0i32));
+        let e = b.mma_m16n8k32_s8(a, [t[0], t[1]], zero);
+        let e = b.mma_m16n8k32_s8(a, [t[2], t[3]], e);
+        let st = b.add(smem, 64u32);
+        b.st_vec(crate::ptx::Space::Shared, st, 0, &e);
         if bad_mma {
             // Three A registers instead of four.
             let x = b.reg::<U32>();
@@ -168,6 +201,7 @@ mod tests {
             "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \t{%f",
             "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 \t{%f",
+            "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 \t{%r",
             "cvt.rn.f16x2.f32 \t%r",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
