@@ -1,5 +1,6 @@
 //! Matrix-vector products from GGML-quantized weights: against f32 activations, and the
-//! integer path (activations quantized to Q8_K once, then `dp4a` products).
+//! integer path (activations quantized to Q8_K once, then `dp4a` products, or for a
+//! Q4_K batch the integer tensor cores).
 
 use crate::driver::Context;
 use crate::driver::{KernelArg, Recording, Stream};
@@ -9,6 +10,7 @@ use crate::kernels::qgemv_dp4a::{
     MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
 };
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
+use crate::kernels::qgemv_q4k_mma::BatchPath;
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_may_win, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
@@ -149,6 +151,47 @@ impl<'a> Stream<Recording<'a>> {
         y: &'a DeviceBuffer<f32>,
         vectors: usize,
     ) -> Result<()> {
+        self.qgemv_q8k_batch_with(w, a, y, vectors, BatchPath::Auto)
+    }
+
+    /// [`Self::qgemv_q8k_batch`] on the kernel `path` names: Q4_K batches of at least
+    /// [`crate::kernels::qgemv_q4k_mma::MMA_FROM_VECTORS`] vectors take the integer tensor
+    /// cores by default ([`BatchPath::Auto`]); [`BatchPath::Dp4a`] and
+    /// [`BatchPath::TensorCores`] force one kernel (for comparisons and tests).
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    /// use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// // 16 Q4_K rows of ones (d = 1, dmin = 0, every scale 1, every quant 1).
+    /// let mut block = vec![0u8; 144];
+    /// block[..2].copy_from_slice(&half::f16::ONE.to_le_bytes());
+    /// block[4..8].fill(1);
+    /// block[12..16].fill(1);
+    /// block[16..].fill(0x11);
+    /// let w = ctx.upload_quant(QuantFormat::Q4K, 16, 256, &block.repeat(16))?;
+    /// // Three vectors of 0.25, 0.5 and 1.0.
+    /// let x: Vec<f32> = [0.25f32, 0.5, 1.0].iter().flat_map(|&v| [v; 256]).collect();
+    /// let x = ctx.upload(&x)?;
+    /// let (q, y) = (ctx.alloc_q8k(768)?, ctx.alloc::<f32>(48)?);
+    /// let mut s = ctx.stream()?.record();
+    /// s.quantize_q8k(&x, &q)?;
+    /// s.qgemv_q8k_batch_with(&w, &q, &y, 3, BatchPath::TensorCores)?;
+    /// s.sync()?;
+    /// let y = y.to_vec()?;
+    /// assert_eq!((y[0], y[16], y[47]), (64.0, 128.0, 256.0));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn qgemv_q8k_batch_with(
+        &mut self,
+        w: &'a QuantMatrix,
+        a: &'a Q8kVector,
+        y: &'a DeviceBuffer<f32>,
+        vectors: usize,
+        path: BatchPath,
+    ) -> Result<()> {
         if !(1..=MAX_BATCH).contains(&vectors) || vectors * w.rows() > u32::MAX as usize {
             return shape_err(
                 &QgemvQ8kBatchKernel(w.format()).name(),
@@ -158,7 +201,7 @@ impl<'a> Stream<Recording<'a>> {
                 ),
             );
         }
-        self.q8k_product(w, a, y, Some(vectors))
+        self.q8k_product(w, a, y, Some((vectors, path)))
     }
 
     /// The integer product of one vector (`batch` `None`) or of a batch.
@@ -167,14 +210,14 @@ impl<'a> Stream<Recording<'a>> {
         w: &'a QuantMatrix,
         a: &'a Q8kVector,
         y: &'a DeviceBuffer<f32>,
-        batch: Option<usize>,
+        batch: Option<(usize, BatchPath)>,
     ) -> Result<()> {
         let k: Box<dyn Kernel> = match batch {
             None => self.context().qgemv_q8k_kernel(w)?,
-            Some(_) => Box::new(QgemvQ8kBatchKernel(w.format())),
+            Some((n, path)) => path.kernel(w.format(), n),
         };
         let cfg = k.launch_config(&[w.rows(), w.cols()])?;
-        let vectors = batch.unwrap_or(1);
+        let vectors = batch.map_or(1, |(n, _)| n);
         if a.len() != vectors * w.cols() {
             return shape_err(
                 &k.name(),
@@ -198,7 +241,7 @@ impl<'a> Stream<Recording<'a>> {
             .arg(KernelArg::buf_mut(y))
             .arg(KernelArg::U32(w.rows() as u32))
             .arg(KernelArg::U32((w.cols() / BLOCK) as u32));
-        if let Some(n) = batch {
+        if let Some((n, _)) = batch {
             launch = launch.arg(KernelArg::U32(n as u32));
         }
         launch.run()

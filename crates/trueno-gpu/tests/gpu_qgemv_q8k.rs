@@ -13,6 +13,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -286,6 +287,62 @@ fn qgemv_q8k_batch_matches_the_reference_for_each_vector() {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn q4_k_batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
+    // The integer tensor-core kernel, forced (and `Auto`, which takes it from two
+    // vectors): rows in whole 16-row tiles and ragged ones (5, 17, 613), super-blocks
+    // fewer than the block's eight warps (1, 3) and ragged among them (9, 16 + 1), every
+    // batch size 1-8 (the missing columns of the eight-column product), beside the dp4a
+    // kernel on the same data.
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x1ab5);
+    let f = QuantFormat::Q4K;
+    let mut shapes = vec![(5, 256), (16, 3 * 256), (17, 9 * 256), (48, 17 * 256)];
+    if !small() {
+        shapes.push((613, 4096));
+    }
+    for &(rows, cols) in &shapes {
+        let dense = rng.vec(rows * cols, -2.0, 2.0);
+        let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+        let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+        for vectors in 1..=8 {
+            let mut x = rng.vec(vectors * cols, -1.0, 1.0);
+            // The last vector's first block all zero (scale 0).
+            let at = (vectors - 1) * cols;
+            x[at..at + 256].fill(0.0);
+            let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+            let xd = ctx.upload(&x).unwrap();
+            let q = ctx.alloc_q8k(vectors * cols).unwrap();
+            for path in [BatchPath::TensorCores, BatchPath::Auto, BatchPath::Dp4a] {
+                let mut yd = poisoned(&ctx, vectors * rows);
+                let mut s = ctx.stream().unwrap().record();
+                s.quantize_q8k(&xd, &q).unwrap();
+                s.qgemv_q8k_batch_with(&wd, &q, &yd, vectors, path).unwrap();
+                s.sync().unwrap();
+                let y = yd.to_vec().unwrap();
+                let per = cols / 256 * 292;
+                for v in 0..vectors {
+                    let want = reference(f, &w, &act[v * per..][..per], rows, cols);
+                    let name = format!("{path:?} {rows}x{cols} vector {v} of {vectors}");
+                    assert_rows(&name, &y[v * rows..][..rows], &want);
+                }
+            }
+        }
+    }
+    // Formats without the kernel: a shape error, nothing launched.
+    let (q, y) = (ctx.alloc_q8k(256).unwrap(), ctx.alloc::<f32>(16).unwrap());
+    for f in QuantFormat::ALL
+        .into_iter()
+        .filter(|&f| f != QuantFormat::Q4K)
+    {
+        let bytes = vec![0u8; f.matrix_bytes(16, 256).unwrap()];
+        let w = ctx.upload_quant(f, 16, 256, &bytes).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        let r = s.qgemv_q8k_batch_with(&w, &q, &y, 1, BatchPath::TensorCores);
+        assert!(r.is_err(), "{}: no tensor-core batch kernel", f.name());
     }
 }
 

@@ -228,6 +228,24 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     }
 }
 
+/// The tensor-core quantized batch product's machine code: its sixteen products a
+/// super-block (eight of quants, eight of mins) are IMMA (integer tensor-core)
+/// instructions on every target it claims, and no `dp4a` (IDP) is left.
+#[test]
+fn the_tensor_core_quantized_batch_runs_on_integer_tensor_cores() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_q4k_mma::QgemvQ8kMmaKernel;
+    for f in QgemvQ8kMmaKernel::FORMATS {
+        let k = QgemvQ8kMmaKernel(f);
+        for target in common::checked_targets(&k) {
+            let (stem, code) = sass.of(&k, target);
+            let count = |op: &str| code.matches(op).count();
+            assert_eq!(count("IMMA.16832.S8.S8"), 16, "{stem}\n{code}");
+            assert_eq!(count("IDP"), 0, "{stem}: a dp4a product");
+        }
+    }
+}
+
 /// A tensor-core GEMM's epilogue in machine code: the accumulators staged in shared
 /// memory as pairs (STS.64: a quarter of the tile's `cols` a thread, 32 for 128 x 128
 /// tiles), read back 16 bytes at a

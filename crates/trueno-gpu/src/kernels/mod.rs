@@ -37,6 +37,7 @@ mod qgemv_k;
 mod qgemv_k4_dp4a;
 pub mod qgemv_late;
 pub mod qgemv_one_wave;
+pub mod qgemv_q4k_mma;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 pub mod qgemv_wide;

@@ -5,6 +5,7 @@
 use trueno_gpu::Result;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
 use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
 
 use super::{Bench, random, random_blocks};
@@ -90,20 +91,29 @@ impl Bench {
             bytes + act + rows * 4
         ));
         // Batches: n different vectors against one read of the weights.
-        for n in [2usize, 4, 8] {
+        for n in [2usize, 3, 4, 8] {
             let qn = self.ctx.alloc_q8k(n * cols)?;
             let xn = self.ctx.upload(&random(n * cols, 5))?;
             let yn = self.ctx.alloc::<f32>(n * rows)?;
             let mut s = self.ctx.stream()?.record();
             s.quantize_q8k(&xn, &qn)?;
             s.sync()?;
-            let ms = self.time(ws.len(), |s, i| s.qgemv_q8k_batch(&ws[i], &qn, &yn, n))?;
-            self.emit(format!(
-                r#"{{"kind":"qgemv_batch","format":"{} q8k","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"queued_ms":{:.5},"single_ms":{single:.5},"bytes":{}}}"#,
-                f.name(),
-                self.queued.get(),
-                bytes + n * (act + rows * 4)
-            ));
+            // Where the format has a tensor-core batch kernel, it and dp4a side by side.
+            let paths: &[(BatchPath, &str)] = match QgemvQ8kMmaKernel::FORMATS.contains(&f) {
+                true => &[(BatchPath::TensorCores, " mma"), (BatchPath::Dp4a, "")],
+                false => &[(BatchPath::Auto, "")],
+            };
+            for &(path, label) in paths {
+                let ms = self.time(ws.len(), |s, i| {
+                    s.qgemv_q8k_batch_with(&ws[i], &qn, &yn, n, path)
+                })?;
+                self.emit(format!(
+                    r#"{{"kind":"qgemv_batch","format":"{} q8k{label}","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"queued_ms":{:.5},"single_ms":{single:.5},"bytes":{}}}"#,
+                    f.name(),
+                    self.queued.get(),
+                    bytes + n * (act + rows * 4)
+                ));
+            }
         }
         let ms = self.time(ws.len(), |s, i| {
             s.quantize_q8k(x, &q)?;

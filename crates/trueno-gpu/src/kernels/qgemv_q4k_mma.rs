@@ -1,0 +1,407 @@
+//! Q4_K weights against a batch of Q8_K activation vectors on the integer tensor cores
+//! (`mma.sync.m16n8k32.s8`): a block's 16 rows are the product's M, the batch's (up to)
+//! eight vectors its N, and each 32-weight sub-block one k32 step. Why: past two vectors
+//! the `dp4a` batch kernel ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]) is bound by its
+//! own instructions (each vector's products one after another in the lane), where one
+//! `mma` does a sub-block of sixteen rows for all eight vectors.
+//!
+//! A block of eight warps takes 16 rows; warp `w` takes super-blocks `w, w + 8, ...` and
+//! the eight warps' sums meet in shared memory. Lane `4g + t` loads rows `g` and `g + 8`
+//! of the tile and vector `g` of the batch: of each 32-byte run of quant bytes (the low
+//! nibbles sub-block `2i`, the high ones `2i + 1`) bytes `8t..8t + 8`, and the same eight
+//! activation bytes of each sub-block, as the A and B fragments' two k runs (the product
+//! sums over k, so any placement of k serves that both operands share). Per sub-block:
+//! `P = A B` exactly in s32, scaled by the rows' 6-bit scales into the super-block's
+//! integer sum; the min term `m * sum(a)` is a second product whose A is each row's min
+//! repeated in every byte, accumulated over the super-block with no scaling. Then, per
+//! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic).
+
+use super::qgemv::QuantFormat;
+use super::qgemv_k::{self, half_of};
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::Result;
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, S32, Space, U32, U64};
+
+/// Rows a block: the product's M.
+const TILE_ROWS: u32 = 16;
+/// Warps a block, each taking every `WARPS`-th super-block. A warp's loads of one
+/// super-block are all it has in flight, so the rows' super-blocks are spread wide: on
+/// an H200 (eight vectors, GPU time), four warps took 11.7 / 16.5 / 34.5 / 37.6 us at
+/// 4096x4096 / 14336x4096 / 4096x14336 / 32000x4096, eight 8.1 / 18.4 / 20.7 / 32.3,
+/// sixteen 7.8 / 21.4 / 21.4 / 45.9; two super-blocks' loads a step (eight warps) ran
+/// 1.00-1.04x slower.
+const WARPS: u32 = 8;
+/// Threads a block.
+const THREADS: u32 = 32 * WARPS;
+/// The vectors of one product: its N.
+const VECTORS: u32 = 8;
+/// Bytes of Q8_K activation quants per super-block.
+const ACT_BYTES: u32 = 256;
+
+/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and Q4_K
+/// weights `W`, on the integer tensor cores; parameters as
+/// [`super::qgemv_dp4a::QgemvQ8kBatchKernel`]'s (`w`, `qs`, `d`, `bsums` (unread: the min
+/// term is a product of its own), `y`, `rows`, `blocks`, `vectors`).
+#[derive(Clone, Copy, Debug)]
+pub struct QgemvQ8kMmaKernel(pub QuantFormat);
+
+impl QgemvQ8kMmaKernel {
+    /// The weight formats with a tensor-core batch kernel.
+    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
+}
+
+impl Kernel for QgemvQ8kMmaKernel {
+    fn name(&self) -> String {
+        format!("trueno_qgemv_{}_q8k_mma", self.0.name())
+    }
+
+    fn family(&self) -> Family {
+        Family::Qgemv
+    }
+
+    fn build(&self) -> KernelIr {
+        build(self.name())
+    }
+
+    /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        if !Self::FORMATS.contains(&self.0) {
+            let why = format!("{} has no tensor-core batch kernel", self.0.name());
+            return crate::error::shape_err(&name, why);
+        }
+        let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
+        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
+        Ok(LaunchConfig::linear(tiles, THREADS))
+    }
+}
+
+/// The lane's pointers at super-block 0: both rows' headers, its quant runs' offset from
+/// them, its vector's activations, the two output vectors' activation scales.
+struct Ptrs {
+    heads: [Reg<U64>; 2],
+    quants: Reg<U64>,
+    act: Reg<U64>,
+    dx: [Reg<U64>; 2],
+}
+
+/// Where the thread sits: its index in the block, warp, `g` and `t` of lane `4g + t`, and
+/// the block's tile of rows.
+struct Place {
+    tid: Reg<U32>,
+    warp: Reg<U32>,
+    g: Reg<U32>,
+    t: Reg<U32>,
+    tile: Reg<U32>,
+}
+
+/// One lane's loads of one super-block: both rows' headers and quant runs, its vector's
+/// eight runs of activation bytes, and the two output vectors' scales.
+struct Loads {
+    head: [[Reg<U32>; 4]; 2],
+    quants: [[[Reg<U32>; 2]; 4]; 2],
+    act: [[Reg<U32>; 2]; 8],
+    dx: [Reg<F32>; 2],
+}
+
+fn build(name: String) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let w = b.param_ptr("w", PtxType::U16);
+    let aq = b.param_ptr("qs", PtxType::U32);
+    let ad = b.param_ptr("d", PtxType::F32);
+    let _sums = b.param_ptr("bsums", PtxType::S32);
+    let y = b.param_ptr("y", PtxType::F32);
+    let rows = b.param_u32("rows");
+    let blocks = b.param_u32("blocks");
+    let vectors = b.param_u32("vectors");
+    b.allow_next_grid();
+    let tid = b.tid_x();
+    let warp = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let g = b.shr(lane, 2u32);
+    let t = b.and(lane, 3u32);
+    let tile = b.ctaid_x();
+    let row0 = b.mad(tile, TILE_ROWS, g);
+    // Rows past the last load the last one (their sums are never stored).
+    let last = b.sub(rows, 1u32);
+    let (bb, qs_at) = qgemv_k::layout(false);
+    let row_bytes = b.mul(blocks, bb);
+    let t8 = b.shl(t, 3u32);
+    let lane_q = b.add(t8, qs_at);
+    let row_ptr = |b: &mut KernelBuilder, extra: u32| {
+        let r = b.add(row0, extra);
+        let r = b.min(r, last);
+        let off = b.mul_wide(r, row_bytes);
+        b.add(w, off)
+    };
+    let heads = [row_ptr(&mut b, 0), row_ptr(&mut b, 8)];
+    // The quant runs' offset from a super-block's start (a pointer a row would cost two
+    // registers each: on sm_80 ptxas then spilled at its 64-register cap).
+    let quants = b.cvt::<U64, U32>(lane_q, None);
+    // The lane's vector for B (the last one past the batch), and the two vectors of its
+    // outputs (columns 2t, 2t + 1) for their scales.
+    let last_v = b.sub(vectors, 1u32);
+    let act_stride = b.mul(blocks, ACT_BYTES);
+    let vb = b.min(g, last_v);
+    let act_off = b.mul_wide(vb, act_stride);
+    let act = b.add(aq, act_off);
+    let t8w = b.cvt::<U64, U32>(t8, None);
+    let act = b.add(act, t8w);
+    let d_stride = b.mul(blocks, 4u32);
+    let v0 = b.shl(t, 1u32);
+    let dxp = [0u32, 1].map(|i| {
+        let v = b.add(v0, i);
+        let v = b.min(v, last_v);
+        let off = b.mul_wide(v, d_stride);
+        b.add(ad, off)
+    });
+    let acc: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov(0.0f32));
+    // The activations may come from the previous kernel; the weights never do, but the
+    // loop reads both.
+    b.wait_for_previous_grid();
+    let ptrs = Ptrs {
+        heads,
+        quants,
+        act,
+        dx: dxp,
+    };
+    b.for_loop(warp, blocks, WARPS, true, |b, sb| {
+        let l = load(b, sb, &ptrs, bb);
+        super_block(b, &l, acc);
+    });
+    let at = Place {
+        tid,
+        warp,
+        g,
+        t,
+        tile,
+    };
+    store(&mut b, (y, rows, vectors), &at, acc);
+    b.ret();
+    b.finish()
+}
+
+/// Super-block `sb`'s loads for the lane (`bb` bytes a super-block).
+fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
+    let wo = b.mul_wide(sb, bb);
+    let quants = p.quants;
+    let blk = p.heads.map(|h| b.add(h, wo));
+    let head = blk.map(|p| b.ld_vec::<U32, U64, 4>(Space::Global, p, 0));
+    let quants = blk.map(|p| {
+        let q = b.add(p, quants);
+        std::array::from_fn(|i| b.ld_vec::<U32, U64, 2>(Space::Global, q, 32 * i as i64))
+    });
+    let ao = b.mul_wide(sb, ACT_BYTES);
+    let a = b.add(p.act, ao);
+    let act = std::array::from_fn(|j| b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64));
+    let dxo = b.mul_wide(sb, 4u32);
+    let dx = p.dx.map(|p| {
+        let p = b.add(p, dxo);
+        b.ld::<F32, U64>(Space::Global, p, 0)
+    });
+    Loads {
+        head,
+        quants,
+        act,
+        dx,
+    }
+}
+
+/// Each row's eight 6-bit scales and mins, four to a word (sub-blocks 0-3, then 4-7),
+/// from its three scale words `s` (GGML's `get_scale_min_k4`, four at once).
+fn scales_mins(b: &mut KernelBuilder, s: [Reg<U32>; 3]) -> ([Reg<U32>; 2], [Reg<U32>; 2]) {
+    let sc_lo = b.and(s[0], 0x3F3F_3F3Fu32);
+    let m_lo = b.and(s[1], 0x3F3F_3F3Fu32);
+    let top = |b: &mut KernelBuilder, w: Reg<U32>| {
+        let x = b.shr(w, 2u32);
+        b.and(x, 0x3030_3030u32)
+    };
+    let low4 = b.and(s[2], 0x0F0F_0F0Fu32);
+    let t0 = top(b, s[0]);
+    let sc_hi = b.or(low4, t0);
+    let high4 = b.shr(s[2], 4u32);
+    let high4 = b.and(high4, 0x0F0F_0F0Fu32);
+    let t1 = top(b, s[1]);
+    let m_hi = b.or(high4, t1);
+    ([sc_lo, sc_hi], [m_lo, m_hi])
+}
+
+/// One super-block's products into the lane's four sums: rows `g`, `g + 8` by vectors
+/// `2t`, `2t + 1` (the `mma` result's order).
+fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
+    let sm = l.head.map(|h| scales_mins(b, [h[1], h[2], h[3]]));
+    let zero = || [0i32; 4];
+    let mut isum: [Reg<S32>; 4] = zero().map(|v| b.mov(v));
+    let mut msum: [Reg<S32>; 4] = zero().map(|v| b.mov(v));
+    for j in 0..8usize {
+        let (pair, high) = (j / 2, j % 2 == 1);
+        let (word, byte) = (j / 4, (j % 4) as u32);
+        // A: rows g, g + 8 at the first k run, then both at the second.
+        let nibbles = |b: &mut KernelBuilder, q: Reg<U32>| {
+            let q = if high { b.shr(q, 4u32) } else { q };
+            b.and(q, 0x0F0F_0F0Fu32)
+        };
+        let [r0, r1] = l.quants.map(|q| q[pair]);
+        let a = [r0[0], r1[0], r0[1], r1[1]].map(|q| nibbles(b, q));
+        let bf = l.act[j];
+        let c0 = zero().map(|v| b.mov(v));
+        let p = b.mma_m16n8k32_s8(a, bf, c0);
+        // The rows' scales of sub-block j as integers, their mins in every byte.
+        let sc = sm.map(|(sc, _)| {
+            let v = b.prmt(sc[word], 0u32, 0x4440 | byte);
+            b.bitcast32::<S32, U32>(v)
+        });
+        let mins = sm.map(|(_, m)| b.prmt(m[word], 0u32, 0x1111 * byte));
+        for (i, s) in isum.iter_mut().enumerate() {
+            *s = b.mad(sc[i / 2], p[i], *s);
+        }
+        msum = b.mma_m16n8k32_s8([mins[0], mins[1], mins[0], mins[1]], bf, msum);
+    }
+    // dx * (d * isum - dmin * msum), rows by the header's halves, vectors by dx.
+    for (i, &a) in acc.iter().enumerate() {
+        let (row, v) = (i / 2, i % 2);
+        let d = half_of(b, l.head[row][0], false);
+        let dmin = half_of(b, l.head[row][0], true);
+        let is = b.cvt::<F32, S32>(isum[i], Some(Rounding::Rn));
+        let ms = b.cvt::<F32, S32>(msum[i], Some(Rounding::Rn));
+        let scaled = b.mul(d, is);
+        let nm = b.neg(dmin);
+        let part = b.fma(nm, ms, scaled);
+        let next = b.fma(l.dx[v], part, a);
+        b.assign(a, next);
+    }
+}
+
+/// The four warps' sums through shared memory, then one output a thread:
+/// `y[v * rows + row]` for the tile's rows below `rows` and `v < vectors`.
+fn store(
+    b: &mut KernelBuilder,
+    (y, rows, vectors): (Reg<U64>, Reg<U32>, Reg<U32>),
+    at: &Place,
+    acc: [Reg<F32>; 4],
+) {
+    let Place {
+        tid,
+        warp,
+        g,
+        t,
+        tile,
+    } = *at;
+    // [warp][row][vector] floats.
+    let tile_floats = TILE_ROWS * VECTORS;
+    let smem = b.shared_array("partial", WARPS * tile_floats * 4, 16);
+    let t2 = b.shl(t, 1u32);
+    for (half, pair) in [[acc[0], acc[1]], [acc[2], acc[3]]].iter().enumerate() {
+        let r = b.add(g, 8 * half as u32);
+        let at = b.mad(warp, TILE_ROWS, r);
+        let at = b.mad(at, VECTORS, t2);
+        let addr = b.mad(at, 4u32, smem);
+        b.st_vec(Space::Shared, addr, 0, pair);
+    }
+    b.bar_sync();
+    // Thread i < 128: vector i / 16, row i % 16 (consecutive threads, consecutive rows
+    // of y), where both are in the product.
+    let v = b.shr(tid, 4u32);
+    let r = b.and(tid, TILE_ROWS - 1);
+    let row = b.mad(tile, TILE_ROWS, r);
+    let in_rows = b.setp::<U32>(Cmp::Lt, row, rows);
+    let in_batch = b.setp::<U32>(Cmp::Lt, v, vectors);
+    let keep = b.and_pred(in_rows, in_batch);
+    b.if_then(keep, false, |b| {
+        let at = b.mad(r, VECTORS, v);
+        let addr = b.mad(at, 4u32, smem);
+        let mut sum = b.ld::<F32, U32>(Space::Shared, addr, 0);
+        for w in 1..WARPS {
+            let x = b.ld::<F32, U32>(Space::Shared, addr, i64::from(w * tile_floats * 4));
+            sum = b.add(sum, x);
+        }
+        let out = b.mad(v, rows, row);
+        let off = b.mul_wide(out, 4u32);
+        let p = b.add(y, off);
+        b.st::<F32, U64>(Space::Global, p, 0, sum);
+    });
+}
+
+/// Which kernel a batched integer product runs
+/// ([`crate::driver::Stream::qgemv_q8k_batch_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchPath {
+    /// The tensor-core kernel where the format has one ([`QgemvQ8kMmaKernel::FORMATS`])
+    /// and the batch has at least [`MMA_FROM_VECTORS`] vectors, else `dp4a`.
+    Auto,
+    /// `dp4a` ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]), every format.
+    Dp4a,
+    /// The integer tensor cores ([`QgemvQ8kMmaKernel`]); a format without that kernel is a
+    /// shape error.
+    TensorCores,
+}
+
+/// The fewest vectors [`BatchPath::Auto`] gives the tensor cores: from two on, the
+/// tensor-core kernel ran faster than `dp4a` at every measured shape (H200, GPU time,
+/// 4096x4096 to 32000x4096: two vectors 0.69-0.95x its time, eight 0.31-0.54x).
+pub const MMA_FROM_VECTORS: usize = 2;
+
+impl BatchPath {
+    /// The kernel this path runs for `vectors` vectors of format `f`.
+    ///
+    /// ```
+    /// use trueno_gpu::kernels::Kernel;
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    /// use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
+    ///
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
+    /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma");
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q6K, 8);
+    /// assert_eq!(k.name(), "trueno_qgemv_q6_k_q8k_batch");
+    /// ```
+    pub fn kernel(self, f: QuantFormat, vectors: usize) -> Box<dyn Kernel> {
+        let mma = match self {
+            BatchPath::Auto => {
+                QgemvQ8kMmaKernel::FORMATS.contains(&f) && vectors >= MMA_FROM_VECTORS
+            }
+            BatchPath::Dp4a => false,
+            BatchPath::TensorCores => true,
+        };
+        match mma {
+            true => Box::new(QgemvQ8kMmaKernel(f)),
+            false => Box::new(super::qgemv_dp4a::QgemvQ8kBatchKernel(f)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_q4_k_has_the_tensor_core_kernel_and_tiles_are_16_rows() {
+        for f in QuantFormat::ALL {
+            let k = QgemvQ8kMmaKernel(f);
+            let has = QgemvQ8kMmaKernel::FORMATS.contains(&f);
+            assert_eq!(k.launch_config(&[17, 512]).is_ok(), has, "{}", f.name());
+            let auto = BatchPath::Auto.kernel(f, 8).name();
+            assert_eq!(auto.ends_with("_mma"), has, "{auto}");
+        }
+        let k = QgemvQ8kMmaKernel(QuantFormat::Q4K);
+        let c = k.launch_config(&[17, 512]).unwrap();
+        assert_eq!((c.grid.0, c.block.0), (2, THREADS));
+        assert!(
+            k.launch_config(&[16, 384]).is_err(),
+            "not whole super-blocks"
+        );
+        assert!(k.launch_config(&[0, 256]).is_err(), "no rows");
+        assert!(
+            BatchPath::Auto
+                .kernel(QuantFormat::Q4K, 1)
+                .name()
+                .ends_with("_batch")
+        );
+        assert!(
+            BatchPath::Dp4a
+                .kernel(QuantFormat::Q4K, 8)
+                .name()
+                .ends_with("_batch")
+        );
+    }
+}
