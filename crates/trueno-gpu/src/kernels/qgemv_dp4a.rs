@@ -65,18 +65,48 @@ pub(super) struct Frame {
     vectors: Option<Reg<U32>>,
 }
 
-/// Declares the parameters (`w`, `qs`, `d`, `bsums`, `y`, `rows`, `blocks`, and for a
-/// batched kernel `vectors`) and sets up the [`Frame`] for super-blocks of `bb` bytes.
+/// The integer products' parameters, in the order every launch of them passes: the
+/// weights, the activations' quants, scales and sums of 16, the output, its rows, the
+/// super-blocks a row, and for a batched kernel the vector count.
+pub(super) struct Q8kParams {
+    pub w: Reg<U64>,
+    pub qs: Reg<U64>,
+    pub d: Reg<U64>,
+    pub bsums: Reg<U64>,
+    pub y: Reg<U64>,
+    pub rows: Reg<U32>,
+    pub blocks: Reg<U32>,
+    pub vectors: Option<Reg<U32>>,
+}
+
+/// Declares [`Q8kParams`] (`vectors` where `batched`).
+pub(super) fn q8k_params(b: &mut KernelBuilder, batched: bool) -> Q8kParams {
+    Q8kParams {
+        w: b.param_ptr("w", PtxType::U16),
+        qs: b.param_ptr("qs", PtxType::U32),
+        d: b.param_ptr("d", PtxType::F32),
+        bsums: b.param_ptr("bsums", PtxType::S32),
+        y: b.param_ptr("y", PtxType::F32),
+        rows: b.param_u32("rows"),
+        blocks: b.param_u32("blocks"),
+        vectors: batched.then(|| b.param_u32("vectors")),
+    }
+}
+
+/// Declares the parameters ([`Q8kParams`]) and sets up the [`Frame`] for super-blocks of
+/// `bb` bytes.
 fn frame(b: &mut KernelBuilder, bb: u32, batched: bool) -> Frame {
     b.max_threads(THREADS);
-    let w = b.param_ptr("w", PtxType::U16);
-    let aq = b.param_ptr("qs", PtxType::U32);
-    let ad = b.param_ptr("d", PtxType::F32);
-    let abs = b.param_ptr("bsums", PtxType::S32);
-    let y = b.param_ptr("y", PtxType::F32);
-    let rows = b.param_u32("rows");
-    let blocks = b.param_u32("blocks");
-    let vectors = batched.then(|| b.param_u32("vectors"));
+    let Q8kParams {
+        w,
+        qs: aq,
+        d: ad,
+        bsums: abs,
+        y,
+        rows,
+        blocks,
+        vectors,
+    } = q8k_params(b, batched);
     // The next kernel may start its blocks once all of these have: it waits for this
     // grid before reading anything this writes.
     b.allow_next_grid();

@@ -17,10 +17,11 @@
 //! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic).
 
 use super::qgemv::QuantFormat;
+use super::qgemv_dp4a::q8k_params;
 use super::qgemv_k::{self, half_of};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Rounding, S32, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
 /// Rows a block: the product's M.
 const TILE_ROWS: u32 = 16;
@@ -107,14 +108,12 @@ struct Loads {
 fn build(name: String) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
-    let w = b.param_ptr("w", PtxType::U16);
-    let aq = b.param_ptr("qs", PtxType::U32);
-    let ad = b.param_ptr("d", PtxType::F32);
-    let _sums = b.param_ptr("bsums", PtxType::S32);
-    let y = b.param_ptr("y", PtxType::F32);
-    let rows = b.param_u32("rows");
-    let blocks = b.param_u32("blocks");
-    let vectors = b.param_u32("vectors");
+    // The batch kernels' parameters; the sums of 16 go unread (the min term is a
+    // product of its own).
+    let params = q8k_params(&mut b, true);
+    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
+    let (rows, blocks) = (params.rows, params.blocks);
+    let vectors = params.vectors.expect("a batched kernel's vector count");
     b.allow_next_grid();
     let tid = b.tid_x();
     let warp = b.shr(tid, 5u32);

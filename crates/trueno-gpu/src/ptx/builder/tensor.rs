@@ -3,7 +3,7 @@
 
 use super::KernelBuilder;
 use crate::ptx::ir::{AddrBase, Imm, Instr, Op, Operand, Rounding};
-use crate::ptx::types::{F32, PtxType, Reg, S32, U32, U64};
+use crate::ptx::types::{F32, PtxType, Reg, RegType, S32, U32, U64};
 
 impl KernelBuilder {
     /// Starts a 16-byte copy of `[src]` (global) into `[dst]` (shared, 16-byte aligned);
@@ -87,10 +87,21 @@ impl KernelBuilder {
         b: [Reg<U32>; 2],
         c: [Reg<F32>; 4],
     ) -> [Reg<F32>; 4] {
-        let d: [Reg<F32>; 4] = std::array::from_fn(|_| self.reg::<F32>());
+        self.mma(input, a, b, c)
+    }
+
+    /// An `mma.sync` of type `ty` (see [`Op::Mma`]) into four fresh accumulators.
+    fn mma<T: RegType>(
+        &mut self,
+        ty: PtxType,
+        a: [Reg<U32>; 4],
+        b: [Reg<U32>; 2],
+        c: [Reg<T>; 4],
+    ) -> [Reg<T>; 4] {
+        let d: [Reg<T>; 4] = std::array::from_fn(|_| self.reg::<T>());
         self.push(Instr::new(
             Op::Mma,
-            Some(input),
+            Some(ty),
             d.iter().map(|r| r.vreg()).collect(),
             vec![
                 Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
@@ -115,18 +126,7 @@ impl KernelBuilder {
         b: [Reg<U32>; 2],
         c: [Reg<S32>; 4],
     ) -> [Reg<S32>; 4] {
-        let d: [Reg<S32>; 4] = std::array::from_fn(|_| self.reg::<S32>());
-        self.push(Instr::new(
-            Op::Mma,
-            Some(PtxType::S32),
-            d.iter().map(|r| r.vreg()).collect(),
-            vec![
-                Operand::Vector(a.iter().map(|r| r.vreg()).collect()),
-                Operand::Vector(b.iter().map(|r| r.vreg()).collect()),
-                Operand::Vector(c.iter().map(|r| r.vreg()).collect()),
-            ],
-        ));
-        d
+        self.mma(PtxType::S32, a, b, c)
     }
 
     /// One `m16n8k8` TF32 product: `a` (16x8, row) times `b` (8x8, column) of f32 values
