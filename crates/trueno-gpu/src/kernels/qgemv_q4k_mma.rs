@@ -14,7 +14,8 @@
 //! `P = A B` exactly in s32, scaled by the rows' 6-bit scales into the super-block's
 //! integer sum; the min term `m * sum(a)` is a second product whose A is each row's min
 //! repeated in every byte, accumulated over the super-block with no scaling. Then, per
-//! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic).
+//! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic). A
+//! super-block's loads all leave before its first product ([`PIN_LOADS`]).
 
 use super::qgemv::QuantFormat;
 use super::qgemv_dp4a::q8k_params;
@@ -27,11 +28,18 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U
 const TILE_ROWS: u32 = 16;
 /// Warps a block, each taking every `WARPS`-th super-block. A warp's loads of one
 /// super-block are all it has in flight, so the rows' super-blocks are spread wide: on
-/// an H200 (eight vectors, GPU time), four warps took 11.7 / 16.5 / 34.5 / 37.6 us at
+/// an H200 (eight vectors, GPU time, before the loads were pinned), four warps took 11.7 / 16.5 / 34.5 / 37.6 us at
 /// 4096x4096 / 14336x4096 / 4096x14336 / 32000x4096, eight 8.1 / 18.4 / 20.7 / 32.3,
 /// sixteen 7.8 / 21.4 / 21.4 / 45.9; two super-blocks' loads a step (eight warps) ran
 /// 1.00-1.04x slower.
 const WARPS: u32 = 8;
+/// Whether a super-block's loads end a basic block of their own
+/// ([`qgemv_k::end_block`]): ptxas otherwise sinks them among the products, each waiting
+/// for the one before. H200, GPU time, eight vectors at 4096x4096 / 14336x4096 /
+/// 4096x14336 / 32000x4096: 8.7 / 18.2 / 20.8 / 32.5 us -> 8.7-8.9 / 16.4 / 18.5 / 29.0,
+/// two vectors 6.9 / 15.5 / 17.3 / 28.1 -> 6.5 / 13.3 / 14.6 / 24.5 (77-80 registers
+/// against 70-72).
+const PIN_LOADS: bool = true;
 /// Threads a block.
 const THREADS: u32 = 32 * WARPS;
 /// The vectors of one product: its N.
@@ -165,8 +173,14 @@ fn build(name: String) -> KernelIr {
         act,
         dx: dxp,
     };
+    // The dead branch that pins the loads writes (were it ever taken) only y[row0]
+    // (`row0` clamped: the lane's first row, vector 0), before the real stores.
+    let pin_row = b.min(row0, last);
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
         let l = load(b, sb, &ptrs, bb);
+        if PIN_LOADS {
+            qgemv_k::end_block(b, (y, pin_row), blocks, ptrs.act, acc[0]);
+        }
         super_block(b, &l, acc);
     });
     let at = Place {
@@ -338,7 +352,8 @@ pub enum BatchPath {
 
 /// The fewest vectors [`BatchPath::Auto`] gives the tensor cores: from two on, the
 /// tensor-core kernel ran faster than `dp4a` at every measured shape (H200, GPU time,
-/// 4096x4096 to 32000x4096: two vectors 0.69-0.95x its time, eight 0.31-0.54x).
+/// 4096x4096 to 32000x4096, loads pinned: two vectors 0.59-0.89x its time, eight
+/// 0.28-0.54x).
 pub const MMA_FROM_VECTORS: usize = 2;
 
 impl BatchPath {
