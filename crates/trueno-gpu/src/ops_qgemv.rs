@@ -175,7 +175,7 @@ impl<'a> Stream<Recording<'a>> {
     /// // Three vectors of 0.25, 0.5 and 1.0.
     /// let x: Vec<f32> = [0.25f32, 0.5, 1.0].iter().flat_map(|&v| [v; 256]).collect();
     /// let x = ctx.upload(&x)?;
-    /// let (q, y) = (ctx.alloc_q8k(768)?, ctx.alloc::<f32>(48)?);
+    /// let (q, mut y) = (ctx.alloc_q8k(768)?, ctx.alloc::<f32>(48)?);
     /// let mut s = ctx.stream()?.record();
     /// s.quantize_q8k(&x, &q)?;
     /// s.qgemv_q8k_batch_with(&w, &q, &y, 3, BatchPath::TensorCores)?;
