@@ -222,7 +222,9 @@ fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
 }
 
 /// Each row's eight 6-bit scales and mins, four to a word (sub-blocks 0-3, then 4-7),
-/// from its three scale words `s` (GGML's `get_scale_min_k4`, four at once).
+/// from its three scale words `s` (GGML's `get_scale_min_k4`, four at once: every
+/// sub-block's are needed here, where the dp4a lanes take one or two each through
+/// [`qgemv_k::scale_min`]).
 fn scales_mins(b: &mut KernelBuilder, s: [Reg<U32>; 3]) -> ([Reg<U32>; 2], [Reg<U32>; 2]) {
     let sc_lo = b.and(s[0], 0x3F3F_3F3Fu32);
     let m_lo = b.and(s[1], 0x3F3F_3F3Fu32);
@@ -272,21 +274,23 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
         msum = b.mma_m16n8k32_s8([mins[0], mins[1], mins[0], mins[1]], bf, msum);
     }
     // dx * (d * isum - dmin * msum), rows by the header's halves, vectors by dx.
+    let d = l.head.map(|h| half_of(b, h[0], false));
+    let neg_dmin = l.head.map(|h| {
+        let dmin = half_of(b, h[0], true);
+        b.neg(dmin)
+    });
     for (i, &a) in acc.iter().enumerate() {
         let (row, v) = (i / 2, i % 2);
-        let d = half_of(b, l.head[row][0], false);
-        let dmin = half_of(b, l.head[row][0], true);
         let is = b.cvt::<F32, S32>(isum[i], Some(Rounding::Rn));
         let ms = b.cvt::<F32, S32>(msum[i], Some(Rounding::Rn));
-        let scaled = b.mul(d, is);
-        let nm = b.neg(dmin);
-        let part = b.fma(nm, ms, scaled);
+        let scaled = b.mul(d[row], is);
+        let part = b.fma(neg_dmin[row], ms, scaled);
         let next = b.fma(l.dx[v], part, a);
         b.assign(a, next);
     }
 }
 
-/// The four warps' sums through shared memory, then one output a thread:
+/// The block's warps' sums through shared memory, then one output a thread:
 /// `y[v * rows + row]` for the tile's rows below `rows` and `v < vectors`.
 fn store(
     b: &mut KernelBuilder,
