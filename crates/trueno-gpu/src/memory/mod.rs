@@ -11,7 +11,7 @@ pub use device_buffer::DeviceBuffer;
 pub use host_buffer::HostBuffer;
 pub use pool::PoolStats;
 pub use q8k_vector::Q8kVector;
-pub use quant_matrix::QuantMatrix;
+pub use quant_matrix::{QuantMatrix, SLACK_BYTES};
 
 use crate::kernels::float_type::FloatType;
 use crate::ptx::PtxType;

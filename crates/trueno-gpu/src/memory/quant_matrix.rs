@@ -6,6 +6,11 @@ use crate::driver::Context;
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QuantFormat;
 
+/// Zero bytes after a matrix's last block in its buffer: a kernel that copies a block in
+/// aligned 4-byte words (Q6_K's 210-byte blocks start 2 bytes past a word half the time)
+/// may read a whole word over the last block's end and stay inside the allocation.
+pub const SLACK_BYTES: usize = 16;
+
 /// A row-major `rows x cols` matrix of [`QuantFormat`] blocks in device memory (GGML's
 /// layout: each row `cols / block_elems` consecutive blocks, as in a GGUF tensor).
 #[derive(Debug)]
@@ -29,9 +34,10 @@ impl QuantMatrix {
     pub fn cols(&self) -> usize {
         self.cols
     }
-    /// Size in device memory.
+    /// Size of the blocks in device memory (the buffer also holds [`SLACK_BYTES`] of
+    /// zeros after them).
     pub fn bytes(&self) -> usize {
-        self.words.len() * 2
+        self.words.len() * 2 - SLACK_BYTES
     }
     /// The blocks as 16-bit words (the kernels' view).
     pub(crate) fn words(&self) -> &DeviceBuffer<u16> {
@@ -90,6 +96,7 @@ impl Context {
         let words: Vec<u16> = bytes
             .chunks_exact(2)
             .map(|p| u16::from_le_bytes([p[0], p[1]]))
+            .chain(std::iter::repeat_n(0, SLACK_BYTES / 2))
             .collect();
         Ok(QuantMatrix {
             format,

@@ -177,6 +177,7 @@ fn mnemonic(i: &Instr) -> String {
             format!("st.{}{}{ty}", space.name(), vec(n))
         }
         Op::BarSync => "bar.sync 0".into(),
+        Op::BarWarpSync => "bar.warp.sync -1".into(),
         Op::BarSyncNamed { id, threads } => format!("bar.sync {id}, {threads}"),
         Op::Shfl(m) => format!("shfl.sync.{}{ty}", format!("{m:?}").to_lowercase()),
         Op::Atom(space, op) => format!(
@@ -194,8 +195,8 @@ fn mnemonic(i: &Instr) -> String {
         }
         Op::Place => String::new(),
         // 16 bytes may bypass L1 (`.cg`); smaller copies must go through it (`.ca`).
-        Op::CpAsync => match i.srcs.get(2) {
-            Some(Operand::Imm(Imm::Int(16))) => "cp.async.cg.shared.global".into(),
+        Op::CpAsync { l1 } => match i.srcs.get(2) {
+            Some(Operand::Imm(Imm::Int(16))) if !l1 => "cp.async.cg.shared.global".into(),
             _ => "cp.async.ca.shared.global".into(),
         },
         Op::CpAsyncCommit => "cp.async.commit_group".into(),
@@ -207,7 +208,12 @@ fn mnemonic(i: &Instr) -> String {
         // f32 operands are multiplied as TF32, eight k a product.
         Op::Mma => match i.ty {
             Some(PtxType::F32) => "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32".into(),
-            Some(PtxType::S32) => "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32".into(),
+            Some(PtxType::S32) => match i.srcs.first() {
+                Some(Operand::Vector(a)) if a.len() == 2 => {
+                    "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32".into()
+                }
+                _ => "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32".into(),
+            },
             t => {
                 let t = t.map(|t| t.name()).unwrap_or("bf16");
                 format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")

@@ -336,6 +336,9 @@ pub enum Op {
     St(Space),
     /// `bar.sync 0`
     BarSync,
+    /// `bar.warp.sync -1`: the warp's lanes meet, and their shared-memory accesses before
+    /// it are ordered before those after it (a warp reading what its lanes staged).
+    BarWarpSync,
     /// `bar.sync id, threads`: a named barrier for a subset of the block (a warpgroup),
     /// `threads` a multiple of 32. Validation's barrier-safety check covers `bar.sync 0`
     /// only; the subsets are the kernel's to keep apart.
@@ -361,8 +364,13 @@ pub enum Op {
     Place,
     /// `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: a 16-byte global to
     /// shared copy that completes in the background; bytes past `src_bytes` (0 or 16)
-    /// are zero-filled (srcs: shared address, global address, src_bytes).
-    CpAsync,
+    /// are zero-filled (srcs: shared address, global address, size, src_bytes). 4-byte
+    /// copies, and 16-byte ones with `l1`, go through L1 (`.ca`): data other blocks of the
+    /// multiprocessor read again.
+    CpAsync {
+        /// Keep the line in L1 (`.ca`; copies under 16 bytes always do).
+        l1: bool,
+    },
     /// `cp.async.commit_group`: closes the group of copies issued since the last one.
     CpAsyncCommit,
     /// `cp.async.wait_group n`: waits until at most `n` committed groups are in flight.
@@ -377,7 +385,7 @@ pub enum Op {
     /// results <- (a: four b32, b: two b32, c: four f32). With `ty` f32 the operands are
     /// TF32: `m16n8k8.row.col.f32.tf32.tf32.f32`, the same registers. With `ty` s32 the
     /// operands are signed bytes, four a register: `m16n8k32.row.col.s32.s8.s8.s32`, c
-    /// and the results four s32.
+    /// and the results four s32; with two A registers and one B, `m16n8k16` of the same.
     Mma,
     /// `mbarrier.init.shared::cta.b64 [bar], count` (srcs: barrier address, arrival
     /// count immediate).
@@ -462,6 +470,7 @@ impl Op {
             self,
             Op::St(_)
                 | Op::BarSync
+                | Op::BarWarpSync
                 | Op::BarSyncNamed { .. }
                 | Op::Atom(..)
                 | Op::Bra { .. }
@@ -469,7 +478,7 @@ impl Op {
                 | Op::Ret
                 | Op::Shfl(_)
                 | Op::Vote(_)
-                | Op::CpAsync
+                | Op::CpAsync { .. }
                 | Op::CpAsyncCommit
                 | Op::CpAsyncWait(_)
                 | Op::MbarInit

@@ -196,7 +196,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
     }
     let Some(ty) = i.ty else {
         return match i.op {
-            Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync => Ok(()),
+            Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync | Op::BarWarpSync => Ok(()),
             Op::BarSyncNamed { id, threads } => {
                 if (1..16).contains(&id) && threads > 0 && threads.is_multiple_of(32) {
                     Ok(())
@@ -205,7 +205,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
                 }
             }
             Op::CpAsyncCommit | Op::CpAsyncWait(_) => Ok(()),
-            Op::CpAsync => match i.srcs.as_slice() {
+            Op::CpAsync { .. } => match i.srcs.as_slice() {
                 [dst, src, Operand::Imm(Imm::Int(4 | 16)), n] if reg_ok(PtxType::U32, n) => {
                     address_ok(Space::Shared, Some(dst))?;
                     address_ok(Space::Global, Some(src))
@@ -411,10 +411,13 @@ fn check_types(i: &Instr) -> Result<(), String> {
             dsts_ok(i, ty)?;
             srcs_ok(i, PtxType::Pred, &i.srcs[..1])
         }
-        Op::Bra { .. } | Op::Place | Op::Ret | Op::BarSync | Op::BarSyncNamed { .. } => {
-            Err(format!("{:?} takes no type", i.op))
-        }
-        Op::CpAsync | Op::CpAsyncCommit | Op::CpAsyncWait(_) | Op::Ldmatrix { .. } => {
+        Op::Bra { .. }
+        | Op::Place
+        | Op::Ret
+        | Op::BarSync
+        | Op::BarWarpSync
+        | Op::BarSyncNamed { .. } => Err(format!("{:?} takes no type", i.op)),
+        Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait(_) | Op::Ldmatrix { .. } => {
             Err(format!("{:?} takes no type", i.op))
         }
         Op::MbarInit
@@ -454,13 +457,16 @@ fn check_types(i: &Instr) -> Result<(), String> {
             if i.dsts.len() != 4 || i.dsts.iter().any(|d| d.ty != acc) {
                 return Err(format!("mma writes four {acc} registers"));
             }
+            // The integer product also comes in k16 (two A registers, one B).
+            let k16 = ty == PtxType::S32 && vec_of(i.srcs.first(), 2, PtxType::B32);
+            let (na, nb) = if k16 { (2, 1) } else { (4, 2) };
             if i.srcs.len() != 3
-                || !vec_of(i.srcs.first(), 4, PtxType::B32)
-                || !vec_of(i.srcs.get(1), 2, PtxType::B32)
+                || !vec_of(i.srcs.first(), na, PtxType::B32)
+                || !vec_of(i.srcs.get(1), nb, PtxType::B32)
                 || !vec_of(i.srcs.get(2), 4, acc)
             {
                 return Err(format!(
-                    "mma reads {{a: 4 b32}}, {{b: 2 b32}}, {{c: 4 {acc}}}"
+                    "mma reads {{a: 4 b32}}, {{b: 2 b32}}, {{c: 4 {acc}}} (s8 k16: 2 a, 1 b)"
                 ));
             }
             Ok(())

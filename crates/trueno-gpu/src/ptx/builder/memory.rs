@@ -99,6 +99,12 @@ impl KernelBuilder {
         self.push(Instr::new(Op::BarSync, None, Vec::new(), Vec::new()));
     }
 
+    /// `bar.warp.sync -1`: every lane of the warp must reach it; orders the lanes'
+    /// shared-memory accesses (one warp reading what its lanes copied in).
+    pub fn bar_warp_sync(&mut self) {
+        self.push(Instr::new(Op::BarWarpSync, None, Vec::new(), Vec::new()));
+    }
+
     /// `bar.sync id, threads`: the `threads` (a multiple of 32) that use barrier `id`
     /// (1-15) wait for each other; the rest of the block goes on (validation rejects
     /// other ids and counts).

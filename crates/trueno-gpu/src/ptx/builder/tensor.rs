@@ -9,19 +9,25 @@ impl KernelBuilder {
     /// Starts a 16-byte copy of `[src]` (global) into `[dst]` (shared, 16-byte aligned);
     /// `src_bytes` is 16 to copy or 0 to zero-fill without reading `src`.
     pub fn cp_async_16(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
-        self.cp_async(16, dst, src, src_bytes);
+        self.cp_async(16, false, dst, src, src_bytes);
+    }
+
+    /// [`Self::cp_async_16`] through L1 (`cp.async.ca`): for data that other blocks on
+    /// the multiprocessor copy too (a batch's activations, read by every row tile).
+    pub fn cp_async_16_l1(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
+        self.cp_async(16, true, dst, src, src_bytes);
     }
 
     /// Starts a 4-byte copy (`cp.async.ca`, through L1): one element into a place of the
     /// kernel's choosing, so a tile can land transposed or from rows with no alignment;
     /// `src_bytes` is 4 to copy or 0 to zero-fill without reading `src`.
     pub fn cp_async_4(&mut self, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
-        self.cp_async(4, dst, src, src_bytes);
+        self.cp_async(4, true, dst, src, src_bytes);
     }
 
-    fn cp_async(&mut self, size: i64, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
+    fn cp_async(&mut self, size: i64, l1: bool, dst: Reg<U32>, src: Reg<U64>, src_bytes: Reg<U32>) {
         self.push(Instr::new(
-            Op::CpAsync,
+            Op::CpAsync { l1 },
             None,
             Vec::new(),
             vec![
@@ -98,6 +104,17 @@ impl KernelBuilder {
         b: [Reg<U32>; 2],
         c: [Reg<T>; 4],
     ) -> [Reg<T>; 4] {
+        self.mma_fragments(ty, &a, &b, c)
+    }
+
+    /// [`Self::mma`] with fragments of any length (the k16 integer product's are half).
+    fn mma_fragments<T: RegType>(
+        &mut self,
+        ty: PtxType,
+        a: &[Reg<U32>],
+        b: &[Reg<U32>],
+        c: [Reg<T>; 4],
+    ) -> [Reg<T>; 4] {
         let d: [Reg<T>; 4] = std::array::from_fn(|_| self.reg::<T>());
         self.push(Instr::new(
             Op::Mma,
@@ -129,6 +146,20 @@ impl KernelBuilder {
         self.mma(PtxType::S32, a, b, c)
     }
 
+    /// One `m16n8k16` integer tensor-core product: `a` (16x16, row) times `b` (16x8,
+    /// column) of signed bytes, plus `c`, exactly in s32. Lane `4g + t` holds `a` rows `g`
+    /// (register 0) and `g + 8` (1) at k `4t..4t + 4`, `b` column `g` at the same k, and
+    /// the result as [`Self::mma_m16n8k32_s8`]'s. Half the k of that product, for weights
+    /// whose scales change every 16 (Q6_K).
+    pub fn mma_m16n8k16_s8(
+        &mut self,
+        a: [Reg<U32>; 2],
+        b: Reg<U32>,
+        c: [Reg<S32>; 4],
+    ) -> [Reg<S32>; 4] {
+        self.mma_fragments(PtxType::S32, &a, &[b], c)
+    }
+
     /// One `m16n8k8` TF32 product: `a` (16x8, row) times `b` (8x8, column) of f32 values
     /// read as TF32 (one per register), plus `c`, in f32. The fragments are laid out as
     /// the 16-bit product's with each 32-bit word one value instead of a pair, so the
@@ -154,6 +185,7 @@ mod tests {
         let smem = b.shared_array("s", 512, 128);
         let sixteen = b.mov(16u32);
         b.cp_async_16(smem, g, sixteen);
+        b.cp_async_16_l1(smem, g, sixteen);
         b.cp_async_commit();
         b.cp_async_wait(0);
         b.bar_sync();
@@ -165,6 +197,8 @@ mod tests {
         let zero = std::array::from_fn(|_| b.mov(0i32));
         let e = b.mma_m16n8k32_s8(a, [t[0], t[1]], zero);
         let e = b.mma_m16n8k32_s8(a, [t[2], t[3]], e);
+        let e = b.mma_m16n8k16_s8([a[0], a[1]], t[2], e);
+        b.bar_warp_sync();
         let st = b.add(smem, 64u32);
         b.st_vec(crate::ptx::Space::Shared, st, 0, &e);
         if bad_mma {
@@ -195,6 +229,7 @@ mod tests {
         let text = emit_module(Target::Sm80, &[k]);
         for want in [
             "cp.async.cg.shared.global \t[%r",
+            "cp.async.ca.shared.global \t[%r",
             "cp.async.commit_group;",
             "cp.async.wait_group 0;",
             "ldmatrix.sync.aligned.m8n8.x4.shared.b16 \t{%r",
@@ -202,6 +237,8 @@ mod tests {
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \t{%f",
             "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 \t{%f",
             "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 \t{%r",
+            "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 \t{%r",
+            "bar.warp.sync -1;",
             "cvt.rn.f16x2.f32 \t%r",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");
