@@ -13,7 +13,7 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
-use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
+use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -291,20 +291,22 @@ fn qgemv_q8k_batch_matches_the_reference_for_each_vector() {
 }
 
 #[test]
-fn q4_k_batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
-    // The integer tensor-core kernel, forced (and `Auto`, which takes it from two
-    // vectors): rows in whole 16-row tiles and ragged ones (5, 17, 613), super-blocks
+fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
+    // The integer tensor-core kernel of each format that has one, forced (and `Auto`,
+    // which takes it from two vectors): rows in whole 16-row tiles and ragged ones (5, 17, 613), super-blocks
     // fewer than the block's eight warps (1, 3) and ragged among them (9, 16 + 1), every
     // batch size 1-8 (the missing columns of the eight-column product), beside the dp4a
     // kernel on the same data.
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x1ab5);
-    let f = QuantFormat::Q4K;
     let mut shapes = vec![(5, 256), (16, 3 * 256), (17, 9 * 256), (48, 17 * 256)];
     if !small() {
         shapes.push((613, 4096));
     }
-    for &(rows, cols) in &shapes {
+    for (f, &(rows, cols)) in QgemvQ8kMmaKernel::FORMATS
+        .into_iter()
+        .flat_map(|f| shapes.iter().map(move |s| (f, s)))
+    {
         let dense = rng.vec(rows * cols, -2.0, 2.0);
         let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
         let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
@@ -326,7 +328,10 @@ fn q4_k_batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
                 let per = cols / 256 * 292;
                 for v in 0..vectors {
                     let want = reference(f, &w, &act[v * per..][..per], rows, cols);
-                    let name = format!("{path:?} {rows}x{cols} vector {v} of {vectors}");
+                    let name = format!(
+                        "{} {path:?} {rows}x{cols} vector {v} of {vectors}",
+                        f.name()
+                    );
                     assert_rows(&name, &y[v * rows..][..rows], &want);
                 }
             }
@@ -336,7 +341,7 @@ fn q4_k_batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
     let (q, y) = (ctx.alloc_q8k(256).unwrap(), ctx.alloc::<f32>(16).unwrap());
     for f in QuantFormat::ALL
         .into_iter()
-        .filter(|&f| f != QuantFormat::Q4K)
+        .filter(|f| !QgemvQ8kMmaKernel::FORMATS.contains(f))
     {
         let bytes = vec![0u8; f.matrix_bytes(16, 256).unwrap()];
         let w = ctx.upload_quant(f, 16, 256, &bytes).unwrap();

@@ -40,6 +40,7 @@ pub mod qgemv_one_wave;
 pub mod qgemv_q4k_mma;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
+mod qgemv_q6k_mma;
 pub mod qgemv_wide;
 pub mod quantize_q8k;
 pub mod reduce;

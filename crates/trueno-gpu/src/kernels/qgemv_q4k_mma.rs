@@ -1,4 +1,4 @@
-//! Q4_K weights against a batch of Q8_K activation vectors on the integer tensor cores
+//! Q4_K and Q5_K weights against a batch of Q8_K activation vectors on the integer tensor cores
 //! (`mma.sync.m16n8k32.s8`): a block's 16 rows are the product's M, the batch's (up to)
 //! eight vectors its N, and each 32-weight sub-block one k32 step. Why: past two vectors
 //! the `dp4a` batch kernel ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]) is bound by its
@@ -16,6 +16,14 @@
 //! repeated in every byte, accumulated over the super-block with no scaling. Then, per
 //! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic). A
 //! super-block's loads all leave before its first product ([`PIN_LOADS`]).
+//!
+//! Q6_K, whose scales change every 16 weights and whose 210-byte blocks are only 2-byte
+//! aligned, has a kernel of its own on the same tiles (qgemv_q6k_mma.rs).
+//!
+//! Q5_K is the same product with each quant's fifth bit put in before the `mma`: the lane
+//! also loads bytes `8t..8t + 8` of the super-block's 32 bytes of `qh`, whose bit `j` is
+//! bit 4 of the same eight weights of sub-block `j`. Its quants then run 0..32, still
+//! signed bytes.
 
 use super::qgemv::QuantFormat;
 use super::qgemv_dp4a::q8k_params;
@@ -25,14 +33,14 @@ use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
 /// Rows a block: the product's M.
-const TILE_ROWS: u32 = 16;
+pub(super) const TILE_ROWS: u32 = 16;
 /// Warps a block, each taking every `WARPS`-th super-block. A warp's loads of one
 /// super-block are all it has in flight, so the rows' super-blocks are spread wide: on
 /// an H200 (eight vectors, GPU time, before the loads were pinned), four warps took 11.7 / 16.5 / 34.5 / 37.6 us at
 /// 4096x4096 / 14336x4096 / 4096x14336 / 32000x4096, eight 8.1 / 18.4 / 20.7 / 32.3,
 /// sixteen 7.8 / 21.4 / 21.4 / 45.9; two super-blocks' loads a step (eight warps) ran
 /// 1.00-1.04x slower.
-const WARPS: u32 = 8;
+pub(super) const WARPS: u32 = 8;
 /// Whether a super-block's loads end a basic block of their own
 /// ([`qgemv_k::end_block`]): ptxas otherwise sinks them among the products, each waiting
 /// for the one before. H200, GPU time, eight vectors at 4096x4096 / 14336x4096 /
@@ -43,12 +51,12 @@ const PIN_LOADS: bool = true;
 /// Threads a block.
 const THREADS: u32 = 32 * WARPS;
 /// The vectors of one product: its N.
-const VECTORS: u32 = 8;
+pub(super) const VECTORS: u32 = 8;
 /// Bytes of Q8_K activation quants per super-block.
 const ACT_BYTES: u32 = 256;
 
-/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and Q4_K
-/// weights `W`, on the integer tensor cores; parameters as
+/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and Q4_K,
+/// Q5_K or Q6_K weights `W`, on the integer tensor cores; parameters as
 /// [`super::qgemv_dp4a::QgemvQ8kBatchKernel`]'s (`w`, `qs`, `d`, `bsums` (unread: the min
 /// term is a product of its own), `y`, `rows`, `blocks`, `vectors`).
 #[derive(Clone, Copy, Debug)]
@@ -56,7 +64,7 @@ pub struct QgemvQ8kMmaKernel(pub QuantFormat);
 
 impl QgemvQ8kMmaKernel {
     /// The weight formats with a tensor-core batch kernel.
-    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
+    pub const FORMATS: [QuantFormat; 3] = [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K];
 }
 
 impl Kernel for QgemvQ8kMmaKernel {
@@ -69,7 +77,10 @@ impl Kernel for QgemvQ8kMmaKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name())
+        match self.0 {
+            QuantFormat::Q6K => super::qgemv_q6k_mma::build(self.name()),
+            f => build(self.name(), f == QuantFormat::Q5K),
+        }
     }
 
     /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
@@ -81,39 +92,48 @@ impl Kernel for QgemvQ8kMmaKernel {
         }
         let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
         let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
-        Ok(LaunchConfig::linear(tiles, THREADS))
+        let mut cfg = LaunchConfig::linear(tiles, THREADS);
+        if self.0 == QuantFormat::Q6K {
+            cfg.shared_bytes = super::qgemv_q6k_mma::SHARED_BYTES;
+        }
+        Ok(cfg)
     }
 }
 
 /// The lane's pointers at super-block 0: both rows' headers, its quant runs' offset from
-/// them, its vector's activations, the two output vectors' activation scales.
+/// them (and, for Q5_K, where its fifth bits sit from its quant run: an immediate, where
+/// a register pointer spilled on sm_80), its vector's activations, the two output
+/// vectors' activation scales.
 struct Ptrs {
     heads: [Reg<U64>; 2],
     quants: Reg<U64>,
+    fifth: Option<i64>,
     act: Reg<U64>,
     dx: [Reg<U64>; 2],
 }
 
 /// Where the thread sits: its index in the block, warp, `g` and `t` of lane `4g + t`, and
 /// the block's tile of rows.
-struct Place {
-    tid: Reg<U32>,
-    warp: Reg<U32>,
-    g: Reg<U32>,
-    t: Reg<U32>,
-    tile: Reg<U32>,
+pub(super) struct Place {
+    pub tid: Reg<U32>,
+    pub warp: Reg<U32>,
+    pub g: Reg<U32>,
+    pub t: Reg<U32>,
+    pub tile: Reg<U32>,
 }
 
-/// One lane's loads of one super-block: both rows' headers and quant runs, its vector's
-/// eight runs of activation bytes, and the two output vectors' scales.
+/// One lane's loads of one super-block: both rows' headers and quant runs (and Q5_K's
+/// fifth bits of those eight positions), its vector's eight runs of activation bytes,
+/// and the two output vectors' scales.
 struct Loads {
     head: [[Reg<U32>; 4]; 2],
     quants: [[[Reg<U32>; 2]; 4]; 2],
+    fifth: Option<[[Reg<U32>; 2]; 2]>,
     act: [[Reg<U32>; 2]; 8],
     dx: [Reg<F32>; 2],
 }
 
-fn build(name: String) -> KernelIr {
+fn build(name: String, five_bit: bool) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     b.max_threads(THREADS);
     // The batch kernels' parameters; the sums of 16 go unread (the min term is a
@@ -132,7 +152,7 @@ fn build(name: String) -> KernelIr {
     let row0 = b.mad(tile, TILE_ROWS, g);
     // Rows past the last load the last one (their sums are never stored).
     let last = b.sub(rows, 1u32);
-    let (bb, qs_at) = qgemv_k::layout(false);
+    let (bb, qs_at) = qgemv_k::layout(five_bit);
     let row_bytes = b.mul(blocks, bb);
     let t8 = b.shl(t, 3u32);
     let lane_q = b.add(t8, qs_at);
@@ -146,6 +166,8 @@ fn build(name: String) -> KernelIr {
     // The quant runs' offset from a super-block's start (a pointer a row would cost two
     // registers each: on sm_80 ptxas then spilled at its 64-register cap).
     let quants = b.cvt::<U64, U32>(lane_q, None);
+    // Q5_K's `qh` (after the header's 16 bytes): the same eight positions.
+    let fifth = five_bit.then_some(16 - i64::from(qs_at));
     // The lane's vector for B (the last one past the batch), and the two vectors of its
     // outputs (columns 2t, 2t + 1) for their scales.
     let last_v = b.sub(vectors, 1u32);
@@ -170,6 +192,7 @@ fn build(name: String) -> KernelIr {
     let ptrs = Ptrs {
         heads,
         quants,
+        fifth,
         act,
         dx: dxp,
     };
@@ -201,10 +224,12 @@ fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
     let quants = p.quants;
     let blk = p.heads.map(|h| b.add(h, wo));
     let head = blk.map(|p| b.ld_vec::<U32, U64, 4>(Space::Global, p, 0));
-    let quants = blk.map(|p| {
-        let q = b.add(p, quants);
-        std::array::from_fn(|i| b.ld_vec::<U32, U64, 2>(Space::Global, q, 32 * i as i64))
-    });
+    let runs = blk.map(|p| b.add(p, quants));
+    let quants = runs
+        .map(|q| std::array::from_fn(|i| b.ld_vec::<U32, U64, 2>(Space::Global, q, 32 * i as i64)));
+    let fifth = p
+        .fifth
+        .map(|at| runs.map(|q| b.ld_vec::<U32, U64, 2>(Space::Global, q, at)));
     let ao = b.mul_wide(sb, ACT_BYTES);
     let a = b.add(p.act, ao);
     let act = std::array::from_fn(|j| b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64));
@@ -216,6 +241,7 @@ fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
     Loads {
         head,
         quants,
+        fifth,
         act,
         dx,
     }
@@ -242,6 +268,18 @@ fn scales_mins(b: &mut KernelBuilder, s: [Reg<U32>; 3]) -> ([Reg<U32>; 2], [Reg<
     ([sc_lo, sc_hi], [m_lo, m_hi])
 }
 
+/// Bit `j` of each byte of `qh` put in as bit 4 of the same byte of `nibbles` (Q5_K's
+/// fifth bits of sub-block `j`).
+fn with_fifth_bits(b: &mut KernelBuilder, nibbles: Reg<U32>, qh: Reg<U32>, j: u32) -> Reg<U32> {
+    let to_bit4 = match j {
+        0..=3 => b.shl(qh, 4 - j),
+        4 => qh,
+        _ => b.shr(qh, j - 4),
+    };
+    let bits = b.and(to_bit4, 0x1010_1010u32);
+    b.or(nibbles, bits)
+}
+
 /// One super-block's products into the lane's four sums: rows `g`, `g + 8` by vectors
 /// `2t`, `2t + 1` (the `mma` result's order).
 fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
@@ -258,7 +296,12 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
             b.and(q, 0x0F0F_0F0Fu32)
         };
         let [r0, r1] = l.quants.map(|q| q[pair]);
-        let a = [r0[0], r1[0], r0[1], r1[1]].map(|q| nibbles(b, q));
+        let mut a = [r0[0], r1[0], r0[1], r1[1]].map(|q| nibbles(b, q));
+        if let Some([f0, f1]) = l.fifth {
+            for (a, qh) in a.iter_mut().zip([f0[0], f1[0], f0[1], f1[1]]) {
+                *a = with_fifth_bits(b, *a, qh, j as u32);
+            }
+        }
         let bf = l.act[j];
         let c0 = zero().map(|v| b.mov(v));
         let p = b.mma_m16n8k32_s8(a, bf, c0);
@@ -292,7 +335,7 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
 
 /// The block's warps' sums through shared memory, then one output a thread:
 /// `y[v * rows + row]` for the tile's rows below `rows` and `v < vectors`.
-fn store(
+pub(super) fn store(
     b: &mut KernelBuilder,
     (y, rows, vectors): (Reg<U64>, Reg<U32>, Reg<U32>),
     at: &Place,
@@ -355,9 +398,9 @@ pub enum BatchPath {
 }
 
 /// The fewest vectors [`BatchPath::Auto`] gives the tensor cores: from two on, the
-/// tensor-core kernel ran faster than `dp4a` at every measured shape (H200, GPU time,
-/// 4096x4096 to 32000x4096, loads pinned: two vectors 0.59-0.89x its time, eight
-/// 0.28-0.54x).
+/// tensor-core kernels ran faster than `dp4a` at every measured shape (H200, GPU time,
+/// 4096x4096 to 32000x4096; two vectors 0.59-0.88x its time for Q4_K, 0.57-0.89x for
+/// Q5_K, 0.62-0.76x for Q6_K; eight 0.27-0.54x, 0.30-0.56x, 0.29-0.41x).
 pub const MMA_FROM_VECTORS: usize = 2;
 
 impl BatchPath {
@@ -370,8 +413,8 @@ impl BatchPath {
     ///
     /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
     /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma");
-    /// let k = BatchPath::Auto.kernel(QuantFormat::Q6K, 8);
-    /// assert_eq!(k.name(), "trueno_qgemv_q6_k_q8k_batch");
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q8_0, 8);
+    /// assert_eq!(k.name(), "trueno_qgemv_q8_0_q8k_batch");
     /// ```
     pub fn kernel(self, f: QuantFormat, vectors: usize) -> Box<dyn Kernel> {
         let mma = match self {
@@ -393,7 +436,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_q4_k_has_the_tensor_core_kernel_and_tiles_are_16_rows() {
+    fn the_k_quants_have_the_tensor_core_kernel_and_tiles_are_16_rows() {
         for f in QuantFormat::ALL {
             let k = QgemvQ8kMmaKernel(f);
             let has = QgemvQ8kMmaKernel::FORMATS.contains(&f);
@@ -403,7 +446,14 @@ mod tests {
         }
         let k = QgemvQ8kMmaKernel(QuantFormat::Q4K);
         let c = k.launch_config(&[17, 512]).unwrap();
+        assert_eq!((c.grid.0, c.block.0, c.shared_bytes), (2, THREADS, 0));
+        // Q6_K stages its tiles in dynamic shared memory: two blocks still fit an H100's
+        // 227 KiB.
+        let c = QgemvQ8kMmaKernel(QuantFormat::Q6K)
+            .launch_config(&[17, 512])
+            .unwrap();
         assert_eq!((c.grid.0, c.block.0), (2, THREADS));
+        assert!(c.shared_bytes > 48 * 1024 && 2 * (c.shared_bytes + 4096) <= 227 * 1024);
         assert!(
             k.launch_config(&[16, 384]).is_err(),
             "not whole super-blocks"
