@@ -1,6 +1,6 @@
 //! Matrix-vector products from GGML-quantized weights: against f32 activations, and the
 //! integer path (activations quantized to Q8_K once, then `dp4a` products, or for a
-//! Q4_K, Q5_K or Q6_K batch the integer tensor cores).
+//! batch the integer tensor cores).
 
 use crate::driver::Context;
 use crate::driver::{KernelArg, Recording, Stream};
@@ -154,9 +154,8 @@ impl<'a> Stream<Recording<'a>> {
         self.qgemv_q8k_batch_with(w, a, y, vectors, BatchPath::Auto)
     }
 
-    /// [`Self::qgemv_q8k_batch`] on the kernel `path` names: Q4_K, Q5_K and Q6_K batches
-    /// of at least
-    /// [`crate::kernels::qgemv_q4k_mma::MMA_FROM_VECTORS`] vectors take the integer tensor
+    /// [`Self::qgemv_q8k_batch`] on the kernel `path` names: batches of at least
+    /// [`crate::kernels::qgemv_q4k_mma::mma_from_vectors`] vectors take the integer tensor
     /// cores by default ([`BatchPath::Auto`]); [`BatchPath::Dp4a`] and
     /// [`BatchPath::TensorCores`] force one kernel (for comparisons and tests).
     ///

@@ -6,8 +6,8 @@
 //! Q4_0 take the same Q8_K activations (GGML pairs them with per-32 Q8_0/Q8_1 ones): one
 //! quantized input then serves every projection of a mixed-format model, at the price of
 //! one activation scale per 256 values instead of per 32. Also batched: up to
-//! [`MAX_BATCH`] activation vectors against one read of the weights (K-quant batches take
-//! the integer tensor cores instead by default: qgemv_q4k_mma.rs, qgemv_q6k_mma.rs).
+//! [`MAX_BATCH`] activation vectors against one read of the weights (batches take the
+//! integer tensor cores instead by default: qgemv_q4k_mma.rs and the staged kernels).
 //!
 //! Why: the f32-activation kernels (qgemv.rs, qgemv_k.rs) spend several instructions per
 //! weight unpacking scales and converting quants, and read four activation bytes per weight;

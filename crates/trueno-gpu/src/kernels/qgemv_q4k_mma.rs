@@ -17,8 +17,9 @@
 //! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic). A
 //! super-block's loads all leave before its first product ([`PIN_LOADS`]).
 //!
-//! Q6_K, whose scales change every 16 weights and whose 210-byte blocks are only 2-byte
-//! aligned, has a kernel of its own on the same tiles (qgemv_q6k_mma.rs).
+//! Formats whose blocks are only 2-byte aligned (Q6_K, whose scales also change every 16
+//! weights, Q8_0 and Q4_0) stage their tiles in shared memory on the same tiles:
+//! qgemv_mma_staged.rs, qgemv_q6k_mma.rs, qgemv_block32_mma.rs.
 //!
 //! Q5_K is the same product with each quant's fifth bit put in before the `mma`: the lane
 //! also loads bytes `8t..8t + 8` of the super-block's 32 bytes of `qh`, whose bit `j` is
@@ -26,8 +27,10 @@
 //! signed bytes.
 
 use super::qgemv::QuantFormat;
+use super::qgemv_block32_mma as block32;
 use super::qgemv_dp4a::q8k_params;
 use super::qgemv_k::{self, half_of};
+use super::qgemv_mma_staged as staged;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
@@ -55,8 +58,8 @@ pub(super) const VECTORS: u32 = 8;
 /// Bytes of Q8_K activation quants per super-block.
 const ACT_BYTES: u32 = 256;
 
-/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and Q4_K,
-/// Q5_K or Q6_K weights `W`, on the integer tensor cores; parameters as
+/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and
+/// weights `W` of any format, on the integer tensor cores; parameters as
 /// [`super::qgemv_dp4a::QgemvQ8kBatchKernel`]'s (`w`, `qs`, `d`, `bsums` (unread: the min
 /// term is a product of its own), `y`, `rows`, `blocks`, `vectors`).
 #[derive(Clone, Copy, Debug)]
@@ -64,7 +67,7 @@ pub struct QgemvQ8kMmaKernel(pub QuantFormat);
 
 impl QgemvQ8kMmaKernel {
     /// The weight formats with a tensor-core batch kernel.
-    pub const FORMATS: [QuantFormat; 3] = [QuantFormat::Q4K, QuantFormat::Q5K, QuantFormat::Q6K];
+    pub const FORMATS: [QuantFormat; 5] = QuantFormat::ALL;
 }
 
 impl Kernel for QgemvQ8kMmaKernel {
@@ -77,25 +80,28 @@ impl Kernel for QgemvQ8kMmaKernel {
     }
 
     fn build(&self) -> KernelIr {
+        let name = self.name();
         match self.0 {
-            QuantFormat::Q6K => super::qgemv_q6k_mma::build(self.name()),
-            f => build(self.name(), f == QuantFormat::Q5K),
+            QuantFormat::Q4K => build(name, false),
+            QuantFormat::Q5K => build(name, true),
+            QuantFormat::Q6K => staged::build(name, &super::qgemv_q6k_mma::Q6kStep),
+            QuantFormat::Q8_0 => staged::build(name, &block32::Q80Step),
+            QuantFormat::Q4_0 => staged::build(name, &block32::Q40Step),
         }
     }
 
     /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        if !Self::FORMATS.contains(&self.0) {
-            let why = format!("{} has no tensor-core batch kernel", self.0.name());
-            return crate::error::shape_err(&name, why);
-        }
         let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
         let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
         let mut cfg = LaunchConfig::linear(tiles, THREADS);
-        if self.0 == QuantFormat::Q6K {
-            cfg.shared_bytes = super::qgemv_q6k_mma::SHARED_BYTES;
-        }
+        cfg.shared_bytes = match self.0 {
+            QuantFormat::Q4K | QuantFormat::Q5K => 0,
+            QuantFormat::Q6K => staged::shared_bytes(super::qgemv_q6k::BLOCK_BYTES),
+            QuantFormat::Q8_0 => staged::shared_bytes(block32::Q8_0_SPAN),
+            QuantFormat::Q4_0 => staged::shared_bytes(block32::Q4_0_SPAN),
+        };
         Ok(cfg)
     }
 }
@@ -213,7 +219,8 @@ fn build(name: String, five_bit: bool) -> KernelIr {
         t,
         tile,
     };
-    store(&mut b, (y, rows, vectors), &at, acc);
+    let partials = partials_array(&mut b);
+    store(&mut b, (y, rows, vectors), &at, acc, partials);
     b.ret();
     b.finish()
 }
@@ -333,6 +340,22 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
     }
 }
 
+/// Shared memory for the warps' sums: a 16 x 8 tile of floats a warp, `stride` bytes
+/// apart from `base` (their own array, or space the kernel is done with).
+pub(super) struct Partials {
+    pub base: Reg<U32>,
+    pub stride: u32,
+}
+
+/// [`Partials`] in an array of their own.
+fn partials_array(b: &mut KernelBuilder) -> Partials {
+    let stride = TILE_ROWS * VECTORS * 4;
+    Partials {
+        base: b.shared_array("partial", WARPS * stride, 16),
+        stride,
+    }
+}
+
 /// The block's warps' sums through shared memory, then one output a thread:
 /// `y[v * rows + row]` for the tile's rows below `rows` and `v < vectors`.
 pub(super) fn store(
@@ -340,6 +363,7 @@ pub(super) fn store(
     (y, rows, vectors): (Reg<U64>, Reg<U32>, Reg<U32>),
     at: &Place,
     acc: [Reg<F32>; 4],
+    partials: Partials,
 ) {
     let Place {
         tid,
@@ -348,15 +372,14 @@ pub(super) fn store(
         t,
         tile,
     } = *at;
-    // [warp][row][vector] floats.
-    let tile_floats = TILE_ROWS * VECTORS;
-    let smem = b.shared_array("partial", WARPS * tile_floats * 4, 16);
+    // Each warp's [row][vector] floats.
+    let Partials { base, stride } = partials;
     let t2 = b.shl(t, 1u32);
+    let mine = b.mad(warp, stride, base);
     for (half, pair) in [[acc[0], acc[1]], [acc[2], acc[3]]].iter().enumerate() {
         let r = b.add(g, 8 * half as u32);
-        let at = b.mad(warp, TILE_ROWS, r);
-        let at = b.mad(at, VECTORS, t2);
-        let addr = b.mad(at, 4u32, smem);
+        let at = b.mad(r, VECTORS, t2);
+        let addr = b.mad(at, 4u32, mine);
         b.st_vec(Space::Shared, addr, 0, pair);
     }
     b.bar_sync();
@@ -370,10 +393,10 @@ pub(super) fn store(
     let keep = b.and_pred(in_rows, in_batch);
     b.if_then(keep, false, |b| {
         let at = b.mad(r, VECTORS, v);
-        let addr = b.mad(at, 4u32, smem);
+        let addr = b.mad(at, 4u32, base);
         let mut sum = b.ld::<F32, U32>(Space::Shared, addr, 0);
         for w in 1..WARPS {
-            let x = b.ld::<F32, U32>(Space::Shared, addr, i64::from(w * tile_floats * 4));
+            let x = b.ld::<F32, U32>(Space::Shared, addr, i64::from(w * stride));
             sum = b.add(sum, x);
         }
         let out = b.mad(v, rows, row);
@@ -387,21 +410,36 @@ pub(super) fn store(
 /// ([`crate::driver::Stream::qgemv_q8k_batch_with`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchPath {
-    /// The tensor-core kernel where the format has one ([`QgemvQ8kMmaKernel::FORMATS`])
-    /// and the batch has at least [`MMA_FROM_VECTORS`] vectors, else `dp4a`.
+    /// The tensor-core kernel where the batch has at least [`mma_from_vectors`] vectors,
+    /// else `dp4a`.
     Auto,
     /// `dp4a` ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]), every format.
     Dp4a,
-    /// The integer tensor cores ([`QgemvQ8kMmaKernel`]); a format without that kernel is a
-    /// shape error.
+    /// The integer tensor cores ([`QgemvQ8kMmaKernel`]), every format.
     TensorCores,
 }
 
-/// The fewest vectors [`BatchPath::Auto`] gives the tensor cores: from two on, the
-/// tensor-core kernels ran faster than `dp4a` at every measured shape (H200, GPU time,
-/// 4096x4096 to 32000x4096; two vectors 0.59-0.88x its time for Q4_K, 0.57-0.89x for
-/// Q5_K, 0.62-0.76x for Q6_K; eight 0.27-0.54x, 0.30-0.56x, 0.29-0.41x).
-pub const MMA_FROM_VECTORS: usize = 2;
+/// The fewest vectors of format `f` [`BatchPath::Auto`] gives the tensor cores: where
+/// they ran faster than `dp4a` at every measured shape (H200, GPU time, 4096x4096 to
+/// 32000x4096, the tensor cores' time against `dp4a`'s): two for the K-quants and Q4_0
+/// (two vectors 0.59-0.88x for Q4_K, 0.57-0.89x Q5_K, 0.62-0.76x Q6_K, 0.71-0.83x Q4_0;
+/// eight 0.27-0.54x, 0.30-0.56x, 0.29-0.41x, 0.27-0.38x), three for Q8_0 (two vectors
+/// 0.85-1.08x: both kernels at the copy rate of reading its 8.5 bits a weight; three
+/// 0.72-0.91x, eight 0.39-0.53x).
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv::QuantFormat;
+/// use trueno_gpu::kernels::qgemv_q4k_mma::mma_from_vectors;
+///
+/// assert_eq!(mma_from_vectors(QuantFormat::Q4K), 2);
+/// assert_eq!(mma_from_vectors(QuantFormat::Q8_0), 3);
+/// ```
+pub fn mma_from_vectors(f: QuantFormat) -> usize {
+    match f {
+        QuantFormat::Q8_0 => 3,
+        _ => 2,
+    }
+}
 
 impl BatchPath {
     /// The kernel this path runs for `vectors` vectors of format `f`.
@@ -413,14 +451,12 @@ impl BatchPath {
     ///
     /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
     /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma");
-    /// let k = BatchPath::Auto.kernel(QuantFormat::Q8_0, 8);
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q8_0, 1);
     /// assert_eq!(k.name(), "trueno_qgemv_q8_0_q8k_batch");
     /// ```
     pub fn kernel(self, f: QuantFormat, vectors: usize) -> Box<dyn Kernel> {
         let mma = match self {
-            BatchPath::Auto => {
-                QgemvQ8kMmaKernel::FORMATS.contains(&f) && vectors >= MMA_FROM_VECTORS
-            }
+            BatchPath::Auto => vectors >= mma_from_vectors(f),
             BatchPath::Dp4a => false,
             BatchPath::TensorCores => true,
         };
@@ -436,40 +472,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_k_quants_have_the_tensor_core_kernel_and_tiles_are_16_rows() {
+    fn every_format_has_the_tensor_core_kernel_in_16_row_tiles() {
         for f in QuantFormat::ALL {
             let k = QgemvQ8kMmaKernel(f);
-            let has = QgemvQ8kMmaKernel::FORMATS.contains(&f);
-            assert_eq!(k.launch_config(&[17, 512]).is_ok(), has, "{}", f.name());
-            let auto = BatchPath::Auto.kernel(f, 8).name();
-            assert_eq!(auto.ends_with("_mma"), has, "{auto}");
+            let c = k.launch_config(&[17, 512]).unwrap();
+            assert_eq!((c.grid.0, c.block.0), (2, THREADS), "{}", f.name());
+            // Q4_K and Q5_K read global memory straight; the others stage their tiles in
+            // dynamic shared memory, two blocks of which fit an H100's 227 KiB.
+            let staged = !matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
+            assert_eq!(c.shared_bytes > 48 * 1024, staged, "{}", f.name());
+            assert!(2 * (c.shared_bytes + 1024) <= 227 * 1024, "{}", f.name());
+            assert!(
+                k.launch_config(&[16, 384]).is_err(),
+                "not whole super-blocks"
+            );
+            assert!(k.launch_config(&[0, 256]).is_err(), "no rows");
+            let name = |p: BatchPath, n| p.kernel(f, n).name();
+            assert!(name(BatchPath::Auto, 8).ends_with("_mma"));
+            let from = mma_from_vectors(f);
+            assert!(name(BatchPath::Auto, from).ends_with("_mma"));
+            assert!(name(BatchPath::Auto, from - 1).ends_with("_batch"));
+            assert!(name(BatchPath::Auto, 1).ends_with("_batch"));
+            assert!(name(BatchPath::Dp4a, 8).ends_with("_batch"));
+            assert!(name(BatchPath::TensorCores, 1).ends_with("_mma"));
         }
-        let k = QgemvQ8kMmaKernel(QuantFormat::Q4K);
-        let c = k.launch_config(&[17, 512]).unwrap();
-        assert_eq!((c.grid.0, c.block.0, c.shared_bytes), (2, THREADS, 0));
-        // Q6_K stages its tiles in dynamic shared memory: two blocks still fit an H100's
-        // 227 KiB.
-        let c = QgemvQ8kMmaKernel(QuantFormat::Q6K)
-            .launch_config(&[17, 512])
-            .unwrap();
-        assert_eq!((c.grid.0, c.block.0), (2, THREADS));
-        assert!(c.shared_bytes > 48 * 1024 && 2 * (c.shared_bytes + 4096) <= 227 * 1024);
-        assert!(
-            k.launch_config(&[16, 384]).is_err(),
-            "not whole super-blocks"
-        );
-        assert!(k.launch_config(&[0, 256]).is_err(), "no rows");
-        assert!(
-            BatchPath::Auto
-                .kernel(QuantFormat::Q4K, 1)
-                .name()
-                .ends_with("_batch")
-        );
-        assert!(
-            BatchPath::Dp4a
-                .kernel(QuantFormat::Q4K, 8)
-                .name()
-                .ends_with("_batch")
-        );
     }
 }

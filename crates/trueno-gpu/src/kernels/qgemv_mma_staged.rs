@@ -1,0 +1,326 @@
+//! The frame of the integer tensor-core batch kernels whose blocks are not 4-byte
+//! aligned (Q6_K's 210 bytes, Q8_0's 34, Q4_0's 18): the tiles of
+//! [`super::qgemv_q4k_mma`] (16 rows a block, eight warps each taking every eighth
+//! 256-weight span, the warps' sums met in shared memory), with each span copied into
+//! shared memory before its products ([`StagedStep`] does those per format).
+//!
+//! The tensor cores want each lane's bytes from eight rows at once: read straight from
+//! global memory in 16-bit pieces, that is eight cache lines an instruction. So the warp
+//! first copies its 16 rows' spans into shared memory with `cp.async` in aligned 16-byte
+//! chunks (the span and up to 16 bytes around it; a quantized matrix's buffer ends in
+//! [`crate::memory::SLACK_BYTES`] of zeros for the last row's last chunk), its eight
+//! vectors' activations and scales beside them (vectors past the batch zero-filled); two
+//! stages, so the next span's copies are in flight while this one's products run. A row's
+//! spans `warp, warp + 8, ...` all start as far past a 16-byte boundary (eight spans of
+//! Q6_K are 1680 bytes, of Q8_0 2176, of Q4_0 1152): the step reads each row from its slot
+//! plus the whole words of that offset, and lines pieces up by the 0 or 2 bytes left.
+//!
+//! Q6_K, measured on an H200 (µs at 32000x4096, two / eight vectors): copies of 4-byte
+//! words (37 instructions a step, where these take 12), the missing vectors' activations
+//! read again, 73.1 / 51.2; 16-byte chunks, those zero-filled, 40.6 / 58.5; the
+//! activations' copies through L1 (`cp.async.ca`: every row tile reads them) 36.5 / 38.9
+//! (two runs each, alternated).
+
+use super::qgemv_dp4a::q8k_params;
+use super::qgemv_q4k_mma::{Partials, Place, TILE_ROWS, VECTORS, WARPS, store};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
+
+/// Threads a block.
+const THREADS: u32 = 32 * WARPS;
+/// Bytes between vectors' activations in shared memory (256 and four words: the eight
+/// vectors a fragment load reads fall in distinct banks).
+const ACT_PITCH: u32 = 272;
+/// Stages a warp cycles through.
+const STAGES: u32 = 2;
+/// Bytes of Q8_K activation quants per 256 weights.
+const ACT_BYTES: u32 = 256;
+/// Whether the activations' copies keep their lines in L1 (`cp.async.ca`): every row tile
+/// reads the same activations, the weights once.
+const ACT_THROUGH_L1: bool = true;
+
+/// Where things sit for a format whose 256 weights take `span` bytes a row.
+#[derive(Clone, Copy)]
+struct Layout {
+    /// 16-byte chunks a row's span is copied in: bytes `-o..16 chunks - o`, `o` (even,
+    /// below 16) its start's offset past a 16-byte boundary.
+    chunks: u32,
+    /// Words between rows in a stage: 4 mod 8, so the eight rows a fragment load reads
+    /// fall in distinct banks.
+    pitch: u32,
+}
+
+impl Layout {
+    const fn of(span: u32) -> Layout {
+        let chunks = (span + 14).div_ceil(16);
+        // Even, so the tile's chunks split evenly between the lanes.
+        let chunks = chunks + chunks % 2;
+        let words = 4 * chunks;
+        let pitch = words + (12 - words % 8) % 8;
+        assert!(chunks * 16 - span <= crate::memory::SLACK_BYTES as u32);
+        Layout { chunks, pitch }
+    }
+
+    /// Chunks a lane copies a step: the tile's 16 rows', 32 lanes at a time.
+    const fn lane_chunks(self) -> u32 {
+        TILE_ROWS * self.chunks / 32
+    }
+
+    /// Where the activations start in a stage.
+    const fn act_at(self) -> u32 {
+        TILE_ROWS * self.pitch * 4
+    }
+
+    /// Where the vectors' scales start in a stage.
+    const fn dx_at(self) -> u32 {
+        self.act_at() + VECTORS * ACT_PITCH
+    }
+
+    const fn stage_bytes(self) -> u32 {
+        self.dx_at() + VECTORS * 4
+    }
+}
+
+/// Dynamic shared memory a block of the kernel whose 256 weights take `span` bytes a row.
+pub(super) const fn shared_bytes(span: u32) -> u32 {
+    WARPS * STAGES * Layout::of(span).stage_bytes()
+}
+
+/// One of the lane's rows in a stage: its slot plus the whole words of its spans'
+/// offset (from the stage), and the 0 or 2 bytes left.
+pub(super) struct RowBase {
+    pub at: Reg<U32>,
+    pub o: Reg<U32>,
+}
+
+/// Where lane `4g + t` reads in a stage: rows `g` and `g + 8`, `t`, vector `g`'s
+/// activations.
+pub(super) struct Reads {
+    pub rows: [RowBase; 2],
+    pub t: Reg<U32>,
+    pub act: Reg<U32>,
+}
+
+/// A format's products over one staged span.
+pub(super) trait StagedStep {
+    /// The lane's loop-invariant values (byte permutes from its rows' offsets).
+    type Lane;
+    /// Bytes of a row's 256 weights.
+    const SPAN: u32;
+    fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> Self::Lane;
+    /// The span's products for the lane's four outputs, rows `g`, `g + 8` by vectors
+    /// `2t`, `2t + 1` (the `mma` result's order), before the activation scale; the stage
+    /// at `stage`.
+    fn products(
+        &self,
+        b: &mut KernelBuilder,
+        stage: Reg<U32>,
+        r: &Reads,
+        lane: &Self::Lane,
+    ) -> [Reg<F32>; 4];
+}
+
+/// What the lane copies each step. Weight chunk `32i + lane` of the tile (row `/
+/// chunks`, chunk `% chunks`): its source at super-block 0 as an offset from `tile` (32 bits each,
+/// where 64-bit pointers held the register estimate to one block a multiprocessor) and
+/// its place in a stage. Activation chunk `32i + lane` (vector `2i + lane / 16`, bytes
+/// `16 (lane % 16)..`) and, lanes 0-7, vector `lane`'s scale: vectors past the batch are
+/// zero-filled, not read.
+struct Copies {
+    span: u32,
+    tile: Reg<U64>,
+    src: Vec<Reg<U32>>,
+    dst: Vec<Reg<U32>>,
+    act: [Reg<U64>; 4],
+    act_bytes: [Reg<U32>; 4],
+    act_dst: Reg<U32>,
+    dx: Reg<U64>,
+    dx_bytes: Reg<U32>,
+    dx_dst: Reg<U32>,
+    has_dx: Reg<crate::ptx::Pred>,
+}
+
+/// The kernel of `step`'s format.
+pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
+    let lay = const { Layout::of(S::SPAN) };
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    let params = q8k_params(&mut b, true);
+    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
+    let (rows, blocks) = (params.rows, params.blocks);
+    let vectors = params.vectors.expect("a batched kernel's vector count");
+    b.allow_next_grid();
+    let tid = b.tid_x();
+    let warp = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let g = b.shr(lane, 2u32);
+    let t = b.and(lane, 3u32);
+    let tile = b.ctaid_x();
+    let last = b.sub(rows, 1u32);
+    let last_v = b.sub(vectors, 1u32);
+    let row_bytes = b.mul(blocks, S::SPAN);
+    let row0 = b.mul(tile, TILE_ROWS);
+    // How far row `r`'s spans `warp, warp + 8, ...` start past a 16-byte boundary (mod
+    // 16, the low 32 bits of the address do). Rows past the last stand for the last one
+    // (their sums are never stored).
+    let w_lo = b.cvt::<U32, U64>(w, None);
+    let sb_lo = b.mad(warp, S::SPAN, w_lo);
+    let row_at = |b: &mut KernelBuilder, r: Reg<U32>| {
+        let r = b.add(row0, r);
+        let r = b.min(r, last);
+        let at = b.mad(r, row_bytes, sb_lo);
+        (r, b.and(at, 15u32))
+    };
+    // The tile's first row at super-block `warp`, 16 bytes back (each chunk's offset
+    // steps back from it by its row's misalignment).
+    let tile_off = b.mul_wide(row0, row_bytes);
+    let tile_src = b.add(w, tile_off);
+    let sb_off = b.mul_wide(warp, S::SPAN);
+    let tile_src = b.add(tile_src, sb_off);
+    let tile_src = b.sub(tile_src, 16u64);
+    let (mut src, mut dst) = (Vec::new(), Vec::new());
+    for i in 0..lay.lane_chunks() {
+        let f = b.add(lane, 32 * i);
+        let r = b.div_int(f, lay.chunks);
+        let c = b.rem(f, lay.chunks);
+        let c16 = b.mad(c, 16u32, 16u32);
+        let (row, o) = row_at(&mut b, r);
+        let rel = b.sub(row, row0);
+        let off = b.mad(rel, row_bytes, c16);
+        src.push(b.sub(off, o));
+        let at = b.mul(r, lay.pitch * 4);
+        dst.push(b.mad(c, 16u32, at));
+    }
+    let act_stride = b.mul(blocks, ACT_BYTES);
+    let half = b.shr(lane, 4u32);
+    let chunk = b.and(lane, 15u32);
+    let chunk16 = b.shl(chunk, 4u32);
+    let chunk16w = b.cvt::<U64, U32>(chunk16, None);
+    let mut act_bytes = Vec::new();
+    let act_src: [Reg<U64>; 4] = std::array::from_fn(|i| {
+        let v = b.add(half, 2 * i as u32);
+        let inside = b.setp::<U32>(Cmp::Le, v, last_v);
+        act_bytes.push(b.selp(16u32, 0u32, inside));
+        let v = b.min(v, last_v);
+        let off = b.mul_wide(v, act_stride);
+        let p = b.add(aq, off);
+        b.add(p, chunk16w)
+    });
+    // The activation chunk's place in a stage: vector lane / 16 (+ 2i), bytes 16 (lane % 16).
+    let act_dst = b.mad(half, ACT_PITCH, lay.act_at());
+    let act_dst = b.add(act_dst, chunk16);
+    let d_stride = b.mul(blocks, 4u32);
+    let dv = b.min(lane, last_v);
+    let dx_off = b.mul_wide(dv, d_stride);
+    let in_batch = b.setp::<U32>(Cmp::Le, lane, last_v);
+    let copies = Copies {
+        tile: tile_src,
+        span: S::SPAN,
+        src,
+        dst,
+        act: act_src,
+        act_bytes: act_bytes.try_into().expect("four chunks"),
+        act_dst,
+        dx: b.add(ad, dx_off),
+        dx_bytes: b.selp(4u32, 0u32, in_batch),
+        dx_dst: b.mad(lane, 4u32, lay.dx_at()),
+        has_dx: b.setp::<U32>(Cmp::Lt, lane, VECTORS),
+    };
+    // The lane's two rows as it reads them.
+    let lane_rows = [0u32, 8].map(|extra| {
+        let rr = b.add(g, extra);
+        let (_, o16) = row_at(&mut b, rr);
+        let words = b.and(o16, 12u32);
+        RowBase {
+            at: b.mad(rr, lay.pitch * 4, words),
+            o: b.and(o16, 3u32),
+        }
+    });
+    let reads = Reads {
+        rows: lane_rows,
+        t,
+        act: b.mad(g, ACT_PITCH, lay.act_at()),
+    };
+    let lane_vals = step.lane(&mut b, &reads);
+    let dx_read = b.mad(t, 8u32, lay.dx_at());
+    let acc: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov(0.0f32));
+    let smem = b.dynamic_shared();
+    let mine = b.mad(warp, STAGES * lay.stage_bytes(), smem);
+    let cur = b.mov(mine);
+    let next = b.add(mine, lay.stage_bytes());
+    // The activations may come from the previous kernel.
+    b.wait_for_previous_grid();
+    let has_first = b.setp::<U32>(Cmp::Lt, warp, blocks);
+    b.if_then(has_first, true, |b| copy(b, &copies, warp, warp, cur));
+    b.cp_async_commit();
+    b.for_loop(warp, blocks, WARPS, true, |b, sb| {
+        let ahead = b.add(sb, WARPS);
+        let more = b.setp::<U32>(Cmp::Lt, ahead, blocks);
+        b.if_then(more, true, |b| copy(b, &copies, warp, ahead, next));
+        b.cp_async_commit();
+        b.cp_async_wait(1);
+        b.bar_warp_sync();
+        let sums = step.products(b, cur, &reads, &lane_vals);
+        // Times the vectors' scales into the lane's sums.
+        let dx_at = b.add(cur, dx_read);
+        let dx = b.ld_vec::<F32, U32, 2>(Space::Shared, dx_at, 0);
+        for (j, (&a, &s)) in acc.iter().zip(&sums).enumerate() {
+            let next = b.fma(dx[j % 2], s, a);
+            b.assign(a, next);
+        }
+        // Every lane done with this stage before the next step's copies land in it.
+        b.bar_warp_sync();
+        let swap = b.mov(cur);
+        b.assign(cur, next);
+        b.assign(next, swap);
+    });
+    b.cp_async_wait(0);
+    b.bar_warp_sync();
+    let at = Place {
+        tid,
+        warp,
+        g,
+        t,
+        tile,
+    };
+    // The sums go where each warp's stages were (all its copies have landed): a static
+    // array beside them would keep two of Q8_0's blocks from one multiprocessor.
+    let partials = Partials {
+        base: smem,
+        stride: STAGES * lay.stage_bytes(),
+    };
+    store(&mut b, (y, rows, vectors), &at, acc, partials);
+    b.ret();
+    b.finish()
+}
+
+/// Starts the copies of span `sb` into the stage at `stage`: the tile's rows in 16-byte
+/// chunks, the vectors' 256 quant bytes and scales.
+fn copy(b: &mut KernelBuilder, c: &Copies, warp: Reg<U32>, sb: Reg<U32>, stage: Reg<U32>) {
+    let rel = b.sub(sb, warp);
+    let w_off = b.mul_wide(rel, c.span);
+    let step = b.add(c.tile, w_off);
+    let sixteen = b.mov(16u32);
+    for (&src, &dst) in c.src.iter().zip(&c.dst) {
+        let src = b.cvt::<U64, U32>(src, None);
+        let src = b.add(step, src);
+        let at = b.add(stage, dst);
+        b.cp_async_16(at, src, sixteen);
+    }
+    let a_off = b.mul_wide(sb, ACT_BYTES);
+    let act_dst = b.add(stage, c.act_dst);
+    for (i, (&p, &n)) in c.act.iter().zip(&c.act_bytes).enumerate() {
+        let src = b.add(p, a_off);
+        let at = b.add(act_dst, 2 * i as u32 * ACT_PITCH);
+        if ACT_THROUGH_L1 {
+            b.cp_async_16_l1(at, src, n);
+        } else {
+            b.cp_async_16(at, src, n);
+        }
+    }
+    b.if_then(c.has_dx, false, |b| {
+        let d_off = b.mul_wide(sb, 4u32);
+        let src = b.add(c.dx, d_off);
+        let at = b.add(stage, c.dx_dst);
+        b.cp_async_4(at, src, c.dx_bytes);
+    });
+}
