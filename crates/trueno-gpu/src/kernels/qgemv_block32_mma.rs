@@ -22,10 +22,8 @@ use crate::ptx::{F32, KernelBuilder, Reg, Rounding, Space, U16, U32};
 /// Blocks a 256-weight span.
 const BLOCKS: u32 = 8;
 
-/// The Q8_0 (`four_bit` false) or Q4_0 step.
-pub(super) struct Block32Step {
-    pub four_bit: bool,
-}
+/// The Q8_0 (`FOUR_BIT` false) or Q4_0 step.
+pub(super) struct Block32Step<const FOUR_BIT: bool>;
 
 /// Per row, from its offset `o`: the extra bytes before the even blocks' words (`2o`),
 /// the byte permutes that line up the even and the odd blocks' quants, and the shifts of
@@ -36,29 +34,24 @@ pub(super) struct Block32Row {
     d_shift: [Reg<U32>; 2],
 }
 
-impl Block32Step {
-    /// Bytes a block.
-    const fn block_bytes(four_bit: bool) -> u32 {
-        if four_bit { 18 } else { 34 }
-    }
+/// Bytes a block.
+const fn block_bytes(four_bit: bool) -> u32 {
+    if four_bit { 18 } else { 34 }
 }
 
 /// The Q8_0 step's span.
-pub(super) const Q8_0_SPAN: u32 = BLOCKS * Block32Step::block_bytes(false);
+pub(super) const Q8_0_SPAN: u32 = BLOCKS * block_bytes(false);
 /// The Q4_0 step's span.
-pub(super) const Q4_0_SPAN: u32 = BLOCKS * Block32Step::block_bytes(true);
+pub(super) const Q4_0_SPAN: u32 = BLOCKS * block_bytes(true);
 
-/// The Q8_0 step.
-pub(super) struct Q80Step;
-/// The Q4_0 step.
-pub(super) struct Q40Step;
-
-impl StagedStep for Q80Step {
+impl<const FOUR_BIT: bool> StagedStep for Block32Step<FOUR_BIT> {
     type Lane = [Block32Row; 2];
-    const SPAN: u32 = Q8_0_SPAN;
+    const SPAN: u32 = BLOCKS * block_bytes(FOUR_BIT);
+
     fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> [Block32Row; 2] {
         lane_rows(b, r)
     }
+
     fn products(
         &self,
         b: &mut KernelBuilder,
@@ -66,24 +59,7 @@ impl StagedStep for Q80Step {
         r: &Reads,
         lane: &[Block32Row; 2],
     ) -> [Reg<F32>; 4] {
-        Block32Step { four_bit: false }.products(b, stage, r, lane)
-    }
-}
-
-impl StagedStep for Q40Step {
-    type Lane = [Block32Row; 2];
-    const SPAN: u32 = Q4_0_SPAN;
-    fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> [Block32Row; 2] {
-        lane_rows(b, r)
-    }
-    fn products(
-        &self,
-        b: &mut KernelBuilder,
-        stage: Reg<U32>,
-        r: &Reads,
-        lane: &[Block32Row; 2],
-    ) -> [Reg<F32>; 4] {
-        Block32Step { four_bit: true }.products(b, stage, r, lane)
+        products(FOUR_BIT, b, stage, r, lane)
     }
 }
 
@@ -101,81 +77,79 @@ fn lane_rows(b: &mut KernelBuilder, r: &Reads) -> [Block32Row; 2] {
     })
 }
 
-impl Block32Step {
-    fn products(
-        &self,
-        b: &mut KernelBuilder,
-        stage: Reg<U32>,
-        r: &Reads,
-        lane: &[Block32Row; 2],
-    ) -> [Reg<F32>; 4] {
-        let bb = Self::block_bytes(self.four_bit) as i64;
-        // The lane's bytes of a block: eight quant bytes, or four bytes of nibbles.
-        let (shift, run) = if self.four_bit { (2u32, 4) } else { (3, 8) };
-        let lane_off = b.shl(r.t, shift);
-        // Per row: its base in the stage (odd blocks' words and even blocks' d from it),
-        // and 2o further (even blocks' words, odd blocks' d).
-        let rows: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
-            let at = b.add(stage, r.rows[k].at);
-            let at2 = b.add(at, lane[k].two_o);
-            [at, at2]
-        });
-        let quant_at: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
-            let [at, at2] = rows[k];
-            [b.add(at2, lane_off), b.add(at, lane_off)]
-        });
-        let act = b.add(stage, r.act);
-        let act = b.add(act, lane_off);
-        let mut sums: Option<[Reg<F32>; 4]> = None;
-        for j in 0..BLOCKS as i64 {
-            let parity = (j % 2) as usize;
-            // The quants start 2 bytes into block j: an even block's words from its own
-            // start (2o on), an odd block's from 2 bytes in.
-            let word = if parity == 0 { bb * j } else { bb * j + 2 };
-            let a: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
-                let p = quant_at[k][parity];
-                let sel = lane[k].line_up[parity];
-                let words: Vec<Reg<U32>> = (0..=(run / 4))
-                    .map(|i| b.ld::<U32, U32>(Space::Shared, p, word + 4 * i as i64))
-                    .collect();
-                let lined: Vec<Reg<U32>> =
-                    words.windows(2).map(|w| b.prmt(w[0], w[1], sel)).collect();
-                if self.four_bit {
-                    nibble_runs(b, lined[0])
-                } else {
-                    [lined[0], lined[1]]
-                }
-            });
-            let x = if self.four_bit {
-                [0, 16].map(|k| b.ld::<U32, U32>(Space::Shared, act, 32 * j + k))
+/// The span's products (see [`StagedStep::products`]).
+fn products(
+    four_bit: bool,
+    b: &mut KernelBuilder,
+    stage: Reg<U32>,
+    r: &Reads,
+    lane: &[Block32Row; 2],
+) -> [Reg<F32>; 4] {
+    let bb = block_bytes(four_bit) as i64;
+    // The lane's bytes of a block: eight quant bytes, or four bytes of nibbles.
+    let (shift, run) = if four_bit { (2u32, 4) } else { (3, 8) };
+    let lane_off = b.shl(r.t, shift);
+    // Per row: its base in the stage (odd blocks' words and even blocks' d from it),
+    // and 2o further (even blocks' words, odd blocks' d).
+    let rows: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
+        let at = b.add(stage, r.rows[k].at);
+        let at2 = b.add(at, lane[k].two_o);
+        [at, at2]
+    });
+    let quant_at: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
+        let [at, at2] = rows[k];
+        [b.add(at2, lane_off), b.add(at, lane_off)]
+    });
+    let act = b.add(stage, r.act);
+    let act = b.add(act, lane_off);
+    let mut sums: Option<[Reg<F32>; 4]> = None;
+    for j in 0..BLOCKS as i64 {
+        let parity = (j % 2) as usize;
+        // The quants start 2 bytes into block j: an even block's words from its own
+        // start (2o on), an odd block's from 2 bytes in.
+        let word = if parity == 0 { bb * j } else { bb * j + 2 };
+        let a: [[Reg<U32>; 2]; 2] = std::array::from_fn(|k| {
+            let p = quant_at[k][parity];
+            let sel = lane[k].line_up[parity];
+            let words: Vec<Reg<U32>> = (0..=(run / 4))
+                .map(|i| b.ld::<U32, U32>(Space::Shared, p, word + 4 * i as i64))
+                .collect();
+            let lined: Vec<Reg<U32>> = words.windows(2).map(|w| b.prmt(w[0], w[1], sel)).collect();
+            if four_bit {
+                nibble_runs(b, lined[0])
             } else {
-                b.ld_vec::<U32, U32, 2>(Space::Shared, act, 32 * j)
+                [lined[0], lined[1]]
+            }
+        });
+        let x = if four_bit {
+            [0, 16].map(|k| b.ld::<U32, U32>(Space::Shared, act, 32 * j + k))
+        } else {
+            b.ld_vec::<U32, U32, 2>(Space::Shared, act, 32 * j)
+        };
+        let zero = [0i32; 4].map(|v| b.mov(v));
+        let p = b.mma_m16n8k32_s8([a[0][0], a[1][0], a[0][1], a[1][1]], x, zero);
+        // Block j's d for each row: even blocks' at the row's base, odd ones' 2o on
+        // and 2 bytes back.
+        let d = std::array::from_fn::<_, 2, _>(|k| {
+            let (base, off) = match parity {
+                0 => (rows[k][0], bb * j),
+                _ => (rows[k][1], bb * j - 2),
             };
-            let zero = [0i32; 4].map(|v| b.mov(v));
-            let p = b.mma_m16n8k32_s8([a[0][0], a[1][0], a[0][1], a[1][1]], x, zero);
-            // Block j's d for each row: even blocks' at the row's base, odd ones' 2o on
-            // and 2 bytes back.
-            let d = std::array::from_fn::<_, 2, _>(|k| {
-                let (base, off) = match parity {
-                    0 => (rows[k][0], bb * j),
-                    _ => (rows[k][1], bb * j - 2),
-                };
-                let w = b.ld::<U32, U32>(Space::Shared, base, off);
-                let w = b.shr(w, lane[k].d_shift[parity]);
-                let h = b.cvt::<U16, U32>(w, None);
-                f16_bits(b, h)
-            });
-            let prod = std::array::from_fn(|i| {
-                let pf = b.cvt::<F32, _>(p[i], Some(Rounding::Rn));
-                match sums {
-                    None => b.mul(d[i / 2], pf),
-                    Some(s) => b.fma(d[i / 2], pf, s[i]),
-                }
-            });
-            sums = Some(prod);
-        }
-        sums.expect("eight blocks")
+            let w = b.ld::<U32, U32>(Space::Shared, base, off);
+            let w = b.shr(w, lane[k].d_shift[parity]);
+            let h = b.cvt::<U16, U32>(w, None);
+            f16_bits(b, h)
+        });
+        let prod = std::array::from_fn(|i| {
+            let pf = b.cvt::<F32, _>(p[i], Some(Rounding::Rn));
+            match sums {
+                None => b.mul(d[i / 2], pf),
+                Some(s) => b.fma(d[i / 2], pf, s[i]),
+            }
+        });
+        sums = Some(prod);
     }
+    sums.expect("eight blocks")
 }
 
 /// Q4_0's four bytes of nibbles as the two k runs of signed bytes: the low nibbles, then

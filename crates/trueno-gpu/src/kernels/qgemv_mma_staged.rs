@@ -21,12 +21,9 @@
 //! activations' copies through L1 (`cp.async.ca`: every row tile reads them) 36.5 / 38.9
 //! (two runs each, alternated).
 
-use super::qgemv_dp4a::q8k_params;
-use super::qgemv_q4k_mma::{Partials, Place, TILE_ROWS, VECTORS, WARPS, store};
+use super::qgemv_q4k_mma::{Partials, Place, TILE_ROWS, VECTORS, WARPS, frame, store};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
 
-/// Threads a block.
-const THREADS: u32 = 32 * WARPS;
 /// Bytes between vectors' activations in shared memory (256 and four words: the eight
 /// vectors a fragment load reads fall in distinct banks).
 const ACT_PITCH: u32 = 272;
@@ -143,20 +140,14 @@ struct Copies {
 pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
     let lay = const { Layout::of(S::SPAN) };
     let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
-    let params = q8k_params(&mut b, true);
+    let fr = frame(&mut b);
+    let params = &fr.params;
     let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
-    let (rows, blocks) = (params.rows, params.blocks);
-    let vectors = params.vectors.expect("a batched kernel's vector count");
-    b.allow_next_grid();
-    let tid = b.tid_x();
-    let warp = b.shr(tid, 5u32);
-    let lane = b.and(tid, 31u32);
-    let g = b.shr(lane, 2u32);
-    let t = b.and(lane, 3u32);
-    let tile = b.ctaid_x();
-    let last = b.sub(rows, 1u32);
-    let last_v = b.sub(vectors, 1u32);
+    let (rows, blocks, vectors) = (params.rows, params.blocks, fr.vectors);
+    let Place {
+        warp, g, t, tile, ..
+    } = fr.at;
+    let (lane, last, last_v) = (fr.lane, fr.last, fr.last_v);
     let row_bytes = b.mul(blocks, S::SPAN);
     let row0 = b.mul(tile, TILE_ROWS);
     // How far row `r`'s spans `warp, warp + 8, ...` start past a 16-byte boundary (mod
@@ -275,20 +266,13 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
     });
     b.cp_async_wait(0);
     b.bar_warp_sync();
-    let at = Place {
-        tid,
-        warp,
-        g,
-        t,
-        tile,
-    };
     // The sums go where each warp's stages were (all its copies have landed): a static
     // array beside them would keep two of Q8_0's blocks from one multiprocessor.
     let partials = Partials {
         base: smem,
         stride: STAGES * lay.stage_bytes(),
     };
-    store(&mut b, (y, rows, vectors), &at, acc, partials);
+    store(&mut b, (y, rows, vectors), &fr.at, acc, partials);
     b.ret();
     b.finish()
 }

@@ -28,7 +28,7 @@
 
 use super::qgemv::QuantFormat;
 use super::qgemv_block32_mma as block32;
-use super::qgemv_dp4a::q8k_params;
+use super::qgemv_dp4a::{Q8kParams, q8k_params};
 use super::qgemv_k::{self, half_of};
 use super::qgemv_mma_staged as staged;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
@@ -85,8 +85,8 @@ impl Kernel for QgemvQ8kMmaKernel {
             QuantFormat::Q4K => build(name, false),
             QuantFormat::Q5K => build(name, true),
             QuantFormat::Q6K => staged::build(name, &super::qgemv_q6k_mma::Q6kStep),
-            QuantFormat::Q8_0 => staged::build(name, &block32::Q80Step),
-            QuantFormat::Q4_0 => staged::build(name, &block32::Q40Step),
+            QuantFormat::Q8_0 => staged::build(name, &block32::Block32Step::<false>),
+            QuantFormat::Q4_0 => staged::build(name, &block32::Block32Step::<true>),
         }
     }
 
@@ -139,25 +139,56 @@ struct Loads {
     dx: [Reg<F32>; 2],
 }
 
-fn build(name: String, five_bit: bool) -> KernelIr {
-    let mut b = KernelBuilder::new(name);
+/// What every tensor-core batch kernel starts with: the batch parameters, the vector
+/// count, the thread's place and lane, the last row and vector.
+pub(super) struct Frame {
+    pub params: Q8kParams,
+    pub vectors: Reg<U32>,
+    pub at: Place,
+    pub lane: Reg<U32>,
+    pub last: Reg<U32>,
+    pub last_v: Reg<U32>,
+}
+
+/// A kernel of [`THREADS`] threads with the batch kernels' parameters (the sums of 16 go
+/// unread: the K-quants' min term is a product of its own), and where its thread sits.
+pub(super) fn frame(b: &mut KernelBuilder) -> Frame {
     b.max_threads(THREADS);
-    // The batch kernels' parameters; the sums of 16 go unread (the min term is a
-    // product of its own).
-    let params = q8k_params(&mut b, true);
-    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
-    let (rows, blocks) = (params.rows, params.blocks);
+    let params = q8k_params(b, true);
     let vectors = params.vectors.expect("a batched kernel's vector count");
     b.allow_next_grid();
     let tid = b.tid_x();
     let warp = b.shr(tid, 5u32);
     let lane = b.and(tid, 31u32);
-    let g = b.shr(lane, 2u32);
-    let t = b.and(lane, 3u32);
-    let tile = b.ctaid_x();
+    let at = Place {
+        tid,
+        warp,
+        g: b.shr(lane, 2u32),
+        t: b.and(lane, 3u32),
+        tile: b.ctaid_x(),
+    };
+    Frame {
+        last: b.sub(params.rows, 1u32),
+        last_v: b.sub(vectors, 1u32),
+        params,
+        vectors,
+        at,
+        lane,
+    }
+}
+
+fn build(name: String, five_bit: bool) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    let fr = frame(&mut b);
+    let params = &fr.params;
+    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
+    let (rows, blocks, vectors) = (params.rows, params.blocks, fr.vectors);
+    let Place {
+        warp, g, t, tile, ..
+    } = fr.at;
     let row0 = b.mad(tile, TILE_ROWS, g);
     // Rows past the last load the last one (their sums are never stored).
-    let last = b.sub(rows, 1u32);
+    let last = fr.last;
     let (bb, qs_at) = qgemv_k::layout(five_bit);
     let row_bytes = b.mul(blocks, bb);
     let t8 = b.shl(t, 3u32);
@@ -176,7 +207,7 @@ fn build(name: String, five_bit: bool) -> KernelIr {
     let fifth = five_bit.then_some(16 - i64::from(qs_at));
     // The lane's vector for B (the last one past the batch), and the two vectors of its
     // outputs (columns 2t, 2t + 1) for their scales.
-    let last_v = b.sub(vectors, 1u32);
+    let last_v = fr.last_v;
     let act_stride = b.mul(blocks, ACT_BYTES);
     let vb = b.min(g, last_v);
     let act_off = b.mul_wide(vb, act_stride);
@@ -212,15 +243,8 @@ fn build(name: String, five_bit: bool) -> KernelIr {
         }
         super_block(b, &l, acc);
     });
-    let at = Place {
-        tid,
-        warp,
-        g,
-        t,
-        tile,
-    };
     let partials = partials_array(&mut b);
-    store(&mut b, (y, rows, vectors), &at, acc, partials);
+    store(&mut b, (y, rows, vectors), &fr.at, acc, partials);
     b.ret();
     b.finish()
 }
