@@ -15,11 +15,12 @@
 //! integer sum; the min term `m * sum(a)` is a second product whose A is each row's min
 //! repeated in every byte, accumulated over the super-block with no scaling. Then, per
 //! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic). A
-//! super-block's loads all leave before its first product ([`PIN_LOADS`]).
+//! super-block's loads all leave before its first product (`PIN_LOADS`).
 //!
-//! Formats whose blocks are only 2-byte aligned (Q6_K, whose scales also change every 16
-//! weights, Q8_0 and Q4_0) stage their tiles in shared memory on the same tiles:
-//! qgemv_mma_staged.rs, qgemv_q6k_mma.rs, qgemv_block32_mma.rs.
+//! The kernel type for every format ([`QgemvQ8kMmaKernel`]) and the batch routing
+//! ([`BatchPath`]) live here; the formats whose blocks are only 2-byte aligned (Q6_K,
+//! whose scales also change every 16 weights, Q8_0 and Q4_0) copy the same tiles into
+//! shared memory first: qgemv_mma_staged.rs, qgemv_q6k_mma.rs, qgemv_block32_mma.rs.
 //!
 //! Q5_K is the same product with each quant's fifth bit put in before the `mma`: the lane
 //! also loads bytes `8t..8t + 8` of the super-block's 32 bytes of `qh`, whose bit `j` is
