@@ -293,10 +293,10 @@ fn qgemv_q8k_batch_matches_the_reference_for_each_vector() {
 #[test]
 fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
     // The integer tensor-core kernel of each format, forced (and `Auto`, which takes it
-    // from two vectors): rows in whole 16-row tiles and ragged ones (5, 17, 613), super-blocks
-    // fewer than the block's eight warps (1, 3) and ragged among them (9, 16 + 1), every
-    // batch size 1-8 (the missing columns of the eight-column product), beside the dp4a
-    // kernel on the same data.
+    // from `mma_from_vectors`): rows in whole 16-row tiles and ragged ones (5, 17, 613),
+    // super-blocks fewer than the block's eight warps (1, 3) and ragged among them (9,
+    // 16 + 1), every batch size 1-8 (the missing columns of the eight-column product),
+    // beside the dp4a kernel on the same data.
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x1ab5);
     let mut shapes = vec![(5, 256), (16, 3 * 256), (17, 9 * 256), (48, 17 * 256)];

@@ -1,8 +1,8 @@
-//! Q4_K and Q5_K weights against a batch of Q8_K activation vectors on the integer tensor cores
-//! (`mma.sync.m16n8k32.s8`): a block's 16 rows are the product's M, the batch's (up to)
-//! eight vectors its N, and each 32-weight sub-block one k32 step. Why: past two vectors
-//! the `dp4a` batch kernel ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]) is bound by its
-//! own instructions (each vector's products one after another in the lane), where one
+//! Q4_K and Q5_K weights against a batch of Q8_K activation vectors on the integer tensor
+//! cores (`mma.sync.m16n8k32.s8`): a block's 16 rows are the product's M, the batch's (up
+//! to) eight vectors its N, and each 32-weight sub-block one k32 step. Why: past two
+//! vectors the `dp4a` batch kernel ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]) is bound by
+//! its own instructions (each vector's products one after another in the lane), where one
 //! `mma` does a sub-block of sixteen rows for all eight vectors.
 //!
 //! A block of eight warps takes 16 rows; warp `w` takes super-blocks `w, w + 8, ...` and
@@ -39,11 +39,11 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U
 /// Rows a block: the product's M.
 pub(super) const TILE_ROWS: u32 = 16;
 /// Warps a block, each taking every `WARPS`-th super-block. A warp's loads of one
-/// super-block are all it has in flight, so the rows' super-blocks are spread wide: on
-/// an H200 (eight vectors, GPU time, before the loads were pinned), four warps took 11.7 / 16.5 / 34.5 / 37.6 us at
-/// 4096x4096 / 14336x4096 / 4096x14336 / 32000x4096, eight 8.1 / 18.4 / 20.7 / 32.3,
-/// sixteen 7.8 / 21.4 / 21.4 / 45.9; two super-blocks' loads a step (eight warps) ran
-/// 1.00-1.04x slower.
+/// super-block are all it has in flight, so the rows' super-blocks are spread wide: on an
+/// H200 (eight vectors, GPU time, before the loads were pinned), four warps took 11.7 /
+/// 16.5 / 34.5 / 37.6 us at 4096x4096 / 14336x4096 / 4096x14336 / 32000x4096, eight 8.1 /
+/// 18.4 / 20.7 / 32.3, sixteen 7.8 / 21.4 / 21.4 / 45.9; two super-blocks' loads a step
+/// (eight warps) ran 1.00-1.04x slower.
 pub(super) const WARPS: u32 = 8;
 /// Whether a super-block's loads end a basic block of their own
 /// ([`qgemv_k::end_block`]): ptxas otherwise sinks them among the products, each waiting

@@ -6,9 +6,10 @@ use crate::driver::Context;
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QuantFormat;
 
-/// Zero bytes after a matrix's last block in its buffer: a kernel that copies a block in
-/// aligned 4-byte words (Q6_K's 210-byte blocks start 2 bytes past a word half the time)
-/// may read a whole word over the last block's end and stay inside the allocation.
+/// Zero bytes after a matrix's last block in its buffer: a kernel that copies rows in
+/// aligned 16-byte chunks (the staged tensor-core batches: Q6_K's 210-byte blocks start
+/// anywhere even past a boundary) may read up to 16 bytes over the last row's end and
+/// stay inside the allocation.
 pub const SLACK_BYTES: usize = 16;
 
 /// A row-major `rows x cols` matrix of [`QuantFormat`] blocks in device memory (GGML's

@@ -336,8 +336,7 @@ pub enum Op {
     St(Space),
     /// `bar.sync 0`
     BarSync,
-    /// `bar.warp.sync -1`: the warp's lanes meet, and their shared-memory accesses before
-    /// it are ordered before those after it (a warp reading what its lanes staged).
+    /// `bar.warp.sync -1`: the warp's lanes meet; orders their shared-memory accesses.
     BarWarpSync,
     /// `bar.sync id, threads`: a named barrier for a subset of the block (a warpgroup),
     /// `threads` a multiple of 32. Validation's barrier-safety check covers `bar.sync 0`
@@ -362,13 +361,11 @@ pub enum Op {
     },
     /// A label definition (srcs: label).
     Place,
-    /// `cp.async.cg.shared.global [dst], [src], 16, src_bytes`: a 16-byte global to
-    /// shared copy that completes in the background; bytes past `src_bytes` (0 or 16)
-    /// are zero-filled (srcs: shared address, global address, size, src_bytes). 4-byte
-    /// copies, and 16-byte ones with `l1`, go through L1 (`.ca`): data other blocks of the
-    /// multiprocessor read again.
+    /// `cp.async.{cg,ca}.shared.global [dst], [src], size, src_bytes`: a 4- or 16-byte
+    /// global to shared copy in the background, zero-filled past `src_bytes` (srcs:
+    /// shared address, global address, size, src_bytes).
     CpAsync {
-        /// Keep the line in L1 (`.ca`; copies under 16 bytes always do).
+        /// Through L1 (`.ca`; 4-byte copies always are).
         l1: bool,
     },
     /// `cp.async.commit_group`: closes the group of copies issued since the last one.
