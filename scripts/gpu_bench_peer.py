@@ -347,7 +347,11 @@ def main():
         tg = graph_ms([lambda w=w: w @ xm for w in ws], quick)
         gbs = r["bytes"] / r["ms"] / 1e6
         per = n * r["single_ms"] / r["ms"]
-        table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches; cuBLAS in a graph {1000*tg:.1f} us{queued(r, tg)}"))
+        alt = ""
+        if "qgemm_queued_ms" in r:
+            qz, qg = r["quantized_queued_ms"], r["qgemm_queued_ms"]
+            alt = f"; queued with the activations' quantization {1000*qz:.1f} us, trueno's qgemm from f32 {1000*qg:.1f} us ({qg / qz:.2f}x)"
+        table.append((f"qgemv {r['format']} x{n}", f"{rows}x{cols}", r["ms"], t, t / r["ms"], f"{gbs:.0f} GB/s{share(gbs)}; {per:.2f}x {n} one-vector launches; cuBLAS in a graph {1000*tg:.1f} us{queued(r, tg)}{alt}"))
         del ws
 
     # Dequantization to f32: the bar is the copy bandwidth; the peer is torch's bf16 ->

@@ -6,11 +6,9 @@ use crate::driver::Context;
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QgemvKernel;
-use crate::kernels::qgemv_dp4a::{
-    MAX_BATCH, QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins,
-};
+use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-use crate::kernels::qgemv_q4k_mma::BatchPath;
+use crate::kernels::qgemv_q4k_mma::{BatchPath, MMA_MAX_BATCH};
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_may_win, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
@@ -115,11 +113,11 @@ impl<'a> Stream<Recording<'a>> {
         self.q8k_product(w, a, y, None)
     }
 
-    /// [`Self::qgemv_q8k`] for `vectors` (1 to [`MAX_BATCH`]) activation vectors at once,
-    /// the weights read once: `a` holds the vectors one after another (`vectors *
+    /// [`Self::qgemv_q8k`] for `vectors` (1 to [`MMA_MAX_BATCH`], 32) activation vectors
+    /// at once, the weights read once: `a` holds the vectors one after another (`vectors *
     /// w.cols()` values, quantized together by [`Self::quantize_q8k`]: a vector is whole
     /// blocks), `y` gets `y[v * w.rows() + r] = (W a[v])[r]`. For speculative decoding's
-    /// draft tokens or a few sequences decoded together.
+    /// draft tokens, sequences decoded together, or a short prompt's projections.
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -156,7 +154,8 @@ impl<'a> Stream<Recording<'a>> {
 
     /// [`Self::qgemv_q8k_batch`] on the kernel `path` names: batches of at least
     /// [`crate::kernels::qgemv_q4k_mma::mma_from_vectors`] vectors take the integer tensor
-    /// cores by default ([`BatchPath::Auto`]); [`BatchPath::Dp4a`] and
+    /// cores by default ([`BatchPath::Auto`]), in the narrowest kernel that holds them
+    /// (8, 16 or 32 vectors); [`BatchPath::Dp4a`] (up to [`MAX_BATCH`], 8 vectors) and
     /// [`BatchPath::TensorCores`] force one kernel (for comparisons and tests).
     ///
     /// ```
@@ -192,12 +191,19 @@ impl<'a> Stream<Recording<'a>> {
         vectors: usize,
         path: BatchPath,
     ) -> Result<()> {
-        if !(1..=MAX_BATCH).contains(&vectors) || vectors * w.rows() > u32::MAX as usize {
+        let most = match path {
+            BatchPath::Dp4a => MAX_BATCH,
+            BatchPath::Auto | BatchPath::TensorCores => MMA_MAX_BATCH,
+        };
+        let too_many = vectors * w.rows().max(w.cols()) > u32::MAX as usize;
+        if !(1..=most).contains(&vectors) || too_many {
             return shape_err(
-                &QgemvQ8kBatchKernel(w.format()).name(),
+                &path.kernel(w.format(), vectors.min(most)).name(),
                 format!(
-                    "{vectors} vectors of {} outputs: 1 to {MAX_BATCH} a launch, under 2^32 outputs",
-                    w.rows()
+                    "{vectors} vectors of {} outputs from {} inputs: 1 to {most} a launch \
+                     ({path:?}), under 2^32 outputs and activations",
+                    w.rows(),
+                    w.cols()
                 ),
             );
         }

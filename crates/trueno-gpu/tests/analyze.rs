@@ -47,7 +47,10 @@ fn config(arch: &str) -> Config {
 /// decode attention's blocks of several query heads keep each head's query slice and
 /// accumulators in registers (reading each cache row once for all of them was worth the
 /// occupancy: 32K bf16 105 -> 78 us on an H100); its tensor-core kernel holds 16 heads'
-/// output a warp, shared memory its limit anyway (three blocks a SM at 64-128).
+/// output a warp, shared memory its limit anyway (three blocks a SM at 64-128); the
+/// integer tensor-core batch kernels of 16 and 32 vectors keep two or four tiles' sums a
+/// lane against each unpacked weight fragment (the staged formats' shared memory allows
+/// one block a multiprocessor at those widths anyway).
 const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h2", "register-pressure"),
     ("trueno_decode_attn_", "_h4", "register-pressure"),
@@ -58,6 +61,8 @@ const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_flash_attn_fwd_", "", "register-pressure"),
     ("trueno_flash_attn_wgmma_", "", "register-pressure"),
     ("trueno_qgemm_wgmma_", "_m256", "register-pressure"),
+    ("trueno_qgemv_", "_q8k_mma16", "register-pressure"),
+    ("trueno_qgemv_", "_q8k_mma32", "register-pressure"),
 ];
 
 #[test]
@@ -112,10 +117,28 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     if name == "trueno_qgemv_q4_k_q8k_wide" {
         return Some("ptxas sinks the header and activation loads to their uses");
     }
+    // Q4_K's and Q5_K's eight-vector tensor-core batch: every load of a super-block
+    // pinned (SASS: all LDG before the first IMMA), but ptxas writes each product over
+    // its A fragment's registers (`IMMA R40, R40.ROW`), where the estimate keeps both
+    // (93 against 72-77 registers).
+    if name == "trueno_qgemv_q4_k_q8k_mma" || name == "trueno_qgemv_q5_k_q8k_mma" {
+        return Some("ptxas writes the products over their A fragments");
+    }
     // A step's rows' key and value loads issued together (paged: each row's address from
     // its page; contiguous: 16-byte loads where 16 lanes share a row).
     (name.starts_with("trueno_decode_attn_") || name.starts_with("trueno_decode_merge_"))
         .then_some("ptxas sinks the value loads to their uses")
+}
+
+/// Kernels that promise one block a multiprocessor (`.minnctapersm 1`, where their
+/// shared memory allows no second): ptxas hoists shared-memory loads into the registers
+/// that leaves free (the 32-vector staged tensor-core batches: 154-219 registers against
+/// an estimate of 136-151), so only the estimate's excess over ptxas is bounded.
+fn spends_free_registers(name: &str) -> bool {
+    let staged = ["q6_k", "q8_0", "q4_0"];
+    staged
+        .iter()
+        .any(|f| name == format!("trueno_qgemv_{f}_q8k_mma32"))
 }
 
 #[test]
@@ -156,6 +179,17 @@ fn register_estimates_are_within_the_stated_margin_of_ptxas() {
             }
             let gap = (ours - theirs).abs();
             let margin = 12.max(theirs / 4);
+            if spends_free_registers(&k.name()) {
+                // ptxas may use any number above the estimate, which must not exceed
+                // its count by more than the margin.
+                report.push(format!(
+                    "{:<30} {} ours {ours:>3} ptxas {theirs:>3} (one block a multiprocessor)",
+                    k.name(),
+                    target.name()
+                ));
+                assert!(ours <= theirs + margin, "{}", report.join("\n"));
+                continue;
+            }
             if let Some(why) = scheduled_apart(&k.name()) {
                 // The estimate may exceed ptxas by any amount there, but fall short of it
                 // by no more than the margin.

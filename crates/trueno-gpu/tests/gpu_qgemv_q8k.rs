@@ -295,8 +295,9 @@ fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
     // The integer tensor-core kernel of each format, forced (and `Auto`, which takes it
     // from `mma_from_vectors`): rows in whole 16-row tiles and ragged ones (5, 17, 613),
     // super-blocks fewer than the block's eight warps (1, 3) and ragged among them (9,
-    // 16 + 1), every batch size 1-8 (the missing columns of the eight-column product),
-    // beside the dp4a kernel on the same data.
+    // 16 + 1), every batch size 1-8 (the missing columns of the eight-column product)
+    // beside the dp4a kernel on the same data, and the 16- and 32-vector kernels full
+    // and ragged (9, 16, 17, 31, 32 vectors).
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x1ab5);
     let mut shapes = vec![(5, 256), (16, 3 * 256), (17, 9 * 256), (48, 17 * 256)];
@@ -310,7 +311,7 @@ fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
         let dense = rng.vec(rows * cols, -2.0, 2.0);
         let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
         let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
-        for vectors in 1..=8 {
+        for vectors in (1..=8).chain([9, 16, 17, 31, 32]) {
             let mut x = rng.vec(vectors * cols, -1.0, 1.0);
             // The last vector's first block all zero (scale 0).
             let at = (vectors - 1) * cols;
@@ -318,7 +319,8 @@ fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
             let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
             let xd = ctx.upload(&x).unwrap();
             let q = ctx.alloc_q8k(vectors * cols).unwrap();
-            for path in [BatchPath::TensorCores, BatchPath::Auto, BatchPath::Dp4a] {
+            let paths = [BatchPath::TensorCores, BatchPath::Auto, BatchPath::Dp4a];
+            for path in paths.into_iter().take(if vectors > 8 { 2 } else { 3 }) {
                 let mut yd = poisoned(&ctx, vectors * rows);
                 let mut s = ctx.stream().unwrap().record();
                 s.quantize_q8k(&xd, &q).unwrap();
@@ -373,7 +375,12 @@ fn q8k_shapes_are_checked_before_launch() {
         // 512 activations are two vectors of 256 columns, not one of 512.
         let y8 = &y_batch;
         assert!(s.qgemv_q8k_batch(w, &q, y8, 0).is_err(), "no vectors");
-        assert!(s.qgemv_q8k_batch(w, &q, y8, 9).is_err(), "nine vectors");
+        assert!(s.qgemv_q8k_batch(w, &q, y8, 33).is_err(), "33 vectors");
+        let dp4a = BatchPath::Dp4a;
+        assert!(
+            s.qgemv_q8k_batch_with(w, &q, y8, 9, dp4a).is_err(),
+            "nine vectors on dp4a"
+        );
         assert!(
             s.qgemv_q8k_batch(w, &q, y8, 2).is_err(),
             "activation length"

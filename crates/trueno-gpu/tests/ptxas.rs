@@ -230,28 +230,31 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 
 /// The tensor-core quantized batch products' machine code: their products a super-block
 /// (Q4_K, Q5_K: eight of quants, eight of mins; Q6_K: one a group of 16; Q8_0, Q4_0: one
-/// a block) are IMMA (integer tensor-core) instructions on every target they claim, no
+/// a block; each once a tile of eight vectors) are IMMA (integer tensor-core) instructions on every target they claim, no
 /// `dp4a` (IDP) is left, and the staged formats' tiles arrive by asynchronous copies
 /// (LDGSTS) with no direct global load.
 #[test]
 fn the_tensor_core_quantized_batch_runs_on_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::qgemv::QuantFormat;
-    use trueno_gpu::kernels::qgemv_q4k_mma::QgemvQ8kMmaKernel;
-    for f in QgemvQ8kMmaKernel::FORMATS {
-        let k = QgemvQ8kMmaKernel(f);
+    use trueno_gpu::kernels::qgemv_q4k_mma::{QgemvQ8kMmaKernel, VectorTiles};
+    for (f, tiles) in QgemvQ8kMmaKernel::FORMATS
+        .into_iter()
+        .flat_map(|f| VectorTiles::ALL.map(|t| (f, t)))
+    {
+        let k = QgemvQ8kMmaKernel(f, tiles);
         for target in common::checked_targets(&k) {
             let (stem, code) = sass.of(&k, target);
             let count = |op: &str| code.matches(op).count();
             // Q6_K: one k16 product a group of 16 (its scales' span); Q8_0 and Q4_0 one
             // k32 product a block; Q4_K and Q5_K one of quants and one of mins a
-            // sub-block of 32.
+            // sub-block of 32; each of those once a tile of eight vectors.
             let (imma, n) = match f {
                 QuantFormat::Q6K => ("IMMA.16816.S8.S8", 16),
                 QuantFormat::Q8_0 | QuantFormat::Q4_0 => ("IMMA.16832.S8.S8", 8),
                 QuantFormat::Q4K | QuantFormat::Q5K => ("IMMA.16832.S8.S8", 16),
             };
-            assert_eq!(count(imma), n, "{stem}\n{code}");
+            assert_eq!(count(imma), n * tiles.count(), "{stem}\n{code}");
             if !matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
                 // A step's weight chunks, 4 activation chunks and scale a lane, in the
                 // prologue and the loop; nothing read from global memory straight.

@@ -37,6 +37,7 @@ pub mod qgemv_dp4a;
 mod qgemv_k;
 mod qgemv_k4_dp4a;
 pub mod qgemv_late;
+pub mod qgemv_mma_batch;
 mod qgemv_mma_staged;
 pub mod qgemv_one_wave;
 pub mod qgemv_q4k_mma;

@@ -16,7 +16,7 @@
 //! f32 over the span's blocks.
 
 use super::qgemv::f16_bits;
-use super::qgemv_mma_staged::{Reads, StagedStep};
+use super::qgemv_mma_staged::{Reads, StagedStep, TILE_ACT_BYTES};
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, Space, U16, U32};
 
 /// Blocks a 256-weight span.
@@ -58,7 +58,7 @@ impl<const FOUR_BIT: bool> StagedStep for Block32Step<FOUR_BIT> {
         stage: Reg<U32>,
         r: &Reads,
         lane: &[Block32Row; 2],
-    ) -> [Reg<F32>; 4] {
+    ) -> Vec<[Reg<F32>; 4]> {
         products(FOUR_BIT, b, stage, r, lane)
     }
 }
@@ -84,7 +84,7 @@ fn products(
     stage: Reg<U32>,
     r: &Reads,
     lane: &[Block32Row; 2],
-) -> [Reg<F32>; 4] {
+) -> Vec<[Reg<F32>; 4]> {
     let bb = block_bytes(four_bit) as i64;
     // The lane's bytes of a block: eight quant bytes, or four bytes of nibbles.
     let (shift, run) = if four_bit { (2u32, 4) } else { (3, 8) };
@@ -102,7 +102,7 @@ fn products(
     });
     let act = b.add(stage, r.act);
     let act = b.add(act, lane_off);
-    let mut sums: Option<[Reg<F32>; 4]> = None;
+    let mut sums: Vec<Option<[Reg<F32>; 4]>> = vec![None; r.tiles];
     for j in 0..BLOCKS as i64 {
         let parity = (j % 2) as usize;
         // The quants start 2 bytes into block j: an even block's words from its own
@@ -121,13 +121,6 @@ fn products(
                 [lined[0], lined[1]]
             }
         });
-        let x = if four_bit {
-            [0, 16].map(|k| b.ld::<U32, U32>(Space::Shared, act, 32 * j + k))
-        } else {
-            b.ld_vec::<U32, U32, 2>(Space::Shared, act, 32 * j)
-        };
-        let zero = [0i32; 4].map(|v| b.mov(v));
-        let p = b.mma_m16n8k32_s8([a[0][0], a[1][0], a[0][1], a[1][1]], x, zero);
         // Block j's d for each row: even blocks' at the row's base, odd ones' 2o on
         // and 2 bytes back.
         let d = std::array::from_fn::<_, 2, _>(|k| {
@@ -140,16 +133,26 @@ fn products(
             let h = b.cvt::<U16, U32>(w, None);
             f16_bits(b, h)
         });
-        let prod = std::array::from_fn(|i| {
-            let pf = b.cvt::<F32, _>(p[i], Some(Rounding::Rn));
-            match sums {
-                None => b.mul(d[i / 2], pf),
-                Some(s) => b.fma(d[i / 2], pf, s[i]),
-            }
-        });
-        sums = Some(prod);
+        for (n, sums) in sums.iter_mut().enumerate() {
+            let at = 32 * j + i64::from(TILE_ACT_BYTES) * n as i64;
+            let x = if four_bit {
+                [0, 16].map(|k| b.ld::<U32, U32>(Space::Shared, act, at + k))
+            } else {
+                b.ld_vec::<U32, U32, 2>(Space::Shared, act, at)
+            };
+            let zero = [0i32; 4].map(|v| b.mov(v));
+            let p = b.mma_m16n8k32_s8([a[0][0], a[1][0], a[0][1], a[1][1]], x, zero);
+            let prod = std::array::from_fn(|i| {
+                let pf = b.cvt::<F32, _>(p[i], Some(Rounding::Rn));
+                match sums {
+                    None => b.mul(d[i / 2], pf),
+                    Some(s) => b.fma(d[i / 2], pf, s[i]),
+                }
+            });
+            *sums = Some(prod);
+        }
     }
-    sums.expect("eight blocks")
+    sums.into_iter().map(|s| s.expect("eight blocks")).collect()
 }
 
 /// Q4_0's four bytes of nibbles as the two k runs of signed bytes: the low nibbles, then

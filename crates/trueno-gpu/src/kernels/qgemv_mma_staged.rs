@@ -9,7 +9,9 @@
 //! first copies its 16 rows' spans into shared memory with `cp.async` in aligned 16-byte
 //! chunks (the span and up to 16 bytes around it; a quantized matrix's buffer ends in
 //! [`crate::memory::SLACK_BYTES`] of zeros for the last row's last chunk), its eight
-//! vectors' activations and scales beside them (vectors past the batch zero-filled); two
+//! vectors' activations and scales beside them (vectors past the batch zero-filled; 16
+//! or 32 vectors for the wider kernels, whose stages then fit one block a
+//! multiprocessor); two
 //! stages, so the next span's copies are in flight while this one's products run. A row's
 //! spans `warp, warp + 8, ...` all start as far past a 16-byte boundary (eight spans of
 //! Q6_K are 1680 bytes, of Q8_0 2176, of Q4_0 1152): the step reads each row from its slot
@@ -35,7 +37,11 @@ const ACT_BYTES: u32 = 256;
 /// reads the same activations, the weights once.
 const ACT_THROUGH_L1: bool = true;
 
-/// Where things sit for a format whose 256 weights take `span` bytes a row.
+/// Bytes between tiles of eight vectors' activations in a stage.
+pub(super) const TILE_ACT_BYTES: u32 = VECTORS * ACT_PITCH;
+
+/// Where things sit for a format whose 256 weights take `span` bytes a row, with `tiles`
+/// tiles of eight vectors.
 #[derive(Clone, Copy)]
 struct Layout {
     /// 16-byte chunks a row's span is copied in: bytes `-o..16 chunks - o`, `o` (even,
@@ -44,17 +50,22 @@ struct Layout {
     /// Words between rows in a stage: 4 mod 8, so the eight rows a fragment load reads
     /// fall in distinct banks.
     pitch: u32,
+    tiles: u32,
 }
 
 impl Layout {
-    const fn of(span: u32) -> Layout {
+    const fn of(span: u32, tiles: u32) -> Layout {
         let chunks = (span + 14).div_ceil(16);
         // Even, so the tile's chunks split evenly between the lanes.
         let chunks = chunks + chunks % 2;
         let words = 4 * chunks;
         let pitch = words + (12 - words % 8) % 8;
         assert!(chunks * 16 - span <= crate::memory::SLACK_BYTES as u32);
-        Layout { chunks, pitch }
+        Layout {
+            chunks,
+            pitch,
+            tiles,
+        }
     }
 
     /// Chunks a lane copies a step: the tile's 16 rows', 32 lanes at a time.
@@ -67,19 +78,25 @@ impl Layout {
         TILE_ROWS * self.pitch * 4
     }
 
+    /// Vectors a stage holds.
+    const fn vectors(self) -> u32 {
+        VECTORS * self.tiles
+    }
+
     /// Where the vectors' scales start in a stage.
     const fn dx_at(self) -> u32 {
-        self.act_at() + VECTORS * ACT_PITCH
+        self.act_at() + self.tiles * TILE_ACT_BYTES
     }
 
     const fn stage_bytes(self) -> u32 {
-        self.dx_at() + VECTORS * 4
+        self.dx_at() + self.vectors() * 4
     }
 }
 
-/// Dynamic shared memory a block of the kernel whose 256 weights take `span` bytes a row.
-pub(super) const fn shared_bytes(span: u32) -> u32 {
-    WARPS * STAGES * Layout::of(span).stage_bytes()
+/// Dynamic shared memory a block of the kernel whose 256 weights take `span` bytes a row,
+/// for `tiles` tiles of eight vectors.
+pub(super) const fn shared_bytes(span: u32, tiles: u32) -> u32 {
+    WARPS * STAGES * Layout::of(span, tiles).stage_bytes()
 }
 
 /// One of the lane's rows in a stage: its slot plus the whole words of its spans'
@@ -90,11 +107,13 @@ pub(super) struct RowBase {
 }
 
 /// Where lane `4g + t` reads in a stage: rows `g` and `g + 8`, `t`, vector `g`'s
-/// activations.
+/// activations (tile `n`'s vector `8n + g` [`TILE_ACT_BYTES`] times `n` further), and
+/// how many tiles there are.
 pub(super) struct Reads {
     pub rows: [RowBase; 2],
     pub t: Reg<U32>,
     pub act: Reg<U32>,
+    pub tiles: usize,
 }
 
 /// A format's products over one staged span.
@@ -104,31 +123,32 @@ pub(super) trait StagedStep {
     /// Bytes of a row's 256 weights.
     const SPAN: u32;
     fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> Self::Lane;
-    /// The span's products for the lane's four outputs, rows `g`, `g + 8` by vectors
-    /// `2t`, `2t + 1` (the `mma` result's order), before the activation scale; the stage
-    /// at `stage`.
+    /// The span's products for the lane's four outputs a tile of vectors, rows `g`, `g +
+    /// 8` by the tile's vectors `2t`, `2t + 1` (the `mma` result's order), before the
+    /// activation scale; the stage at `stage`. Each A fragment serves every tile.
     fn products(
         &self,
         b: &mut KernelBuilder,
         stage: Reg<U32>,
         r: &Reads,
         lane: &Self::Lane,
-    ) -> [Reg<F32>; 4];
+    ) -> Vec<[Reg<F32>; 4]>;
 }
 
 /// What the lane copies each step. Weight chunk `32i + lane` of the tile (row `/
 /// chunks`, chunk `% chunks`): its source at super-block 0 as an offset from `tile` (32 bits each,
 /// where 64-bit pointers held the register estimate to one block a multiprocessor) and
 /// its place in a stage. Activation chunk `32i + lane` (vector `2i + lane / 16`, bytes
-/// `16 (lane % 16)..`) and, lanes 0-7, vector `lane`'s scale: vectors past the batch are
-/// zero-filled, not read.
+/// `16 (lane % 16)..`; its source as an offset from `act`) and, lanes below the stage's
+/// vector count, vector `lane`'s scale: vectors past the batch are zero-filled, not read.
 struct Copies {
     span: u32,
     tile: Reg<U64>,
     src: Vec<Reg<U32>>,
     dst: Vec<Reg<U32>>,
-    act: [Reg<U64>; 4],
-    act_bytes: [Reg<U32>; 4],
+    act: Reg<U64>,
+    act_src: Vec<Reg<U32>>,
+    act_bytes: Vec<Reg<U32>>,
     act_dst: Reg<U32>,
     dx: Reg<U64>,
     dx_bytes: Reg<U32>,
@@ -137,10 +157,15 @@ struct Copies {
 }
 
 /// The kernel of `step`'s format.
-pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
-    let lay = const { Layout::of(S::SPAN) };
+pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> KernelIr {
+    let lay = Layout::of(S::SPAN, tiles as u32);
     let mut b = KernelBuilder::new(name);
     let fr = frame(&mut b);
+    if tiles == 4 {
+        // Its shared memory leaves room for one block a multiprocessor: ptxas may take
+        // the registers of one (it capped Q4_0's at 128 and spilled).
+        b.min_blocks(1);
+    }
     let params = &fr.params;
     let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
     let (rows, blocks, vectors) = (params.rows, params.blocks, fr.vectors);
@@ -185,17 +210,14 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
     let half = b.shr(lane, 4u32);
     let chunk = b.and(lane, 15u32);
     let chunk16 = b.shl(chunk, 4u32);
-    let chunk16w = b.cvt::<U64, U32>(chunk16, None);
-    let mut act_bytes = Vec::new();
-    let act_src: [Reg<U64>; 4] = std::array::from_fn(|i| {
-        let v = b.add(half, 2 * i as u32);
+    let (mut act_src, mut act_bytes) = (Vec::new(), Vec::new());
+    for i in 0..lay.vectors() / 2 {
+        let v = b.add(half, 2 * i);
         let inside = b.setp::<U32>(Cmp::Le, v, last_v);
         act_bytes.push(b.selp(16u32, 0u32, inside));
         let v = b.min(v, last_v);
-        let off = b.mul_wide(v, act_stride);
-        let p = b.add(aq, off);
-        b.add(p, chunk16w)
-    });
+        act_src.push(b.mad(v, act_stride, chunk16));
+    }
     // The activation chunk's place in a stage: vector lane / 16 (+ 2i), bytes 16 (lane % 16).
     let act_dst = b.mad(half, ACT_PITCH, lay.act_at());
     let act_dst = b.add(act_dst, chunk16);
@@ -208,13 +230,14 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
         span: S::SPAN,
         src,
         dst,
-        act: act_src,
-        act_bytes: act_bytes.try_into().expect("four chunks"),
+        act: aq,
+        act_src,
+        act_bytes,
         act_dst,
         dx: b.add(ad, dx_off),
         dx_bytes: b.selp(4u32, 0u32, in_batch),
         dx_dst: b.mad(lane, 4u32, lay.dx_at()),
-        has_dx: b.setp::<U32>(Cmp::Lt, lane, VECTORS),
+        has_dx: b.setp::<U32>(Cmp::Lt, lane, lay.vectors()),
     };
     // The lane's two rows as it reads them.
     let lane_rows = [0u32, 8].map(|extra| {
@@ -230,10 +253,13 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
         rows: lane_rows,
         t,
         act: b.mad(g, ACT_PITCH, lay.act_at()),
+        tiles,
     };
     let lane_vals = step.lane(&mut b, &reads);
     let dx_read = b.mad(t, 8u32, lay.dx_at());
-    let acc: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov(0.0f32));
+    let acc: Vec<[Reg<F32>; 4]> = (0..tiles)
+        .map(|_| std::array::from_fn(|_| b.mov(0.0f32)))
+        .collect();
     let smem = b.dynamic_shared();
     let mine = b.mad(warp, STAGES * lay.stage_bytes(), smem);
     let cur = b.mov(mine);
@@ -253,10 +279,12 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
         let sums = step.products(b, cur, &reads, &lane_vals);
         // Times the vectors' scales into the lane's sums.
         let dx_at = b.add(cur, dx_read);
-        let dx = b.ld_vec::<F32, U32, 2>(Space::Shared, dx_at, 0);
-        for (j, (&a, &s)) in acc.iter().zip(&sums).enumerate() {
-            let next = b.fma(dx[j % 2], s, a);
-            b.assign(a, next);
+        for (n, (tile, sums)) in acc.iter().zip(&sums).enumerate() {
+            let dx = b.ld_vec::<F32, U32, 2>(Space::Shared, dx_at, 4 * (VECTORS * n as u32) as i64);
+            for (j, (&a, &s)) in tile.iter().zip(sums).enumerate() {
+                let next = b.fma(dx[j % 2], s, a);
+                b.assign(a, next);
+            }
         }
         // Every lane done with this stage before the next step's copies land in it.
         b.bar_warp_sync();
@@ -272,7 +300,7 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S) -> KernelIr {
         base: smem,
         stride: STAGES * lay.stage_bytes(),
     };
-    store(&mut b, (y, rows, vectors), &fr.at, acc, partials);
+    store(&mut b, (y, rows, vectors), &fr.at, &acc, partials);
     b.ret();
     b.finish()
 }
@@ -290,10 +318,12 @@ fn copy(b: &mut KernelBuilder, c: &Copies, warp: Reg<U32>, sb: Reg<U32>, stage: 
         let at = b.add(stage, dst);
         b.cp_async_16(at, src, sixteen);
     }
-    let a_off = b.mul_wide(sb, ACT_BYTES);
+    let a_off = b.mul(sb, ACT_BYTES);
     let act_dst = b.add(stage, c.act_dst);
-    for (i, (&p, &n)) in c.act.iter().zip(&c.act_bytes).enumerate() {
-        let src = b.add(p, a_off);
+    for (i, (&p, &n)) in c.act_src.iter().zip(&c.act_bytes).enumerate() {
+        let off = b.add(p, a_off);
+        let off = b.cvt::<U64, U32>(off, None);
+        let src = b.add(c.act, off);
         let at = b.add(act_dst, 2 * i as u32 * ACT_PITCH);
         if ACT_THROUGH_L1 {
             b.cp_async_16_l1(at, src, n);

@@ -6,7 +6,12 @@
 //! `mma` does a sub-block of sixteen rows for all eight vectors.
 //!
 //! A block of eight warps takes 16 rows; warp `w` takes super-blocks `w, w + 8, ...` and
-//! the eight warps' sums meet in shared memory. Lane `4g + t` loads rows `g` and `g + 8`
+//! the eight warps' sums meet in shared memory. The 16- and 32-vector kernels
+//! ([`VectorTiles`]) multiply each unpacked A fragment by two or four tiles of eight
+//! vectors. Their limit (Nsight Compute, H200) is the activations' fragment loads: each
+//! warp load reads eight vectors' 32-byte runs from eight cache lines, and every 16-row
+//! tile reads all the batch's activations (at 32 vectors 3.5 times its Q4_K weight
+//! bytes); the L1 was 77-87% busy with DRAM at 12-26%. Lane `4g + t` loads rows `g` and `g + 8`
 //! of the tile and vector `g` of the batch: of each 32-byte run of quant bytes (the low
 //! nibbles sub-block `2i`, the high ones `2i + 1`) bytes `8t..8t + 8`, and the same eight
 //! activation bytes of each sub-block, as the A and B fragments' two k runs (the product
@@ -18,22 +23,21 @@
 //! super-block's loads all leave before its first product (`PIN_LOADS`).
 //!
 //! The kernel type for every format ([`QgemvQ8kMmaKernel`]) and the batch routing
-//! ([`BatchPath`]) live here; the formats whose blocks are only 2-byte aligned (Q6_K,
-//! whose scales also change every 16 weights, Q8_0 and Q4_0) copy the same tiles into
-//! shared memory first: qgemv_mma_staged.rs, qgemv_q6k_mma.rs, qgemv_block32_mma.rs.
+//! ([`BatchPath`]) are in qgemv_mma_batch.rs (re-exported here); the formats whose
+//! blocks are only 2-byte aligned (Q6_K, whose scales also change every 16 weights, Q8_0
+//! and Q4_0) copy the same tiles into shared memory first: qgemv_mma_staged.rs,
+//! qgemv_q6k_mma.rs, qgemv_block32_mma.rs.
 //!
 //! Q5_K is the same product with each quant's fifth bit put in before the `mma`: the lane
 //! also loads bytes `8t..8t + 8` of the super-block's 32 bytes of `qh`, whose bit `j` is
 //! bit 4 of the same eight weights of sub-block `j`. Its quants then run 0..32, still
 //! signed bytes.
 
-use super::qgemv::QuantFormat;
-use super::qgemv_block32_mma as block32;
 use super::qgemv_dp4a::{Q8kParams, q8k_params};
 use super::qgemv_k::{self, half_of};
-use super::qgemv_mma_staged as staged;
-use super::{Family, Kernel, LaunchConfig, blocks_for};
-use crate::error::Result;
+pub use super::qgemv_mma_batch::{
+    BatchPath, MMA_MAX_BATCH, QgemvQ8kMmaKernel, VectorTiles, mma_from_vectors,
+};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
 /// Rows a block: the product's M.
@@ -53,70 +57,25 @@ pub(super) const WARPS: u32 = 8;
 /// against 70-72).
 const PIN_LOADS: bool = true;
 /// Threads a block.
-const THREADS: u32 = 32 * WARPS;
+pub(super) const THREADS: u32 = 32 * WARPS;
 /// The vectors of one product: its N.
 pub(super) const VECTORS: u32 = 8;
 /// Bytes of Q8_K activation quants per super-block.
 const ACT_BYTES: u32 = 256;
 
-/// `y[v] = W a[v]` for 1 to 8 Q8_K activation vectors `a` (one after another) and
-/// weights `W` of any format, on the integer tensor cores; parameters as
-/// [`super::qgemv_dp4a::QgemvQ8kBatchKernel`]'s (`w`, `qs`, `d`, `bsums` (unread: the min
-/// term is a product of its own), `y`, `rows`, `blocks`, `vectors`).
-#[derive(Clone, Copy, Debug)]
-pub struct QgemvQ8kMmaKernel(pub QuantFormat);
-
-impl QgemvQ8kMmaKernel {
-    /// The weight formats with a tensor-core batch kernel.
-    pub const FORMATS: [QuantFormat; 5] = QuantFormat::ALL;
-}
-
-impl Kernel for QgemvQ8kMmaKernel {
-    fn name(&self) -> String {
-        format!("trueno_qgemv_{}_q8k_mma", self.0.name())
-    }
-
-    fn family(&self) -> Family {
-        Family::Qgemv
-    }
-
-    fn build(&self) -> KernelIr {
-        let name = self.name();
-        match self.0 {
-            QuantFormat::Q4K => build(name, false),
-            QuantFormat::Q5K => build(name, true),
-            QuantFormat::Q6K => staged::build(name, &super::qgemv_q6k_mma::Q6kStep),
-            QuantFormat::Q8_0 => staged::build(name, &block32::Block32Step::<false>),
-            QuantFormat::Q4_0 => staged::build(name, &block32::Block32Step::<true>),
-        }
-    }
-
-    /// `dims = [rows, cols]` (the vector count is a parameter); `cols` a multiple of 256.
-    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        let name = self.name();
-        let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
-        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
-        let mut cfg = LaunchConfig::linear(tiles, THREADS);
-        cfg.shared_bytes = match self.0 {
-            QuantFormat::Q4K | QuantFormat::Q5K => 0,
-            QuantFormat::Q6K => staged::shared_bytes(super::qgemv_q6k::BLOCK_BYTES),
-            QuantFormat::Q8_0 => staged::shared_bytes(block32::Q8_0_SPAN),
-            QuantFormat::Q4_0 => staged::shared_bytes(block32::Q4_0_SPAN),
-        };
-        Ok(cfg)
-    }
-}
-
 /// The lane's pointers at super-block 0: both rows' headers, its quant runs' offset from
 /// them (and, for Q5_K, where its fifth bits sit from its quant run: an immediate, where
-/// a register pointer spilled on sm_80), its vector's activations, the two output
-/// vectors' activation scales.
+/// a register pointer spilled on sm_80); per tile of eight vectors, its vector's
+/// activations and the two output vectors' scales, as byte offsets from the activations'
+/// quants and scales (32 bits each: a pointer a tile held more registers).
 struct Ptrs {
     heads: [Reg<U64>; 2],
     quants: Reg<U64>,
     fifth: Option<i64>,
-    act: Reg<U64>,
-    dx: [Reg<U64>; 2],
+    aq: Reg<U64>,
+    act: Vec<Reg<U32>>,
+    ad: Reg<U64>,
+    dx: Vec<[Reg<U32>; 2]>,
 }
 
 /// Where the thread sits: its index in the block, warp, `g` and `t` of lane `4g + t`, and
@@ -129,15 +88,22 @@ pub(super) struct Place {
     pub tile: Reg<U32>,
 }
 
+/// A tile's B fragments of one super-block: loaded with the weights (held across the
+/// pin), or their address, each sub-block's loaded where its products are.
+enum Act {
+    Loaded([[Reg<U32>; 2]; 8]),
+    At(Reg<U64>),
+}
+
 /// One lane's loads of one super-block: both rows' headers and quant runs (and Q5_K's
-/// fifth bits of those eight positions), its vector's eight runs of activation bytes,
-/// and the two output vectors' scales.
+/// fifth bits of those eight positions), per tile its vector's eight runs of activation
+/// bytes and the two output vectors' scales.
 struct Loads {
     head: [[Reg<U32>; 4]; 2],
     quants: [[[Reg<U32>; 2]; 4]; 2],
     fifth: Option<[[Reg<U32>; 2]; 2]>,
-    act: [[Reg<U32>; 2]; 8],
-    dx: [Reg<F32>; 2],
+    act: Vec<Act>,
+    dx: Vec<[Reg<F32>; 2]>,
 }
 
 /// What every tensor-core batch kernel starts with: the batch parameters, the vector
@@ -178,7 +144,17 @@ pub(super) fn frame(b: &mut KernelBuilder) -> Frame {
     }
 }
 
-fn build(name: String, five_bit: bool) -> KernelIr {
+/// Whether a kernel of `nt` tiles loads its activations after the pin, beside their
+/// products (four tiles'), rather than with the weights. H200, GPU time, µs at 4096x4096
+/// / 14336x4096 / 4096x14336 / 32000x4096: every width's loads after the pin, Q4_K 8
+/// vectors 8.3 / 19.0 / 20.0 / 32.5 against 8.8 / 16.7 / 18.7 / 29.2 pinned, 16 vectors
+/// 9.1 / 25.3 / 21.7 / 47.4 against 8.5 / 23.8 / 19.5 / 46.0; 32 vectors pinned (64 more
+/// registers a lane) 18.0 / 51.1 / 37.9 / 108.4 against 18.1 / 50.5 / 49.8 / 105.5.
+fn act_after_pin(nt: usize) -> bool {
+    nt >= 4
+}
+
+pub(super) fn build(name: String, five_bit: bool, nt: usize) -> KernelIr {
     let mut b = KernelBuilder::new(name);
     let fr = frame(&mut b);
     let params = &fr.params;
@@ -206,24 +182,31 @@ fn build(name: String, five_bit: bool) -> KernelIr {
     let quants = b.cvt::<U64, U32>(lane_q, None);
     // Q5_K's `qh` (after the header's 16 bytes): the same eight positions.
     let fifth = five_bit.then_some(16 - i64::from(qs_at));
-    // The lane's vector for B (the last one past the batch), and the two vectors of its
-    // outputs (columns 2t, 2t + 1) for their scales.
+    // Per tile, the lane's vector for B (the last one past the batch), and the two
+    // vectors of its outputs (columns 2t, 2t + 1) for their scales.
     let last_v = fr.last_v;
     let act_stride = b.mul(blocks, ACT_BYTES);
-    let vb = b.min(g, last_v);
-    let act_off = b.mul_wide(vb, act_stride);
-    let act = b.add(aq, act_off);
-    let t8w = b.cvt::<U64, U32>(t8, None);
-    let act = b.add(act, t8w);
     let d_stride = b.mul(blocks, 4u32);
     let v0 = b.shl(t, 1u32);
-    let dxp = [0u32, 1].map(|i| {
-        let v = b.add(v0, i);
-        let v = b.min(v, last_v);
-        let off = b.mul_wide(v, d_stride);
-        b.add(ad, off)
-    });
-    let acc: [Reg<F32>; 4] = std::array::from_fn(|_| b.mov(0.0f32));
+    let act = (0..nt as u32)
+        .map(|n| {
+            let v = b.add(g, VECTORS * n);
+            let v = b.min(v, last_v);
+            b.mad(v, act_stride, t8)
+        })
+        .collect();
+    let dx = (0..nt as u32)
+        .map(|n| {
+            [0u32, 1].map(|i| {
+                let v = b.add(v0, VECTORS * n + i);
+                let v = b.min(v, last_v);
+                b.mul(v, d_stride)
+            })
+        })
+        .collect();
+    let acc: Vec<[Reg<F32>; 4]> = (0..nt)
+        .map(|_| std::array::from_fn(|_| b.mov(0.0f32)))
+        .collect();
     // The activations may come from the previous kernel; the weights never do, but the
     // loop reads both.
     b.wait_for_previous_grid();
@@ -231,27 +214,31 @@ fn build(name: String, five_bit: bool) -> KernelIr {
         heads,
         quants,
         fifth,
+        aq,
         act,
-        dx: dxp,
+        ad,
+        dx,
     };
+    let late = act_after_pin(nt);
     // The dead branch that pins the loads writes (were it ever taken) only y[row0]
     // (`row0` clamped: the lane's first row, vector 0), before the real stores.
     let pin_row = b.min(row0, last);
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
-        let l = load(b, sb, &ptrs, bb);
+        let l = load(b, sb, &ptrs, bb, late);
         if PIN_LOADS {
-            qgemv_k::end_block(b, (y, pin_row), blocks, ptrs.act, acc[0]);
+            qgemv_k::end_block(b, (y, pin_row), blocks, ptrs.aq, acc[0][0]);
         }
-        super_block(b, &l, acc);
+        super_block(b, &l, &acc);
     });
-    let partials = partials_array(&mut b);
-    store(&mut b, (y, rows, vectors), &fr.at, acc, partials);
+    let partials = partials_array(&mut b, nt);
+    store(&mut b, (y, rows, vectors), &fr.at, &acc, partials);
     b.ret();
     b.finish()
 }
 
-/// Super-block `sb`'s loads for the lane (`bb` bytes a super-block).
-fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
+/// Super-block `sb`'s loads for the lane (`bb` bytes a super-block); the activations'
+/// only as addresses if `late`.
+fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32, late: bool) -> Loads {
     let wo = b.mul_wide(sb, bb);
     let quants = p.quants;
     let blk = p.heads.map(|h| b.add(h, wo));
@@ -262,14 +249,35 @@ fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
     let fifth = p
         .fifth
         .map(|at| runs.map(|q| b.ld_vec::<U32, U64, 2>(Space::Global, q, at)));
-    let ao = b.mul_wide(sb, ACT_BYTES);
-    let a = b.add(p.act, ao);
-    let act = std::array::from_fn(|j| b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64));
-    let dxo = b.mul_wide(sb, 4u32);
-    let dx = p.dx.map(|p| {
-        let p = b.add(p, dxo);
-        b.ld::<F32, U64>(Space::Global, p, 0)
-    });
+    let ao = b.mul(sb, ACT_BYTES);
+    let at = |b: &mut KernelBuilder, base: Reg<U64>, off: Reg<U32>, step: Reg<U32>| {
+        let o = b.add(off, step);
+        let o = b.cvt::<U64, U32>(o, None);
+        b.add(base, o)
+    };
+    let act = p
+        .act
+        .iter()
+        .map(|&off| {
+            let a = at(b, p.aq, off, ao);
+            match late {
+                true => Act::At(a),
+                false => Act::Loaded(std::array::from_fn(|j| {
+                    b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64)
+                })),
+            }
+        })
+        .collect();
+    let dxo = b.shl(sb, 2u32);
+    let dx =
+        p.dx.iter()
+            .map(|pair| {
+                pair.map(|off| {
+                    let a = at(b, p.ad, off, dxo);
+                    b.ld::<F32, U64>(Space::Global, a, 0)
+                })
+            })
+            .collect();
     Loads {
         head,
         quants,
@@ -312,13 +320,14 @@ fn with_fifth_bits(b: &mut KernelBuilder, nibbles: Reg<U32>, qh: Reg<U32>, j: u3
     b.or(nibbles, bits)
 }
 
-/// One super-block's products into the lane's four sums: rows `g`, `g + 8` by vectors
-/// `2t`, `2t + 1` (the `mma` result's order).
-fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
+/// One super-block's products into the lane's sums, four a tile: rows `g`, `g + 8` by
+/// the tile's vectors `2t`, `2t + 1` (the `mma` result's order). Each sub-block's A
+/// fragments are unpacked once for every tile.
+fn super_block(b: &mut KernelBuilder, l: &Loads, acc: &[[Reg<F32>; 4]]) {
     let sm = l.head.map(|h| scales_mins(b, [h[1], h[2], h[3]]));
     let zero = || [0i32; 4];
-    let mut isum: [Reg<S32>; 4] = zero().map(|v| b.mov(v));
-    let mut msum: [Reg<S32>; 4] = zero().map(|v| b.mov(v));
+    let mut isum: Vec<[Reg<S32>; 4]> = acc.iter().map(|_| zero().map(|v| b.mov(v))).collect();
+    let mut msum: Vec<[Reg<S32>; 4]> = acc.iter().map(|_| zero().map(|v| b.mov(v))).collect();
     for j in 0..8usize {
         let (pair, high) = (j / 2, j % 2 == 1);
         let (word, byte) = (j / 4, (j % 4) as u32);
@@ -334,19 +343,28 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
                 *a = with_fifth_bits(b, *a, qh, j as u32);
             }
         }
-        let bf = l.act[j];
-        let c0 = zero().map(|v| b.mov(v));
-        let p = b.mma_m16n8k32_s8(a, bf, c0);
-        // The rows' scales of sub-block j as integers, their mins in every byte.
-        let sc = sm.map(|(sc, _)| {
-            let v = b.prmt(sc[word], 0u32, 0x4440 | byte);
-            b.bitcast32::<S32, U32>(v)
-        });
-        let mins = sm.map(|(_, m)| b.prmt(m[word], 0u32, 0x1111 * byte));
-        for (i, s) in isum.iter_mut().enumerate() {
-            *s = b.mad(sc[i / 2], p[i], *s);
+        // The rows' scales of sub-block j as integers, their mins in every byte: made
+        // after the first product (before it they would be live beside its zeros).
+        let mut scales = None;
+        for (n, act) in l.act.iter().enumerate() {
+            let bf = match act {
+                Act::Loaded(runs) => runs[j],
+                Act::At(p) => b.ld_vec::<U32, U64, 2>(Space::Global, *p, 32 * j as i64),
+            };
+            let c0 = zero().map(|v| b.mov(v));
+            let p = b.mma_m16n8k32_s8(a, bf, c0);
+            let (sc, mins) = *scales.get_or_insert_with(|| {
+                let sc = sm.map(|(sc, _)| {
+                    let v = b.prmt(sc[word], 0u32, 0x4440 | byte);
+                    b.bitcast32::<S32, U32>(v)
+                });
+                (sc, sm.map(|(_, m)| b.prmt(m[word], 0u32, 0x1111 * byte)))
+            });
+            for (i, s) in isum[n].iter_mut().enumerate() {
+                *s = b.mad(sc[i / 2], p[i], *s);
+            }
+            msum[n] = b.mma_m16n8k32_s8([mins[0], mins[1], mins[0], mins[1]], bf, msum[n]);
         }
-        msum = b.mma_m16n8k32_s8([mins[0], mins[1], mins[0], mins[1]], bf, msum);
     }
     // dx * (d * isum - dmin * msum), rows by the header's halves, vectors by dx.
     let d = l.head.map(|h| half_of(b, h[0], false));
@@ -354,40 +372,48 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: [Reg<F32>; 4]) {
         let dmin = half_of(b, h[0], true);
         b.neg(dmin)
     });
-    for (i, &a) in acc.iter().enumerate() {
-        let (row, v) = (i / 2, i % 2);
-        let is = b.cvt::<F32, S32>(isum[i], Some(Rounding::Rn));
-        let ms = b.cvt::<F32, S32>(msum[i], Some(Rounding::Rn));
-        let scaled = b.mul(d[row], is);
-        let part = b.fma(neg_dmin[row], ms, scaled);
-        let next = b.fma(l.dx[v], part, a);
-        b.assign(a, next);
+    for (n, tile) in acc.iter().enumerate() {
+        for (i, &a) in tile.iter().enumerate() {
+            let (row, v) = (i / 2, i % 2);
+            let is = b.cvt::<F32, S32>(isum[n][i], Some(Rounding::Rn));
+            let ms = b.cvt::<F32, S32>(msum[n][i], Some(Rounding::Rn));
+            let scaled = b.mul(d[row], is);
+            let part = b.fma(neg_dmin[row], ms, scaled);
+            let next = b.fma(l.dx[n][v], part, a);
+            b.assign(a, next);
+        }
     }
 }
 
-/// Shared memory for the warps' sums: a 16 x 8 tile of floats a warp, `stride` bytes
-/// apart from `base` (their own array, or space the kernel is done with).
+/// Shared memory for the warps' sums: a 16 x `8 nt` tile of floats a warp, `stride`
+/// bytes apart from `base` (their own array, or space the kernel is done with).
 pub(super) struct Partials {
     pub base: Reg<U32>,
     pub stride: u32,
 }
 
+/// The bytes of one warp's sums for `nt` tiles of vectors.
+pub(super) const fn partial_bytes(nt: usize) -> u32 {
+    TILE_ROWS * VECTORS * nt as u32 * 4
+}
+
 /// [`Partials`] in an array of their own.
-fn partials_array(b: &mut KernelBuilder) -> Partials {
-    let stride = TILE_ROWS * VECTORS * 4;
+fn partials_array(b: &mut KernelBuilder, nt: usize) -> Partials {
+    let stride = partial_bytes(nt);
     Partials {
         base: b.shared_array("partial", WARPS * stride, 16),
         stride,
     }
 }
 
-/// The block's warps' sums through shared memory, then one output a thread:
-/// `y[v * rows + row]` for the tile's rows below `rows` and `v < vectors`.
+/// The block's warps' sums (four a tile of vectors, `acc`) through shared memory, then
+/// the outputs a thread at a time: `y[v * rows + row]` for the tile's rows below `rows`
+/// and `v < vectors`.
 pub(super) fn store(
     b: &mut KernelBuilder,
     (y, rows, vectors): (Reg<U64>, Reg<U32>, Reg<U32>),
     at: &Place,
-    acc: [Reg<F32>; 4],
+    acc: &[[Reg<F32>; 4]],
     partials: Partials,
 ) {
     let Place {
@@ -397,129 +423,43 @@ pub(super) fn store(
         t,
         tile,
     } = *at;
-    // Each warp's [row][vector] floats.
+    // Each warp's [row][vector] floats, `width` vectors a row.
+    let width = VECTORS * acc.len() as u32;
     let Partials { base, stride } = partials;
     let t2 = b.shl(t, 1u32);
     let mine = b.mad(warp, stride, base);
-    for (half, pair) in [[acc[0], acc[1]], [acc[2], acc[3]]].iter().enumerate() {
+    for half in 0..2 {
         let r = b.add(g, 8 * half as u32);
-        let at = b.mad(r, VECTORS, t2);
+        let at = b.mad(r, width, t2);
         let addr = b.mad(at, 4u32, mine);
-        b.st_vec(Space::Shared, addr, 0, pair);
+        for (n, sums) in acc.iter().enumerate() {
+            let pair = [sums[2 * half], sums[2 * half + 1]];
+            b.st_vec(Space::Shared, addr, 4 * (VECTORS * n as u32) as i64, &pair);
+        }
     }
     b.bar_sync();
-    // Thread i < 128: vector i / 16, row i % 16 (consecutive threads, consecutive rows
-    // of y), where both are in the product.
-    let v = b.shr(tid, 4u32);
-    let r = b.and(tid, TILE_ROWS - 1);
-    let row = b.mad(tile, TILE_ROWS, r);
-    let in_rows = b.setp::<U32>(Cmp::Lt, row, rows);
-    let in_batch = b.setp::<U32>(Cmp::Lt, v, vectors);
-    let keep = b.and_pred(in_rows, in_batch);
-    b.if_then(keep, false, |b| {
-        let at = b.mad(r, VECTORS, v);
-        let addr = b.mad(at, 4u32, base);
-        let mut sum = b.ld::<F32, U32>(Space::Shared, addr, 0);
-        for w in 1..WARPS {
-            let x = b.ld::<F32, U32>(Space::Shared, addr, i64::from(w * stride));
-            sum = b.add(sum, x);
-        }
-        let out = b.mad(v, rows, row);
-        let off = b.mul_wide(out, 4u32);
-        let p = b.add(y, off);
-        b.st::<F32, U64>(Space::Global, p, 0, sum);
-    });
-}
-
-/// Which kernel a batched integer product runs
-/// ([`crate::driver::Stream::qgemv_q8k_batch_with`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BatchPath {
-    /// The tensor-core kernel where the batch has at least [`mma_from_vectors`] vectors,
-    /// else `dp4a`.
-    Auto,
-    /// `dp4a` ([`super::qgemv_dp4a::QgemvQ8kBatchKernel`]), every format.
-    Dp4a,
-    /// The integer tensor cores ([`QgemvQ8kMmaKernel`]), every format.
-    TensorCores,
-}
-
-/// The fewest vectors of format `f` [`BatchPath::Auto`] gives the tensor cores: where
-/// they ran faster than `dp4a` at every measured shape (H200, GPU time, 4096x4096 to
-/// 32000x4096, the tensor cores' time against `dp4a`'s): two for the K-quants and Q4_0
-/// (two vectors 0.59-0.88x for Q4_K, 0.57-0.89x Q5_K, 0.62-0.76x Q6_K, 0.71-0.83x Q4_0;
-/// eight 0.27-0.54x, 0.30-0.56x, 0.29-0.41x, 0.27-0.38x), three for Q8_0 (two vectors
-/// 0.85-1.08x: both kernels at the copy rate of reading its 8.5 bits a weight; three
-/// 0.72-0.91x, eight 0.39-0.53x).
-///
-/// ```
-/// use trueno_gpu::kernels::qgemv::QuantFormat;
-/// use trueno_gpu::kernels::qgemv_q4k_mma::mma_from_vectors;
-///
-/// assert_eq!(mma_from_vectors(QuantFormat::Q4K), 2);
-/// assert_eq!(mma_from_vectors(QuantFormat::Q8_0), 3);
-/// ```
-pub fn mma_from_vectors(f: QuantFormat) -> usize {
-    match f {
-        QuantFormat::Q8_0 => 3,
-        _ => 2,
-    }
-}
-
-impl BatchPath {
-    /// The kernel this path runs for `vectors` vectors of format `f`.
-    ///
-    /// ```
-    /// use trueno_gpu::kernels::Kernel;
-    /// use trueno_gpu::kernels::qgemv::QuantFormat;
-    /// use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
-    ///
-    /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
-    /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma");
-    /// let k = BatchPath::Auto.kernel(QuantFormat::Q8_0, 1);
-    /// assert_eq!(k.name(), "trueno_qgemv_q8_0_q8k_batch");
-    /// ```
-    pub fn kernel(self, f: QuantFormat, vectors: usize) -> Box<dyn Kernel> {
-        let mma = match self {
-            BatchPath::Auto => vectors >= mma_from_vectors(f),
-            BatchPath::Dp4a => false,
-            BatchPath::TensorCores => true,
-        };
-        match mma {
-            true => Box::new(QgemvQ8kMmaKernel(f)),
-            false => Box::new(super::qgemv_dp4a::QgemvQ8kBatchKernel(f)),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_format_has_the_tensor_core_kernel_in_16_row_tiles() {
-        for f in QuantFormat::ALL {
-            let k = QgemvQ8kMmaKernel(f);
-            let c = k.launch_config(&[17, 512]).unwrap();
-            assert_eq!((c.grid.0, c.block.0), (2, THREADS), "{}", f.name());
-            // Q4_K and Q5_K read global memory straight; the others stage their tiles in
-            // dynamic shared memory, two blocks of which fit an H100's 227 KiB.
-            let staged = !matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
-            assert_eq!(c.shared_bytes > 48 * 1024, staged, "{}", f.name());
-            assert!(2 * (c.shared_bytes + 1024) <= 227 * 1024, "{}", f.name());
-            assert!(
-                k.launch_config(&[16, 384]).is_err(),
-                "not whole super-blocks"
-            );
-            assert!(k.launch_config(&[0, 256]).is_err(), "no rows");
-            let name = |p: BatchPath, n| p.kernel(f, n).name();
-            assert!(name(BatchPath::Auto, 8).ends_with("_mma"));
-            let from = mma_from_vectors(f);
-            assert!(name(BatchPath::Auto, from).ends_with("_mma"));
-            assert!(name(BatchPath::Auto, from - 1).ends_with("_batch"));
-            assert!(name(BatchPath::Auto, 1).ends_with("_batch"));
-            assert!(name(BatchPath::Dp4a, 8).ends_with("_batch"));
-            assert!(name(BatchPath::TensorCores, 1).ends_with("_mma"));
-        }
+    // Output i = tid (+ THREADS a pass): vector i / 16, row i % 16 (consecutive threads,
+    // consecutive rows of y), where both are in the product.
+    for pass in 0..(TILE_ROWS * width).div_ceil(THREADS) {
+        let i = b.add(tid, THREADS * pass);
+        let v = b.shr(i, 4u32);
+        let r = b.and(i, TILE_ROWS - 1);
+        let row = b.mad(tile, TILE_ROWS, r);
+        let in_rows = b.setp::<U32>(Cmp::Lt, row, rows);
+        let in_batch = b.setp::<U32>(Cmp::Lt, v, vectors);
+        let keep = b.and_pred(in_rows, in_batch);
+        b.if_then(keep, false, |b| {
+            let at = b.mad(r, width, v);
+            let addr = b.mad(at, 4u32, base);
+            let mut sum = b.ld::<F32, U32>(Space::Shared, addr, 0);
+            for w in 1..WARPS {
+                let x = b.ld::<F32, U32>(Space::Shared, addr, i64::from(w * stride));
+                sum = b.add(sum, x);
+            }
+            let out = b.mad(v, rows, row);
+            let off = b.mul_wide(out, 4u32);
+            let p = b.add(y, off);
+            b.st::<F32, U64>(Space::Global, p, 0, sum);
+        });
     }
 }

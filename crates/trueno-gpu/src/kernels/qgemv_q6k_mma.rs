@@ -14,7 +14,7 @@
 //! of `ql[64h + 32 (k % 2) + 16o..]`, bits 4-5 bits `2k, 2k + 1` of `qh[32h + 16o..]`.
 
 use super::qgemv::f16_bits;
-use super::qgemv_mma_staged::{Reads, StagedStep};
+use super::qgemv_mma_staged::{Reads, StagedStep, TILE_ACT_BYTES};
 use super::qgemv_q6k::BLOCK_BYTES;
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32};
 
@@ -57,7 +57,7 @@ impl StagedStep for Q6kStep {
         stage: Reg<U32>,
         r: &Reads,
         lane: &[Q6kRow; 2],
-    ) -> [Reg<F32>; 4] {
+    ) -> Vec<[Reg<F32>; 4]> {
         let t4 = b.shl(r.t, 2u32);
         // Per row: the words holding its scales (bytes 192..208 from `-o`) and d
         // (208..210), d as f32, and where its pieces are.
@@ -81,32 +81,39 @@ impl StagedStep for Q6kStep {
         let act = b.add(stage, r.act);
         let act = b.add(act, t4);
         let zero = || [0i32; 4];
-        let mut isum: [Reg<S32>; 4] = zero().map(|v| b.mov(v));
+        let mut isum: Vec<[Reg<S32>; 4]> = (0..r.tiles).map(|_| zero().map(|v| b.mov(v))).collect();
         for (h, o) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
             let ql = [0, 1].map(|kk| piece(b, 4 * h + 2 * kk + o));
             let qh = piece(b, 8 + 2 * h + o);
             for k in 0..4 {
                 let q = 8 * h + 2 * k + o;
                 let a = [0, 1].map(|row| group_quants(b, [ql[0][row], ql[1][row]], qh[row], k));
-                let x = b.ld::<U32, U32>(Space::Shared, act, 16 * q as i64);
-                let c0 = zero().map(|v| b.mov(v));
-                let p = b.mma_m16n8k16_s8(a, x, c0);
                 let (i, s) = (q / 4, q % 4);
                 let sc = [0, 1].map(|row| {
                     let (_, w, _) = &rows[row];
                     let v = b.prmt(w[i], w[i + 1], lane[row].scale_sel[s]);
                     b.bitcast32::<S32, U32>(v)
                 });
-                for (j, s) in isum.iter_mut().enumerate() {
-                    *s = b.mad(sc[j / 2], p[j], *s);
+                for (n, isum) in isum.iter_mut().enumerate() {
+                    let at = 16 * q as i64 + i64::from(TILE_ACT_BYTES) * n as i64;
+                    let x = b.ld::<U32, U32>(Space::Shared, act, at);
+                    let c0 = zero().map(|v| b.mov(v));
+                    let p = b.mma_m16n8k16_s8(a, x, c0);
+                    for (j, s) in isum.iter_mut().enumerate() {
+                        *s = b.mad(sc[j / 2], p[j], *s);
+                    }
                 }
             }
         }
         // d * isum, rows by d.
-        std::array::from_fn(|j| {
-            let is = b.cvt::<F32, S32>(isum[j], Some(Rounding::Rn));
-            b.mul(rows[j / 2].2, is)
-        })
+        isum.iter()
+            .map(|isum| {
+                std::array::from_fn(|j| {
+                    let is = b.cvt::<F32, S32>(isum[j], Some(Rounding::Rn));
+                    b.mul(rows[j / 2].2, is)
+                })
+            })
+            .collect()
     }
 }
 

@@ -4,7 +4,7 @@
 
 use trueno_gpu::Result;
 use trueno_gpu::kernels::qgemv::QuantFormat;
-use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use trueno_gpu::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel};
 use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
 use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
 
@@ -90,8 +90,9 @@ impl Bench {
             f.name(),
             bytes + act + rows * 4
         ));
-        // Batches: n different vectors against one read of the weights.
-        for n in [2usize, 3, 4, 8] {
+        // Batches: n different vectors against one read of the weights (past eight, the
+        // tensor cores' wider kernels only).
+        for n in [2usize, 3, 4, 8, 16, 32] {
             let qn = self.ctx.alloc_q8k(n * cols)?;
             let xn = self.ctx.upload(&random(n * cols, 5))?;
             let yn = self.ctx.alloc::<f32>(n * rows)?;
@@ -100,18 +101,40 @@ impl Bench {
             s.sync()?;
             // Where the format has a tensor-core batch kernel, it and dp4a side by side.
             let paths: &[(BatchPath, &str)] = match QgemvQ8kMmaKernel::FORMATS.contains(&f) {
+                true if n > MAX_BATCH => &[(BatchPath::TensorCores, " mma")],
                 true => &[(BatchPath::TensorCores, " mma"), (BatchPath::Dp4a, "")],
+                false if n > MAX_BATCH => &[],
                 false => &[(BatchPath::Auto, "")],
+            };
+            // From eight vectors, what else a caller has for them: the prefill GEMM from
+            // f32 activations (`qgemm`, as routed), against this path's quantization and
+            // product together.
+            let alt = match n >= 8 && !paths.is_empty() {
+                true => {
+                    let xh = self.ctx.alloc::<half::bf16>(n * cols)?;
+                    let wt = self.ctx.alloc::<half::bf16>(rows * cols)?;
+                    // GPU time (queued behind a hold), as the batch's `queued_ms`.
+                    self.time(ws.len(), |s, i| s.qgemm(&ws[i], &xn, &yn, n, &wt, &xh))?;
+                    let qgemm = self.queued.get();
+                    self.time(ws.len(), |s, i| {
+                        s.quantize_q8k(&xn, &qn)?;
+                        s.qgemv_q8k_batch(&ws[i], &qn, &yn, n)
+                    })?;
+                    let quantized = self.queued.get();
+                    format!(r#","qgemm_queued_ms":{qgemm:.5},"quantized_queued_ms":{quantized:.5}"#)
+                }
+                false => String::new(),
             };
             for &(path, label) in paths {
                 let ms = self.time(ws.len(), |s, i| {
                     s.qgemv_q8k_batch_with(&ws[i], &qn, &yn, n, path)
                 })?;
                 self.emit(format!(
-                    r#"{{"kind":"qgemv_batch","format":"{} q8k{label}","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"queued_ms":{:.5},"single_ms":{single:.5},"bytes":{}}}"#,
+                    r#"{{"kind":"qgemv_batch","format":"{} q8k{label}","rows":{rows},"cols":{cols},"vectors":{n},"ms":{ms:.5},"queued_ms":{:.5},"single_ms":{single:.5},"bytes":{}{}}}"#,
                     f.name(),
                     self.queued.get(),
-                    bytes + n * (act + rows * 4)
+                    bytes + n * (act + rows * 4),
+                    if label.is_empty() { "" } else { &alt }
                 ));
             }
         }
