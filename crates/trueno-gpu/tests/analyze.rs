@@ -117,11 +117,16 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     if name == "trueno_qgemv_q4_k_q8k_wide" {
         return Some("ptxas sinks the header and activation loads to their uses");
     }
-    // Q4_K's and Q5_K's eight-vector tensor-core batch: every load of a super-block
-    // pinned (SASS: all LDG before the first IMMA), but ptxas writes each product over
-    // its A fragment's registers (`IMMA R40, R40.ROW`), where the estimate keeps both
-    // (93 against 72-77 registers).
-    if name == "trueno_qgemv_q4_k_q8k_mma" || name == "trueno_qgemv_q5_k_q8k_mma" {
+    // Q4_K's and Q5_K's eight-vector tensor-core batches (activations direct or
+    // staged): every weight load of a super-block pinned (SASS: all LDG before the first
+    // IMMA), but ptxas writes each product over its A fragment's registers (`IMMA R40,
+    // R40.ROW`), where the estimate keeps both (93-97 against 72-80 registers).
+    let eight = ["mma", "mma_staged"];
+    if ["q4_k", "q5_k"].iter().any(|f| {
+        eight
+            .iter()
+            .any(|e| name == format!("trueno_qgemv_{f}_q8k_{e}"))
+    }) {
         return Some("ptxas writes the products over their A fragments");
     }
     // A step's rows' key and value loads issued together (paged: each row's address from

@@ -237,12 +237,9 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
 fn the_tensor_core_quantized_batch_runs_on_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::qgemv::QuantFormat;
-    use trueno_gpu::kernels::qgemv_q4k_mma::{QgemvQ8kMmaKernel, VectorTiles};
-    for (f, tiles) in QgemvQ8kMmaKernel::FORMATS
-        .into_iter()
-        .flat_map(|f| VectorTiles::ALL.map(|t| (f, t)))
-    {
-        let k = QgemvQ8kMmaKernel(f, tiles);
+    use trueno_gpu::kernels::qgemv_q4k_mma::QgemvQ8kMmaKernel;
+    for k in QgemvQ8kMmaKernel::all() {
+        let QgemvQ8kMmaKernel(f, tiles, _) = k;
         for target in common::checked_targets(&k) {
             let (stem, code) = sass.of(&k, target);
             let count = |op: &str| code.matches(op).count();
@@ -260,6 +257,13 @@ fn the_tensor_core_quantized_batch_runs_on_integer_tensor_cores() {
                 // prologue and the loop; nothing read from global memory straight.
                 assert!(count("LDGSTS") >= 2 * 6, "{stem}: not copied async\n{code}");
                 assert_eq!(count("LDG.E"), 0, "{stem}: a direct global load");
+            } else if !k.direct() {
+                // The activations copied (4 chunks a tile and a scale, prologue and
+                // loop), the weights loaded straight.
+                assert!(count("LDGSTS") >= 2 * 5, "{stem}: not copied async\n{code}");
+                assert!(count("LDG.E") >= 10, "{stem}: weights not loaded\n{code}");
+            } else {
+                assert_eq!(count("LDGSTS"), 0, "{stem}: copies in the direct kernel");
             }
             assert_eq!(count("IDP"), 0, "{stem}: a dp4a product");
         }

@@ -21,7 +21,7 @@ use super::float_type::{FloatType, widen};
 use super::helpers::{lane_and_warp, warp_reduce};
 use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use super::qgemv_late::QgemvQ8kLateKernel;
-use super::qgemv_q4k_mma::{QgemvQ8kMmaKernel, VectorTiles};
+use super::qgemv_q4k_mma::QgemvQ8kMmaKernel;
 use super::qgemv_wide::QgemvQ8kWideKernel;
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -538,9 +538,9 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let wide = QgemvQ8kWideKernel::FORMATS
         .iter()
         .map(|&f| Box::new(QgemvQ8kWideKernel(f)) as Box<dyn Kernel>);
-    let mma = QgemvQ8kMmaKernel::FORMATS.iter().flat_map(|&f| {
-        VectorTiles::ALL.map(|t| Box::new(QgemvQ8kMmaKernel(f, t)) as Box<dyn Kernel>)
-    });
+    let mma = QgemvQ8kMmaKernel::all()
+        .into_iter()
+        .map(|k| Box::new(k) as Box<dyn Kernel>);
     f32_act
         .chain(int)
         .chain(one_wave)

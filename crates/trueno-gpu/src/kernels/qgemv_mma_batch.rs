@@ -17,12 +17,67 @@ use crate::ptx::KernelIr;
 /// [`super::qgemv_dp4a::QgemvQ8kBatchKernel`]'s (`w`, `qs`, `d`, `bsums` (unread: the min
 /// term is a product of its own), `y`, `rows`, `blocks`, `vectors`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct QgemvQ8kMmaKernel(pub QuantFormat, pub VectorTiles);
+pub struct QgemvQ8kMmaKernel(pub QuantFormat, pub VectorTiles, pub ActLoads);
 
 impl QgemvQ8kMmaKernel {
     /// The weight formats with a tensor-core batch kernel.
     pub const FORMATS: [QuantFormat; 5] = QuantFormat::ALL;
+
+    /// Whether this kernel reads its activations straight from global memory (Q4_K's
+    /// and Q5_K's eight-vector kernel with [`ActLoads::Direct`]; every other combination
+    /// stages them).
+    pub fn direct(&self) -> bool {
+        matches!(self.0, QuantFormat::Q4K | QuantFormat::Q5K)
+            && self.1 == VectorTiles::One
+            && self.2 == ActLoads::Direct
+    }
+
+    /// Every distinct tensor-core batch kernel: each format at each width, and Q4_K's
+    /// and Q5_K's direct eight-vector kernels.
+    pub fn all() -> Vec<QgemvQ8kMmaKernel> {
+        let mut all = Vec::new();
+        for f in Self::FORMATS {
+            if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
+                all.push(QgemvQ8kMmaKernel(f, VectorTiles::One, ActLoads::Direct));
+            }
+            for t in VectorTiles::ALL {
+                all.push(QgemvQ8kMmaKernel(f, t, ActLoads::Staged));
+            }
+        }
+        all
+    }
 }
+
+/// Where a tensor-core batch kernel reads its activations.
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv::QuantFormat;
+/// use trueno_gpu::kernels::qgemv_q4k_mma::{ActLoads, QgemvQ8kMmaKernel, VectorTiles};
+///
+/// let k = QgemvQ8kMmaKernel(QuantFormat::Q4K, VectorTiles::One, ActLoads::Direct);
+/// assert!(k.direct());
+/// // Q6_K always stages its tiles, activations included.
+/// let k = QgemvQ8kMmaKernel(QuantFormat::Q6K, VectorTiles::One, ActLoads::Direct);
+/// assert!(!k.direct());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActLoads {
+    /// From global memory with each super-block's weights, before their products: where
+    /// the batch is small, its activations' loads cost less than copying them. Only
+    /// Q4_K's and Q5_K's eight-vector kernels; elsewhere the same as `Staged`.
+    Direct,
+    /// Copied into shared memory in 16-byte chunks, two stages a warp: each warp load
+    /// of B fragments straight from global memory reads eight vectors' runs from eight
+    /// cache lines.
+    Staged,
+}
+
+/// The most vectors [`BatchPath::Auto`] gives Q4_K's and Q5_K's direct kernel. H200,
+/// GPU time, Q4_K staged against direct at 4096x4096 / 14336x4096 / 4096x14336 /
+/// 32000x4096: two vectors 1.12x / 0.97x / 0.91x / 0.93x, three 1.13x / 0.98x / 0.99x
+/// / 0.93x, four 1.21x / 1.00x / 1.02x / 0.96x, eight 1.38x / 1.21x / 1.16x / 1.07x
+/// (Q5_K alike).
+pub const DIRECT_UP_TO: usize = 3;
 
 /// How many tiles of eight vectors (the `mma`'s N) a tensor-core batch kernel multiplies
 /// each decoded weight fragment by: a launch takes up to eight times as many vectors, and
@@ -80,7 +135,13 @@ impl Kernel for QgemvQ8kMmaKernel {
             VectorTiles::One => String::new(),
             t => t.max_vectors().to_string(),
         };
-        format!("trueno_qgemv_{}_q8k_mma{width}", self.0.name())
+        let k_quant = matches!(self.0, QuantFormat::Q4K | QuantFormat::Q5K);
+        let staged = if k_quant && !self.direct() && self.1 == VectorTiles::One {
+            "_staged"
+        } else {
+            ""
+        };
+        format!("trueno_qgemv_{}_q8k_mma{width}{staged}", self.0.name())
     }
 
     fn family(&self) -> Family {
@@ -90,8 +151,8 @@ impl Kernel for QgemvQ8kMmaKernel {
     fn build(&self) -> KernelIr {
         let (name, nt) = (self.name(), self.1.count());
         match self.0 {
-            QuantFormat::Q4K => q4k::build(name, false, nt),
-            QuantFormat::Q5K => q4k::build(name, true, nt),
+            QuantFormat::Q4K => q4k::build(name, false, nt, !self.direct()),
+            QuantFormat::Q5K => q4k::build(name, true, nt, !self.direct()),
             QuantFormat::Q6K => staged::build(name, &super::qgemv_q6k_mma::Q6kStep, nt),
             QuantFormat::Q8_0 => staged::build(name, &block32::Block32Step::<false>, nt),
             QuantFormat::Q4_0 => staged::build(name, &block32::Block32Step::<true>, nt),
@@ -106,7 +167,10 @@ impl Kernel for QgemvQ8kMmaKernel {
         let mut cfg = LaunchConfig::linear(tiles, THREADS);
         let nt = self.1.count() as u32;
         cfg.shared_bytes = match self.0 {
-            QuantFormat::Q4K | QuantFormat::Q5K => 0,
+            QuantFormat::Q4K | QuantFormat::Q5K if self.direct() => 0,
+            QuantFormat::Q4K | QuantFormat::Q5K => {
+                super::qgemv_q4k_mma::WARPS * staged::STAGES * staged::act_stage_bytes(nt)
+            }
             QuantFormat::Q6K => staged::shared_bytes(super::qgemv_q6k::BLOCK_BYTES, nt),
             QuantFormat::Q8_0 => staged::shared_bytes(block32::Q8_0_SPAN, nt),
             QuantFormat::Q4_0 => staged::shared_bytes(block32::Q4_0_SPAN, nt),
@@ -160,8 +224,11 @@ impl BatchPath {
     /// use trueno_gpu::kernels::qgemv::QuantFormat;
     /// use trueno_gpu::kernels::qgemv_q4k_mma::BatchPath;
     ///
-    /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
+    /// // Two Q4_K vectors: activations loaded straight; eight: staged.
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 2);
     /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma");
+    /// let k = BatchPath::Auto.kernel(QuantFormat::Q4K, 8);
+    /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma_staged");
     /// let k = BatchPath::Auto.kernel(QuantFormat::Q8_0, 1);
     /// assert_eq!(k.name(), "trueno_qgemv_q8_0_q8k_batch");
     /// let k = BatchPath::Auto.kernel(QuantFormat::Q6K, 12);
@@ -176,7 +243,11 @@ impl BatchPath {
         match mma {
             true => {
                 let tiles = VectorTiles::for_vectors(vectors).unwrap_or(VectorTiles::Four);
-                Box::new(QgemvQ8kMmaKernel(f, tiles))
+                let act = match vectors <= DIRECT_UP_TO {
+                    true => ActLoads::Direct,
+                    false => ActLoads::Staged,
+                };
+                Box::new(QgemvQ8kMmaKernel(f, tiles, act))
             }
             false => Box::new(super::qgemv_dp4a::QgemvQ8kBatchKernel(f)),
         }
@@ -189,19 +260,25 @@ mod tests {
 
     #[test]
     fn every_format_has_the_tensor_core_kernel_in_16_row_tiles() {
-        for (f, tiles) in QuantFormat::ALL
-            .into_iter()
-            .flat_map(|f| VectorTiles::ALL.map(|t| (f, t)))
-        {
-            let k = QgemvQ8kMmaKernel(f, tiles);
+        for k in QgemvQ8kMmaKernel::all() {
+            let QgemvQ8kMmaKernel(f, tiles, _) = k;
             let c = k.launch_config(&[17, 512]).unwrap();
             assert_eq!((c.grid.0, c.block.0), (2, THREADS), "{}", k.name());
-            // Q4_K and Q5_K read global memory straight; the others stage their tiles in
-            // dynamic shared memory: two blocks of one tile's fit an H100's 227 KiB, one
-            // block of four tiles'.
+            // Q4_K's and Q5_K's direct kernels read global memory straight, their
+            // others stage only the activations (eight vectors' under 48 KiB); the other
+            // formats also their weight tiles. Two blocks of eight vectors' stages fit an
+            // H100's 227 KiB, one block of 32's.
             let staged = !matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
-            assert_eq!(c.shared_bytes > 48 * 1024, staged, "{}", k.name());
-            let blocks = if tiles == VectorTiles::One { 2 } else { 1 };
+            assert_eq!(c.shared_bytes == 0, k.direct(), "{}", k.name());
+            if tiles == VectorTiles::One {
+                assert_eq!(c.shared_bytes > 48 * 1024, staged, "{}", k.name());
+            }
+            let blocks = if tiles == VectorTiles::Four { 1 } else { 2 };
+            let blocks = if staged && tiles != VectorTiles::One {
+                1
+            } else {
+                blocks
+            };
             assert!(
                 blocks * (c.shared_bytes + 1024) <= 227 * 1024,
                 "{}",
@@ -219,13 +296,18 @@ mod tests {
     fn the_batch_routing_takes_the_narrowest_kernel_that_holds_the_batch() {
         for f in QuantFormat::ALL {
             let name = |p: BatchPath, n| p.kernel(f, n).name();
-            assert!(name(BatchPath::Auto, 8).ends_with("_mma"));
             let from = mma_from_vectors(f);
             assert!(name(BatchPath::Auto, from).ends_with("_mma"));
             assert!(name(BatchPath::Auto, from - 1).ends_with("_batch"));
             assert!(name(BatchPath::Auto, 1).ends_with("_batch"));
             assert!(name(BatchPath::Dp4a, 8).ends_with("_batch"));
             assert!(name(BatchPath::TensorCores, 1).ends_with("_mma"));
+            // Q4_K and Q5_K: activations straight up to DIRECT_UP_TO vectors.
+            let k_quant = matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
+            let eight = if k_quant { "_mma_staged" } else { "_mma" };
+            assert!(name(BatchPath::Auto, DIRECT_UP_TO + 1).ends_with(eight));
+            assert!(name(BatchPath::Auto, 8).ends_with(eight));
+            assert!(name(BatchPath::Auto, DIRECT_UP_TO).ends_with("_mma"));
             for (n, width) in [
                 (9, "_mma16"),
                 (16, "_mma16"),

@@ -23,14 +23,14 @@
 //! activations' copies through L1 (`cp.async.ca`: every row tile reads them) 36.5 / 38.9
 //! (two runs each, alternated).
 
-use super::qgemv_q4k_mma::{Partials, Place, TILE_ROWS, VECTORS, WARPS, frame, store};
+use super::qgemv_q4k_mma::{Frame, Partials, Place, TILE_ROWS, VECTORS, WARPS, frame, store};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
 
 /// Bytes between vectors' activations in shared memory (256 and four words: the eight
 /// vectors a fragment load reads fall in distinct banks).
-const ACT_PITCH: u32 = 272;
+pub(super) const ACT_PITCH: u32 = 272;
 /// Stages a warp cycles through.
-const STAGES: u32 = 2;
+pub(super) const STAGES: u32 = 2;
 /// Bytes of Q8_K activation quants per 256 weights.
 const ACT_BYTES: u32 = 256;
 /// Whether the activations' copies keep their lines in L1 (`cp.async.ca`): every row tile
@@ -138,22 +138,75 @@ pub(super) trait StagedStep {
 /// What the lane copies each step. Weight chunk `32i + lane` of the tile (row `/
 /// chunks`, chunk `% chunks`): its source at super-block 0 as an offset from `tile` (32 bits each,
 /// where 64-bit pointers held the register estimate to one block a multiprocessor) and
-/// its place in a stage. Activation chunk `32i + lane` (vector `2i + lane / 16`, bytes
-/// `16 (lane % 16)..`; its source as an offset from `act`) and, lanes below the stage's
-/// vector count, vector `lane`'s scale: vectors past the batch are zero-filled, not read.
+/// its place in a stage; then the activations.
 struct Copies {
     span: u32,
     tile: Reg<U64>,
     src: Vec<Reg<U32>>,
     dst: Vec<Reg<U32>>,
+    act: ActCopies,
+}
+
+/// The activations' part of a step's copies. Chunk `32i + lane` (vector `2i + lane /
+/// 16`, bytes `16 (lane % 16)..`; its source as an offset from `act`) and, lanes below
+/// the stage's vector count, vector `lane`'s scale: vectors past the batch are
+/// zero-filled, not read.
+pub(super) struct ActCopies {
     act: Reg<U64>,
-    act_src: Vec<Reg<U32>>,
-    act_bytes: Vec<Reg<U32>>,
-    act_dst: Reg<U32>,
+    src: Vec<Reg<U32>>,
+    bytes: Vec<Reg<U32>>,
+    dst: Reg<U32>,
     dx: Reg<U64>,
     dx_bytes: Reg<U32>,
     dx_dst: Reg<U32>,
     has_dx: Reg<crate::ptx::Pred>,
+}
+
+/// A stage of activations alone (the K-quants' kernels, whose weights go to registers):
+/// `tiles` tiles of eight vectors' quants, then their scales.
+pub(super) const fn act_stage_bytes(tiles: u32) -> u32 {
+    tiles * (TILE_ACT_BYTES + VECTORS * 4)
+}
+
+/// The lane's activation copies for `vectors` vectors a stage, their quants `act_at` and
+/// scales `dx_at` bytes into it.
+pub(super) fn act_copies(
+    b: &mut KernelBuilder,
+    fr: &Frame,
+    vectors: u32,
+    at: [u32; 2],
+) -> ActCopies {
+    let [act_at, dx_at] = at;
+    let (lane, last_v, blocks) = (fr.lane, fr.last_v, fr.params.blocks);
+    let act_stride = b.mul(blocks, ACT_BYTES);
+    let half = b.shr(lane, 4u32);
+    let chunk = b.and(lane, 15u32);
+    let chunk16 = b.shl(chunk, 4u32);
+    let (mut src, mut bytes) = (Vec::new(), Vec::new());
+    for i in 0..vectors / 2 {
+        let v = b.add(half, 2 * i);
+        let inside = b.setp::<U32>(Cmp::Le, v, last_v);
+        bytes.push(b.selp(16u32, 0u32, inside));
+        let v = b.min(v, last_v);
+        src.push(b.mad(v, act_stride, chunk16));
+    }
+    // The chunk's place in a stage: vector lane / 16 (+ 2i), bytes 16 (lane % 16).
+    let dst = b.mad(half, ACT_PITCH, act_at);
+    let dst = b.add(dst, chunk16);
+    let d_stride = b.mul(blocks, 4u32);
+    let dv = b.min(lane, last_v);
+    let dx_off = b.mul_wide(dv, d_stride);
+    let in_batch = b.setp::<U32>(Cmp::Le, lane, last_v);
+    ActCopies {
+        act: fr.params.qs,
+        src,
+        bytes,
+        dst,
+        dx: b.add(fr.params.d, dx_off),
+        dx_bytes: b.selp(4u32, 0u32, in_batch),
+        dx_dst: b.mad(lane, 4u32, dx_at),
+        has_dx: b.setp::<U32>(Cmp::Lt, lane, vectors),
+    }
 }
 
 /// The kernel of `step`'s format.
@@ -167,12 +220,12 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
         b.min_blocks(1);
     }
     let params = &fr.params;
-    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
+    let (w, y) = (params.w, params.y);
     let (rows, blocks, vectors) = (params.rows, params.blocks, fr.vectors);
     let Place {
         warp, g, t, tile, ..
     } = fr.at;
-    let (lane, last, last_v) = (fr.lane, fr.last, fr.last_v);
+    let (lane, last) = (fr.lane, fr.last);
     let row_bytes = b.mul(blocks, S::SPAN);
     let row0 = b.mul(tile, TILE_ROWS);
     // How far row `r`'s spans `warp, warp + 8, ...` start past a 16-byte boundary (mod
@@ -206,38 +259,12 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
         let at = b.mul(r, lay.pitch * 4);
         dst.push(b.mad(c, 16u32, at));
     }
-    let act_stride = b.mul(blocks, ACT_BYTES);
-    let half = b.shr(lane, 4u32);
-    let chunk = b.and(lane, 15u32);
-    let chunk16 = b.shl(chunk, 4u32);
-    let (mut act_src, mut act_bytes) = (Vec::new(), Vec::new());
-    for i in 0..lay.vectors() / 2 {
-        let v = b.add(half, 2 * i);
-        let inside = b.setp::<U32>(Cmp::Le, v, last_v);
-        act_bytes.push(b.selp(16u32, 0u32, inside));
-        let v = b.min(v, last_v);
-        act_src.push(b.mad(v, act_stride, chunk16));
-    }
-    // The activation chunk's place in a stage: vector lane / 16 (+ 2i), bytes 16 (lane % 16).
-    let act_dst = b.mad(half, ACT_PITCH, lay.act_at());
-    let act_dst = b.add(act_dst, chunk16);
-    let d_stride = b.mul(blocks, 4u32);
-    let dv = b.min(lane, last_v);
-    let dx_off = b.mul_wide(dv, d_stride);
-    let in_batch = b.setp::<U32>(Cmp::Le, lane, last_v);
     let copies = Copies {
         tile: tile_src,
         span: S::SPAN,
         src,
         dst,
-        act: aq,
-        act_src,
-        act_bytes,
-        act_dst,
-        dx: b.add(ad, dx_off),
-        dx_bytes: b.selp(4u32, 0u32, in_batch),
-        dx_dst: b.mad(lane, 4u32, lay.dx_at()),
-        has_dx: b.setp::<U32>(Cmp::Lt, lane, lay.vectors()),
+        act: act_copies(&mut b, &fr, lay.vectors(), [lay.act_at(), lay.dx_at()]),
     };
     // The lane's two rows as it reads them.
     let lane_rows = [0u32, 8].map(|extra| {
@@ -286,16 +313,12 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
                 b.assign(a, next);
             }
         }
-        // Every lane done with this stage before the next step's copies land in it.
-        b.bar_warp_sync();
-        let swap = b.mov(cur);
-        b.assign(cur, next);
-        b.assign(next, swap);
+        swap_stages(b, [cur, next]);
     });
-    b.cp_async_wait(0);
-    b.bar_warp_sync();
+    drain(&mut b);
     // The sums go where each warp's stages were (all its copies have landed): a static
     // array beside them would keep two of Q8_0's blocks from one multiprocessor.
+    assert!(super::qgemv_q4k_mma::partial_bytes(tiles) <= STAGES * lay.stage_bytes());
     let partials = Partials {
         base: smem,
         stride: STAGES * lay.stage_bytes(),
@@ -303,6 +326,22 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
     store(&mut b, (y, rows, vectors), &fr.at, &acc, partials);
     b.ret();
     b.finish()
+}
+
+/// The end of a step: every lane done with the current stage (before the next step's
+/// copies land in it), then the two stages trade places.
+pub(super) fn swap_stages(b: &mut KernelBuilder, [cur, next]: [Reg<U32>; 2]) {
+    b.bar_warp_sync();
+    let swap = b.mov(cur);
+    b.assign(cur, next);
+    b.assign(next, swap);
+}
+
+/// After the loop: every copy landed and seen by the whole warp (its stages may then hold
+/// other things).
+pub(super) fn drain(b: &mut KernelBuilder) {
+    b.cp_async_wait(0);
+    b.bar_warp_sync();
 }
 
 /// Starts the copies of span `sb` into the stage at `stage`: the tile's rows in 16-byte
@@ -318,9 +357,15 @@ fn copy(b: &mut KernelBuilder, c: &Copies, warp: Reg<U32>, sb: Reg<U32>, stage: 
         let at = b.add(stage, dst);
         b.cp_async_16(at, src, sixteen);
     }
+    copy_act(b, &c.act, sb, stage);
+}
+
+/// Starts the copies of the vectors' 256 quant bytes and scales of span `sb` into the
+/// stage at `stage`.
+pub(super) fn copy_act(b: &mut KernelBuilder, c: &ActCopies, sb: Reg<U32>, stage: Reg<U32>) {
     let a_off = b.mul(sb, ACT_BYTES);
-    let act_dst = b.add(stage, c.act_dst);
-    for (i, (&p, &n)) in c.act_src.iter().zip(&c.act_bytes).enumerate() {
+    let act_dst = b.add(stage, c.dst);
+    for (i, (&p, &n)) in c.src.iter().zip(&c.bytes).enumerate() {
         let off = b.add(p, a_off);
         let off = b.cvt::<U64, U32>(off, None);
         let src = b.add(c.act, off);

@@ -8,19 +8,21 @@
 //! A block of eight warps takes 16 rows; warp `w` takes super-blocks `w, w + 8, ...` and
 //! the eight warps' sums meet in shared memory. The 16- and 32-vector kernels
 //! ([`VectorTiles`]) multiply each unpacked A fragment by two or four tiles of eight
-//! vectors. Their limit (Nsight Compute, H200) is the activations' fragment loads: each
-//! warp load reads eight vectors' 32-byte runs from eight cache lines, and every 16-row
-//! tile reads all the batch's activations (at 32 vectors 3.5 times its Q4_K weight
-//! bytes); the L1 was 77-87% busy with DRAM at 12-26%. Lane `4g + t` loads rows `g` and `g + 8`
-//! of the tile and vector `g` of the batch: of each 32-byte run of quant bytes (the low
-//! nibbles sub-block `2i`, the high ones `2i + 1`) bytes `8t..8t + 8`, and the same eight
-//! activation bytes of each sub-block, as the A and B fragments' two k runs (the product
-//! sums over k, so any placement of k serves that both operands share). Per sub-block:
+//! vectors. From four vectors ([`ActLoads`]) the activations go through shared memory
+//! (the staged formats' copies): read straight, each warp load of B fragments took eight
+//! vectors' 32-byte runs from eight cache lines, and Nsight Compute (H200) had the L1
+//! 81-87% busy with DRAM at 26-52%. What is left at 32 vectors: every 16-row tile reads
+//! all the batch's activations (3.5 times its Q4_K weight bytes), one block a
+//! multiprocessor. Lane `4g + t` loads rows `g` and `g + 8` of the tile and vector `g` of
+//! the batch: of each 32-byte run of quant bytes (the low nibbles sub-block `2i`, the
+//! high ones `2i + 1`) bytes `8t..8t + 8`, and the same eight activation bytes of each
+//! sub-block, as the A and B fragments' two k runs (the product sums over k, so any
+//! placement of k serves that both operands share). Per sub-block:
 //! `P = A B` exactly in s32, scaled by the rows' 6-bit scales into the super-block's
 //! integer sum; the min term `m * sum(a)` is a second product whose A is each row's min
 //! repeated in every byte, accumulated over the super-block with no scaling. Then, per
 //! super-block, `dx * (d * isum - dmin * msum)` in f32 (GGML's `dot_q8` arithmetic). A
-//! super-block's loads all leave before its first product (`PIN_LOADS`).
+//! super-block's weight loads all leave before its first product (`PIN_LOADS`).
 //!
 //! The kernel type for every format ([`QgemvQ8kMmaKernel`]) and the batch routing
 //! ([`BatchPath`]) are in qgemv_mma_batch.rs (re-exported here); the formats whose
@@ -36,8 +38,10 @@
 use super::qgemv_dp4a::{Q8kParams, q8k_params};
 use super::qgemv_k::{self, half_of};
 pub use super::qgemv_mma_batch::{
-    BatchPath, MMA_MAX_BATCH, QgemvQ8kMmaKernel, VectorTiles, mma_from_vectors,
+    ActLoads, BatchPath, DIRECT_UP_TO, MMA_MAX_BATCH, QgemvQ8kMmaKernel, VectorTiles,
+    mma_from_vectors,
 };
+use super::qgemv_mma_staged as staged;
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
 /// Rows a block: the product's M.
@@ -60,22 +64,14 @@ const PIN_LOADS: bool = true;
 pub(super) const THREADS: u32 = 32 * WARPS;
 /// The vectors of one product: its N.
 pub(super) const VECTORS: u32 = 8;
-/// Bytes of Q8_K activation quants per super-block.
-const ACT_BYTES: u32 = 256;
 
 /// The lane's pointers at super-block 0: both rows' headers, its quant runs' offset from
 /// them (and, for Q5_K, where its fifth bits sit from its quant run: an immediate, where
-/// a register pointer spilled on sm_80); per tile of eight vectors, its vector's
-/// activations and the two output vectors' scales, as byte offsets from the activations'
-/// quants and scales (32 bits each: a pointer a tile held more registers).
+/// a register pointer spilled on sm_80).
 struct Ptrs {
     heads: [Reg<U64>; 2],
     quants: Reg<U64>,
     fifth: Option<i64>,
-    aq: Reg<U64>,
-    act: Vec<Reg<U32>>,
-    ad: Reg<U64>,
-    dx: Vec<[Reg<U32>; 2]>,
 }
 
 /// Where the thread sits: its index in the block, warp, `g` and `t` of lane `4g + t`, and
@@ -88,22 +84,39 @@ pub(super) struct Place {
     pub tile: Reg<U32>,
 }
 
-/// A tile's B fragments of one super-block: loaded with the weights (held across the
-/// pin), or their address, each sub-block's loaded where its products are.
-enum Act {
-    Loaded([[Reg<U32>; 2]; 8]),
-    At(Reg<U64>),
-}
-
 /// One lane's loads of one super-block: both rows' headers and quant runs (and Q5_K's
-/// fifth bits of those eight positions), per tile its vector's eight runs of activation
-/// bytes and the two output vectors' scales.
+/// fifth bits of those eight positions).
 struct Loads {
     head: [[Reg<U32>; 4]; 2],
     quants: [[[Reg<U32>; 2]; 4]; 2],
     fifth: Option<[[Reg<U32>; 2]; 2]>,
-    act: Vec<Act>,
-    dx: Vec<[Reg<F32>; 2]>,
+}
+
+/// Where the lane reads a stage of activations: its vector `g` of each tile, `8t` bytes
+/// into each sub-block's run, and its outputs' two scales (vectors `2t`, `2t + 1`).
+#[derive(Clone, Copy)]
+struct ActReads {
+    act: Reg<U32>,
+    dx: Reg<U32>,
+}
+
+/// The direct kernel's activation offsets (one tile): its vector's quants and its
+/// outputs' two scales, in bytes from `aq` and `ad` at super-block 0.
+struct DirectAct {
+    aq: Reg<U64>,
+    act: Reg<U32>,
+    ad: Reg<U64>,
+    dx: [Reg<U32>; 2],
+}
+
+/// Where a super-block's B fragments and activation scales are: loaded with its weights
+/// (the direct kernel), or in a stage of shared memory.
+enum Acts {
+    Loaded {
+        runs: [[Reg<U32>; 2]; 8],
+        dx: [Reg<F32>; 2],
+    },
+    Staged(Reg<U32>, ActReads),
 }
 
 /// What every tensor-core batch kernel starts with: the batch parameters, the vector
@@ -144,21 +157,14 @@ pub(super) fn frame(b: &mut KernelBuilder) -> Frame {
     }
 }
 
-/// Whether a kernel of `nt` tiles loads its activations after the pin, beside their
-/// products (four tiles'), rather than with the weights. H200, GPU time, µs at 4096x4096
-/// / 14336x4096 / 4096x14336 / 32000x4096: every width's loads after the pin, Q4_K 8
-/// vectors 8.3 / 19.0 / 20.0 / 32.5 against 8.8 / 16.7 / 18.7 / 29.2 pinned, 16 vectors
-/// 9.1 / 25.3 / 21.7 / 47.4 against 8.5 / 23.8 / 19.5 / 46.0; 32 vectors pinned (64 more
-/// registers a lane) 18.0 / 51.1 / 37.9 / 108.4 against 18.1 / 50.5 / 49.8 / 105.5.
-fn act_after_pin(nt: usize) -> bool {
-    nt >= 4
-}
-
-pub(super) fn build(name: String, five_bit: bool, nt: usize) -> KernelIr {
+/// The kernel of `nt` tiles of vectors, its activations copied into shared memory
+/// (`staged_act`) or loaded straight with the weights (one tile).
+pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -> KernelIr {
+    assert!(staged_act || nt == 1, "the direct kernel takes one tile");
     let mut b = KernelBuilder::new(name);
     let fr = frame(&mut b);
     let params = &fr.params;
-    let (w, aq, ad, y) = (params.w, params.qs, params.d, params.y);
+    let (w, y) = (params.w, params.y);
     let (rows, blocks, vectors) = (params.rows, params.blocks, fr.vectors);
     let Place {
         warp, g, t, tile, ..
@@ -182,63 +188,147 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize) -> KernelIr {
     let quants = b.cvt::<U64, U32>(lane_q, None);
     // Q5_K's `qh` (after the header's 16 bytes): the same eight positions.
     let fifth = five_bit.then_some(16 - i64::from(qs_at));
-    // Per tile, the lane's vector for B (the last one past the batch), and the two
-    // vectors of its outputs (columns 2t, 2t + 1) for their scales.
-    let last_v = fr.last_v;
-    let act_stride = b.mul(blocks, ACT_BYTES);
-    let d_stride = b.mul(blocks, 4u32);
-    let v0 = b.shl(t, 1u32);
-    let act = (0..nt as u32)
-        .map(|n| {
-            let v = b.add(g, VECTORS * n);
-            let v = b.min(v, last_v);
-            b.mad(v, act_stride, t8)
-        })
-        .collect();
-    let dx = (0..nt as u32)
-        .map(|n| {
-            [0u32, 1].map(|i| {
-                let v = b.add(v0, VECTORS * n + i);
-                let v = b.min(v, last_v);
-                b.mul(v, d_stride)
-            })
-        })
-        .collect();
+    if !staged_act {
+        return build_direct(b, &fr, (heads, quants, fifth), bb);
+    }
+    // The activations go through shared memory: copied in 16-byte chunks (each warp
+    // load of B fragments straight from global memory read eight vectors' runs from
+    // eight cache lines, and kept the L1 81-87% busy), two stages a warp.
+    let tiles = nt as u32;
+    let stage = staged::act_stage_bytes(tiles);
+    let dx_at = tiles * staged::TILE_ACT_BYTES;
+    let copies = staged::act_copies(&mut b, &fr, VECTORS * tiles, [0, dx_at]);
+    let reads = ActReads {
+        act: b.mad(g, staged::ACT_PITCH, t8),
+        dx: b.mad(t, 8u32, dx_at),
+    };
     let acc: Vec<[Reg<F32>; 4]> = (0..nt)
         .map(|_| std::array::from_fn(|_| b.mov(0.0f32)))
         .collect();
+    let smem = b.dynamic_shared();
+    let mine = b.mad(warp, staged::STAGES * stage, smem);
+    let cur = b.mov(mine);
+    let next = b.add(mine, stage);
     // The activations may come from the previous kernel; the weights never do, but the
     // loop reads both.
     b.wait_for_previous_grid();
+    let has_first = b.setp::<U32>(Cmp::Lt, warp, blocks);
+    b.if_then(has_first, true, |b| staged::copy_act(b, &copies, warp, cur));
+    b.cp_async_commit();
     let ptrs = Ptrs {
         heads,
         quants,
         fifth,
-        aq,
-        act,
-        ad,
-        dx,
     };
-    let late = act_after_pin(nt);
     // The dead branch that pins the loads writes (were it ever taken) only y[row0]
     // (`row0` clamped: the lane's first row, vector 0), before the real stores.
     let pin_row = b.min(row0, last);
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
-        let l = load(b, sb, &ptrs, bb, late);
+        let ahead = b.add(sb, WARPS);
+        let more = b.setp::<U32>(Cmp::Lt, ahead, blocks);
+        b.if_then(more, true, |b| staged::copy_act(b, &copies, ahead, next));
+        b.cp_async_commit();
+        let l = load(b, sb, &ptrs, bb);
         if PIN_LOADS {
-            qgemv_k::end_block(b, (y, pin_row), blocks, ptrs.aq, acc[0][0]);
+            qgemv_k::end_block(b, (y, pin_row), blocks, w, acc[0][0]);
         }
-        super_block(b, &l, &acc);
+        b.cp_async_wait(1);
+        b.bar_warp_sync();
+        super_block(b, &l, &Acts::Staged(cur, reads), &acc);
+        staged::swap_stages(b, [cur, next]);
     });
-    let partials = partials_array(&mut b, nt);
+    staged::drain(&mut b);
+    // The sums go where each warp's stages were (all its copies have landed).
+    assert!(partial_bytes(nt) <= staged::STAGES * stage);
+    let partials = Partials {
+        base: smem,
+        stride: staged::STAGES * stage,
+    };
     store(&mut b, (y, rows, vectors), &fr.at, &acc, partials);
     b.ret();
     b.finish()
 }
 
-/// Super-block `sb`'s loads for the lane (`bb` bytes a super-block); the activations'
-/// only as addresses if `late`.
-fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32, late: bool) -> Loads {
+/// The rest of the direct kernel (one tile of vectors): the lane's vector's activations
+/// and its outputs' scales loaded with each super-block's weights, before the pin.
+fn build_direct(
+    mut b: KernelBuilder,
+    fr: &Frame,
+    (heads, quants, fifth): ([Reg<U64>; 2], Reg<U64>, Option<i64>),
+    bb: u32,
+) -> KernelIr {
+    let params = &fr.params;
+    let (w, y, blocks) = (params.w, params.y, params.blocks);
+    let Place { warp, g, t, .. } = fr.at;
+    let last_v = fr.last_v;
+    let t8 = b.shl(t, 3u32);
+    let act_stride = b.mul(blocks, 256u32);
+    let d_stride = b.mul(blocks, 4u32);
+    let vg = b.min(g, last_v);
+    let v0 = b.shl(t, 1u32);
+    let dx = [0u32, 1].map(|i| {
+        let v = b.add(v0, i);
+        let v = b.min(v, last_v);
+        b.mul(v, d_stride)
+    });
+    let direct = DirectAct {
+        aq: params.qs,
+        act: b.mad(vg, act_stride, t8),
+        ad: params.d,
+        dx,
+    };
+    let acc = [std::array::from_fn(|_| b.mov(0.0f32))];
+    b.wait_for_previous_grid();
+    let ptrs = Ptrs {
+        heads,
+        quants,
+        fifth,
+    };
+    let row0 = b.mad(fr.at.tile, TILE_ROWS, g);
+    let pin_row = b.min(row0, fr.last);
+    b.for_loop(warp, blocks, WARPS, true, |b, sb| {
+        let l = load(b, sb, &ptrs, bb);
+        let acts = direct_loads(b, sb, &direct);
+        if PIN_LOADS {
+            qgemv_k::end_block(b, (y, pin_row), blocks, w, acc[0][0]);
+        }
+        super_block(b, &l, &acts, &acc);
+    });
+    let partials = partials_array(&mut b);
+    store(&mut b, (y, params.rows, fr.vectors), &fr.at, &acc, partials);
+    b.ret();
+    b.finish()
+}
+
+/// The direct kernel's activation loads of super-block `sb`.
+fn direct_loads(b: &mut KernelBuilder, sb: Reg<U32>, d: &DirectAct) -> Acts {
+    let at = |b: &mut KernelBuilder, base: Reg<U64>, off: Reg<U32>, step: Reg<U32>| {
+        let o = b.add(off, step);
+        let o = b.cvt::<U64, U32>(o, None);
+        b.add(base, o)
+    };
+    let ao = b.mul(sb, 256u32);
+    let a = at(b, d.aq, d.act, ao);
+    let runs = std::array::from_fn(|j| b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64));
+    let dxo = b.shl(sb, 2u32);
+    let dx = d.dx.map(|off| {
+        let p = at(b, d.ad, off, dxo);
+        b.ld::<F32, U64>(Space::Global, p, 0)
+    });
+    Acts::Loaded { runs, dx }
+}
+
+/// [`Partials`] in an array of their own (the direct kernel has no stages to reuse).
+fn partials_array(b: &mut KernelBuilder) -> Partials {
+    let stride = partial_bytes(1);
+    Partials {
+        base: b.shared_array("partial", WARPS * stride, 16),
+        stride,
+    }
+}
+
+/// Super-block `sb`'s weight loads for the lane (`bb` bytes a super-block).
+fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32) -> Loads {
     let wo = b.mul_wide(sb, bb);
     let quants = p.quants;
     let blk = p.heads.map(|h| b.add(h, wo));
@@ -249,41 +339,10 @@ fn load(b: &mut KernelBuilder, sb: Reg<U32>, p: &Ptrs, bb: u32, late: bool) -> L
     let fifth = p
         .fifth
         .map(|at| runs.map(|q| b.ld_vec::<U32, U64, 2>(Space::Global, q, at)));
-    let ao = b.mul(sb, ACT_BYTES);
-    let at = |b: &mut KernelBuilder, base: Reg<U64>, off: Reg<U32>, step: Reg<U32>| {
-        let o = b.add(off, step);
-        let o = b.cvt::<U64, U32>(o, None);
-        b.add(base, o)
-    };
-    let act = p
-        .act
-        .iter()
-        .map(|&off| {
-            let a = at(b, p.aq, off, ao);
-            match late {
-                true => Act::At(a),
-                false => Act::Loaded(std::array::from_fn(|j| {
-                    b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64)
-                })),
-            }
-        })
-        .collect();
-    let dxo = b.shl(sb, 2u32);
-    let dx =
-        p.dx.iter()
-            .map(|pair| {
-                pair.map(|off| {
-                    let a = at(b, p.ad, off, dxo);
-                    b.ld::<F32, U64>(Space::Global, a, 0)
-                })
-            })
-            .collect();
     Loads {
         head,
         quants,
         fifth,
-        act,
-        dx,
     }
 }
 
@@ -323,7 +382,12 @@ fn with_fifth_bits(b: &mut KernelBuilder, nibbles: Reg<U32>, qh: Reg<U32>, j: u3
 /// One super-block's products into the lane's sums, four a tile: rows `g`, `g + 8` by
 /// the tile's vectors `2t`, `2t + 1` (the `mma` result's order). Each sub-block's A
 /// fragments are unpacked once for every tile.
-fn super_block(b: &mut KernelBuilder, l: &Loads, acc: &[[Reg<F32>; 4]]) {
+fn super_block(b: &mut KernelBuilder, l: &Loads, acts: &Acts, acc: &[[Reg<F32>; 4]]) {
+    // The B fragments: the loaded runs, or the lane's place in the stage.
+    let src = match *acts {
+        Acts::Loaded { runs, .. } => Ok(runs),
+        Acts::Staged(stage, at) => Err(b.add(stage, at.act)),
+    };
     let sm = l.head.map(|h| scales_mins(b, [h[1], h[2], h[3]]));
     let zero = || [0i32; 4];
     let mut isum: Vec<[Reg<S32>; 4]> = acc.iter().map(|_| zero().map(|v| b.mov(v))).collect();
@@ -346,10 +410,11 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: &[[Reg<F32>; 4]]) {
         // The rows' scales of sub-block j as integers, their mins in every byte: made
         // after the first product (before it they would be live beside its zeros).
         let mut scales = None;
-        for (n, act) in l.act.iter().enumerate() {
-            let bf = match act {
-                Act::Loaded(runs) => runs[j],
-                Act::At(p) => b.ld_vec::<U32, U64, 2>(Space::Global, *p, 32 * j as i64),
+        for n in 0..acc.len() {
+            let off = 32 * j as i64 + i64::from(staged::TILE_ACT_BYTES) * n as i64;
+            let bf = match src {
+                Ok(runs) => runs[j],
+                Err(act) => b.ld_vec::<U32, U32, 2>(Space::Shared, act, off),
             };
             let c0 = zero().map(|v| b.mov(v));
             let p = b.mma_m16n8k32_s8(a, bf, c0);
@@ -367,6 +432,18 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: &[[Reg<F32>; 4]]) {
         }
     }
     // dx * (d * isum - dmin * msum), rows by the header's halves, vectors by dx.
+    let dx: Vec<[Reg<F32>; 2]> = match *acts {
+        Acts::Loaded { dx, .. } => vec![dx],
+        Acts::Staged(stage, at) => {
+            let dx_at = b.add(stage, at.dx);
+            (0..acc.len())
+                .map(|n| {
+                    let v = b.ld_vec::<F32, U32, 2>(Space::Shared, dx_at, 32 * n as i64);
+                    [v[0], v[1]]
+                })
+                .collect()
+        }
+    };
     let d = l.head.map(|h| half_of(b, h[0], false));
     let neg_dmin = l.head.map(|h| {
         let dmin = half_of(b, h[0], true);
@@ -379,7 +456,7 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acc: &[[Reg<F32>; 4]]) {
             let ms = b.cvt::<F32, S32>(msum[n][i], Some(Rounding::Rn));
             let scaled = b.mul(d[row], is);
             let part = b.fma(neg_dmin[row], ms, scaled);
-            let next = b.fma(l.dx[n][v], part, a);
+            let next = b.fma(dx[n][v], part, a);
             b.assign(a, next);
         }
     }
@@ -395,15 +472,6 @@ pub(super) struct Partials {
 /// The bytes of one warp's sums for `nt` tiles of vectors.
 pub(super) const fn partial_bytes(nt: usize) -> u32 {
     TILE_ROWS * VECTORS * nt as u32 * 4
-}
-
-/// [`Partials`] in an array of their own.
-fn partials_array(b: &mut KernelBuilder, nt: usize) -> Partials {
-    let stride = partial_bytes(nt);
-    Partials {
-        base: b.shared_array("partial", WARPS * stride, 16),
-        stride,
-    }
 }
 
 /// The block's warps' sums (four a tile of vectors, `acc`) through shared memory, then
