@@ -195,7 +195,9 @@ impl<'a> Stream<Recording<'a>> {
             BatchPath::Dp4a => MAX_BATCH,
             BatchPath::Auto | BatchPath::TensorCores => MMA_MAX_BATCH,
         };
-        let too_many = vectors * w.rows().max(w.cols()) > u32::MAX as usize;
+        let too_many = vectors
+            .checked_mul(w.rows().max(w.cols()))
+            .is_none_or(|n| n > u32::MAX as usize);
         if !(1..=most).contains(&vectors) || too_many {
             return shape_err(
                 &path.kernel(w.format(), vectors.min(most)).name(),

@@ -376,6 +376,10 @@ fn q8k_shapes_are_checked_before_launch() {
         let y8 = &y_batch;
         assert!(s.qgemv_q8k_batch(w, &q, y8, 0).is_err(), "no vectors");
         assert!(s.qgemv_q8k_batch(w, &q, y8, 33).is_err(), "33 vectors");
+        assert!(
+            s.qgemv_q8k_batch(w, &q, y8, usize::MAX).is_err(),
+            "a count whose products overflow"
+        );
         let dp4a = BatchPath::Dp4a;
         assert!(
             s.qgemv_q8k_batch_with(w, &q, y8, 9, dp4a).is_err(),
