@@ -1,5 +1,6 @@
-//! The integer tensor-core batch kernels' type ([`QgemvQ8kMmaKernel`]: a format and a
-//! width of 8, 16 or 32 vectors), and which kernel a batch runs ([`BatchPath`]). The
+//! The integer tensor-core batch kernels' type ([`QgemvQ8kMmaKernel`]: a format, a
+//! width of 8, 16 or 32 vectors, where its activations are read), and which kernel a
+//! batch runs ([`BatchPath`]). The
 //! kernels themselves: qgemv_q4k_mma.rs (Q4_K, Q5_K, and the tiles' frame and store),
 //! qgemv_mma_staged.rs with qgemv_q6k_mma.rs and qgemv_block32_mma.rs (the formats whose
 //! blocks are only 2-byte aligned).
@@ -34,6 +35,13 @@ impl QgemvQ8kMmaKernel {
 
     /// Every distinct tensor-core batch kernel: each format at each width, and Q4_K's
     /// and Q5_K's direct eight-vector kernels.
+    ///
+    /// ```
+    /// use trueno_gpu::kernels::qgemv_q4k_mma::QgemvQ8kMmaKernel;
+    ///
+    /// // Five formats at three widths, and two direct kernels.
+    /// assert_eq!(QgemvQ8kMmaKernel::all().len(), 17);
+    /// ```
     pub fn all() -> Vec<QgemvQ8kMmaKernel> {
         let mut all = Vec::new();
         for f in Self::FORMATS {
