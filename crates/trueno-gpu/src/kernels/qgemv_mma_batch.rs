@@ -28,9 +28,7 @@ impl QgemvQ8kMmaKernel {
     /// and Q5_K's eight-vector kernel with [`ActLoads::Direct`]; every other combination
     /// stages them).
     pub fn direct(&self) -> bool {
-        matches!(self.0, QuantFormat::Q4K | QuantFormat::Q5K)
-            && self.1 == VectorTiles::One
-            && self.2 == ActLoads::Direct
+        loads_weights(self.0) && self.1 == VectorTiles::One && self.2 == ActLoads::Direct
     }
 
     /// Every distinct tensor-core batch kernel: each format at each width, and Q4_K's
@@ -45,7 +43,7 @@ impl QgemvQ8kMmaKernel {
     pub fn all() -> Vec<QgemvQ8kMmaKernel> {
         let mut all = Vec::new();
         for f in Self::FORMATS {
-            if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
+            if loads_weights(f) {
                 all.push(QgemvQ8kMmaKernel(f, VectorTiles::One, ActLoads::Direct));
             }
             for t in VectorTiles::ALL {
@@ -54,6 +52,13 @@ impl QgemvQ8kMmaKernel {
         }
         all
     }
+}
+
+/// Whether format `f`'s kernels load their weights straight into registers (Q4_K and
+/// Q5_K, whose blocks are 4-byte aligned; the others copy their tiles into shared memory
+/// first, so only these have a direct-activation kernel).
+fn loads_weights(f: QuantFormat) -> bool {
+    matches!(f, QuantFormat::Q4K | QuantFormat::Q5K)
 }
 
 /// Where a tensor-core batch kernel reads its activations.
@@ -143,8 +148,7 @@ impl Kernel for QgemvQ8kMmaKernel {
             VectorTiles::One => String::new(),
             t => t.max_vectors().to_string(),
         };
-        let k_quant = matches!(self.0, QuantFormat::Q4K | QuantFormat::Q5K);
-        let staged = if k_quant && !self.direct() && self.1 == VectorTiles::One {
+        let staged = if loads_weights(self.0) && !self.direct() && self.1 == VectorTiles::One {
             "_staged"
         } else {
             ""
@@ -175,7 +179,7 @@ impl Kernel for QgemvQ8kMmaKernel {
         let mut cfg = LaunchConfig::linear(tiles, THREADS);
         let nt = self.1.count() as u32;
         cfg.shared_bytes = match self.0 {
-            QuantFormat::Q4K | QuantFormat::Q5K if self.direct() => 0,
+            _ if self.direct() => 0,
             QuantFormat::Q4K | QuantFormat::Q5K => {
                 super::qgemv_q4k_mma::WARPS * staged::STAGES * staged::act_stage_bytes(nt)
             }
@@ -276,7 +280,7 @@ mod tests {
             // others stage only the activations (eight vectors' under 48 KiB); the other
             // formats also their weight tiles. Two blocks of eight vectors' stages fit an
             // H100's 227 KiB, one block of 32's.
-            let staged = !matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
+            let staged = !loads_weights(f);
             assert_eq!(c.shared_bytes == 0, k.direct(), "{}", k.name());
             if tiles == VectorTiles::One {
                 assert_eq!(c.shared_bytes > 48 * 1024, staged, "{}", k.name());
@@ -311,8 +315,11 @@ mod tests {
             assert!(name(BatchPath::Dp4a, 8).ends_with("_batch"));
             assert!(name(BatchPath::TensorCores, 1).ends_with("_mma"));
             // Q4_K and Q5_K: activations straight up to DIRECT_UP_TO vectors.
-            let k_quant = matches!(f, QuantFormat::Q4K | QuantFormat::Q5K);
-            let eight = if k_quant { "_mma_staged" } else { "_mma" };
+            let eight = if loads_weights(f) {
+                "_mma_staged"
+            } else {
+                "_mma"
+            };
             assert!(name(BatchPath::Auto, DIRECT_UP_TO + 1).ends_with(eight));
             assert!(name(BatchPath::Auto, 8).ends_with(eight));
             assert!(name(BatchPath::Auto, DIRECT_UP_TO).ends_with("_mma"));

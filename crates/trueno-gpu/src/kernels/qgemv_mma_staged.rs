@@ -32,7 +32,7 @@ pub(super) const ACT_PITCH: u32 = 272;
 /// Stages a warp cycles through.
 pub(super) const STAGES: u32 = 2;
 /// Bytes of Q8_K activation quants per 256 weights.
-const ACT_BYTES: u32 = 256;
+pub(super) const ACT_BYTES: u32 = 256;
 /// Whether the activations' copies keep their lines in L1 (`cp.async.ca`): every row tile
 /// reads the same activations, the weights once.
 const ACT_THROUGH_L1: bool = true;
@@ -293,16 +293,13 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
     let next = b.add(mine, lay.stage_bytes());
     // The activations may come from the previous kernel.
     b.wait_for_previous_grid();
-    let has_first = b.setp::<U32>(Cmp::Lt, warp, blocks);
-    b.if_then(has_first, true, |b| copy(b, &copies, warp, warp, cur));
-    b.cp_async_commit();
+    prefetch(&mut b, (warp, blocks), |b| {
+        copy(b, &copies, warp, warp, cur)
+    });
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
         let ahead = b.add(sb, WARPS);
-        let more = b.setp::<U32>(Cmp::Lt, ahead, blocks);
-        b.if_then(more, true, |b| copy(b, &copies, warp, ahead, next));
-        b.cp_async_commit();
-        b.cp_async_wait(1);
-        b.bar_warp_sync();
+        prefetch(b, (ahead, blocks), |b| copy(b, &copies, warp, ahead, next));
+        wait_stage(b);
         let sums = step.products(b, cur, &reads, &lane_vals);
         // Times the vectors' scales into the lane's sums.
         let dx_at = b.add(cur, dx_read);
@@ -326,6 +323,25 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
     store(&mut b, (y, rows, vectors), &fr.at, &acc, partials);
     b.ret();
     b.finish()
+}
+
+/// Starts span `sb`'s copies (`copy`) where it is one of the row's `blocks`, and closes
+/// the group (empty past the row, so a step's wait always counts one group behind).
+pub(super) fn prefetch(
+    b: &mut KernelBuilder,
+    (sb, blocks): (Reg<U32>, Reg<U32>),
+    copy: impl FnOnce(&mut KernelBuilder),
+) {
+    let more = b.setp::<U32>(Cmp::Lt, sb, blocks);
+    b.if_then(more, true, copy);
+    b.cp_async_commit();
+}
+
+/// The current stage's copies landed (the next stage's may still be in flight) and
+/// seen by the whole warp.
+pub(super) fn wait_stage(b: &mut KernelBuilder) {
+    b.cp_async_wait(1);
+    b.bar_warp_sync();
 }
 
 /// The end of a step: every lane done with the current stage (before the next step's

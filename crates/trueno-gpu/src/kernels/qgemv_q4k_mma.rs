@@ -189,7 +189,7 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
     // Q5_K's `qh` (after the header's 16 bytes): the same eight positions.
     let fifth = five_bit.then_some(16 - i64::from(qs_at));
     if !staged_act {
-        return build_direct(b, &fr, (heads, quants, fifth), bb);
+        return build_direct(b, &fr, (heads, quants, fifth), bb, (row0, t8));
     }
     // The activations go through shared memory: copied in 16-byte chunks (each warp
     // load of B fragments straight from global memory read eight vectors' runs from
@@ -212,9 +212,9 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
     // The activations may come from the previous kernel; the weights never do, but the
     // loop reads both.
     b.wait_for_previous_grid();
-    let has_first = b.setp::<U32>(Cmp::Lt, warp, blocks);
-    b.if_then(has_first, true, |b| staged::copy_act(b, &copies, warp, cur));
-    b.cp_async_commit();
+    staged::prefetch(&mut b, (warp, blocks), |b| {
+        staged::copy_act(b, &copies, warp, cur)
+    });
     let ptrs = Ptrs {
         heads,
         quants,
@@ -225,15 +225,14 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
     let pin_row = b.min(row0, last);
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
         let ahead = b.add(sb, WARPS);
-        let more = b.setp::<U32>(Cmp::Lt, ahead, blocks);
-        b.if_then(more, true, |b| staged::copy_act(b, &copies, ahead, next));
-        b.cp_async_commit();
+        staged::prefetch(b, (ahead, blocks), |b| {
+            staged::copy_act(b, &copies, ahead, next)
+        });
         let l = load(b, sb, &ptrs, bb);
         if PIN_LOADS {
             qgemv_k::end_block(b, (y, pin_row), blocks, w, acc[0][0]);
         }
-        b.cp_async_wait(1);
-        b.bar_warp_sync();
+        staged::wait_stage(b);
         super_block(b, &l, &Acts::Staged(cur, reads), &acc);
         staged::swap_stages(b, [cur, next]);
     });
@@ -251,18 +250,19 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
 
 /// The rest of the direct kernel (one tile of vectors): the lane's vector's activations
 /// and its outputs' scales loaded with each super-block's weights, before the pin.
+/// `row0` is the lane's first row, `t8` its byte in each activation run (from `build`).
 fn build_direct(
     mut b: KernelBuilder,
     fr: &Frame,
     (heads, quants, fifth): ([Reg<U64>; 2], Reg<U64>, Option<i64>),
     bb: u32,
+    (row0, t8): (Reg<U32>, Reg<U32>),
 ) -> KernelIr {
     let params = &fr.params;
     let (w, y, blocks) = (params.w, params.y, params.blocks);
     let Place { warp, g, t, .. } = fr.at;
     let last_v = fr.last_v;
-    let t8 = b.shl(t, 3u32);
-    let act_stride = b.mul(blocks, 256u32);
+    let act_stride = b.mul(blocks, staged::ACT_BYTES);
     let d_stride = b.mul(blocks, 4u32);
     let vg = b.min(g, last_v);
     let v0 = b.shl(t, 1u32);
@@ -284,7 +284,6 @@ fn build_direct(
         quants,
         fifth,
     };
-    let row0 = b.mad(fr.at.tile, TILE_ROWS, g);
     let pin_row = b.min(row0, fr.last);
     b.for_loop(warp, blocks, WARPS, true, |b, sb| {
         let l = load(b, sb, &ptrs, bb);
@@ -307,7 +306,7 @@ fn direct_loads(b: &mut KernelBuilder, sb: Reg<U32>, d: &DirectAct) -> Acts {
         let o = b.cvt::<U64, U32>(o, None);
         b.add(base, o)
     };
-    let ao = b.mul(sb, 256u32);
+    let ao = b.mul(sb, staged::ACT_BYTES);
     let a = at(b, d.aq, d.act, ao);
     let runs = std::array::from_fn(|j| b.ld_vec::<U32, U64, 2>(Space::Global, a, 32 * j as i64));
     let dxo = b.shl(sb, 2u32);
