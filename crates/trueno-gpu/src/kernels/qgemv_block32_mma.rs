@@ -16,7 +16,7 @@
 //! f32 over the span's blocks.
 
 use super::qgemv::f16_bits;
-use super::qgemv_mma_staged::{Reads, StagedStep, TILE_ACT_BYTES};
+use super::qgemv_mma_staged::{FragmentReads, Reads, StagedStep};
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, Space, U16, U32};
 
 /// Blocks a 256-weight span.
@@ -39,14 +39,21 @@ const fn block_bytes(four_bit: bool) -> u32 {
     if four_bit { 18 } else { 34 }
 }
 
-/// The Q8_0 step's span.
-pub(super) const Q8_0_SPAN: u32 = BLOCKS * block_bytes(false);
-/// The Q4_0 step's span.
-pub(super) const Q4_0_SPAN: u32 = BLOCKS * block_bytes(true);
+/// How the lanes read their activations: Q8_0's eight quant bytes at `8t` meet the
+/// activations' eight bytes there; Q4_0's four bytes of nibbles (two sub-runs of four
+/// weights, `4t` and `4t + 16`) their two words.
+const fn fragment_reads(four_bit: bool) -> FragmentReads {
+    if four_bit {
+        FragmentReads::Words
+    } else {
+        FragmentReads::Pairs
+    }
+}
 
 impl<const FOUR_BIT: bool> StagedStep for Block32Step<FOUR_BIT> {
     type Lane = [Block32Row; 2];
     const SPAN: u32 = BLOCKS * block_bytes(FOUR_BIT);
+    const READS: FragmentReads = fragment_reads(FOUR_BIT);
 
     fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> [Block32Row; 2] {
         lane_rows(b, r)
@@ -134,7 +141,7 @@ fn products(
             f16_bits(b, h)
         });
         for (n, sums) in sums.iter_mut().enumerate() {
-            let at = 32 * j + i64::from(TILE_ACT_BYTES) * n as i64;
+            let at = 32 * j + i64::from(fragment_reads(four_bit).tile_bytes()) * n as i64;
             let x = if four_bit {
                 [0, 16].map(|k| b.ld::<U32, U32>(Space::Shared, act, at + k))
             } else {

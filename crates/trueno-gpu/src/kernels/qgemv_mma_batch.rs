@@ -183,12 +183,17 @@ impl Kernel for QgemvQ8kMmaKernel {
             QuantFormat::Q4K | QuantFormat::Q5K => {
                 super::qgemv_q4k_mma::WARPS * staged::STAGES * staged::act_stage_bytes(nt)
             }
-            QuantFormat::Q6K => staged::shared_bytes(super::qgemv_q6k::BLOCK_BYTES, nt),
-            QuantFormat::Q8_0 => staged::shared_bytes(block32::Q8_0_SPAN, nt),
-            QuantFormat::Q4_0 => staged::shared_bytes(block32::Q4_0_SPAN, nt),
+            QuantFormat::Q6K => shared_bytes::<super::qgemv_q6k_mma::Q6kStep>(nt),
+            QuantFormat::Q8_0 => shared_bytes::<block32::Block32Step<false>>(nt),
+            QuantFormat::Q4_0 => shared_bytes::<block32::Block32Step<true>>(nt),
         };
         Ok(cfg)
     }
+}
+
+/// A staged format's shared memory a block, for `nt` tiles of vectors.
+fn shared_bytes<S: staged::StagedStep>(nt: u32) -> u32 {
+    staged::shared_bytes(S::SPAN, nt, S::READS)
 }
 
 /// Which kernel a batched integer product runs

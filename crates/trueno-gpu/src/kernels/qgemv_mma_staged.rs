@@ -26,9 +26,34 @@
 use super::qgemv_q4k_mma::{Frame, Partials, Place, TILE_ROWS, VECTORS, WARPS, frame, store};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, U32, U64};
 
-/// Bytes between vectors' activations in shared memory (256 and four words: the eight
-/// vectors a fragment load reads fall in distinct banks).
-pub(super) const ACT_PITCH: u32 = 272;
+/// How a format's lanes read their B fragments' activation bytes from a stage, which sets
+/// the bytes between vectors there ([`FragmentReads::pitch`]) so that a load's vectors
+/// fall in distinct banks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FragmentReads {
+    /// Eight bytes at `8t` (Q4_K, Q5_K, Q8_0): a 64-bit load is served a half-warp at a
+    /// time, whose four vectors' 32-byte runs must tile the 32 banks.
+    Pairs,
+    /// Four-byte words at `4t` (Q4_0, Q6_K): a warp's eight vectors' 16-byte runs.
+    Words,
+}
+
+impl FragmentReads {
+    /// Bytes between vectors' activations in a stage: 256 and eight words (`Pairs`) or
+    /// four (`Words`). With four words a half-warp's 64-bit loads met 2-way conflicts
+    /// (Nsight Compute, Q4_K at 32 vectors on an H200: 6.0 wavefronts a shared load).
+    pub(super) const fn pitch(self) -> u32 {
+        match self {
+            FragmentReads::Pairs => ACT_BYTES + 32,
+            FragmentReads::Words => ACT_BYTES + 16,
+        }
+    }
+
+    /// Bytes between tiles of eight vectors' activations in a stage.
+    pub(super) const fn tile_bytes(self) -> u32 {
+        VECTORS * self.pitch()
+    }
+}
 /// Stages a warp cycles through.
 pub(super) const STAGES: u32 = 2;
 /// Bytes of Q8_K activation quants per 256 weights.
@@ -36,9 +61,6 @@ pub(super) const ACT_BYTES: u32 = 256;
 /// Whether the activations' copies keep their lines in L1 (`cp.async.ca`): every row tile
 /// reads the same activations, the weights once.
 const ACT_THROUGH_L1: bool = true;
-
-/// Bytes between tiles of eight vectors' activations in a stage.
-pub(super) const TILE_ACT_BYTES: u32 = VECTORS * ACT_PITCH;
 
 /// Where things sit for a format whose 256 weights take `span` bytes a row, with `tiles`
 /// tiles of eight vectors.
@@ -51,10 +73,11 @@ struct Layout {
     /// fall in distinct banks.
     pitch: u32,
     tiles: u32,
+    reads: FragmentReads,
 }
 
 impl Layout {
-    const fn of(span: u32, tiles: u32) -> Layout {
+    const fn of(span: u32, tiles: u32, reads: FragmentReads) -> Layout {
         let chunks = (span + 14).div_ceil(16);
         // Even, so the tile's chunks split evenly between the lanes.
         let chunks = chunks + chunks % 2;
@@ -65,6 +88,7 @@ impl Layout {
             chunks,
             pitch,
             tiles,
+            reads,
         }
     }
 
@@ -85,7 +109,7 @@ impl Layout {
 
     /// Where the vectors' scales start in a stage.
     const fn dx_at(self) -> u32 {
-        self.act_at() + self.tiles * TILE_ACT_BYTES
+        self.act_at() + self.tiles * self.reads.tile_bytes()
     }
 
     const fn stage_bytes(self) -> u32 {
@@ -94,9 +118,9 @@ impl Layout {
 }
 
 /// Dynamic shared memory a block of the kernel whose 256 weights take `span` bytes a row,
-/// for `tiles` tiles of eight vectors.
-pub(super) const fn shared_bytes(span: u32, tiles: u32) -> u32 {
-    WARPS * STAGES * Layout::of(span, tiles).stage_bytes()
+/// for `tiles` tiles of eight vectors read as `reads`.
+pub(super) const fn shared_bytes(span: u32, tiles: u32, reads: FragmentReads) -> u32 {
+    WARPS * STAGES * Layout::of(span, tiles, reads).stage_bytes()
 }
 
 /// One of the lane's rows in a stage: its slot plus the whole words of its spans'
@@ -107,8 +131,8 @@ pub(super) struct RowBase {
 }
 
 /// Where lane `4g + t` reads in a stage: rows `g` and `g + 8`, `t`, vector `g`'s
-/// activations (tile `n`'s vector `8n + g` [`TILE_ACT_BYTES`] times `n` further), and
-/// how many tiles there are.
+/// activations (tile `n`'s vector `8n + g` [`FragmentReads::tile_bytes`] times `n`
+/// further), and how many tiles there are.
 pub(super) struct Reads {
     pub rows: [RowBase; 2],
     pub t: Reg<U32>,
@@ -122,6 +146,8 @@ pub(super) trait StagedStep {
     type Lane;
     /// Bytes of a row's 256 weights.
     const SPAN: u32;
+    /// How the lanes read their activation bytes.
+    const READS: FragmentReads;
     fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> Self::Lane;
     /// The span's products for the lane's four outputs a tile of vectors, rows `g`, `g +
     /// 8` by the tile's vectors `2t`, `2t + 1` (the `mma` result's order), before the
@@ -152,6 +178,7 @@ struct Copies {
 /// the stage's vector count, vector `lane`'s scale: vectors past the batch are
 /// zero-filled, not read.
 pub(super) struct ActCopies {
+    pitch: u32,
     act: Reg<U64>,
     src: Vec<Reg<U32>>,
     bytes: Vec<Reg<U32>>,
@@ -163,17 +190,18 @@ pub(super) struct ActCopies {
 }
 
 /// A stage of activations alone (the K-quants' kernels, whose weights go to registers):
-/// `tiles` tiles of eight vectors' quants, then their scales.
+/// `tiles` tiles of eight vectors' quants (read as [`FragmentReads::Pairs`]), then their
+/// scales.
 pub(super) const fn act_stage_bytes(tiles: u32) -> u32 {
-    tiles * (TILE_ACT_BYTES + VECTORS * 4)
+    tiles * (FragmentReads::Pairs.tile_bytes() + VECTORS * 4)
 }
 
-/// The lane's activation copies for `vectors` vectors a stage, their quants `act_at` and
-/// scales `dx_at` bytes into it.
+/// The lane's activation copies for `vectors` vectors a stage, read as `reads`, their
+/// quants `act_at` and scales `dx_at` bytes into it.
 pub(super) fn act_copies(
     b: &mut KernelBuilder,
     fr: &Frame,
-    vectors: u32,
+    (vectors, reads): (u32, FragmentReads),
     at: [u32; 2],
 ) -> ActCopies {
     let [act_at, dx_at] = at;
@@ -191,13 +219,14 @@ pub(super) fn act_copies(
         src.push(b.mad(v, act_stride, chunk16));
     }
     // The chunk's place in a stage: vector lane / 16 (+ 2i), bytes 16 (lane % 16).
-    let dst = b.mad(half, ACT_PITCH, act_at);
+    let dst = b.mad(half, reads.pitch(), act_at);
     let dst = b.add(dst, chunk16);
     let d_stride = b.mul(blocks, 4u32);
     let dv = b.min(lane, last_v);
     let dx_off = b.mul_wide(dv, d_stride);
     let in_batch = b.setp::<U32>(Cmp::Le, lane, last_v);
     ActCopies {
+        pitch: reads.pitch(),
         act: fr.params.qs,
         src,
         bytes,
@@ -211,7 +240,7 @@ pub(super) fn act_copies(
 
 /// The kernel of `step`'s format.
 pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> KernelIr {
-    let lay = Layout::of(S::SPAN, tiles as u32);
+    let lay = Layout::of(S::SPAN, tiles as u32, S::READS);
     let mut b = KernelBuilder::new(name);
     let fr = frame(&mut b);
     if tiles == 4 {
@@ -264,7 +293,12 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
         span: S::SPAN,
         src,
         dst,
-        act: act_copies(&mut b, &fr, lay.vectors(), [lay.act_at(), lay.dx_at()]),
+        act: act_copies(
+            &mut b,
+            &fr,
+            (lay.vectors(), S::READS),
+            [lay.act_at(), lay.dx_at()],
+        ),
     };
     // The lane's two rows as it reads them.
     let lane_rows = [0u32, 8].map(|extra| {
@@ -279,7 +313,7 @@ pub(super) fn build<S: StagedStep>(name: String, step: &S, tiles: usize) -> Kern
     let reads = Reads {
         rows: lane_rows,
         t,
-        act: b.mad(g, ACT_PITCH, lay.act_at()),
+        act: b.mad(g, S::READS.pitch(), lay.act_at()),
         tiles,
     };
     let lane_vals = step.lane(&mut b, &reads);
@@ -385,7 +419,7 @@ pub(super) fn copy_act(b: &mut KernelBuilder, c: &ActCopies, sb: Reg<U32>, stage
         let off = b.add(p, a_off);
         let off = b.cvt::<U64, U32>(off, None);
         let src = b.add(c.act, off);
-        let at = b.add(act_dst, 2 * i as u32 * ACT_PITCH);
+        let at = b.add(act_dst, 2 * i as u32 * c.pitch);
         if ACT_THROUGH_L1 {
             b.cp_async_16_l1(at, src, n);
         } else {
@@ -398,4 +432,57 @@ pub(super) fn copy_act(b: &mut KernelBuilder, c: &ActCopies, sb: Reg<U32>, stage
         let at = b.add(stage, c.dx_dst);
         b.cp_async_4(at, src, c.dx_bytes);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the 4-byte words one phase of a shared load reads (distinct addresses)
+    /// fall in distinct banks of the 32.
+    fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
+        let mut seen = [false; 32];
+        words
+            .into_iter()
+            .all(|w| !std::mem::replace(&mut seen[(w % 32) as usize], true))
+    }
+
+    #[test]
+    fn a_fragment_load_of_activations_is_one_wavefront_a_phase() {
+        // Lane 4g + t reads vector g, `t` steps into the run, at every sub-block and tile.
+        for tiles in 1..=4u32 {
+            for j in 0..8 {
+                for n in 0..tiles {
+                    let base = |r: FragmentReads| 32 * j + n * r.tile_bytes();
+                    // 64-bit loads: a half-warp (vectors 0-3 or 4-7) a phase.
+                    let pairs = FragmentReads::Pairs;
+                    for half in 0..2 {
+                        let words = (4 * half..4 * half + 4).flat_map(|g| {
+                            (0..4).flat_map(move |t| {
+                                let at = (base(pairs) + g * pairs.pitch() + 8 * t) / 4;
+                                [at, at + 1]
+                            })
+                        });
+                        assert!(distinct_banks(words), "pairs j {j} tile {n}");
+                    }
+                    // 32-bit loads: the whole warp a phase, at 4t and 4t + 16.
+                    let w = FragmentReads::Words;
+                    for k in [0, 16] {
+                        let words = (0..8).flat_map(|g| {
+                            (0..4).map(move |t| (base(w) + g * w.pitch() + 4 * t + k) / 4)
+                        });
+                        assert!(distinct_banks(words), "words j {j} tile {n}");
+                    }
+                }
+            }
+        }
+        // And with the other pitch they would not be.
+        let words = (0..4).flat_map(|g| {
+            (0..4).flat_map(move |t| {
+                let at = (g * FragmentReads::Words.pitch() + 8 * t) / 4;
+                [at, at + 1]
+            })
+        });
+        assert!(!distinct_banks(words));
+    }
 }

@@ -41,7 +41,7 @@ pub use super::qgemv_mma_batch::{
     ActLoads, BatchPath, DIRECT_UP_TO, MMA_MAX_BATCH, QgemvQ8kMmaKernel, VectorTiles,
     mma_from_vectors,
 };
-use super::qgemv_mma_staged as staged;
+use super::qgemv_mma_staged::{self as staged, FragmentReads};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
 /// Rows a block: the product's M.
@@ -196,10 +196,15 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
     // eight cache lines, and kept the L1 81-87% busy), two stages a warp.
     let tiles = nt as u32;
     let stage = staged::act_stage_bytes(tiles);
-    let dx_at = tiles * staged::TILE_ACT_BYTES;
-    let copies = staged::act_copies(&mut b, &fr, VECTORS * tiles, [0, dx_at]);
+    let dx_at = tiles * FragmentReads::Pairs.tile_bytes();
+    let copies = staged::act_copies(
+        &mut b,
+        &fr,
+        (VECTORS * tiles, FragmentReads::Pairs),
+        [0, dx_at],
+    );
     let reads = ActReads {
-        act: b.mad(g, staged::ACT_PITCH, t8),
+        act: b.mad(g, FragmentReads::Pairs.pitch(), t8),
         dx: b.mad(t, 8u32, dx_at),
     };
     let acc: Vec<[Reg<F32>; 4]> = (0..nt)
@@ -410,7 +415,7 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acts: &Acts, acc: &[[Reg<F32>; 
         // after the first product (before it they would be live beside its zeros).
         let mut scales = None;
         for n in 0..acc.len() {
-            let off = 32 * j as i64 + i64::from(staged::TILE_ACT_BYTES) * n as i64;
+            let off = 32 * j as i64 + i64::from(FragmentReads::Pairs.tile_bytes()) * n as i64;
             let bf = match src {
                 Ok(runs) => runs[j],
                 Err(act) => b.ld_vec::<U32, U32, 2>(Space::Shared, act, off),
@@ -461,16 +466,25 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acts: &Acts, acc: &[[Reg<F32>; 
     }
 }
 
-/// Shared memory for the warps' sums: a 16 x `8 nt` tile of floats a warp, `stride`
-/// bytes apart from `base` (their own array, or space the kernel is done with).
+/// Shared memory for the warps' sums: `8 nt` vectors' 16 rows of floats a warp,
+/// [`PARTIAL_PITCH`] words a vector, `stride` bytes apart from `base` (their own array,
+/// or space the kernel is done with).
 pub(super) struct Partials {
     pub base: Reg<U32>,
     pub stride: u32,
 }
 
+/// Words between vectors' sums in [`Partials`]: 16 rows and four words, so a store's
+/// lanes (rows `g`, vectors `2t`) fall in distinct banks (eight words a `t`) and a read's
+/// half-warps (16 rows of two vectors) overlap in four banks. Sums stored a row of
+/// vectors at a time, as the `mma` leaves them, met 8-way conflicts on the stores and
+/// 16-way on the reads (Nsight Compute, 32 vectors on an H200: half the kernel's shared
+/// wavefronts).
+const PARTIAL_PITCH: u32 = TILE_ROWS + 4;
+
 /// The bytes of one warp's sums for `nt` tiles of vectors.
 pub(super) const fn partial_bytes(nt: usize) -> u32 {
-    TILE_ROWS * VECTORS * nt as u32 * 4
+    VECTORS * nt as u32 * PARTIAL_PITCH * 4
 }
 
 /// The block's warps' sums (four a tile of vectors, `acc`) through shared memory, then
@@ -490,18 +504,18 @@ pub(super) fn store(
         t,
         tile,
     } = *at;
-    // Each warp's [row][vector] floats, `width` vectors a row.
     let width = VECTORS * acc.len() as u32;
     let Partials { base, stride } = partials;
-    let t2 = b.shl(t, 1u32);
+    // The lane's sums: rows g + 8h of vectors 8n + 2t + e, sum 2h + e of tile n.
     let mine = b.mad(warp, stride, base);
-    for half in 0..2 {
-        let r = b.add(g, 8 * half as u32);
-        let at = b.mad(r, width, t2);
-        let addr = b.mad(at, 4u32, mine);
-        for (n, sums) in acc.iter().enumerate() {
-            let pair = [sums[2 * half], sums[2 * half + 1]];
-            b.st_vec(Space::Shared, addr, 4 * (VECTORS * n as u32) as i64, &pair);
+    let v2 = b.mul(t, 2 * PARTIAL_PITCH);
+    let at = b.add(v2, g);
+    let addr = b.mad(at, 4u32, mine);
+    for (n, sums) in acc.iter().enumerate() {
+        for (i, &sum) in sums.iter().enumerate() {
+            let (h, e) = (i as u32 / 2, i as u32 % 2);
+            let word = (VECTORS * n as u32 + e) * PARTIAL_PITCH + 8 * h;
+            b.st::<F32, U32>(Space::Shared, addr, 4 * i64::from(word), sum);
         }
     }
     b.bar_sync();
@@ -516,7 +530,7 @@ pub(super) fn store(
         let in_batch = b.setp::<U32>(Cmp::Lt, v, vectors);
         let keep = b.and_pred(in_rows, in_batch);
         b.if_then(keep, false, |b| {
-            let at = b.mad(r, width, v);
+            let at = b.mad(v, PARTIAL_PITCH, r);
             let addr = b.mad(at, 4u32, base);
             let mut sum = b.ld::<F32, U32>(Space::Shared, addr, 0);
             for w in 1..WARPS {
@@ -528,5 +542,40 @@ pub(super) fn store(
             let p = b.add(y, off);
             b.st::<F32, U64>(Space::Global, p, 0, sum);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The banks of one shared access's 4-byte words (distinct addresses) all differ.
+    fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
+        let mut seen = [false; 32];
+        words
+            .into_iter()
+            .all(|w| !std::mem::replace(&mut seen[(w % 32) as usize], true))
+    }
+
+    #[test]
+    fn the_warps_sums_go_into_shared_memory_without_bank_conflicts() {
+        // `store`'s scalar stores: lane 4g + t writes row g + 8h of vector 8n + 2t + e.
+        for n in 0..4 {
+            for (h, e) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                let words = (0..8).flat_map(|g| {
+                    (0..4).map(move |t| (VECTORS * n + 2 * t + e) * PARTIAL_PITCH + g + 8 * h)
+                });
+                assert!(distinct_banks(words));
+            }
+        }
+        // The reads: thread i takes row i % 16 of vector i / 16, at most two words a bank.
+        for v0 in (0..32).step_by(2) {
+            let mut per_bank = [0; 32];
+            for i in 0..32 {
+                let w = (v0 + i / 16) * PARTIAL_PITCH + i % 16;
+                per_bank[(w % 32) as usize] += 1;
+            }
+            assert!(per_bank.iter().all(|&c| c <= 2));
+        }
     }
 }

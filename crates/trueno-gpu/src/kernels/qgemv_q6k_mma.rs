@@ -14,7 +14,7 @@
 //! of `ql[64h + 32 (k % 2) + 16o..]`, bits 4-5 bits `2k, 2k + 1` of `qh[32h + 16o..]`.
 
 use super::qgemv::f16_bits;
-use super::qgemv_mma_staged::{Reads, StagedStep, TILE_ACT_BYTES};
+use super::qgemv_mma_staged::{FragmentReads, Reads, StagedStep};
 use super::qgemv_q6k::BLOCK_BYTES;
 use crate::ptx::{F32, KernelBuilder, Reg, Rounding, S32, Space, U16, U32};
 
@@ -33,6 +33,7 @@ pub(super) struct Q6kRow {
 impl StagedStep for Q6kStep {
     type Lane = [Q6kRow; 2];
     const SPAN: u32 = BLOCK_BYTES;
+    const READS: FragmentReads = FragmentReads::Words;
 
     fn lane(&self, b: &mut KernelBuilder, r: &Reads) -> [Q6kRow; 2] {
         r.rows.each_ref().map(|row| {
@@ -95,7 +96,7 @@ impl StagedStep for Q6kStep {
                     b.bitcast32::<S32, U32>(v)
                 });
                 for (n, isum) in isum.iter_mut().enumerate() {
-                    let at = 16 * q as i64 + i64::from(TILE_ACT_BYTES) * n as i64;
+                    let at = 16 * q as i64 + i64::from(Self::READS.tile_bytes()) * n as i64;
                     let x = b.ld::<U32, U32>(Space::Shared, act, at);
                     let c0 = zero().map(|v| b.mov(v));
                     let p = b.mma_m16n8k16_s8(a, x, c0);
