@@ -435,12 +435,12 @@ pub(super) fn copy_act(b: &mut KernelBuilder, c: &ActCopies, sb: Reg<U32>, stage
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// Whether the 4-byte words one phase of a shared load reads (distinct addresses)
-    /// fall in distinct banks of the 32.
-    fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
+    /// Whether the 4-byte words one phase of a shared access touches (distinct
+    /// addresses) fall in distinct banks of the 32.
+    pub(in crate::kernels) fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
         let mut seen = [false; 32];
         words
             .into_iter()

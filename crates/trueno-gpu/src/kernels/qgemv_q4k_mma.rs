@@ -547,15 +547,8 @@ pub(super) fn store(
 
 #[cfg(test)]
 mod tests {
+    use super::staged::tests::distinct_banks;
     use super::*;
-
-    /// The banks of one shared access's 4-byte words (distinct addresses) all differ.
-    fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
-        let mut seen = [false; 32];
-        words
-            .into_iter()
-            .all(|w| !std::mem::replace(&mut seen[(w % 32) as usize], true))
-    }
 
     #[test]
     fn the_warps_sums_go_into_shared_memory_without_bank_conflicts() {
