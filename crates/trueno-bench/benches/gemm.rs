@@ -10,6 +10,7 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use trueno::{Matrix, Transpose};
+use trueno_bench::read_rate::{sum_rows_interleaved, sum_rows_interleaved_par};
 
 /// (m, n, k, label, B stored n x k and used transposed)
 fn shapes() -> Vec<(usize, usize, usize, String, bool)> {
@@ -170,6 +171,17 @@ fn bench_extra(c: &mut Criterion) {
     g.bench_with_input(BenchmarkId::new("read-sum-all", n), &(), |bch, _| {
         bch.iter(|| e.sum(a.as_slice()).unwrap())
     });
+    // The same bytes read eight rows at a time (several streams, as the GEMV reads).
+    g.bench_with_input(BenchmarkId::new("read-streams-1t", n), &(), |bch, _| {
+        bch.iter_custom(|iters| {
+            on_one_thread(&one, iters, || {
+                std::hint::black_box(sum_rows_interleaved(a.as_slice(), n));
+            })
+        })
+    });
+    g.bench_with_input(BenchmarkId::new("read-streams-all", n), &(), |bch, _| {
+        bch.iter(|| sum_rows_interleaved_par(a.as_slice(), n))
+    });
     g.finish();
     if !wants_gemv_share() {
         return;
@@ -196,8 +208,9 @@ fn wants_gemv_share() -> bool {
 /// Rounds of `gemv_share`.
 const SHARE_ROUNDS: usize = 25;
 
-/// The GEMV's share of the read rate with the two timed in the same rounds, one call of
-/// each, in turn: timed in windows of their own (criterion's rows above) a neighbour's
+/// The GEMV's share of the read rate with the ops timed in the same rounds, one call of
+/// each, in turn (the GEMV, `Engine::sum`'s one stream, eight rows read side by side by
+/// `sum_rows_interleaved`; the share is against the faster read of the round): timed in windows of their own (criterion's rows above) a neighbour's
 /// burst on this VM's memory moves one and not the other (the one-thread share read
 /// 84-95% over eight runs, the two-thread one 70-125%). Each round times both ops warm
 /// (after an untimed call of the same op: the 64 MB matrix is twice the Zen 5 VM's L3, so
@@ -237,15 +250,24 @@ fn gemv_share(
                 let mut sum = || {
                     std::hint::black_box(e.sum(a.as_slice()).unwrap());
                 };
-                // Which goes first alternates, so neither always follows the other.
-                let (g, s) = match r % 2 {
-                    0 => (timed(&mut gemv), timed(&mut sum)),
-                    _ => {
-                        let s = timed(&mut sum);
-                        (timed(&mut gemv), s)
-                    }
+                let mut streams = || {
+                    let read = match pool {
+                        Some(_) => sum_rows_interleaved(a.as_slice(), a.cols()),
+                        None => sum_rows_interleaved_par(a.as_slice(), a.cols()),
+                    };
+                    std::hint::black_box(read);
                 };
-                rounds.push((g, s));
+                // Which goes first turns, so none always follows the same other.
+                let mut t = [0.0f64; 3];
+                for i in 0..3 {
+                    let op = (r + i) % 3;
+                    t[op] = match op {
+                        0 => timed(&mut gemv),
+                        1 => timed(&mut sum),
+                        _ => timed(&mut streams),
+                    };
+                }
+                rounds.push((t[0], t[1], t[2]));
             };
             for r in 0..SHARE_ROUNDS {
                 match pool {
@@ -259,7 +281,8 @@ fn gemv_share(
                 serde_json::json!({
                     "gemv_gbps": median(rounds.iter().map(|r| gbps(r.0)).collect()),
                     "sum_gbps": median(rounds.iter().map(|r| gbps(r.1)).collect()),
-                    "share": median(rounds.iter().map(|r| r.1 / r.0).collect()),
+                    "streams_gbps": median(rounds.iter().map(|r| gbps(r.2)).collect()),
+                    "share": median(rounds.iter().map(|r| r.1.min(r.2) / r.0).collect()),
                 }),
             );
         }

@@ -13,3 +13,5 @@ pub fn out_writer(args: &[String]) -> Box<dyn std::io::Write> {
         None => Box::new(std::io::sink()),
     }
 }
+
+pub mod read_rate;
