@@ -3,8 +3,8 @@
 //! (in cache, and streaming from memory with the thin tile),
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
 //! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
-//! them, an A a few rows past its block height, and thin products split over the inner
-//! dimension across threads.
+//! them, a B from memory read in place, an A a few rows past its block height, and thin
+//! products split over the inner dimension across threads.
 
 mod common;
 
@@ -175,6 +175,20 @@ fn check_row_major(seed: u64, shapes: &[(usize, usize, usize, usize)], what: &st
             one_thread(|| check(&e, &mut rng, &case, &what));
         }
     }
+}
+
+#[test]
+fn a_b_from_memory_in_page_long_rows_read_in_place_matches_the_reference_on_every_isa() {
+    // A row-major B past L3 whose rows are one 4 KiB page (1024 floats) is read in place
+    // by a one-block A (`b_in_place`), depth sized from the detected L3 so every machine
+    // runs it; k past one KC block, a ragged A, beta 0 over NaN and beta != 0.
+    let l3 = trueno::gemm::CacheSizes::detect().l3;
+    let k = l3 / 4096 + 9;
+    check_row_major(
+        53,
+        &[(7, 1024, k, 0), (3, 1024, k, 0)],
+        "B from memory in place",
+    );
 }
 
 #[test]

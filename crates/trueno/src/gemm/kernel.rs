@@ -95,7 +95,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
             let one_block = t.m <= mc_max;
-            let b_direct = if one_block && b_in_place(t.tb, t.ldb, kc, nr, caches) {
+            let b_direct = if one_block && b_in_place(t.tb, (t.ldb, t.k), kc, nr, caches) {
                 nc / nr
             } else {
                 0
@@ -315,13 +315,26 @@ fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 /// faer). Where L1 keeps the packed panel, reading a strided one in place evicts it (its
 /// rows share L1's sets): on the Emerald Rapids VM (48 KiB L1) 256^3-1024^3 ran
 /// 0.58-0.85x faer in place against 0.88-1.07x packed.
+///
+/// And a B from memory (all `k` rows past L3) whose rows are a whole number of 4 KiB
+/// pages, up to 32 KiB: a prefill's projection of 8-128 tokens. Packing it read KC rows
+/// that all start at one offset in their pages, so share L1's sets, at a fraction of the
+/// memory's rate; in place, each panel comes from memory once, for the first A panel.
+/// Zen 4 VM, one thread, against faer, alternated: 32x4096x4096 0.87x -> 0.89-1.03x,
+/// 64x4096x4096 0.73-0.81x -> 0.97-0.98x, 128x4096x11008 0.87-0.93x -> 0.97-0.98x,
+/// 32x6144x4096 0.70-0.73x -> 1.02-1.03x, 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two
+/// threads: 128x4096x11008 161 -> 180 GFLOP/s, 64x4096x4096 128 -> 145). Rows of 64 KiB
+/// and more (32x16384x4096 0.95x -> 0.77x, 96x16384x1024 0.90x -> 0.75x) and rows off
+/// the page grid (64x5000x5000 0.84x -> 0.70x) ran slower in place, and so did a B that
+/// L3 holds (32x2048x2048).
 #[inline(always)]
-fn b_in_place(tb: bool, ldb: usize, kc: usize, nr: usize, c: CacheSizes) -> bool {
+fn b_in_place(tb: bool, (ldb, k): (usize, usize), kc: usize, nr: usize, c: CacheSizes) -> bool {
     let row_bytes = ldb * 4;
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
     let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
-    !tb && (fits_l1 || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
+    let from_memory = k * row_bytes > c.l3 && phases == 1 && row_bytes <= 32 << 10;
+    !tb && (fits_l1 || from_memory || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -514,7 +527,7 @@ mod tests {
     }
 
     #[test]
-    fn b_is_read_in_place_only_where_its_panel_cannot_evict_a_packed_one_from_l1() {
+    fn b_is_read_in_place_where_its_panel_cannot_evict_a_packed_one_or_comes_from_memory() {
         let zen4 = CacheSizes {
             l1: 32 << 10,
             l2: 1 << 20,
@@ -526,18 +539,31 @@ mod tests {
             l3: 260 << 20,
         };
         // 64^3 (KC 64, rows 256 bytes apart: 16 phases): in place on both.
-        assert!(b_in_place(false, 64, 64, 32, zen4));
-        assert!(b_in_place(false, 64, 64, 32, rapids));
+        assert!(b_in_place(false, (64, 64), 64, 32, zen4));
+        assert!(b_in_place(false, (64, 64), 64, 32, rapids));
         // 256^3 on Zen 4 (KC 256, all of k), whose L1 cannot keep a 32 x 256 packed
         // panel: the 256 KiB of rows fit half of its L2, so in place. 512^3 there (KC
         // 512): 1 MiB of rows, packed.
-        assert!(b_in_place(false, 256, 256, 32, zen4));
-        assert!(!b_in_place(false, 512, 512, 32, zen4));
+        assert!(b_in_place(false, (256, 256), 256, 32, zen4));
+        assert!(!b_in_place(false, (512, 512), 512, 32, zen4));
         // At KC 256 a 48 KiB L1 keeps the 32 KiB packed panel: 256^3 to 1024^3 pack.
         for n in [256, 512, 1024] {
-            assert!(!b_in_place(false, n, 256, 32, rapids), "{n}");
+            assert!(!b_in_place(false, (n, n), 256, 32, rapids), "{n}");
+        }
+        // A B from memory (past L3) in rows of whole pages up to 32 KiB: in place (a
+        // prefill's 32x4096x4096, 128x4096x11008 on Zen 4); not where L3 holds it, not
+        // in 64 KiB rows, not in rows off the page grid, at any depth a block takes.
+        for kc in [256, 512] {
+            assert!(b_in_place(false, (4096, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (4096, 11008), kc, 32, zen4));
+            assert!(b_in_place(false, (6144, 4096), kc, 32, zen4));
+            assert!(!b_in_place(false, (2048, 2048), kc, 32, zen4));
+            assert!(!b_in_place(false, (16384, 4096), kc, 32, zen4));
+            assert!(!b_in_place(false, (5000, 5000), kc, 32, zen4));
+            // Emerald Rapids' 260 MiB L3 holds a 180 MiB B.
+            assert!(!b_in_place(false, (4096, 11008), kc, 32, rapids));
         }
         // A transposed B is never read in place.
-        assert!(!b_in_place(true, 64, 64, 32, rapids));
+        assert!(!b_in_place(true, (64, 64), 64, 32, rapids));
     }
 }
