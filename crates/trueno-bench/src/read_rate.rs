@@ -2,10 +2,10 @@
 //! GEMV's share is measured against, beside `Engine::sum`'s one stream.
 //!
 //! Why: one core's hardware prefetchers serve several interleaved streams faster than
-//! one, on some machines by far (the Zen 3 VM of session 43: one stream 8-12 GB/s,
-//! several 13-21), and a GEMV reads its rows several at a time. Against one stream the
-//! GEMV read 125-147% of "the read bandwidth", which said nothing about how close to the
-//! machine it runs.
+//! one, on some machines by far (the Zen 3 VM of sessions 43-44: one stream 8-12 GB/s,
+//! several interleaved 16-21), and a GEMV reads its rows several at a time. Against one
+//! stream the GEMV read 125-147% of "the read bandwidth", which said nothing about how
+//! close to the machine it runs.
 
 use rayon::prelude::*;
 

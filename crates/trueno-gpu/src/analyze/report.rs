@@ -264,12 +264,26 @@ pub fn sector_efficiency(stride: i64, bytes: u64) -> f64 {
 /// warp is served in phases (32 lanes for 4-byte accesses, 16 for 8, 8 for 16), and within
 /// a phase a bank serving k distinct words takes k passes.
 pub fn bank_ways(stride: i64, bytes: u64) -> u32 {
+    bank_ways_at(|lane| lane.wrapping_mul(stride), bytes)
+}
+
+/// [`bank_ways`] for any placement: lane `l` accesses `bytes` at byte `at(l)` (a tile's
+/// fragment loads, where lane `4g + t` reads row `g` at column `t`).
+///
+/// ```
+/// use trueno_gpu::analyze::report::bank_ways_at;
+///
+/// // Lane 4g + t reads 8 bytes at 8t of row g, rows 272 bytes apart: 2-way; 288: 1.
+/// assert_eq!(bank_ways_at(|l| (l / 4) * 272 + 8 * (l % 4), 8), 2);
+/// assert_eq!(bank_ways_at(|l| (l / 4) * 288 + 8 * (l % 4), 8), 1);
+/// ```
+pub fn bank_ways_at(at: impl Fn(i64) -> i64, bytes: u64) -> u32 {
     let lanes_per_phase = (128 / bytes.clamp(4, 16)) as i64;
     let mut worst = 1;
     for phase in 0..32 / lanes_per_phase {
         let mut words: Vec<(i64, i64)> = Vec::new(); // (bank, word)
         for lane in phase * lanes_per_phase..(phase + 1) * lanes_per_phase {
-            let first = lane.wrapping_mul(stride).div_euclid(4);
+            let first = at(lane).div_euclid(4);
             for w in first..first + bytes.div_ceil(4) as i64 {
                 words.push((w.rem_euclid(32), w));
             }

@@ -181,7 +181,8 @@ impl Kernel for QgemvQ8kMmaKernel {
         cfg.shared_bytes = match self.0 {
             _ if self.direct() => 0,
             QuantFormat::Q4K | QuantFormat::Q5K => {
-                super::qgemv_q4k_mma::WARPS * staged::STAGES * staged::act_stage_bytes(nt)
+                let stage = staged::act_stage_bytes(nt, q4k::ACT_READS);
+                super::qgemv_q4k_mma::WARPS * staged::STAGES * stage
             }
             QuantFormat::Q6K => shared_bytes::<super::qgemv_q6k_mma::Q6kStep>(nt),
             QuantFormat::Q8_0 => shared_bytes::<block32::Block32Step<false>>(nt),

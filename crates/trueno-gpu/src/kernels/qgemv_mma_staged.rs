@@ -54,6 +54,7 @@ impl FragmentReads {
         VECTORS * self.pitch()
     }
 }
+
 /// Stages a warp cycles through.
 pub(super) const STAGES: u32 = 2;
 /// Bytes of Q8_K activation quants per 256 weights.
@@ -190,10 +191,9 @@ pub(super) struct ActCopies {
 }
 
 /// A stage of activations alone (the K-quants' kernels, whose weights go to registers):
-/// `tiles` tiles of eight vectors' quants (read as [`FragmentReads::Pairs`]), then their
-/// scales.
-pub(super) const fn act_stage_bytes(tiles: u32) -> u32 {
-    tiles * (FragmentReads::Pairs.tile_bytes() + VECTORS * 4)
+/// `tiles` tiles of eight vectors' quants read as `reads`, then their scales.
+pub(super) const fn act_stage_bytes(tiles: u32, reads: FragmentReads) -> u32 {
+    tiles * (reads.tile_bytes() + VECTORS * 4)
 }
 
 /// The lane's activation copies for `vectors` vectors a stage, read as `reads`, their
@@ -435,54 +435,30 @@ pub(super) fn copy_act(b: &mut KernelBuilder, c: &ActCopies, sb: Reg<U32>, stage
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
-
-    /// Whether the 4-byte words one phase of a shared access touches (distinct
-    /// addresses) fall in distinct banks of the 32.
-    pub(in crate::kernels) fn distinct_banks(words: impl IntoIterator<Item = u32>) -> bool {
-        let mut seen = [false; 32];
-        words
-            .into_iter()
-            .all(|w| !std::mem::replace(&mut seen[(w % 32) as usize], true))
-    }
+    use crate::analyze::report::bank_ways_at;
 
     #[test]
     fn a_fragment_load_of_activations_is_one_wavefront_a_phase() {
-        // Lane 4g + t reads vector g, `t` steps into the run, at every sub-block and tile.
-        for tiles in 1..=4u32 {
-            for j in 0..8 {
-                for n in 0..tiles {
-                    let base = |r: FragmentReads| 32 * j + n * r.tile_bytes();
-                    // 64-bit loads: a half-warp (vectors 0-3 or 4-7) a phase.
-                    let pairs = FragmentReads::Pairs;
-                    for half in 0..2 {
-                        let words = (4 * half..4 * half + 4).flat_map(|g| {
-                            (0..4).flat_map(move |t| {
-                                let at = (base(pairs) + g * pairs.pitch() + 8 * t) / 4;
-                                [at, at + 1]
-                            })
-                        });
-                        assert!(distinct_banks(words), "pairs j {j} tile {n}");
-                    }
-                    // 32-bit loads: the whole warp a phase, at 4t and 4t + 16.
-                    let w = FragmentReads::Words;
-                    for k in [0, 16] {
-                        let words = (0..8).flat_map(|g| {
-                            (0..4).map(move |t| (base(w) + g * w.pitch() + 4 * t + k) / 4)
-                        });
-                        assert!(distinct_banks(words), "words j {j} tile {n}");
-                    }
+        // Lane 4g + t reads vector g, `t` steps into the run, at every sub-block and tile:
+        // 8 bytes at 8t (Pairs), or 4 bytes at 4t and 4t + 16 (Words).
+        let lane = |r: FragmentReads, base: u32, step: i64| {
+            move |l: i64| i64::from(base) + (l / 4) * i64::from(r.pitch()) + step * (l % 4)
+        };
+        for j in 0..8 {
+            for n in 0..4 {
+                let base = |r: FragmentReads| 32 * j + n * r.tile_bytes();
+                let pairs = FragmentReads::Pairs;
+                assert_eq!(bank_ways_at(lane(pairs, base(pairs), 8), 8), 1, "{j} {n}");
+                let words = FragmentReads::Words;
+                for k in [0, 16] {
+                    let at = lane(words, base(words) + k, 4);
+                    assert_eq!(bank_ways_at(at, 4), 1, "{j} {n} {k}");
                 }
             }
         }
-        // And with the other pitch they would not be.
-        let words = (0..4).flat_map(|g| {
-            (0..4).flat_map(move |t| {
-                let at = (g * FragmentReads::Words.pitch() + 8 * t) / 4;
-                [at, at + 1]
-            })
-        });
-        assert!(!distinct_banks(words));
+        // The 8-byte loads at the 4-byte readers' pitch: 2-way.
+        assert_eq!(bank_ways_at(lane(FragmentReads::Words, 0, 8), 8), 2);
     }
 }

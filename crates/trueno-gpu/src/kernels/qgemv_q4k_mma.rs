@@ -60,6 +60,9 @@ pub(super) const WARPS: u32 = 8;
 /// two vectors 6.9 / 15.5 / 17.3 / 28.1 -> 6.5 / 13.3 / 14.6 / 24.5 (77-80 registers
 /// against 70-72).
 const PIN_LOADS: bool = true;
+/// How the lanes read their B fragments from a stage of activations: eight bytes at
+/// `8t`, the same eight of each sub-block's run as the A fragment's quants.
+pub(super) const ACT_READS: FragmentReads = FragmentReads::Pairs;
 /// Threads a block.
 pub(super) const THREADS: u32 = 32 * WARPS;
 /// The vectors of one product: its N.
@@ -195,16 +198,11 @@ pub(super) fn build(name: String, five_bit: bool, nt: usize, staged_act: bool) -
     // load of B fragments straight from global memory read eight vectors' runs from
     // eight cache lines, and kept the L1 81-87% busy), two stages a warp.
     let tiles = nt as u32;
-    let stage = staged::act_stage_bytes(tiles);
-    let dx_at = tiles * FragmentReads::Pairs.tile_bytes();
-    let copies = staged::act_copies(
-        &mut b,
-        &fr,
-        (VECTORS * tiles, FragmentReads::Pairs),
-        [0, dx_at],
-    );
+    let stage = staged::act_stage_bytes(tiles, ACT_READS);
+    let dx_at = tiles * ACT_READS.tile_bytes();
+    let copies = staged::act_copies(&mut b, &fr, (VECTORS * tiles, ACT_READS), [0, dx_at]);
     let reads = ActReads {
-        act: b.mad(g, FragmentReads::Pairs.pitch(), t8),
+        act: b.mad(g, ACT_READS.pitch(), t8),
         dx: b.mad(t, 8u32, dx_at),
     };
     let acc: Vec<[Reg<F32>; 4]> = (0..nt)
@@ -415,7 +413,7 @@ fn super_block(b: &mut KernelBuilder, l: &Loads, acts: &Acts, acc: &[[Reg<F32>; 
         // after the first product (before it they would be live beside its zeros).
         let mut scales = None;
         for n in 0..acc.len() {
-            let off = 32 * j as i64 + i64::from(FragmentReads::Pairs.tile_bytes()) * n as i64;
+            let off = 32 * j as i64 + i64::from(ACT_READS.tile_bytes()) * n as i64;
             let bf = match src {
                 Ok(runs) => runs[j],
                 Err(act) => b.ld_vec::<U32, U32, 2>(Space::Shared, act, off),
@@ -547,28 +545,25 @@ pub(super) fn store(
 
 #[cfg(test)]
 mod tests {
-    use super::staged::tests::distinct_banks;
     use super::*;
+    use crate::analyze::report::bank_ways_at;
 
     #[test]
     fn the_warps_sums_go_into_shared_memory_without_bank_conflicts() {
         // `store`'s scalar stores: lane 4g + t writes row g + 8h of vector 8n + 2t + e.
         for n in 0..4 {
             for (h, e) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
-                let words = (0..8).flat_map(|g| {
-                    (0..4).map(move |t| (VECTORS * n + 2 * t + e) * PARTIAL_PITCH + g + 8 * h)
-                });
-                assert!(distinct_banks(words));
+                let at = |l: i64| {
+                    let v = i64::from(VECTORS) * n + 2 * (l % 4) + e;
+                    4 * (v * i64::from(PARTIAL_PITCH) + l / 4 + 8 * h)
+                };
+                assert_eq!(bank_ways_at(at, 4), 1, "{n} {h} {e}");
             }
         }
-        // The reads: thread i takes row i % 16 of vector i / 16, at most two words a bank.
+        // The reads: thread i takes row i % 16 of vector i / 16, at most 2-way.
         for v0 in (0..32).step_by(2) {
-            let mut per_bank = [0; 32];
-            for i in 0..32 {
-                let w = (v0 + i / 16) * PARTIAL_PITCH + i % 16;
-                per_bank[(w % 32) as usize] += 1;
-            }
-            assert!(per_bank.iter().all(|&c| c <= 2));
+            let at = |l: i64| 4 * ((v0 + l / 16) * i64::from(PARTIAL_PITCH) + l % 16);
+            assert!(bank_ways_at(at, 4) <= 2, "{v0}");
         }
     }
 }

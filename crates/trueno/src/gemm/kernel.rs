@@ -318,10 +318,11 @@ fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 ///
 /// And a B from memory (all `k` rows past L3) whose rows are a whole number of 4 KiB
 /// pages, up to 32 KiB: a prefill's projection of 8-128 tokens. Packing it read KC rows
-/// that all start at one offset in their pages, so share L1's sets, at a fraction of the
-/// memory's rate; in place, each panel comes from memory once, for the first A panel.
-/// Zen 4 VM, one thread, against faer, alternated: 32x4096x4096 0.87x -> 0.89-1.03x,
-/// 64x4096x4096 0.73-0.81x -> 0.97-0.98x, 128x4096x11008 0.87-0.93x -> 0.97-0.98x,
+/// that all start at one offset in their pages, so share L1's sets (on the Zen 3 VM such
+/// a pack moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for
+/// the first A panel. Zen 4 VM, one thread, against faer, the rule off and on in one
+/// binary, alternated: 32x4096x4096 0.87x -> 0.89-1.03x, 64x4096x4096 0.73-0.81x ->
+/// 0.97-0.98x, 128x4096x11008 0.87-0.94x -> 0.97-0.99x,
 /// 32x6144x4096 0.70-0.73x -> 1.02-1.03x, 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two
 /// threads: 128x4096x11008 161 -> 180 GFLOP/s, 64x4096x4096 128 -> 145). Rows of 64 KiB
 /// and more (32x16384x4096 0.95x -> 0.77x, 96x16384x1024 0.90x -> 0.75x) and rows off
