@@ -3,7 +3,7 @@
 //! (in cache, and streaming from memory with the thin tile),
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
 //! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
-//! them, a B from memory read in place, an A a few rows past its block height, and thin
+//! them, a B from memory read in place (on one thread and split over k), an A a few rows past its block height, and thin
 //! products split over the inner dimension across threads.
 
 mod common;
@@ -189,6 +189,59 @@ fn a_b_from_memory_in_page_long_rows_read_in_place_matches_the_reference_on_ever
         &[(7, 1024, k, 0), (3, 1024, k, 0)],
         "B from memory in place",
     );
+}
+
+#[test]
+fn a_b_from_memory_split_over_the_inner_dimension_is_read_in_place_and_matches_the_reference() {
+    // The same B past L3 on two and three threads: each takes a range of k (a part of
+    // B that alone may fit L3) and still reads it in place, as the whole product's B
+    // streams from memory; the staggered parts' lead calls too. Every ISA, beta 0 over
+    // NaN and beta != 0.
+    if cfg!(target_arch = "wasm32") {
+        return;
+    }
+    let l3 = trueno::gemm::CacheSizes::detect().l3;
+    let k = l3 / 4096 + 9;
+    let mut rng = Rng::new(59);
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for (backend, e) in engines() {
+            for (i, m) in [7, 3].into_iter().enumerate() {
+                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0)][i];
+                let case = Case {
+                    m,
+                    n: 1024,
+                    k,
+                    ta: Transpose::No,
+                    tb: Transpose::No,
+                    alpha,
+                    beta,
+                    pad: 0,
+                };
+                let what = format!("{} {threads} threads, B from memory", backend.name());
+                pool.install(|| check(&e, &mut rng, &case, &what));
+            }
+            // Whole panels only (1024 columns), so a B read in place packs nothing.
+            if backend != trueno::Backend::Gpu {
+                let a = trueno::Matrix::from_fn(7, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
+                let b = trueno::Matrix::from_fn(k, 1024, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+                let mut c = trueno::Matrix::zeros(7, 1024).unwrap();
+                let (no, cv) = (Transpose::No, &mut c.view_mut());
+                let p = pool
+                    .install(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv))
+                    .unwrap();
+                let name = backend.name();
+                assert_eq!(
+                    p.pack_b,
+                    std::time::Duration::ZERO,
+                    "{name} {threads} threads"
+                );
+            }
+        }
+    }
 }
 
 #[test]

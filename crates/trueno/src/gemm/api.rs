@@ -182,6 +182,7 @@ impl Engine {
             m,
             n,
             k,
+            whole_k: k,
             alpha,
             beta,
             a: a.data,
@@ -306,7 +307,11 @@ fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
 /// previous binary and this one alternated three times: 32x4096x4096 0.91-0.96x ->
 /// 1.01-1.07x (255-263 -> 288-298 GFLOP/s), 16x4096x4096 0.99-1.08x -> 1.10-1.17x,
 /// 128x4096x11008 0.96-0.97x -> 0.99-1.02x. With B within L3 (128x2048x2048, 16 MiB) the
-/// lead call's second pass over C cost 2-3% (a throwaway build), so not there.
+/// lead call's second pass over C cost 2-3% (a throwaway build), so not there. Where the
+/// parts read B in place (`b_in_place`: rows of whole pages), there is no pass to spread;
+/// with and without the stagger ran within the noise of each other there (Zen 4 VM, two
+/// threads, 16-128 rows x 4096 x 4096 and 128x4096x11008, two rounds: 0.93-1.05x faer
+/// staggered, 0.96-1.05x not), so it stays for every B from memory.
 #[cfg(feature = "parallel")]
 fn stagger_block(t: &GemmTask<'_>, backend: crate::backend::Backend) -> Option<usize> {
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
@@ -416,6 +421,7 @@ mod tests {
                 m,
                 n,
                 k,
+                whole_k: k,
                 alpha: 0.75,
                 beta,
                 a: &a,

@@ -95,7 +95,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
             let one_block = t.m <= mc_max;
-            let b_direct = if one_block && b_in_place(t.tb, (t.ldb, t.k), kc, nr, caches) {
+            let b_direct = if one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc, nr, caches) {
                 nc / nr
             } else {
                 0
@@ -316,7 +316,9 @@ fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 /// rows share L1's sets): on the Emerald Rapids VM (48 KiB L1) 256^3-1024^3 ran
 /// 0.58-0.85x faer in place against 0.88-1.07x packed.
 ///
-/// And a B from memory (all `k` rows past L3) whose rows are a whole number of 4 KiB
+/// And a B from memory (all `k` rows of the whole product past L3: a range of k that
+/// `run_split_k` gives a thread is judged by the whole B, which streams from memory even
+/// where the range alone would fit) whose rows are a whole number of 4 KiB
 /// pages, up to 32 KiB: a prefill's projection of 8-128 tokens. Packing it read KC rows
 /// that all start at one offset in their pages, so share L1's sets (on the Zen 3 VM such
 /// a pack moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for
@@ -324,7 +326,10 @@ fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 /// binary, alternated: 32x4096x4096 0.87x -> 0.89-1.03x, 64x4096x4096 0.73-0.81x ->
 /// 0.97-0.98x, 128x4096x11008 0.87-0.94x -> 0.97-0.99x,
 /// 32x6144x4096 0.70-0.73x -> 1.02-1.03x, 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two
-/// threads: 128x4096x11008 161 -> 180 GFLOP/s, 64x4096x4096 128 -> 145). Rows of 64 KiB
+/// threads: 128x4096x11008 161 -> 180 GFLOP/s, 64x4096x4096 128 -> 145; judged by the
+/// whole B rather than each thread's range, two threads against faer, alternated twice:
+/// 16x4096x4096 0.71-0.76x -> 0.97-1.01x, 32x4096x4096 0.74-0.76x -> 0.98-0.99x,
+/// 64x4096x4096 0.78-0.79x -> 0.96x, 128x4096x4096 0.90-0.91x -> 0.98x). Rows of 64 KiB
 /// and more (32x16384x4096 0.95x -> 0.77x, 96x16384x1024 0.90x -> 0.75x) and rows off
 /// the page grid (64x5000x5000 0.84x -> 0.70x) ran slower in place, and so did a B that
 /// L3 holds (32x2048x2048).

@@ -43,6 +43,9 @@ pub(crate) struct GemmTask<'a> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    /// The inner dimension of the whole product this task is a piece of: `split_k`'s
+    /// ranges keep it, so each range still sees a B that streams from memory as one.
+    pub whole_k: usize,
     pub alpha: f32,
     pub beta: f32,
     pub a: &'a [f32],
@@ -74,6 +77,7 @@ impl<'a> GemmTask<'a> {
             m,
             n,
             k,
+            whole_k: k,
             alpha: 1.0,
             beta: 0.0,
             a,
