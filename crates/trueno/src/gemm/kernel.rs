@@ -6,7 +6,7 @@
 //! (`small.rs`).
 
 use super::blocking::{Blocking, CacheSizes};
-use super::micro::{APanel, BPanel, CTilePrefetch, micro_tile};
+use super::micro::{APanel, BPanel, LinePrefetch, micro_tile};
 use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
@@ -429,22 +429,24 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
         // The first tile packs the panel where `b_fill` says so; the rest read it.
         let first = match b_fill(jr) {
             Some((src, dst)) => {
-                one_tile::<S, MR, NV, true>(s, t, blk, a_panel(0), src, at(0), dst);
+                one_tile::<S, MR, NV, true>(s, t, blk, a_panel(0), src, at(0), dst, None);
                 1
             }
             None => 0,
         };
         let b = b_panel(jr);
         for ir in first..mc.div_ceil(MR) {
-            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut []);
+            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], None);
         }
     }
 }
 
 /// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
-/// as in `micro_tile`. A last row panel of at most `EDGE_ROWS` rows runs the
-/// `EDGE_ROWS`-row tile instead of MR rows of which the repeated ones are thrown away.
+/// as in `micro_tile`; `next`, lines its k steps ask into L1 where C's are not. A last
+/// row panel of at most `EDGE_ROWS` rows runs the `EDGE_ROWS`-row tile instead of MR
+/// rows of which the repeated ones are thrown away.
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     s: S,
     t: &GemmTask,
@@ -453,16 +455,20 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     b: BPanel,
     (r, c): (usize, usize),
     pack: &mut [f32],
+    next: Option<LinePrefetch>,
 ) {
     if !PACK && MR > EDGE_ROWS && t.m - r <= EDGE_ROWS {
         // `a` may hold more rows than the edge tile (a packed panel of this tile: element
         // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
-        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut []);
+        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], next);
     }
     let nr = NV * S::LANES;
     let tile = t.c.at(r, c);
     let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
-    let pf = blk.prefetch_c.then(|| CTilePrefetch::new(tile, rows, cols));
+    let pf = match blk.prefetch_c {
+        true => Some(LinePrefetch::c_tile(tile, rows, cols, nr)),
+        false => next,
+    };
     let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
@@ -472,6 +478,8 @@ const EDGE_ROWS: usize = 4;
 
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
 /// panels, in L2, pass it), B panels inside; for an A read in place that is read once.
+/// Each tile also asks a share of the next A panel's rows into L1 over its k steps
+/// (`next_a_rows`).
 #[inline(always)]
 fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
     s: S,
@@ -483,13 +491,40 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
     (jc, nc): (usize, usize),
 ) {
     let nr = NV * S::LANES;
-    for ir in 0..mc.div_ceil(MR) {
+    let (panels, b_panels) = (mc.div_ceil(MR), nc.div_ceil(nr));
+    let fetch_next = MR.div_ceil(b_panels) <= NEXT_A_ROWS_A_TILE;
+    for ir in 0..panels {
         let apan = a_panel(ir);
-        for jr in 0..nc.div_ceil(nr) {
+        let next = (fetch_next && ir + 1 < panels).then(|| a_panel(ir + 1));
+        for jr in 0..b_panels {
             let at = (ic + ir * MR, jc + jr * nr);
-            one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut []);
+            let fetch = next.and_then(|a| next_a_rows(a, (jr, b_panels), blk.kc));
+            one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut [], fetch);
         }
     }
+}
+
+/// Rows of the next A panel one tile of `sweep_a_outer` asks into L1, at most.
+const NEXT_A_ROWS_A_TILE: usize = 2;
+
+/// The rows of the A panel `a` (read in place, rows `rs` apart) that tile `jr` of
+/// `b_panels` asks into L1 while it runs: the panel's rows split evenly over the tiles
+/// before it is needed. The hardware prefetchers see each row of an A from memory as a
+/// short stream (KC floats) that starts anew for every panel, and the first tile of each
+/// panel waited on them. Zen 4 VM (AVX-512, 8x32: four B panels, two rows a tile), one
+/// thread, alternated four times against faer, `x·Wᵀ`: 128x4096x4096 0.96-0.97x ->
+/// 0.99-1.01x, 128x4096x11008 0.96-0.98x -> 0.98-1.00x, 128x11008x4096 0.99-1.00x ->
+/// 1.01-1.04x (two threads, twice: within the noise, 0.95-1.04x both ways);
+/// the 6x16 tile forced (three or four B panels): 48x4096x11008 0.90-0.93x -> 0.99-1.00x,
+/// 64 rows within 1%. Three rows a tile or more (96 rows, 32, 64 on the 8x32 tile: up to
+/// 328 lines asked over 80 slots, a next panel as big as the one L1 must keep) lost
+/// 3-20%, so those tiles ask for nothing (`NEXT_A_ROWS_A_TILE`).
+#[inline(always)]
+fn next_a_rows(a: APanel, (jr, b_panels): (usize, usize), kc: usize) -> Option<LinePrefetch> {
+    let (r0, r1) = (a.rows * jr / b_panels, a.rows * (jr + 1) / b_panels);
+    // A packed panel (cs = MR) sits in L2 already; an empty share asks for nothing.
+    (a.cs == 1 && r1 > r0)
+        .then(|| LinePrefetch::rows(a.data[r0 * a.rs..].as_ptr(), a.rs, r1 - r0, kc))
 }
 
 /// The ir-th MR-row panel of a packed A block (zero-padded, so all MR rows are valid).

@@ -28,45 +28,67 @@ pub(super) struct BPanel<'a> {
 /// k steps between two prefetches of the C tile's lines.
 const PREFETCH_SPACING: usize = 8;
 
-/// The cache lines of one row-major C tile, asked for one every `PREFETCH_SPACING` k
-/// steps of the micro-kernel that will update it, so the update finds them in L1.
-/// Asked for all at once before the loop (MR x 3 lines from L3 at 1024^3), they held the
-/// line-fill buffers the loop's own loads of A wait on: on the Emerald Rapids VM a tenth
-/// of the samples at 1024^3 sat on that burst, and spreading it took 1024^3-2048^3 from
-/// 0.83-1.01x faer to 1.00-1.30x in the same alternation (no prefetch at all:
-/// 0.85-0.92x). A C that fits L2 is not prefetched (`Block::prefetch_c`).
+/// Lines asked into L1 one every `PREFETCH_SPACING` k steps of a micro-kernel call: the
+/// C tile it will update, or a share of the next A panel (`LinePrefetch::rows`).
+/// The C tile's lines asked for all at once before the loop (MR x 3 lines from L3 at
+/// 1024^3) held the line-fill buffers the loop's own loads of A wait on: on the Emerald
+/// Rapids VM a tenth of the samples at 1024^3 sat on that burst, and spreading it took
+/// 1024^3-2048^3 from 0.83-1.01x faer to 1.00-1.30x in the same alternation (no prefetch
+/// at all: 0.85-0.92x). A C that fits L2 is not prefetched (`Block::prefetch_c`).
 #[derive(Clone, Copy)]
-pub(super) struct CTilePrefetch {
+pub(super) struct LinePrefetch {
     first: *const i8,
     /// Bytes between rows.
     stride: usize,
     rows: usize,
     /// Offset of a row's last byte.
     last: usize,
+    /// Lines asked for a row: its first byte, each 64 bytes after, its last byte.
+    per_row: usize,
 }
 
-impl CTilePrefetch {
-    /// The `rows x cols` tile at `c` (not transposed).
+impl LinePrefetch {
+    /// The `rows x cols` tile at `c` (not transposed) of an `nr`-wide micro-kernel.
     #[inline(always)]
-    pub fn new(c: CPtr, rows: usize, cols: usize) -> Self {
-        CTilePrefetch {
+    pub fn c_tile(c: CPtr, rows: usize, cols: usize, nr: usize) -> Self {
+        LinePrefetch {
             first: c.ptr as *const i8,
             stride: c.stride * 4,
             rows,
             last: cols.max(1) * 4 - 1,
+            per_row: nr * 4 / 64 + 1,
         }
     }
 
-    /// Line `q` of the tile's `rows * per_row` (a row's first byte, each 64 bytes after,
-    /// its last byte: a fixed count a row whatever its alignment, so no loop over it).
+    /// `rows` runs of `len` floats from `first`, `stride` floats apart.
     #[inline(always)]
-    fn fetch(self, q: usize, per_row: usize) {
-        let (row, line) = (q / per_row, q % per_row);
+    pub fn rows(first: *const f32, stride: usize, rows: usize, len: usize) -> Self {
+        LinePrefetch {
+            first: first as *const i8,
+            stride: stride * 4,
+            rows,
+            last: len.max(1) * 4 - 1,
+            per_row: len * 4 / 64 + 1,
+        }
+    }
+
+    /// Lines asked for in all.
+    #[inline(always)]
+    fn lines(self) -> usize {
+        self.rows * self.per_row
+    }
+
+    /// Line `q` of `lines()` (a row's first byte, each 64 bytes after, its last byte: a
+    /// fixed count a row whatever its alignment, so no loop over it).
+    #[inline(always)]
+    fn fetch(self, q: usize) {
+        let (row, line) = (q / self.per_row, q % self.per_row);
         let at = self
             .first
             .wrapping_add(row * self.stride + (line * 64).min(self.last));
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch is a hint that never faults; the address is in the tile's row.
+        // SAFETY: prefetch is a hint that never faults; `wrapping_add` makes no claim on
+        // the address.
         unsafe {
             use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
             _mm_prefetch::<_MM_HINT_T0>(at)
@@ -90,7 +112,7 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: 
     kc: usize,
     a: APanel,
     b: BPanel,
-    c: Option<CTilePrefetch>,
+    c: Option<LinePrefetch>,
     pack: &mut [f32],
 ) -> [[S::V; NV]; MR] {
     let out = match PACK {
@@ -108,7 +130,7 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     kc: usize,
     a: APanel,
     b: BPanel,
-    c: Option<CTilePrefetch>,
+    c: Option<LinePrefetch>,
     out: *mut f32,
 ) -> [[S::V; NV]; MR] {
     let nr = NV * S::LANES;
@@ -133,18 +155,17 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         }
         return acc;
     };
-    let per_row = nr * 4 / 64 + 1;
-    let lines = c.rows.min(MR) * per_row;
+    let lines = c.lines();
     let slots = kc.div_ceil(PREFETCH_SPACING);
     // Lines the loop cannot carry (a short k block) go out before it.
-    (slots..lines).for_each(|q| c.fetch(q, per_row));
+    (slots..lines).for_each(|q| c.fetch(q));
     // One loop that asks for a line every PREFETCH_SPACING steps. Not a loop of 8-step
     // chunks: LLVM unrolled those and moved B's loads ahead, and in the out-of-line sweep
     // (`kernel::Sweep`) the allocator then kept accumulators and B vectors on the stack
     // (Zen 3 VM, 1024x64x1024's 4x16 tiles: 1.13-1.15x faer, one loop 1.25-1.28x).
     for p in 0..kc {
         if p % PREFETCH_SPACING == 0 && p / PREFETCH_SPACING < lines {
-            c.fetch(p / PREFETCH_SPACING, per_row);
+            c.fetch(p / PREFETCH_SPACING);
         }
         k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
     }
