@@ -155,8 +155,9 @@ impl<'a> Stream<Recording<'a>> {
     /// [`Self::qgemv_q8k_batch`] on the kernel `path` names: batches of at least
     /// [`crate::kernels::qgemv_q4k_mma::mma_from_vectors`] vectors take the integer tensor
     /// cores by default ([`BatchPath::Auto`]), in the narrowest kernel that holds them
-    /// (8, 16 or 32 vectors); [`BatchPath::Dp4a`] (up to [`MAX_BATCH`], 8 vectors) and
-    /// [`BatchPath::TensorCores`] force one kernel (for comparisons and tests).
+    /// (8, 16 or 32 vectors); [`BatchPath::Dp4a`] (up to [`MAX_BATCH`], 8 vectors),
+    /// [`BatchPath::TensorCores`] and [`BatchPath::TensorCoresStaged`] force one kernel
+    /// (for comparisons and tests).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
@@ -193,7 +194,9 @@ impl<'a> Stream<Recording<'a>> {
     ) -> Result<()> {
         let most = match path {
             BatchPath::Dp4a => MAX_BATCH,
-            BatchPath::Auto | BatchPath::TensorCores => MMA_MAX_BATCH,
+            BatchPath::Auto | BatchPath::TensorCores | BatchPath::TensorCoresStaged => {
+                MMA_MAX_BATCH
+            }
         };
         let too_many = vectors
             .checked_mul(w.rows().max(w.cols()))

@@ -13,7 +13,9 @@ use trueno_gpu::driver::{Context, Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
-use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
+use trueno_gpu::kernels::qgemv_q4k_mma::{
+    ActLoads, BatchPath, DIRECT_UP_TO, QgemvQ8kMmaKernel, VectorTiles,
+};
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -297,7 +299,8 @@ fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
     // super-blocks fewer than the block's eight warps (1, 3) and ragged among them (9,
     // 16 + 1), every batch size 1-8 (the missing columns of the eight-column product)
     // beside the dp4a kernel on the same data, and the 16- and 32-vector kernels full
-    // and ragged (9, 16, 17, 31, 32 vectors).
+    // and ragged (9, 16, 17, 31, 32 vectors); Q4_K's and Q5_K's staged eight-vector
+    // kernel also at one to three vectors.
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x1ab5);
     let mut shapes = vec![(5, 256), (16, 3 * 256), (17, 9 * 256), (48, 17 * 256)];
@@ -320,7 +323,14 @@ fn batches_on_the_tensor_cores_match_the_reference_for_each_vector() {
             let xd = ctx.upload(&x).unwrap();
             let q = ctx.alloc_q8k(vectors * cols).unwrap();
             let paths = [BatchPath::TensorCores, BatchPath::Auto, BatchPath::Dp4a];
-            for path in paths.into_iter().take(if vectors > 8 { 2 } else { 3 }) {
+            let mut paths = paths[..if vectors > 8 { 2 } else { 3 }].to_vec();
+            // The staged eight-vector kernel below four vectors, where Q4_K and Q5_K
+            // otherwise run the direct one.
+            let direct = QgemvQ8kMmaKernel(f, VectorTiles::One, ActLoads::Direct).direct();
+            if direct && vectors <= DIRECT_UP_TO {
+                paths.push(BatchPath::TensorCoresStaged);
+            }
+            for path in paths {
                 let mut yd = poisoned(&ctx, vectors * rows);
                 let mut s = ctx.stream().unwrap().record();
                 s.quantize_q8k(&xd, &q).unwrap();

@@ -208,6 +208,11 @@ pub enum BatchPath {
     Dp4a,
     /// The integer tensor cores ([`QgemvQ8kMmaKernel`]), every format.
     TensorCores,
+    /// The integer tensor cores with the activations staged in shared memory at every
+    /// batch size ([`ActLoads::Staged`]): what `TensorCores` runs from
+    /// [`DIRECT_UP_TO`]` + 1` vectors, here also below (Q4_K and Q5_K; the other formats
+    /// always stage). For comparisons and tests.
+    TensorCoresStaged,
 }
 
 /// The fewest vectors of format `f` [`BatchPath::Auto`] gives the tensor cores: where
@@ -251,17 +256,20 @@ impl BatchPath {
     /// assert_eq!(k.name(), "trueno_qgemv_q8_0_q8k_batch");
     /// let k = BatchPath::Auto.kernel(QuantFormat::Q6K, 12);
     /// assert_eq!(k.name(), "trueno_qgemv_q6_k_q8k_mma16");
+    /// let k = BatchPath::TensorCoresStaged.kernel(QuantFormat::Q4K, 2);
+    /// assert_eq!(k.name(), "trueno_qgemv_q4_k_q8k_mma_staged");
     /// ```
     pub fn kernel(self, f: QuantFormat, vectors: usize) -> Box<dyn Kernel> {
         let mma = match self {
             BatchPath::Auto => vectors >= mma_from_vectors(f),
             BatchPath::Dp4a => false,
-            BatchPath::TensorCores => true,
+            BatchPath::TensorCores | BatchPath::TensorCoresStaged => true,
         };
         match mma {
             true => {
                 let tiles = VectorTiles::for_vectors(vectors).unwrap_or(VectorTiles::Four);
-                let act = match vectors <= DIRECT_UP_TO {
+                let direct = vectors <= DIRECT_UP_TO && self != BatchPath::TensorCoresStaged;
+                let act = match direct {
                     true => ActLoads::Direct,
                     false => ActLoads::Staged,
                 };
