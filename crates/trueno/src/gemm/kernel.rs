@@ -6,7 +6,7 @@
 //! (`small.rs`).
 
 use super::blocking::{Blocking, CacheSizes};
-use super::micro::{APanel, BPanel, LinePrefetch, micro_tile};
+use super::micro::{APanel, BPanel, LinePrefetch, micro_tile, rows_to_l2};
 use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
@@ -86,11 +86,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
         for pc in (0..t.k).step_by(kc_max) {
             let kc = kc_max.min(t.k - pc);
             let beta = if pc == 0 { t.beta } else { 1.0 };
-            let block = Block {
-                kc,
-                beta,
-                prefetch_c,
-            };
             // When A is one block, operands that suit it are read in place (see
             // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
             // otherwise packed whole, KC x NC, reading each of its rows once.
@@ -99,6 +94,14 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 nc / nr
             } else {
                 0
+            };
+            let block = Block {
+                kc,
+                beta,
+                prefetch_c,
+                next_b_to_l2: b_direct > 1
+                    && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
+                    && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
             };
             // Whole panels of a row-major B, packed by the first micro-kernel call that
             // reads them (see `sweep`).
@@ -339,8 +342,14 @@ fn b_in_place(tb: bool, (ldb, k): (usize, usize), kc: usize, nr: usize, c: Cache
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
     let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
-    let from_memory = k * row_bytes > c.l3 && phases == 1 && row_bytes <= 32 << 10;
+    let from_memory = b_in_place_from_memory(tb, (ldb, k), c);
     !tb && (fits_l1 || from_memory || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
+}
+
+/// `b_in_place`'s last case: a row-major B past L3 in rows of whole pages up to 32 KiB.
+fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: CacheSizes) -> bool {
+    let row_bytes = ldb * 4;
+    !tb && k * row_bytes > c.l3 && row_bytes.is_multiple_of(4096) && row_bytes <= 32 << 10
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -353,6 +362,16 @@ struct Block {
     kc: usize,
     beta: f32,
     prefetch_c: bool,
+    /// Whether each tile of a B panel read in place from memory first asks L2 for its
+    /// share of the next panel's rows (`sweep`): that panel's KC rows are far apart
+    /// (a row a page or more), so no hardware prefetcher runs ahead of its first tile.
+    /// Zen 4 VM, against faer, four rounds alternated with it off: one thread
+    /// 128x4096x4096 0.95-0.97x -> 0.99-1.01x, 128x4096x11008 1.01x -> 1.03-1.07x
+    /// (102-104 -> 104-108 GFLOP/s); two threads, trueno's GFLOP/s (faer's drifted by
+    /// 5% between rounds) 128x4096x4096 196-199 -> 199-209, 128x4096x11008 200-205 ->
+    /// 205-209; 32-64 rows within the noise both ways. Under `NEXT_B_MIN_A_PANELS` A
+    /// panels each tile would ask for a quarter of the panel or more at once.
+    next_b_to_l2: bool,
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
@@ -424,7 +443,8 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     (jc, nc): (usize, usize),
 ) {
     let nr = NV * S::LANES;
-    for jr in 0..nc.div_ceil(nr) {
+    let b_panels = nc.div_ceil(nr);
+    for jr in 0..b_panels {
         let at = |ir: usize| (ic + ir * MR, jc + jr * nr);
         // The first tile packs the panel where `b_fill` says so; the rest read it.
         let first = match b_fill(jr) {
@@ -435,7 +455,13 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
             None => 0,
         };
         let b = b_panel(jr);
-        for ir in first..mc.div_ceil(MR) {
+        let panels = mc.div_ceil(MR);
+        let next = (blk.next_b_to_l2 && jr + 1 < b_panels).then(|| b_panel(jr + 1));
+        for ir in first..panels {
+            if let Some(nb) = next {
+                let rows = (blk.kc * ir / panels)..(blk.kc * (ir + 1) / panels);
+                rows_to_l2(nb.data.as_ptr(), nb.stride, rows, nr);
+            }
             one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], None);
         }
     }
@@ -503,6 +529,9 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
         }
     }
 }
+
+/// The fewest A panels over which `sweep` spreads asking L2 for the next B panel.
+const NEXT_B_MIN_A_PANELS: usize = 4;
 
 /// Rows of the next A panel one tile of `sweep_a_outer` asks into L1, at most.
 const NEXT_A_ROWS_A_TILE: usize = 2;

@@ -98,6 +98,31 @@ impl LinePrefetch {
     }
 }
 
+/// Asks L2 for rows `rows` (each `len` floats from `first + row * stride`), every line of
+/// them at once.
+#[inline(always)]
+pub(super) fn rows_to_l2(
+    first: *const f32,
+    stride: usize,
+    rows: std::ops::Range<usize>,
+    len: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    for r in rows {
+        let row = first.wrapping_add(r * stride) as *const i8;
+        for line in 0..(len * 4).div_ceil(64) {
+            // SAFETY: prefetch is a hint that never faults; `wrapping_add` makes no claim
+            // on the address.
+            unsafe {
+                use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+                _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(line * 64))
+            };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (first, stride, rows, len);
+}
+
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
 /// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile.
 /// With `PACK`, B's rows are also stored as they are loaded into `pack` (a packed KC x NR
