@@ -182,12 +182,18 @@ fn a_b_from_memory_in_page_long_rows_read_in_place_matches_the_reference_on_ever
     // A row-major B past L3 whose rows are one 4 KiB page (1024 floats) is read in place
     // by a one-block A (`b_in_place`), depth sized from the detected L3 so every machine
     // runs it; k past one KC block, a ragged A, beta 0 over NaN and beta != 0; 37 rows
-    // (four A panels or more on every ISA) ask L2 for the next B panel as they go.
+    // (four A panels or more on every ISA) ask L2 for the next B panel as they go; rows
+    // of 1040 floats, whole lines off the page grid, likewise.
     let l3 = trueno::gemm::CacheSizes::detect().l3;
-    let k = l3 / 4096 + 9;
+    let (k, k_off_grid) = (l3 / 4096 + 9, l3 / 4160 + 9);
     check_row_major(
         53,
-        &[(7, 1024, k, 0), (3, 1024, k, 0), (37, 1024, k, 0)],
+        &[
+            (7, 1024, k, 0),
+            (3, 1024, k, 0),
+            (37, 1024, k, 0),
+            (37, 1040, k_off_grid, 0),
+        ],
         "B from memory in place",
     );
 }

@@ -321,21 +321,32 @@ fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 ///
 /// And a B from memory (all `k` rows of the whole product past L3: a range of k that
 /// `run_split_k` gives a thread is judged by the whole B, which streams from memory even
-/// where the range alone would fit) whose rows are a whole number of 4 KiB
-/// pages, up to 32 KiB: a prefill's projection of 8-128 tokens. Packing it read KC rows
-/// that all start at one offset in their pages, so share L1's sets (on the Zen 3 VM such
-/// a pack moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for
-/// the first A panel. Zen 4 VM, one thread, against faer, the rule off and on in one
-/// binary, alternated: 32x4096x4096 0.87x -> 0.89-1.03x, 64x4096x4096 0.73-0.81x ->
-/// 0.97-0.98x, 128x4096x11008 0.87-0.94x -> 0.97-0.99x,
-/// 32x6144x4096 0.70-0.73x -> 1.02-1.03x, 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two
-/// threads: 128x4096x11008 161 -> 180 GFLOP/s, 64x4096x4096 128 -> 145; judged by the
-/// whole B rather than each thread's range, two threads against faer, alternated twice:
-/// 16x4096x4096 0.71-0.76x -> 0.97-1.01x, 32x4096x4096 0.74-0.76x -> 0.98-0.99x,
-/// 64x4096x4096 0.78-0.79x -> 0.96x, 128x4096x4096 0.90-0.91x -> 0.98x). Rows of 64 KiB
-/// and more (32x16384x4096 0.95x -> 0.77x, 96x16384x1024 0.90x -> 0.75x) and rows off
-/// the page grid (64x5000x5000 0.84x -> 0.70x) ran slower in place, and so did a B that
-/// L3 holds (32x2048x2048).
+/// where the range alone would fit): a prefill's projection of 8-128 tokens. Packing its
+/// KC rows, far apart, ran at a fraction of the memory's rate (rows a page apart all
+/// start at one offset in their pages and share L1's sets: on the Zen 3 VM such a pack
+/// moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for the
+/// first A panel (`Block::next_b_to_l2` asks for the next one ahead). Only rows of whole
+/// cache lines (a 32-float panel row is then two lines, not three) that start at four or
+/// more offsets within 64 KiB, or of at most 32 KiB (`b_in_place_from_memory`). Zen 4
+/// VM, one thread, against faer, the rule off and on in one binary, alternated:
+/// 32x4096x4096 0.87x -> 0.89-1.03x, 64x4096x4096 0.73-0.81x -> 0.97-0.98x,
+/// 128x4096x11008 0.87-0.94x -> 0.97-0.99x, 32x6144x4096 0.70-0.73x -> 1.02-1.03x,
+/// 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two threads: 128x4096x11008 161 -> 180
+/// GFLOP/s, 64x4096x4096 128 -> 145; judged by the whole B rather than each thread's
+/// range, two threads against faer, alternated twice: 16x4096x4096 0.71-0.76x ->
+/// 0.97-1.01x, 32x4096x4096 0.74-0.76x -> 0.98-0.99x, 64x4096x4096 0.78-0.79x -> 0.96x,
+/// 128x4096x4096 0.90-0.91x -> 0.98x). Rows off the page grid, two rounds: an LLM's
+/// up projection 128x11008x4096 (43 KiB rows) 0.92-0.95x -> 1.01-1.03x (two threads
+/// 0.90x -> 1.03x), 32x11008x4096 0.88-0.92x -> 1.02-1.05x (two threads 0.87-0.90x ->
+/// 1.07-1.09x), 128x14336x4096 0.91-0.93x -> 0.98x (0.88-0.92x -> 0.99-1.02x),
+/// 128x13824x5120 0.92x -> 1.00-1.02x, 128x12288x4096 0.93x -> 0.98x, 128x20480x2048
+/// 0.90-0.94x -> 0.96-0.97x, 128x28672x1024 0.90-0.91x -> 0.97-0.98x. Slower in place,
+/// so packed: rows that are not whole lines (64x5000x5000 0.84x -> 0.75-0.77x,
+/// 128x11000x4096 0.91-0.94x -> 0.84x), rows of 64 KiB multiples or 96 KiB
+/// (128x16384x2048 0.92-0.97x -> 0.80-0.83x, 128x32768x1024 0.91-0.96x -> 0.76-0.77x,
+/// 128x24576x1024 0.89-0.96x -> 0.80-0.82x, 32x16384x4096 0.92-0.95x -> 0.85x), and a B
+/// that L3 holds (32x2048x2048). 32 KiB rows stay in place, a mixed case: 8-64 rows
+/// 0.82-1.02x packed -> 0.86-1.25x, 128x8192x4096 0.90x -> 0.85x.
 #[inline(always)]
 fn b_in_place(tb: bool, (ldb, k): (usize, usize), kc: usize, nr: usize, c: CacheSizes) -> bool {
     let row_bytes = ldb * 4;
@@ -346,10 +357,14 @@ fn b_in_place(tb: bool, (ldb, k): (usize, usize), kc: usize, nr: usize, c: Cache
     !tb && (fits_l1 || from_memory || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
 }
 
-/// `b_in_place`'s last case: a row-major B past L3 in rows of whole pages up to 32 KiB.
+/// `b_in_place`'s last case: a row-major B past L3 whose rows are whole cache lines and
+/// start at four or more offsets within 64 KiB, or are at most 32 KiB.
 fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: CacheSizes) -> bool {
     let row_bytes = ldb * 4;
-    !tb && k * row_bytes > c.l3 && row_bytes.is_multiple_of(4096) && row_bytes <= 32 << 10
+    // Distinct offsets within 64 KiB that the rows start at.
+    let spread = 65536 >> row_bytes.trailing_zeros().min(16);
+    let lines = row_bytes.is_multiple_of(64);
+    !tb && k * row_bytes > c.l3 && lines && (spread >= 4 || row_bytes <= 32 << 10)
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -620,16 +635,23 @@ mod tests {
         for n in [256, 512, 1024] {
             assert!(!b_in_place(false, (n, n), 256, 32, rapids), "{n}");
         }
-        // A B from memory (past L3) in rows of whole pages up to 32 KiB: in place (a
-        // prefill's 32x4096x4096, 128x4096x11008 on Zen 4); not where L3 holds it, not
-        // in 64 KiB rows, not in rows off the page grid, at any depth a block takes.
+        // A B from memory (past L3) in rows of whole lines that start at four or more
+        // offsets within 64 KiB, or of up to 32 KiB: in place (a prefill's 32x4096x4096,
+        // 128x4096x11008, 128x11008x4096, 128x14336x4096 on Zen 4); not where L3 holds
+        // it, not in rows of 64 KiB multiples or 96 KiB (two offsets), not in rows of
+        // part lines, at any depth a block takes.
         for kc in [256, 512] {
             assert!(b_in_place(false, (4096, 4096), kc, 32, zen4));
             assert!(b_in_place(false, (4096, 11008), kc, 32, zen4));
+            assert!(b_in_place(false, (11008, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (14336, 4096), kc, 32, zen4));
             assert!(b_in_place(false, (6144, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (8192, 4096), kc, 32, zen4));
             assert!(!b_in_place(false, (2048, 2048), kc, 32, zen4));
             assert!(!b_in_place(false, (16384, 4096), kc, 32, zen4));
+            assert!(!b_in_place(false, (24576, 1024), kc, 32, zen4));
             assert!(!b_in_place(false, (5000, 5000), kc, 32, zen4));
+            assert!(!b_in_place(false, (11000, 4096), kc, 32, zen4));
             // Emerald Rapids' 260 MiB L3 holds a 180 MiB B.
             assert!(!b_in_place(false, (4096, 11008), kc, 32, rapids));
         }
