@@ -12,7 +12,8 @@ use faer::{Accum, Mat, Par};
 use trueno::{Matrix, Transpose};
 use trueno_bench::read_rate::{sum_rows_interleaved, sum_rows_interleaved_par};
 
-/// (m, n, k, label, B stored n x k and used transposed)
+/// (m, n, k, label, B stored n x k and used transposed). Labels are m x k x n, as the
+/// issue names the LLM shapes: "128x4096x11008" is 128 tokens times a 4096 x 11008 W.
 fn shapes() -> Vec<(usize, usize, usize, String, bool)> {
     let mut v: Vec<_> = [16, 32, 64, 128, 256, 512, 1024, 2048]
         .iter()

@@ -129,7 +129,7 @@ fn main() {
         "FMA peak measured in the same run: {p1:.1} GFLOP/s on one thread, {pall:.1} on {threads}.\n"
     );
     println!(
-        "| shape (m x n x k) | trueno 1t | ndarray 1t | faer 1t | vs ndarray | vs faer 1t | % of 1-core peak | trueno {threads}t | faer {threads}t | vs faer {threads}t | {threads}t / 1t |"
+        "| shape (m x k x n) | trueno 1t | ndarray 1t | faer 1t | vs ndarray | vs faer 1t | % of 1-core peak | trueno {threads}t | faer {threads}t | vs faer {threads}t | {threads}t / 1t |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let shapes = [
