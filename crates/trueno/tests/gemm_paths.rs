@@ -3,8 +3,9 @@
 //! (in cache, and streaming from memory with the thin tile),
 //! thin products wider than their packed B block, a C whose tiles are prefetched and an A
 //! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
-//! them, a B from memory read in place (on one thread and split over k), an A a few rows past its block height, and thin
-//! products split over the inner dimension across threads.
+//! them, a B from memory read in place (on one thread and split over k), an A a few rows
+//! past its block height, and thin products split over the inner dimension across
+//! threads.
 
 mod common;
 

@@ -86,16 +86,24 @@ impl LinePrefetch {
         let at = self
             .first
             .wrapping_add(row * self.stride + (line * 64).min(self.last));
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: prefetch is a hint that never faults; `wrapping_add` makes no claim on
-        // the address.
-        unsafe {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            _mm_prefetch::<_MM_HINT_T0>(at)
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
+        prefetch_line::<false>(at);
     }
+}
+
+/// Asks for the line holding `at`: into L1, or only into L2 (`TO_L2`); nothing off x86-64.
+#[inline(always)]
+fn prefetch_line<const TO_L2: bool>(at: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint that never faults, whatever the address.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _MM_HINT_T1, _mm_prefetch};
+        match TO_L2 {
+            true => _mm_prefetch::<_MM_HINT_T1>(at),
+            false => _mm_prefetch::<_MM_HINT_T0>(at),
+        }
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
 }
 
 /// Asks L2 for rows `rows` (each `len` floats from `first + row * stride`), every line of
@@ -107,20 +115,12 @@ pub(super) fn rows_to_l2(
     rows: std::ops::Range<usize>,
     len: usize,
 ) {
-    #[cfg(target_arch = "x86_64")]
     for r in rows {
         let row = first.wrapping_add(r * stride) as *const i8;
         for line in 0..(len * 4).div_ceil(64) {
-            // SAFETY: prefetch is a hint that never faults; `wrapping_add` makes no claim
-            // on the address.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(line * 64))
-            };
+            prefetch_line::<true>(row.wrapping_add(line * 64));
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (first, stride, rows, len);
 }
 
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of

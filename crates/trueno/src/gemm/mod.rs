@@ -6,6 +6,7 @@ pub(crate) mod api;
 mod batched;
 pub(crate) mod blocking;
 mod gemv;
+mod in_place;
 mod kernel;
 mod micro;
 mod pack;

@@ -1,0 +1,157 @@
+//! Which operands the packed loops read where they lie instead of packing them: a
+//! one-block A (`a_in_place`), B's panels within L1's or L2's reach or streaming from
+//! memory (`b_in_place`), and B's panels packed by the micro-kernel's first pass over
+//! them rather than a pass of their own (`fuse_b`). Each rule carries the measurements
+//! that set it.
+
+use super::blocking::CacheSizes;
+use super::task::GemmTask;
+
+/// Whether the micro-kernel reads a one-block A in place instead of packing it: only a
+/// row-major A (a transposed one would step a whole row per k), and only when its MR rows
+/// spread over L1's sets. Rows 4 KiB apart (lda a multiple of 1024) all land in one set,
+/// so eight of them evict the B panel that must stay in L1; rows 1 KiB apart share a set
+/// two by two, which still fits. Packing costs a pass over A that only n/NR panels
+/// amortise: measured at 64-256 it was 6-10% of the product. Rows more than a page apart
+/// are packed all the same: each row of a panel is then a stream in a page of its own,
+/// and the block spans a page per row. Packed, 128x4096x11008 ran 1.14-1.16x faster,
+/// 64x4096x4000 and 128x1024x3000 1.03-1.26x, 256x2048x1500 0.98-1.00x (Emerald Rapids
+/// VM, both alternated in one process, two runs).
+#[inline(always)]
+pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
+    let row_bytes = t.lda * 4;
+    // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets x 64-byte lines).
+    let phases = 4096 >> row_bytes.trailing_zeros().min(12);
+    !t.ta && 2 * phases >= mr && row_bytes <= 4096
+}
+
+/// Whether B's whole panels are packed by the first micro-kernel call that reads them
+/// (its B loads stored on to the packed panel, `micro_tile`'s `pack`) instead of in a
+/// pass of their own: the copy then overlaps that call's FMAs. Only for a row-major B
+/// within L2, whose strided rows the call reads from cache; from memory (a layer's
+/// weights) each k step would wait on two new lines, where the pass reads whole rows in
+/// page streams. Zen 5 VM, one thread, against faer, alternated twice with the pass:
+/// 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x, 384^3-512^3 within
+/// 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
+pub(super) fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
+    !t.tb && t.k * t.n * 4 <= c.l2
+}
+
+/// Whether a one-block product reads B's micro-panels in place instead of packing them:
+/// only a row-major B (`tb` false, rows `ldb` floats apart) whose KC rows spread over
+/// L1's sets (at most four rows per 4 KiB offset, so the panel the kernel re-reads for
+/// every A panel stays in L1) and span at most 64 KiB (sixteen pages). That is the small
+/// products (64^3: a 16 KiB B), where a packing pass was 9% of the time. Or, where L1
+/// cannot keep even a packed KC x NR panel (32 x 256 is all of a 32 KiB L1), one
+/// whose KC rows, gaps included, fit in half of L2: the kernel reads the panel from L2
+/// packed or not, so the pass buys nothing (Zen 4 VM, 128^3-256^3: 0.95x -> 0.97-0.98x
+/// faer). Where L1 keeps the packed panel, reading a strided one in place evicts it (its
+/// rows share L1's sets): on the Emerald Rapids VM (48 KiB L1) 256^3-1024^3 ran
+/// 0.58-0.85x faer in place against 0.88-1.07x packed.
+///
+/// And a B from memory (all `k` rows of the whole product past L3: a range of k that
+/// `run_split_k` gives a thread is judged by the whole B, which streams from memory even
+/// where the range alone would fit): a prefill's projection of 8-128 tokens. Packing its
+/// KC rows, far apart, ran at a fraction of the memory's rate (rows a page apart all
+/// start at one offset in their pages and share L1's sets: on the Zen 3 VM such a pack
+/// moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for the
+/// first A panel (`Block::next_b_to_l2` asks for the next one ahead). Only rows of whole
+/// cache lines (a 32-float panel row is then two lines, not three) that start at four or
+/// more offsets within 64 KiB, or of at most 32 KiB (`b_in_place_from_memory`). Zen 4
+/// VM, one thread, against faer, the rule off and on in one binary, alternated:
+/// 32x4096x4096 0.87x -> 0.89-1.03x, 64x4096x4096 0.73-0.81x -> 0.97-0.98x,
+/// 128x4096x11008 0.87-0.94x -> 0.97-0.99x, 32x6144x4096 0.70-0.73x -> 1.02-1.03x,
+/// 8x8192x8192 0.80-1.04x -> 1.23-1.24x (two threads: 128x4096x11008 161 -> 180
+/// GFLOP/s, 64x4096x4096 128 -> 145; judged by the whole B rather than each thread's
+/// range, two threads against faer, alternated twice: 16x4096x4096 0.71-0.76x ->
+/// 0.97-1.01x, 32x4096x4096 0.74-0.76x -> 0.98-0.99x, 64x4096x4096 0.78-0.79x -> 0.96x,
+/// 128x4096x4096 0.90-0.91x -> 0.98x). Rows off the page grid, two rounds: an LLM's
+/// up projection 128x11008x4096 (43 KiB rows) 0.92-0.95x -> 1.01-1.03x (two threads
+/// 0.90x -> 1.03x), 32x11008x4096 0.88-0.92x -> 1.02-1.05x (two threads 0.87-0.90x ->
+/// 1.07-1.09x), 128x14336x4096 0.91-0.93x -> 0.98x (0.88-0.92x -> 0.99-1.02x),
+/// 128x13824x5120 0.92x -> 1.00-1.02x, 128x12288x4096 0.93x -> 0.98x, 128x20480x2048
+/// 0.90-0.94x -> 0.96-0.97x, 128x28672x1024 0.90-0.91x -> 0.97-0.98x. Slower in place,
+/// so packed: rows that are not whole lines (64x5000x5000 0.84x -> 0.75-0.77x,
+/// 128x11000x4096 0.91-0.94x -> 0.84x), rows of 64 KiB multiples or 96 KiB
+/// (128x16384x2048 0.92-0.97x -> 0.80-0.83x, 128x32768x1024 0.91-0.96x -> 0.76-0.77x,
+/// 128x24576x1024 0.89-0.96x -> 0.80-0.82x, 32x16384x4096 0.92-0.95x -> 0.85x), and a B
+/// that L3 holds (32x2048x2048). 32 KiB rows stay in place, a mixed case: 8-64 rows
+/// 0.82-1.02x packed -> 0.86-1.25x, 128x8192x4096 0.90x -> 0.85x.
+#[inline(always)]
+pub(super) fn b_in_place(
+    tb: bool,
+    (ldb, k): (usize, usize),
+    kc: usize,
+    nr: usize,
+    c: CacheSizes,
+) -> bool {
+    let row_bytes = ldb * 4;
+    let phases = 4096 >> row_bytes.trailing_zeros().min(12);
+    let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
+    let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
+    let from_memory = b_in_place_from_memory(tb, (ldb, k), c);
+    !tb && (fits_l1 || from_memory || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
+}
+
+/// `b_in_place`'s last case: a row-major B past L3 whose rows are whole cache lines and
+/// start at four or more offsets within 64 KiB, or are at most 32 KiB.
+pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: CacheSizes) -> bool {
+    let row_bytes = ldb * 4;
+    // Distinct offsets within 64 KiB that the rows start at.
+    let spread = 65536 >> row_bytes.trailing_zeros().min(16);
+    let lines = row_bytes.is_multiple_of(64);
+    !tb && k * row_bytes > c.l3 && lines && (spread >= 4 || row_bytes <= 32 << 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b_is_read_in_place_where_its_panel_cannot_evict_a_packed_one_or_comes_from_memory() {
+        let zen4 = CacheSizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            l3: 32 << 20,
+        };
+        let rapids = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 260 << 20,
+        };
+        // 64^3 (KC 64, rows 256 bytes apart: 16 phases): in place on both.
+        assert!(b_in_place(false, (64, 64), 64, 32, zen4));
+        assert!(b_in_place(false, (64, 64), 64, 32, rapids));
+        // 256^3 on Zen 4 (KC 256, all of k), whose L1 cannot keep a 32 x 256 packed
+        // panel: the 256 KiB of rows fit half of its L2, so in place. 512^3 there (KC
+        // 512): 1 MiB of rows, packed.
+        assert!(b_in_place(false, (256, 256), 256, 32, zen4));
+        assert!(!b_in_place(false, (512, 512), 512, 32, zen4));
+        // At KC 256 a 48 KiB L1 keeps the 32 KiB packed panel: 256^3 to 1024^3 pack.
+        for n in [256, 512, 1024] {
+            assert!(!b_in_place(false, (n, n), 256, 32, rapids), "{n}");
+        }
+        // A B from memory (past L3) in rows of whole lines that start at four or more
+        // offsets within 64 KiB, or of up to 32 KiB: in place (a prefill's 32x4096x4096,
+        // 128x4096x11008, 128x11008x4096, 128x14336x4096 on Zen 4); not where L3 holds
+        // it, not in rows of 64 KiB multiples or 96 KiB (two offsets), not in rows of
+        // part lines, at any depth a block takes.
+        for kc in [256, 512] {
+            assert!(b_in_place(false, (4096, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (4096, 11008), kc, 32, zen4));
+            assert!(b_in_place(false, (11008, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (14336, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (6144, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (8192, 4096), kc, 32, zen4));
+            assert!(!b_in_place(false, (2048, 2048), kc, 32, zen4));
+            assert!(!b_in_place(false, (16384, 4096), kc, 32, zen4));
+            assert!(!b_in_place(false, (24576, 1024), kc, 32, zen4));
+            assert!(!b_in_place(false, (5000, 5000), kc, 32, zen4));
+            assert!(!b_in_place(false, (11000, 4096), kc, 32, zen4));
+            // Emerald Rapids' 260 MiB L3 holds a 180 MiB B.
+            assert!(!b_in_place(false, (4096, 11008), kc, 32, rapids));
+        }
+        // A transposed B is never read in place.
+        assert!(!b_in_place(true, (64, 64), 64, 32, rapids));
+    }
+}
