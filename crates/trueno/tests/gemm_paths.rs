@@ -197,11 +197,10 @@ fn a_b_from_memory_in_page_long_rows_read_in_place_matches_the_reference_on_ever
 }
 
 #[test]
-fn a_b_from_memory_split_over_the_inner_dimension_is_read_in_place_and_matches_the_reference() {
+fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_place_or_packed() {
     // The same B past L3 on two and three threads: each takes a range of k (a part of
-    // B that alone may fit L3) and still reads it in place, as the whole product's B
-    // streams from memory; the staggered parts' lead calls too. Every ISA, beta 0 over
-    // NaN and beta != 0.
+    // B that alone may fit L3) and is judged by the whole B, which streams from memory;
+    // the staggered parts' lead calls too. Every ISA, beta 0 over NaN and beta != 0.
     if cfg!(target_arch = "wasm32") {
         return;
     }
@@ -229,8 +228,13 @@ fn a_b_from_memory_split_over_the_inner_dimension_is_read_in_place_and_matches_t
                 let what = format!("{} {threads} threads, B from memory", backend.name());
                 pool.install(|| check(&e, &mut rng, &case, &what));
             }
-            // Whole panels only (1024 columns), so a B read in place packs nothing.
+            // Whole panels only (1024 columns), so a B read in place packs nothing. It is
+            // read in place where L1 cannot keep the packed KC x NR panel (the Zen 4 VM's
+            // 32 KiB at KC 512), packed where it can (48 KiB at KC 256): both asserted.
             if backend != trueno::Backend::Gpu {
+                let bl = trueno::gemm::blocking_for(backend);
+                let l1 = trueno::gemm::CacheSizes::detect().l1;
+                let in_place = bl.kc_one_block.min(k) * bl.nr * 4 > l1 * 2 / 3;
                 let a = trueno::Matrix::from_fn(7, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
                 let b = trueno::Matrix::from_fn(k, 1024, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
                 let mut c = trueno::Matrix::zeros(7, 1024).unwrap();
@@ -240,9 +244,9 @@ fn a_b_from_memory_split_over_the_inner_dimension_is_read_in_place_and_matches_t
                     .unwrap();
                 let name = backend.name();
                 assert_eq!(
-                    p.pack_b,
-                    std::time::Duration::ZERO,
-                    "{name} {threads} threads"
+                    p.pack_b == std::time::Duration::ZERO,
+                    in_place,
+                    "{name} {threads} threads: B read in place"
                 );
             }
         }

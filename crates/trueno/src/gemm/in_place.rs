@@ -77,6 +77,14 @@ pub(super) fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
 /// 128x24576x1024 0.89-0.96x -> 0.80-0.82x, 32x16384x4096 0.92-0.95x -> 0.85x), and a B
 /// that L3 holds (32x2048x2048). 32 KiB rows stay in place, a mixed case: 8-64 rows
 /// 0.82-1.02x packed -> 0.86-1.25x, 128x8192x4096 0.90x -> 0.85x.
+///
+/// A B from memory is read in place only where L1 cannot keep the packed panel either
+/// (as for the L2 case): where it can, the strided rows evict it, whatever their spread.
+/// On the Sapphire Rapids VM (48 KiB L1, KC 256: a 32 KiB panel; 105 MiB L3), one
+/// thread, against faer, in place and packed alternated twice: 128x11008x4096
+/// 0.64-0.69x in place -> 0.86-0.94x packed, 32x11008x4096 0.65-0.66x -> 0.97-1.08x,
+/// 128x14336x4096 0.27-0.30x -> 0.76-0.87x, 8x8192x8192 0.60-0.63x -> 1.43-1.51x,
+/// 32x8192x8192 0.32-0.33x -> 1.01-1.13x.
 #[inline(always)]
 pub(super) fn b_in_place(
     tb: bool,
@@ -90,7 +98,7 @@ pub(super) fn b_in_place(
     let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
     let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
     let from_memory = b_in_place_from_memory(tb, (ldb, k), c);
-    !tb && (fits_l1 || from_memory || (!l1_keeps_packed && kc * row_bytes <= c.l2 / 2))
+    !tb && (fits_l1 || (!l1_keeps_packed && (from_memory || kc * row_bytes <= c.l2 / 2)))
 }
 
 /// `b_in_place`'s last case: a row-major B past L3 whose rows are whole cache lines and
@@ -151,6 +159,15 @@ mod tests {
             // Emerald Rapids' 260 MiB L3 holds a 180 MiB B.
             assert!(!b_in_place(false, (4096, 11008), kc, 32, rapids));
         }
+        // Past Sapphire Rapids' 105 MiB L3, a 180 MiB B is read in place only where its
+        // 48 KiB L1 cannot keep the packed panel: at KC 512, not at 256 (32 KiB).
+        let sapphire = CacheSizes {
+            l3: 105 << 20,
+            ..rapids
+        };
+        assert!(b_in_place_from_memory(false, (11008, 4096), sapphire));
+        assert!(!b_in_place(false, (11008, 4096), 256, 32, sapphire));
+        assert!(b_in_place(false, (11008, 4096), 512, 32, sapphire));
         // A transposed B is never read in place.
         assert!(!b_in_place(true, (64, 64), 64, 32, rapids));
     }
