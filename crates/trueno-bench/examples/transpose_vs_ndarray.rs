@@ -5,7 +5,7 @@
 //! (default 1.5) and each keeps its best call, so both are timed in the same quiet
 //! moments of a VM whose speed drifts over seconds. A plain copy of the same matrix
 //! (`copy_from_slice`) runs in the same bursts: the memory system's limit for moving
-//! those bytes on one thread. trueno splits a transpose of 512K floats or more across
+//! those bytes on one thread. trueno splits a transpose of 128K floats or more across
 //! rayon's pool (`RAYON_NUM_THREADS=1` keeps it on one thread); ndarray's and the copy
 //! run on one.
 

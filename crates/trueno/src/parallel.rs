@@ -22,10 +22,22 @@ fn threshold(class: OpClass) -> usize {
 /// `MatMul`): all of rayon's pool from the class's threshold, else one.
 pub(crate) fn threads_for(class: OpClass, work: usize) -> usize {
     #[cfg(feature = "parallel")]
-    if work >= threshold(class) {
+    return threads_from(work, threshold(class));
+    #[cfg(not(feature = "parallel"))]
+    {
+        let _ = (class, work);
+        1
+    }
+}
+
+/// All of rayon's pool from `min` units of work, else one thread (for an op with a
+/// threshold of its own).
+pub(crate) fn threads_from(work: usize, min: usize) -> usize {
+    #[cfg(feature = "parallel")]
+    if work >= min {
         return rayon::current_num_threads();
     }
-    let _ = (class, work);
+    let _ = (work, min);
     1
 }
 

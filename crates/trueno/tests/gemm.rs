@@ -278,19 +278,20 @@ fn transpose_is_exact_at_every_destination_line_offset_and_when_split_across_thr
                 check(&e, &a, offset, ds, false, backend.name());
             }
         }
-        // 1030 x 700 (721K floats, past the split threshold), padded rows.
-        let a = Strided::new(&mut rng, 1030, 700, 6);
-        for offset in [0, 5] {
+        // 1030 x 700 (721K floats) and 390 x 350 (137K, just past the split threshold
+        // of 128K), padded rows.
+        for (offset, (r, c)) in [(0, (1030, 700)), (5, (1030, 700)), (3, (390, 350))] {
+            let a = Strided::new(&mut rng, r, c, 6);
             match cfg!(target_arch = "wasm32") {
                 // No threads to spawn a pool on there.
-                true => check(&e, &a, offset, 1040, true, backend.name()),
+                true => check(&e, &a, offset, r + 10, true, backend.name()),
                 false => rayon::ThreadPoolBuilder::new()
                     .num_threads(3)
                     .build()
                     .unwrap()
-                    .install(|| check(&e, &a, offset, 1040, true, backend.name())),
+                    .install(|| check(&e, &a, offset, r + 10, true, backend.name())),
             }
-            one_thread(|| check(&e, &a, offset, 1033, false, backend.name()));
+            one_thread(|| check(&e, &a, offset, r + 3, false, backend.name()));
         }
     }
 }

@@ -12,8 +12,8 @@ use crate::matrix::{MatMut, MatRef, Matrix};
 
 impl Engine {
     /// Writes `srcᵀ` into `dst` (`dst` is `src.cols() x src.rows()`; any row strides).
-    /// From 512K elements the work is split across rayon's threads (the `parallel`
-    /// feature), as the elementwise ops are.
+    /// From 128K elements the work is split across rayon's threads (the `parallel`
+    /// feature).
     ///
     /// ```
     /// use trueno::Matrix;
@@ -47,7 +47,7 @@ impl Engine {
 /// second core brings its own.
 fn transpose_blocked(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
     let (r, c) = (src.rows(), src.cols());
-    let threads = crate::parallel::threads_for(OpClass::Elementwise, r * c);
+    let threads = crate::parallel::threads_from(r * c, SPLIT_MIN_ELEMENTS);
     if threads > 1 && c >= 2 * SPLIT_ROWS {
         // Pieces of whole 16-row strips, two per thread, so an uneven split still balances.
         let rows = c.div_ceil(threads * 2).next_multiple_of(SPLIT_ROWS);
@@ -77,6 +77,13 @@ fn transpose_blocked(avx: bool, src: MatRef<'_>, dst: &mut MatMut<'_>) {
     }
     transpose_one_thread(avx, src, dst)
 }
+
+/// Elements from which a transpose is split across threads: a quarter of the elementwise
+/// ops' 512K, as each element of a transpose costs a strided access. On the Sapphire
+/// Rapids VM (2 MiB L2 a core), two threads against one, alternated: 384^2 32-35 ->
+/// 37-47 GiB/s, 512^2 13-20 -> 36-44 GiB/s (2.1-2.8x -> 4.9-6.5x ndarray); 256^2 (64K)
+/// lost, 32-33 -> 28-30 GiB/s, and 128^2 and 192^2 a third to two thirds.
+const SPLIT_MIN_ELEMENTS: usize = 1 << 17;
 
 /// Destination rows per piece of a split transpose: a multiple of the 16-column strips
 /// `transpose_blocked_with` walks.
