@@ -1,11 +1,10 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
 //! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B
-//! (in cache, and streaming from memory with the thin tile),
-//! thin products wider than their packed B block, a C whose tiles are prefetched and an A
-//! packed for its far-apart rows, B's panels packed by the micro-kernel's first pass over
-//! them, a B from memory read in place (on one thread and split over k), an A a few rows
-//! past its block height, and thin products split over the inner dimension across
-//! threads.
+//! (in cache, and streaming from memory with the thin tile), thin products wider than
+//! their packed B block, a C whose tiles are prefetched and an A packed for its far-apart
+//! rows, B's panels packed by the micro-kernel's first pass over them, a B from memory
+//! read in place or packed (on one thread and split over k), an A a few rows past its
+//! block height, and thin products split over the inner dimension across threads.
 
 mod common;
 
@@ -195,9 +194,10 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
     // (`b_in_place`), depth sized from the detected L3 so every machine runs it; k past
     // one KC block, a ragged A, beta 0 over NaN and beta != 0; 37 rows (four A panels or
     // more on every ISA) ask L2 for the next B panel as they go where it is read in
-    // place; rows of 1040 floats, whole lines off the page grid, likewise. Not that last case under
-    // wasm32: it passes there, then node 20's WASI runner dies of a segmentation fault
-    // as the process exits (every time; not understood), failing the run.
+    // place; rows of 1040 floats, whole lines off the page grid, likewise. Not that last
+    // case under wasm32: it passes there, then node 20's WASI runner dies of a
+    // segmentation fault as the process exits (every time; not understood), failing the
+    // run.
     let l3 = trueno::gemm::CacheSizes::detect().l3;
     let (k, k_off_grid) = (l3 / 4096 + 9, l3 / 4160 + 9);
     let mut shapes = vec![(7, 1024, k, 0), (3, 1024, k, 0), (37, 1024, k, 0)];
