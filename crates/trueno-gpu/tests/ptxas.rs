@@ -9,7 +9,7 @@ use std::path::Path;
 
 mod common;
 use common::sass::Sass;
-use common::{assemble, ptxas};
+use common::{assemble, assemble_each, ptxas};
 
 use trueno_gpu::analyze::ptxas::parse_verbose;
 use trueno_gpu::kernels::all_kernels;
@@ -91,7 +91,7 @@ fn the_ir_feature_coverage_kernel_validates_and_assembles() {
     };
     for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
         let text = ptx::emit_module(target, std::slice::from_ref(&k));
-        if let Err(log) = assemble(&ptxas, &text, target, "coverage") {
+        if let Err(log) = assemble(&ptxas, &text, target) {
             panic!("{}:\n{log}\n{text}", target.name());
         }
     }
@@ -109,34 +109,38 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
     };
     let mut lines = Vec::new();
     let mut failures = Vec::new();
-    for k in all_kernels() {
-        for target in common::checked_targets(&*k) {
-            let ptx = k
-                .emit_ptx(target)
-                .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
-            let log = match assemble(&ptxas, &ptx, target, &k.name()) {
-                Ok(log) => log,
-                Err(log) => {
-                    failures.push(format!(
-                        "{} {}: ptxas failed:\n{log}",
-                        k.name(),
-                        target.name()
-                    ));
-                    continue;
-                }
-            };
-            let f = parse_verbose(&log).into_iter().next().unwrap_or_default();
-            let (regs, spill_st, spill_ld, stack) =
-                (f.registers, f.spill_stores, f.spill_loads, f.stack_frame);
-            if spill_st + spill_ld + stack > 0 {
-                failures.push(format!(
-                    "{} {}: spills {spill_st}/{spill_ld} bytes, stack {stack}",
-                    k.name(),
-                    target.name()
-                ));
+    let kernels: Vec<_> = all_kernels()
+        .into_iter()
+        .flat_map(|k| {
+            let targets = common::checked_targets(&*k);
+            targets.into_iter().map(move |t| {
+                let ptx = k
+                    .emit_ptx(t)
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+                (k.name(), (ptx, t))
+            })
+        })
+        .collect();
+    let (names, jobs): (Vec<_>, Vec<_>) = kernels.into_iter().unzip();
+    let logs = assemble_each(&ptxas, &jobs);
+    for ((name, (_, target)), log) in names.iter().zip(&jobs).zip(logs) {
+        let log = match log {
+            Ok(log) => log,
+            Err(log) => {
+                failures.push(format!("{name} {}: ptxas failed:\n{log}", target.name()));
+                continue;
             }
-            lines.push(format!("{} {} registers={regs}", k.name(), target.name()));
+        };
+        let f = parse_verbose(&log).into_iter().next().unwrap_or_default();
+        let (regs, spill_st, spill_ld, stack) =
+            (f.registers, f.spill_stores, f.spill_loads, f.stack_frame);
+        if spill_st + spill_ld + stack > 0 {
+            failures.push(format!(
+                "{name} {}: spills {spill_st}/{spill_ld} bytes, stack {stack}",
+                target.name()
+            ));
         }
+        lines.push(format!("{name} {} registers={regs}", target.name()));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let snapshot_path =
@@ -205,25 +209,31 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
             }
         }
     }
-    for (k, hmma, out, transposed) in &kernels {
-        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
-            let (stem, code) = sass.of(&**k, target);
-            let count = |op: &str| code.matches(op).count();
-            // The GEMM's loop body: 4 x 4 fragments x 2 k16 steps per k-tile; attention's
-            // at least 64 (Q K^T and P V of one key tile); decode's 32 at head dimension
-            // 64 (each product once per 16-bit part of its operand).
-            assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
-            assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
-            assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
-            let least = if *transposed { 4 } else { 0 };
-            assert!(
-                count("LDSM.16.MT88.4") >= least,
-                "{stem}: no transposed ldmatrix"
-            );
-            match out {
-                Some(out) => assert_staged_epilogue(&stem, &code, *out, 128),
-                None => assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)"),
-            }
+    let jobs: Vec<_> = kernels
+        .iter()
+        .flat_map(|case| {
+            common::checked_targets(&*case.0)
+                .into_iter()
+                .map(move |t| (case, t))
+        })
+        .collect();
+    let codes = common::par_map(&jobs, |((k, ..), target)| sass.of(&**k, *target));
+    for (((_, hmma, out, transposed), _), (stem, code)) in jobs.iter().zip(codes) {
+        let count = |op: &str| code.matches(op).count();
+        // The GEMM's loop body: 4 x 4 fragments x 2 k16 steps per k-tile; attention's
+        // at least 64 (Q K^T and P V of one key tile); decode's 32 at head dimension
+        // 64 (each product once per 16-bit part of its operand).
+        assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
+        assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
+        assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
+        let least = if *transposed { 4 } else { 0 };
+        assert!(
+            count("LDSM.16.MT88.4") >= least,
+            "{stem}: no transposed ldmatrix"
+        );
+        match out {
+            Some(out) => assert_staged_epilogue(&stem, &code, *out, 128),
+            None => assert!(count("F2FP") >= 16, "{stem}: no register packs (F2FP)"),
         }
     }
 }
@@ -546,7 +556,7 @@ fn the_fused_quantized_gemm_dequantizes_into_shared_memory_for_warpgroup_product
 fn the_simt_gemm_copies_its_tiles_asynchronously() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::gemm::{GemmKernel, GemmVariant};
-    for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+    for target in common::checked_targets(&GemmKernel(GemmVariant::Tiled)) {
         let (stem, code) = sass.of(&GemmKernel(GemmVariant::Tiled), target);
         let count = |op: &str| code.matches(op).count();
         assert!(count("LDGSTS.E ") >= 32, "{stem}: element copies\n{code}");

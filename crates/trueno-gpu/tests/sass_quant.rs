@@ -55,7 +55,7 @@ fn the_integer_qgemv_multiplies_bytes_in_dp4a() {
             QuantFormat::Q4_0 => ("IDP.4A.U8.S8", 4, 0, 0, 10),
             _ => ("IDP.4A.U8.S8", 8, 0, 0, 0),
         };
-        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+        for target in common::checked_targets(&QgemvQ8kKernel(f)) {
             let (stem, code) = sass.of(&QgemvQ8kKernel(f), target);
             let count = |op: &str| code.matches(op).count();
             for (op, least) in [
@@ -194,7 +194,7 @@ fn dequantized_rows_leave_in_16_byte_stores() {
     use trueno_gpu::kernels::dequant::DequantRowsKernel;
     use trueno_gpu::kernels::qgemv::QuantFormat;
     for f in QuantFormat::ALL {
-        for target in [Target::Sm80, Target::Sm90, Target::Sm90a] {
+        for target in common::checked_targets(&DequantRowsKernel(f)) {
             let (stem, code) = sass.of(&DequantRowsKernel(f), target);
             let count = |op: &str| code.matches(op).count();
             assert_eq!(count("STG.E.128 "), 2, "{stem}\n{code}");

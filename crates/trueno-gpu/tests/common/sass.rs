@@ -5,13 +5,12 @@ use trueno_gpu::ptx::Target;
 
 use super::ptxas;
 
-/// ptxas and the cuobjdump beside it (the same PyPI wheel), and a scratch folder: a
-/// kernel's machine code as text. `find` says SKIPPED (or fails under
-/// TRUENO_REQUIRE_PTXAS) when either is missing.
+/// ptxas and the cuobjdump beside it (the same PyPI wheel): a kernel's machine code as
+/// text. `find` says SKIPPED (or fails under TRUENO_REQUIRE_PTXAS) when either is
+/// missing.
 pub struct Sass {
     ptxas: std::path::PathBuf,
     cuobjdump: std::path::PathBuf,
-    dir: std::path::PathBuf,
 }
 
 impl Sass {
@@ -34,17 +33,7 @@ impl Sass {
             eprintln!("SKIPPED: no cuobjdump beside ptxas");
             return None;
         }
-        let dir = std::env::temp_dir().join(format!(
-            "trueno-sass-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Some(Sass {
-            ptxas,
-            cuobjdump,
-            dir,
-        })
+        Some(Sass { ptxas, cuobjdump })
     }
 
     /// `kernel` assembled for `target`: its `name_target` stem and its SASS.
@@ -69,25 +58,16 @@ impl Sass {
             .registers
     }
 
-    /// `kernel`'s PTX for `target` written and assembled: its stem, cubin and ptxas log.
+    /// `kernel` assembled for `target`: its stem, cubin and ptxas log.
     fn assemble(
         &self,
         kernel: &dyn trueno_gpu::kernels::Kernel,
         target: Target,
     ) -> (String, std::path::PathBuf, String) {
         let stem = format!("{}_{}", kernel.name(), target.name());
-        let file = self.dir.join(format!("{stem}.ptx"));
-        std::fs::write(&file, kernel.emit_ptx(target).unwrap()).unwrap();
-        let cubin = file.with_extension("cubin");
-        let log =
-            trueno_gpu::analyze::ptxas::run_verbose(&self.ptxas, &file, target.name(), &cubin)
+        let (cubin, log) =
+            super::assemble_cached(&self.ptxas, &kernel.emit_ptx(target).unwrap(), target)
                 .unwrap_or_else(|log| panic!("{stem}: {log}"));
         (stem, cubin, log)
-    }
-}
-
-impl Drop for Sass {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
