@@ -3,7 +3,7 @@
 use std::process::Command;
 
 mod common;
-use common::{trueno, trueno_ok};
+use common::{trueno, trueno_ok, trueno_with};
 
 #[test]
 fn info_json_lists_backends_and_a_backend_per_class() {
@@ -47,6 +47,29 @@ fn info_json_lists_backends_and_a_backend_per_class() {
             "chosen backend must be available"
         );
     }
+}
+
+/// `TRUENO_CACHE_SIZES` is the caches GEMM blocks for (an Arm server's here, whatever
+/// this machine's are); a malformed one leaves the detected sizes in place.
+#[test]
+fn info_shows_the_cache_sizes_trueno_cache_sizes_sets() {
+    let caches = |env: &[(&str, &str)]| {
+        let out = trueno_with(&["info", "--json"], env);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let g = &v["gemm"];
+        [&g["l1_kib"], &g["l2_kib"], &g["l3_kib"]].map(|x| x.as_u64().unwrap())
+    };
+    let set = |sizes| caches(&[("TRUENO_CACHE_SIZES", sizes)]);
+    assert_eq!(set("64K,1M,32M"), [64, 1024, 32768]);
+    assert_eq!(set("40960, 655360 ,2m"), [40, 640, 2048]);
+    let detected = caches(&[]);
+    assert_eq!(set("64K,1M"), detected);
+    assert_eq!(set("1M,64K,32M"), detected);
 }
 
 #[test]

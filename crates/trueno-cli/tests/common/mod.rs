@@ -15,9 +15,17 @@ pub fn trueno_ok(args: &[&str]) -> std::process::Output {
 
 /// `trueno ARGS`, whatever its exit status.
 pub fn trueno(args: &[&str]) -> std::process::Output {
+    trueno_with(args, &[])
+}
+
+/// `trueno ARGS` with the variables `env` set (and no TRUENO_BACKEND or
+/// TRUENO_CACHE_SIZES from the caller's environment), whatever its exit status.
+pub fn trueno_with(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_trueno"))
         .args(args)
         .env_remove("TRUENO_BACKEND")
+        .env_remove("TRUENO_CACHE_SIZES")
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }

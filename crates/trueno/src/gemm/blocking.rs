@@ -14,8 +14,13 @@ pub struct CacheSizes {
 }
 
 impl CacheSizes {
-    /// Read once from `/sys/devices/system/cpu/cpu0/cache` (Linux); elsewhere, or if it is
-    /// unreadable, 32 KiB / 1 MiB / 8 MiB.
+    /// Read once: from `TRUENO_CACHE_SIZES=L1,L2,L3` if it is set and well formed (sizes
+    /// in bytes, or with a `K` or `M` suffix as in `48K,2M,105M`; the L3 at least the
+    /// L2), else from `/sys/devices/system/cpu/cpu0/cache` (Linux); elsewhere, or if it
+    /// is unreadable, 32 KiB / 1 MiB / 8 MiB. The variable is for where those files do
+    /// not describe the machine the code runs on: an emulator (qemu-user shows the
+    /// host's caches to an aarch64 binary), a VM or container that hides them. `trueno
+    /// info` shows the sizes in use.
     ///
     /// ```
     /// let c = trueno::gemm::CacheSizes::detect();
@@ -24,13 +29,46 @@ impl CacheSizes {
     pub fn detect() -> CacheSizes {
         static C: OnceLock<CacheSizes> = OnceLock::new();
         *C.get_or_init(|| {
-            sysfs().unwrap_or(CacheSizes {
-                l1: 32 << 10,
-                l2: 1 << 20,
-                l3: 8 << 20,
-            })
+            std::env::var("TRUENO_CACHE_SIZES")
+                .ok()
+                .and_then(|v| CacheSizes::parse(&v))
+                .or_else(sysfs)
+                .unwrap_or(CacheSizes {
+                    l1: 32 << 10,
+                    l2: 1 << 20,
+                    l3: 8 << 20,
+                })
         })
     }
+
+    /// `L1,L2,L3` as `TRUENO_CACHE_SIZES` takes it: none if malformed, zero, or out of
+    /// order (each level at least the one before).
+    ///
+    /// ```
+    /// use trueno::gemm::CacheSizes;
+    /// let c = CacheSizes::parse("64K, 1M, 32M").unwrap();
+    /// assert_eq!((c.l1, c.l2, c.l3), (64 << 10, 1 << 20, 32 << 20));
+    /// assert_eq!(CacheSizes::parse("64K,1M"), None);
+    /// assert_eq!(CacheSizes::parse("1M,64K,32M"), None);
+    /// ```
+    pub fn parse(text: &str) -> Option<CacheSizes> {
+        let sizes: Vec<usize> = text.split(',').map(parse_size).collect::<Option<_>>()?;
+        let &[l1, l2, l3] = sizes.as_slice() else {
+            return None;
+        };
+        (0 < l1 && l1 <= l2 && l2 <= l3).then_some(CacheSizes { l1, l2, l3 })
+    }
+}
+
+/// A cache size as sysfs writes it (`48K`, `2048K`, `105M`) or in bytes.
+fn parse_size(text: &str) -> Option<usize> {
+    let text = text.trim();
+    let (digits, shift) = match text.as_bytes().last()? {
+        b'K' | b'k' => (&text[..text.len() - 1], 10),
+        b'M' | b'm' => (&text[..text.len() - 1], 20),
+        _ => (text, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 fn sysfs() -> Option<CacheSizes> {
@@ -49,14 +87,7 @@ fn sysfs() -> Option<CacheSizes> {
             continue;
         }
         let size = std::fs::read_to_string(format!("{dir}/size")).ok()?;
-        let size = size.trim();
-        let bytes = match size.strip_suffix('K') {
-            Some(k) => k.parse::<usize>().ok()? << 10,
-            None => match size.strip_suffix('M') {
-                Some(m) => m.parse::<usize>().ok()? << 20,
-                None => size.parse().ok()?,
-            },
-        };
+        let bytes = parse_size(&size)?;
         match level.trim() {
             "1" => c.l1 = bytes,
             "2" => c.l2 = bytes,
@@ -238,6 +269,36 @@ impl Blocking {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cache_sizes_parse_as_sysfs_writes_them_and_reject_the_rest() {
+        let c = |l1, l2, l3| Some(CacheSizes { l1, l2, l3 });
+        assert_eq!(
+            CacheSizes::parse("48K,2048K,105M"),
+            c(49152, 2097152, 110100480)
+        );
+        assert_eq!(
+            CacheSizes::parse(" 32768 , 1m ,8M\n"),
+            c(32768, 1048576, 8388608)
+        );
+        assert_eq!(CacheSizes::parse("64K,64K,64K"), c(65536, 65536, 65536));
+        for bad in [
+            "",
+            "48K",
+            "48K,2M",
+            "48K,2M,105M,1G",
+            "48K,2M,",
+            "0,2M,105M",
+            "2M,48K,105M",
+            "48K,2M,1M",
+            "48KB,2M,105M",
+            "-1,2M,105M",
+            "48K,2M,99999999999999999999M",
+            "48K,2M,18014398509481984M",
+        ] {
+            assert_eq!(CacheSizes::parse(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn block_sizes_are_multiples_of_the_micro_tile_and_fit_their_caches() {
