@@ -77,37 +77,28 @@ pub fn assemble_cached(
     let path = |ext: &str| base.with_extension(ext);
     let same_ptx = || std::fs::read_to_string(path("ptx")).is_ok_and(|t| t == ptx);
     // The log is written last: once it is there, the PTX and the cubin are too.
-    for (ext, ok) in [("log", true), ("err", false)] {
-        match std::fs::read_to_string(path(ext)) {
-            Ok(log) if same_ptx() && ok => return Ok((path("cubin"), log)),
-            Ok(log) if same_ptx() => return Err(log),
-            _ => {}
-        }
+    if let Ok(log) = std::fs::read_to_string(path("log"))
+        && same_ptx()
+    {
+        return Ok((path("cubin"), log));
     }
     // Written under names of this thread's own, then renamed into place: test threads
-    // and binaries may assemble the same kernel at once.
+    // and binaries may assemble the same kernel at once. Failures are not kept: ptxas
+    // may have failed to start.
     let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id())
         .replace(|c: char| !c.is_ascii_alphanumeric(), "");
     let own = |ext: &str| base.with_extension(format!("{tag}.{ext}"));
     std::fs::write(own("ptx"), ptx).unwrap();
-    let result = ptxas::run_verbose(ptxas, &own("ptx"), target.name(), &own("cubin"));
+    let log = ptxas::run_verbose(ptxas, &own("ptx"), target.name(), &own("cubin"))?;
     if !same_ptx() && path("ptx").exists() {
         // Another kernel's PTX under the same hash: keep this result out of the cache.
-        return result.map(|log| (own("cubin"), log));
+        return Ok((own("cubin"), log));
     }
     std::fs::rename(own("ptx"), path("ptx")).unwrap();
-    match &result {
-        Ok(log) => {
-            std::fs::rename(own("cubin"), path("cubin")).unwrap();
-            std::fs::write(own("log"), log).unwrap();
-            std::fs::rename(own("log"), path("log")).unwrap();
-        }
-        Err(log) => {
-            std::fs::write(own("err"), log).unwrap();
-            std::fs::rename(own("err"), path("err")).unwrap();
-        }
-    }
-    result.map(|log| (path("cubin"), log))
+    std::fs::rename(own("cubin"), path("cubin")).unwrap();
+    std::fs::write(own("log"), &log).unwrap();
+    std::fs::rename(own("log"), path("log")).unwrap();
+    Ok((path("cubin"), log))
 }
 
 /// Whether a missing ptxas must fail the test (CI sets `TRUENO_REQUIRE_PTXAS=1`).
