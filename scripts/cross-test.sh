@@ -37,8 +37,9 @@ print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["
 
 phase "aarch64 (NEON) under qemu-aarch64"
 # qemu-user shows the binary the host's /sys, so GEMM would block for an x86 cache
-# geometry (a 105 MiB L3 on one CI machine: the tests sized past L3 then took 7 of the
-# run's minutes); the NEON run takes an Arm server's instead (Graviton 3, Neoverse V1).
+# geometry (a 105 MiB L3 on one CI machine: gemm_paths, whose tests are sized past L3,
+# then took 4.5-5.5 minutes; 2.5 with these); the NEON run takes an Arm server's
+# instead (Graviton 3, Neoverse V1).
 TRUENO_CACHE_SIZES=64K,1M,32M timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"
 

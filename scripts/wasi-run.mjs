@@ -7,7 +7,7 @@
 // A module that grows its memory by a few hundred MiB then makes that collection likely:
 // node 20 died of SIGSEGV/SIGBUS at the module's exit (gemm_paths' B-past-L3 tests on a
 // 105 MiB L3; a Rust program that allocates 300 MiB and exits does it too). The flag is
-// set before any code is compiled, so nothing calls WASI through the fast path.
+// set before the module is compiled, so nothing calls WASI through the fast path.
 import { setFlagsFromString } from 'node:v8';
 setFlagsFromString('--no-turbo-fast-api-calls');
 import { readFileSync } from 'node:fs';

@@ -83,16 +83,7 @@ fn register_estimates_are_within_the_stated_margin_of_ptxas() {
     };
     let mut report = Vec::new();
     let mut worst = 0i64;
-    let kernels: Vec<_> = all_kernels()
-        .into_iter()
-        .flat_map(|k| {
-            let targets = common::checked_targets(&*k);
-            targets
-                .into_iter()
-                .map(move |t| (k.name(), (k.emit_ptx(t).unwrap(), t)))
-        })
-        .collect();
-    let (names, jobs): (Vec<_>, Vec<_>) = kernels.into_iter().unzip();
+    let (names, jobs) = common::every_kernel_ptx();
     let logs = common::assemble_each(&ptxas, &jobs);
     for ((name, (ptx, target)), log) in names.iter().zip(&jobs).zip(logs) {
         let target = *target;

@@ -12,7 +12,6 @@ use common::sass::Sass;
 use common::{assemble, assemble_each, ptxas};
 
 use trueno_gpu::analyze::ptxas::parse_verbose;
-use trueno_gpu::kernels::all_kernels;
 use trueno_gpu::ptx::{
     self, Bf16, Cmp, F16, F32, F64, KernelBuilder, PtxType, Rounding, S32, ShflMode, Space, Target,
     U32, U64,
@@ -109,19 +108,7 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
     };
     let mut lines = Vec::new();
     let mut failures = Vec::new();
-    let kernels: Vec<_> = all_kernels()
-        .into_iter()
-        .flat_map(|k| {
-            let targets = common::checked_targets(&*k);
-            targets.into_iter().map(move |t| {
-                let ptx = k
-                    .emit_ptx(t)
-                    .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
-                (k.name(), (ptx, t))
-            })
-        })
-        .collect();
-    let (names, jobs): (Vec<_>, Vec<_>) = kernels.into_iter().unzip();
+    let (names, jobs) = common::every_kernel_ptx();
     let logs = assemble_each(&ptxas, &jobs);
     for ((name, (_, target)), log) in names.iter().zip(&jobs).zip(logs) {
         let log = match log {

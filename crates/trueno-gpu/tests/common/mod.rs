@@ -20,6 +20,22 @@ pub fn assemble(ptxas: &Path, ptx: &str, target: Target) -> Result<String, Strin
     assemble_cached(ptxas, ptx, target).map(|(_, log)| log)
 }
 
+/// Every kernel configuration's PTX for each of its `checked_targets`: the names, and
+/// the `(ptx, target)` jobs `assemble_each` takes, in the same order.
+pub fn every_kernel_ptx() -> (Vec<String>, Vec<(String, Target)>) {
+    trueno_gpu::kernels::all_kernels()
+        .into_iter()
+        .flat_map(|k| {
+            checked_targets(&*k).into_iter().map(move |t| {
+                let ptx = k
+                    .emit_ptx(t)
+                    .unwrap_or_else(|e| panic!("{}: {e}", k.name()));
+                (k.name(), (ptx, t))
+            })
+        })
+        .unzip()
+}
+
 /// `assemble` on each `(ptx, target)`, through `par_map`; the logs in order.
 pub fn assemble_each(ptxas: &Path, jobs: &[(String, Target)]) -> Vec<Result<String, String>> {
     par_map(jobs, |(ptx, target)| assemble(ptxas, ptx, *target))
