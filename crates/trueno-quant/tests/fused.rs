@@ -189,8 +189,13 @@ fn matvec_rows_equal_row_dots_single_and_multi_threaded() {
             QuantFormat::Q8_0,
             QuantFormat::Nf4,
         ] {
-            let wf = rng.vec(rows * cols);
-            let q = quantize_rows(format, &wf, cols).unwrap();
+            // Arbitrary blocks: the quantizer is tested elsewhere.
+            let q = raw_blocks(
+                &mut rng,
+                format,
+                rows * cols / format.info().block_elems,
+                None,
+            );
             let x = rng.vec(cols);
             let rb = format.row_bytes(cols).unwrap();
             let isa = Isa::current().unwrap();
@@ -218,13 +223,18 @@ fn matvec_rows_equal_row_dots_single_and_multi_threaded() {
 }
 
 #[test]
-fn column_major_matvec_and_the_transposes_agree_with_the_reference() {
+fn column_major_matvec_agrees_with_the_reference() {
     let mut rng = Rng(7);
     for (rows, cols) in [(256, 3), (512, 700), (1024, 1024)] {
         for format in [QuantFormat::Q4K, QuantFormat::Q5_0, QuantFormat::Nf4] {
-            // Stored as `cols` columns of `rows` weights.
-            let wf = rng.vec(rows * cols);
-            let q = quantize_rows(format, &wf, rows).unwrap();
+            // Stored as `cols` columns of `rows` weights: arbitrary blocks (the quantizer,
+            // tested elsewhere, took most of this test's time under qemu).
+            let q = raw_blocks(
+                &mut rng,
+                format,
+                rows * cols / format.info().block_elems,
+                None,
+            );
             let colmajor = deq(format, &q, rows * cols);
             let x = rng.vec(cols);
             let mut y = vec![f32::NAN; rows];
@@ -243,33 +253,52 @@ fn column_major_matvec_and_the_transposes_agree_with_the_reference() {
             }
         }
     }
-    type Transpose = fn(&[u8], usize, usize) -> trueno_quant::Result<Vec<u8>>;
-    let transposes: [(QuantFormat, Transpose, f64); 3] = [
-        (QuantFormat::Q4K, transpose_q4_k_for_matmul, 0.11),
-        (QuantFormat::Q5K, transpose_q5_k_for_matmul, 0.055),
-        (QuantFormat::Q6K, transpose_q6_k_for_matmul, 0.025),
-    ];
-    for (format, transpose, budget) in transposes {
-        let (rows, cols) = (512, 768);
-        let wf = rng.vec(rows * cols);
-        let q = quantize_rows(format, &wf, rows).unwrap();
-        let colmajor = deq(format, &q, rows * cols);
-        let t = transpose(&q, rows, cols).unwrap();
-        let rowmajor = deq(format, &t, rows * cols);
-        let (mut err, mut norm) = (0.0f64, 0.0f64);
-        for r in 0..rows {
-            for c in 0..cols {
-                let a = colmajor[c * rows + r] as f64;
-                err += (a - rowmajor[r * cols + c] as f64).powi(2);
-                norm += a * a;
-            }
+}
+
+/// A column-major K-quant matrix made row-major by `transpose` dequantizes to the
+/// transpose of the original within `budget` (one more quantization of already-quantized
+/// values: the round-trip budgets of tests/roundtrip.rs); columns that are not whole
+/// blocks are an error. One test per format, so they run side by side (the quantizer is
+/// most of their time, a minute a format under qemu).
+fn transpose_within_budget(
+    format: QuantFormat,
+    transpose: fn(&[u8], usize, usize) -> trueno_quant::Result<Vec<u8>>,
+    budget: f64,
+    seed: u64,
+) {
+    let mut rng = Rng(seed);
+    let (rows, cols) = (512, 768);
+    let wf = rng.vec(rows * cols);
+    let q = quantize_rows(format, &wf, rows).unwrap();
+    let colmajor = deq(format, &q, rows * cols);
+    let t = transpose(&q, rows, cols).unwrap();
+    let rowmajor = deq(format, &t, rows * cols);
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for r in 0..rows {
+        for c in 0..cols {
+            let a = colmajor[c * rows + r] as f64;
+            err += (a - rowmajor[r * cols + c] as f64).powi(2);
+            norm += a * a;
         }
-        // One more quantization of already-quantized values: within the round-trip budget
-        // (the same budgets as tests/roundtrip.rs).
-        let rel = (err / norm).sqrt();
-        assert!(rel <= budget, "{format}: requantized transpose error {rel}");
-        assert!(transpose(&q, rows, 100).is_err());
     }
+    let rel = (err / norm).sqrt();
+    assert!(rel <= budget, "{format}: requantized transpose error {rel}");
+    assert!(transpose(&q, rows, 100).is_err());
+}
+
+#[test]
+fn q4_k_transpose_for_matmul_is_the_transpose_within_budget() {
+    transpose_within_budget(QuantFormat::Q4K, transpose_q4_k_for_matmul, 0.11, 8);
+}
+
+#[test]
+fn q5_k_transpose_for_matmul_is_the_transpose_within_budget() {
+    transpose_within_budget(QuantFormat::Q5K, transpose_q5_k_for_matmul, 0.055, 9);
+}
+
+#[test]
+fn q6_k_transpose_for_matmul_is_the_transpose_within_budget() {
+    transpose_within_budget(QuantFormat::Q6K, transpose_q6_k_for_matmul, 0.025, 10);
 }
 
 #[test]

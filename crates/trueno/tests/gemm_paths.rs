@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::gemm_ref::{Case, OPS, check, check_path, one_thread};
+use common::gemm_ref::{Case, OPS, Product, check, check_each, one_thread};
 use common::{Rng, engines};
 use trueno::Transpose;
 
@@ -19,34 +19,32 @@ fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
     // full one; k past one KC block (later blocks add into the transposed C), ragged
     // tiles on every side, both layouts of A, beta 0 over NaN and beta != 0.
     let mut rng = Rng::new(31);
-    for (backend, e) in engines() {
-        for (i, &(m, n, k)) in [
-            (2, 67, 300),
-            (7, 129, 600),
-            (8, 96, 1030),
-            (16, 200, 257),
-            (17, 300, 600),
-            (40, 333, 129),
-            (128, 257, 520),
-        ]
-        .iter()
-        .enumerate()
-        {
-            for ta in [Transpose::No, Transpose::Yes] {
-                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
-                let case = Case {
-                    m,
-                    n,
-                    k,
-                    ta,
-                    tb: Transpose::Yes,
-                    alpha,
-                    beta,
-                    pad: i % 4,
-                };
-                let what = format!("{} x·Wᵀ", backend.name());
-                one_thread(|| check(&e, &mut rng, &case, &what));
-            }
+    let engines = engines();
+    for (i, &(m, n, k)) in [
+        (2, 67, 300),
+        (7, 129, 600),
+        (8, 96, 1030),
+        (16, 200, 257),
+        (17, 300, 600),
+        (40, 333, 129),
+        (128, 257, 520),
+    ]
+    .iter()
+    .enumerate()
+    {
+        for ta in [Transpose::No, Transpose::Yes] {
+            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+            let case = Case {
+                m,
+                n,
+                k,
+                ta,
+                tb: Transpose::Yes,
+                alpha,
+                beta,
+                pad: i % 4,
+            };
+            check_each(&engines, &mut rng, &case, "x·Wᵀ", false);
         }
     }
 }
@@ -59,26 +57,24 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
     // 640-1344 for the SIMD tiles on the machines we know, 2048 for the 4x4 scalar one
     // on a 48 KiB L1), both layouts of B.
     let mut rng = Rng::new(37);
-    for (backend, e) in engines() {
-        for (i, &(m, n, k, pad)) in [(1030, 100, 520, 0), (1100, 33, 1024, 0), (1029, 7, 2100, 3)]
-            .iter()
-            .enumerate()
-        {
-            for tb in [Transpose::No, Transpose::Yes] {
-                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
-                let case = Case {
-                    m,
-                    n,
-                    k,
-                    ta: Transpose::No,
-                    tb,
-                    alpha,
-                    beta,
-                    pad,
-                };
-                let what = format!("{} thin B", backend.name());
-                one_thread(|| check(&e, &mut rng, &case, &what));
-            }
+    let engines = engines();
+    for (i, &(m, n, k, pad)) in [(1030, 100, 520, 0), (1100, 33, 1024, 0), (1029, 7, 2100, 3)]
+        .iter()
+        .enumerate()
+    {
+        for tb in [Transpose::No, Transpose::Yes] {
+            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+            let case = Case {
+                m,
+                n,
+                k,
+                ta: Transpose::No,
+                tb,
+                alpha,
+                beta,
+                pad,
+            };
+            check_each(&engines, &mut rng, &case, "thin B", false);
         }
     }
 }
@@ -90,26 +86,24 @@ fn thin_products_whose_a_streams_from_memory_run_the_thin_tile_and_match_the_ref
     // betas, a ragged A row stride.
     let mut rng = Rng::new(41);
     let l3 = trueno::gemm::CacheSizes::detect().l3;
-    for (backend, e) in engines() {
-        if trueno::gemm::thin_blocking_for(backend).is_none() {
-            continue;
-        }
-        let k = 1030;
-        let m = l3 / 4 / (k * 4) + 7;
-        for (i, &(alpha, beta)) in [(1.0, 0.0), (-1.5, 1.0)].iter().enumerate() {
-            let case = Case {
-                m,
-                n: 40,
-                k,
-                ta: Transpose::No,
-                tb: Transpose::No,
-                alpha,
-                beta,
-                pad: i * 3,
-            };
-            let what = format!("{} thin B, A from memory", backend.name());
-            one_thread(|| check_large(&e, &mut rng, &case, &what));
-        }
+    let engines: Vec<_> = engines()
+        .into_iter()
+        .filter(|(b, _)| trueno::gemm::thin_blocking_for(*b).is_some())
+        .collect();
+    let k = 1030;
+    let m = l3 / 4 / (k * 4) + 7;
+    for (i, &(alpha, beta)) in [(1.0, 0.0), (-1.5, 1.0)].iter().enumerate() {
+        let case = Case {
+            m,
+            n: 40,
+            k,
+            ta: Transpose::No,
+            tb: Transpose::No,
+            alpha,
+            beta,
+            pad: i * 3,
+        };
+        check_each(&engines, &mut rng, &case, "thin B, A from memory", true);
     }
 }
 
@@ -154,36 +148,25 @@ fn a_c_past_a_quarter_of_l2_and_a_rows_pages_apart_match_the_reference_on_every_
     check_row_major(43, &shapes, "big C / far A rows", false);
 }
 
-/// `check` for a product sized past a cache level (millions of multiply-adds): `gemm`
-/// runs the packed loops for it already, so `check`'s second run, forced onto them,
-/// would repeat the same work (on a 105 MiB L3 under qemu, minutes of CI).
-fn check_large(e: &trueno::Engine, rng: &mut Rng, case: &Case, what: &str) {
-    check_path(e, rng, case, what, false);
-}
-
-/// Row-major A and B at each `(m, n, k, row padding)` on every ISA, one thread, alpha and
-/// beta taking turns over (1, 0), (-1.5, 1) and (0.5, -1.5); `large`: see `check_large`.
+/// Row-major A and B at each `(m, n, k, row padding)` on every ISA (one data set and
+/// reference a shape), one thread, alpha and beta taking turns over (1, 0), (-1.5, 1) and
+/// (0.5, -1.5); `large`: the default path only (see `check_each`).
 fn check_row_major(seed: u64, shapes: &[(usize, usize, usize, usize)], what: &str, large: bool) {
     let mut rng = Rng::new(seed);
-    for (backend, e) in engines() {
-        for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
-            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
-            let case = Case {
-                m,
-                n,
-                k,
-                ta: Transpose::No,
-                tb: Transpose::No,
-                alpha,
-                beta,
-                pad,
-            };
-            let what = format!("{} {what}", backend.name());
-            match large {
-                true => one_thread(|| check_large(&e, &mut rng, &case, &what)),
-                false => one_thread(|| check(&e, &mut rng, &case, &what)),
-            }
-        }
+    let engines = engines();
+    for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
+        let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+        let case = Case {
+            m,
+            n,
+            k,
+            ta: Transpose::No,
+            tb: Transpose::No,
+            alpha,
+            beta,
+            pad,
+        };
+        check_each(&engines, &mut rng, &case, what, large);
     }
 }
 
@@ -217,32 +200,38 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
     let l3 = trueno::gemm::CacheSizes::detect().l3;
     let k = l3 / 4096 + 9;
     let mut rng = Rng::new(59);
+    let engines = engines();
     for threads in [2, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
-        for (backend, e) in engines() {
-            for (i, m) in [7, 3].into_iter().enumerate() {
-                let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0)][i];
-                let case = Case {
-                    m,
-                    n: 1024,
-                    k,
-                    ta: Transpose::No,
-                    tb: Transpose::No,
-                    alpha,
-                    beta,
-                    pad: 0,
-                };
+        for (i, m) in [7, 3].into_iter().enumerate() {
+            let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0)][i];
+            let case = Case {
+                m,
+                n: 1024,
+                k,
+                ta: Transpose::No,
+                tb: Transpose::No,
+                alpha,
+                beta,
+                pad: 0,
+            };
+            // One data set and reference for every ISA; the default path only (it packs
+            // or reads in place by the rule asserted below).
+            let p = Product::new(&mut rng, &case);
+            for (backend, e) in &engines {
                 let what = format!("{} {threads} threads, B from memory", backend.name());
-                pool.install(|| check_large(&e, &mut rng, &case, &what));
+                pool.install(|| p.check(e, &what, false));
             }
+        }
+        for (backend, e) in &engines {
             // Whole panels only (1024 columns), so a B read in place packs nothing. It is
             // read in place where L1 cannot keep the packed KC x NR panel (the Zen 4 VM's
             // 32 KiB at KC 512), packed where it can (48 KiB at KC 256): both asserted.
-            if backend != trueno::Backend::Gpu {
-                let bl = trueno::gemm::blocking_for(backend);
+            if *backend != trueno::Backend::Gpu {
+                let bl = trueno::gemm::blocking_for(*backend);
                 let l1 = trueno::gemm::CacheSizes::detect().l1;
                 let in_place = bl.kc_one_block.min(k) * bl.nr * 4 > l1 * 2 / 3;
                 let a = trueno::Matrix::from_fn(7, k, |i, j| (i + j) as f32 * 1e-3).unwrap();

@@ -3,7 +3,7 @@
 //! within `(k + 2) * eps * (|alpha| sum|a||b| + |beta| |c|)`.
 
 use super::Rng;
-use trueno::{Engine, MatMut, MatRef, Transpose};
+use trueno::{Backend, Engine, MatMut, MatRef, Transpose};
 
 /// An operand stored with a row stride wider than its width (padding poisoned with NaN so
 /// a read outside the view shows up).
@@ -63,96 +63,192 @@ pub fn op_at(x: &Strided, t: Transpose, i: usize, j: usize) -> f32 {
     }
 }
 
-/// Runs one case on `e`, checking every element against the f64 reference within
+/// Runs one case on `e`, the default path and the packed one on the same operands,
+/// checking every element against the f64 reference within
 /// `(k + 2) * eps * (|alpha| sum|a||b| + |beta| |c|)`, and that C's padding is untouched.
 pub fn check(e: &Engine, rng: &mut Rng, c: &Case, what: &str) {
-    check_path(e, rng, c, what, false);
-    check_path(e, rng, c, what, true);
+    let p = Product::new(rng, c);
+    p.check(e, what, false);
+    p.check(e, what, true);
 }
 
+/// One path of `check` (`packed`: forced onto the packed loops).
 pub fn check_path(e: &Engine, rng: &mut Rng, c: &Case, what: &str, packed: bool) {
-    let (ar, ac) = if c.ta == Transpose::Yes {
-        (c.k, c.m)
-    } else {
-        (c.m, c.k)
-    };
-    let (br, bc) = if c.tb == Transpose::Yes {
-        (c.n, c.k)
-    } else {
-        (c.k, c.n)
-    };
-    let a = Strided::new(rng, ar, ac, c.pad);
-    let b = Strided::new(rng, br, bc, c.pad);
-    let mut cm = Strided::new(rng, c.m, c.n, c.pad);
-    if c.beta == 0.0 {
-        for i in 0..c.m {
-            cm.data[i * cm.stride..i * cm.stride + c.n].fill(f32::NAN);
-        }
+    Product::new(rng, c).check(e, what, packed);
+}
+
+/// `check` on each engine in turn, all on one set of operands, so the f64 reference (the
+/// costly part of a big case, most of all under qemu) is computed once; each run on one
+/// thread. `large`: the default path only (a case sized past a cache level runs the
+/// packed loops already, so the forced run would repeat the same work).
+pub fn check_each(engines: &[(Backend, Engine)], rng: &mut Rng, c: &Case, what: &str, large: bool) {
+    if engines.is_empty() {
+        return;
     }
-    let before = cm.data.clone();
-    let stride = cm.stride;
-    let mut cv = MatMut::new(&mut cm.data, c.m, c.n, stride).unwrap();
-    if packed {
-        e.gemm_packed_path(c.alpha, a.view(), c.ta, b.view(), c.tb, c.beta, &mut cv)
-            .unwrap();
-    } else {
-        e.gemm(c.alpha, a.view(), c.ta, b.view(), c.tb, c.beta, &mut cv)
-            .unwrap();
-    }
-    // op(A)'s rows and op(B)'s columns as contiguous f64 runs, so the reference's inner
-    // loop reads both in order (strided, it was most of the big cases' time under qemu).
-    let (ra, rb) = (&a, &b);
-    let a_rows: Vec<f64> = (0..c.m)
-        .flat_map(|i| (0..c.k).map(move |p| op_at(ra, c.ta, i, p) as f64))
-        .collect();
-    let b_cols: Vec<f64> = (0..c.n)
-        .flat_map(|j| (0..c.k).map(move |p| op_at(rb, c.tb, p, j) as f64))
-        .collect();
-    for i in 0..c.m {
-        for j in 0..c.n {
-            let (mut s, mut mag) = (0.0f64, 0.0f64);
-            let (ar, bc) = (&a_rows[i * c.k..][..c.k], &b_cols[j * c.k..][..c.k]);
-            for (&x, &y) in ar.iter().zip(bc) {
-                let prod = x * y;
-                s += prod;
-                mag += prod.abs();
+    let p = Product::new(rng, c);
+    for (backend, e) in engines {
+        let what = format!("{} {what}", backend.name());
+        one_thread(|| {
+            p.check(e, &what, false);
+            if !large {
+                p.check(e, &what, true);
             }
-            let c0 = before[i * stride + j] as f64;
-            let (want, bound_c) = if c.beta == 0.0 {
-                (c.alpha as f64 * s, 0.0)
-            } else {
-                (
-                    c.alpha as f64 * s + c.beta as f64 * c0,
-                    (c.beta as f64 * c0).abs(),
-                )
-            };
-            let got = cm.data[i * stride + j] as f64;
-            let bound =
-                (c.k as f64 + 2.0) * f32::EPSILON as f64 * ((c.alpha as f64).abs() * mag + bound_c)
-                    + 1e-30;
-            assert!(
-                (got - want).abs() <= bound,
-                "{what} packed={packed}: {}x{}x{} ta={:?} tb={:?} alpha={} beta={} pad={}: C({i},{j}) = {got}, want {want} (bound {bound:e})",
-                c.m,
-                c.n,
-                c.k,
-                c.ta,
-                c.tb,
-                c.alpha,
-                c.beta,
-                c.pad
-            );
+        });
+    }
+}
+
+/// One case's operands (C's initial contents included) and the f64 reference for each
+/// element of C: the expected value and its error bound.
+pub struct Product<'c> {
+    case: &'c Case,
+    a: Strided,
+    b: Strided,
+    c0: Strided,
+    want: Vec<(f64, f64)>,
+}
+
+impl<'c> Product<'c> {
+    /// Random operands in [-1, 1] with the case's row padding; C NaN-filled when beta = 0.
+    pub fn new(rng: &mut Rng, c: &'c Case) -> Self {
+        let (ar, ac) = if c.ta == Transpose::Yes {
+            (c.k, c.m)
+        } else {
+            (c.m, c.k)
+        };
+        let (br, bc) = if c.tb == Transpose::Yes {
+            (c.n, c.k)
+        } else {
+            (c.k, c.n)
+        };
+        let a = Strided::new(rng, ar, ac, c.pad);
+        let b = Strided::new(rng, br, bc, c.pad);
+        let mut c0 = Strided::new(rng, c.m, c.n, c.pad);
+        if c.beta == 0.0 {
+            for i in 0..c.m {
+                c0.data[i * c0.stride..i * c0.stride + c.n].fill(f32::NAN);
+            }
         }
-        // Padding past the row's end is never written.
-        for j in c.n..stride {
-            if i * stride + j < cm.data.len() {
+        let want = reference(c, &a, &b, &c0);
+        Product {
+            case: c,
+            a,
+            b,
+            c0,
+            want,
+        }
+    }
+
+    /// Runs the product on `e` into a copy of C and checks every element and the padding.
+    pub fn check(&self, e: &Engine, what: &str, packed: bool) {
+        let c = self.case;
+        let stride = self.c0.stride;
+        let mut data = self.c0.data.clone();
+        let mut cv = MatMut::new(&mut data, c.m, c.n, stride).unwrap();
+        let (a, b) = (self.a.view(), self.b.view());
+        if packed {
+            e.gemm_packed_path(c.alpha, a, c.ta, b, c.tb, c.beta, &mut cv)
+                .unwrap();
+        } else {
+            e.gemm(c.alpha, a, c.ta, b, c.tb, c.beta, &mut cv).unwrap();
+        }
+        for i in 0..c.m {
+            for j in 0..c.n {
+                let (want, bound) = self.want[i * c.n + j];
+                let got = data[i * stride + j] as f64;
                 assert!(
-                    cm.data[i * stride + j].to_bits() == before[i * stride + j].to_bits(),
-                    "{what}: padding ({i},{j}) written"
+                    (got - want).abs() <= bound,
+                    "{what} packed={packed}: {}x{}x{} ta={:?} tb={:?} alpha={} beta={} pad={}: C({i},{j}) = {got}, want {want} (bound {bound:e})",
+                    c.m,
+                    c.n,
+                    c.k,
+                    c.ta,
+                    c.tb,
+                    c.alpha,
+                    c.beta,
+                    c.pad
                 );
             }
+            // Padding past the row's end is never written.
+            for j in c.n..stride {
+                if i * stride + j < data.len() {
+                    assert!(
+                        data[i * stride + j].to_bits() == self.c0.data[i * stride + j].to_bits(),
+                        "{what}: padding ({i},{j}) written"
+                    );
+                }
+            }
         }
     }
+}
+
+/// The f64 product, element by element, with its bound: `(want, bound)` in row-major order.
+fn reference(c: &Case, a: &Strided, b: &Strided, c0: &Strided) -> Vec<(f64, f64)> {
+    // op(A)'s rows and op(B)'s columns as contiguous f64 runs, so the inner loop reads both
+    // in order (strided, it was most of the big cases' time under qemu). The loop re-reads
+    // the smaller of the two for each element of the other, so the larger streams once
+    // (a B of 100 MiB past L3 is read once, not once per row of C).
+    let a_rows: Vec<f64> = (0..c.m)
+        .flat_map(|i| (0..c.k).map(move |p| op_at(a, c.ta, i, p) as f64))
+        .collect();
+    let b_cols: Vec<f64> = (0..c.n)
+        .flat_map(|j| (0..c.k).map(move |p| op_at(b, c.tb, p, j) as f64))
+        .collect();
+    let mut out = vec![(0.0, 0.0); c.m * c.n];
+    let mut one = |i: usize, j: usize| {
+        let (s, mag) = dot_and_magnitude(&a_rows[i * c.k..][..c.k], &b_cols[j * c.k..][..c.k]);
+        let c_in = c0.at(i, j) as f64;
+        let (want, bound_c) = if c.beta == 0.0 {
+            (c.alpha as f64 * s, 0.0)
+        } else {
+            (
+                c.alpha as f64 * s + c.beta as f64 * c_in,
+                (c.beta as f64 * c_in).abs(),
+            )
+        };
+        let bound =
+            (c.k as f64 + 2.0) * f32::EPSILON as f64 * ((c.alpha as f64).abs() * mag + bound_c)
+                + 1e-30;
+        out[i * c.n + j] = (want, bound);
+    };
+    if c.m <= c.n {
+        for j in 0..c.n {
+            for i in 0..c.m {
+                one(i, j);
+            }
+        }
+    } else {
+        for i in 0..c.m {
+            for j in 0..c.n {
+                one(i, j);
+            }
+        }
+    }
+    out
+}
+
+/// `(sum x y, sum |x y|)` in f64 (each product of two f32 values is exact), in four
+/// independent partial sums: one running sum waits on each addition's latency, four keep
+/// the adder busy (the big cases' references are billions of terms).
+fn dot_and_magnitude(x: &[f64], y: &[f64]) -> (f64, f64) {
+    let (mut s, mut mag) = ([0.0f64; 4], [0.0f64; 4]);
+    let (xs, ys) = (x.chunks_exact(4), y.chunks_exact(4));
+    let (x_tail, y_tail) = (xs.remainder(), ys.remainder());
+    for (x4, y4) in xs.zip(ys) {
+        for l in 0..4 {
+            let p = x4[l] * y4[l];
+            s[l] += p;
+            mag[l] += p.abs();
+        }
+    }
+    for (&xv, &yv) in x_tail.iter().zip(y_tail) {
+        let p = xv * yv;
+        s[0] += p;
+        mag[0] += p.abs();
+    }
+    (
+        s[0] + s[1] + (s[2] + s[3]),
+        mag[0] + mag[1] + (mag[2] + mag[3]),
+    )
 }
 
 pub const OPS: [(Transpose, Transpose); 4] = [
