@@ -12,6 +12,10 @@
 //! `NDARRAY=1` adds ndarray 0.17 (`general_mat_mul`, matrixmultiply inside, one thread
 //! whatever the pool) as a third contender in the same bursts, on trueno's row-major bytes
 //! (B as a transposed view under `BT=1`): the ndarray bar on a drifting VM.
+//! `PEAK=1` adds the FMA probe (`trueno::gemm::fma_rate_gflops`, ~4 ms a burst on the
+//! pool's thread count) to the same bursts and prints trueno's best as a share of the
+//! probe's best: the issue's %-of-peak bar where the peak itself drifts (a shared VM's
+//! one-thread probe moved between 85 and 131 GFLOP/s a second apart).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -52,20 +56,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t => Par::rayon(t),
     };
     let with_nd = std::env::var_os("NDARRAY").is_some();
-    match with_nd {
-        true => {
-            println!(
-                "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer | ndarray GFLOP/s | trueno / ndarray |"
-            );
-            println!("|---|---:|---:|---:|---:|---:|---:|");
-        }
-        false => {
-            println!(
-                "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |"
-            );
-            println!("|---|---:|---:|---:|---:|");
-        }
+    let with_peak = std::env::var_os("PEAK").is_some();
+    let mut header = String::from(
+        "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |",
+    );
+    let mut rule = String::from("|---|---:|---:|---:|---:|");
+    if with_nd {
+        header += " ndarray GFLOP/s | trueno / ndarray |";
+        rule += "---:|---:|";
     }
+    if with_peak {
+        header += " FMA probe GFLOP/s | trueno / probe |";
+        rule += "---:|---:|";
+    }
+    println!("{header}\n{rule}");
     let align_all = std::env::var_os("ALIGN").is_some();
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
@@ -114,6 +118,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (na, nb, ndarray::Array2::<f32>::zeros((m, n)))
         });
         let (mut bt, mut bf, mut bn) = (f64::MAX, f64::MAX, f64::MAX);
+        // The probe's best rate in the same bursts (GFLOP/s).
+        let mut peak = 0.0f64;
         let gflop = 2.0 * (m * n * k) as f64 / 1e9;
         let reps = ((0.5 / gflop) as usize).max(1);
         // At least two rounds, so no side's best is a first call's one-time cost (with
@@ -169,11 +175,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     bn = bn.min(t.elapsed().as_secs_f64());
                 }
             }
+            if with_peak {
+                let threads = rayon::current_num_threads();
+                peak = peak.max(trueno::gemm::fma_rate_gflops(threads, 1_500_000));
+            }
         }
-        let nd = match with_nd {
+        let mut nd = match with_nd {
             true => format!(" {:.1} | {:.2}x |", gflop / bn, bn / bt),
             false => String::new(),
         };
+        if with_peak {
+            nd += &format!(" {peak:.1} | {:.0}% |", 100.0 * gflop / bt / peak);
+        }
         println!(
             "| {m}x{n}x{k} | {} | {:.1} | {:.1} | {:.2}x |{nd}",
             rayon::current_num_threads(),

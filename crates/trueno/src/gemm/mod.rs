@@ -18,7 +18,7 @@ mod transpose;
 mod transpose8;
 
 pub use blocking::{Blocking, CacheSizes, CoreFamily};
-pub use peak::fma_peak_gflops;
+pub use peak::{fma_peak_gflops, fma_rate_gflops};
 
 use crate::backend::Backend;
 use crate::simd::Simd;

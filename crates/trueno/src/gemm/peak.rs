@@ -6,16 +6,28 @@ use std::time::Instant;
 
 /// GFLOP/s of back-to-back independent FMAs on `threads` threads (each counted as 2
 /// flops), with the widest FMA this CPU has (AVX-512, else AVX2+FMA, else 0). Takes about
-/// 0.2 s.
+/// 30 ms (an AVX-512 core at 2 GHz).
 ///
 /// ```
 /// let peak = trueno::gemm::fma_peak_gflops(1);
 /// assert!(peak >= 0.0);
 /// ```
 pub fn fma_peak_gflops(threads: usize) -> f64 {
+    fma_rate_gflops(threads, 10_000_000)
+}
+
+/// [`fma_peak_gflops`] over `iters` rounds of 12 FMAs a thread (it runs 10 million, about
+/// 30 ms): a probe short enough to alternate with the calls it is the limit
+/// of, on a machine whose speed drifts between seconds (a shared VM's one-thread peak
+/// moved between 85 and 131 GFLOP/s a second apart).
+///
+/// ```
+/// let rate = trueno::gemm::fma_rate_gflops(1, 100_000);
+/// assert!(rate >= 0.0);
+/// ```
+pub fn fma_rate_gflops(threads: usize, iters: u64) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        let iters: u64 = 10_000_000;
         let per_thread = || {
             let t = Instant::now();
             let flops = run(iters);
@@ -31,7 +43,7 @@ pub fn fma_peak_gflops(threads: usize) -> f64 {
     // wasm32 build never links `pthread_create` (WASI C libraries without threads lack it).
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = threads;
+        let _ = (threads, iters);
         0.0
     }
 }
