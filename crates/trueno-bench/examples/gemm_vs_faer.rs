@@ -15,7 +15,7 @@
 //! `PEAK=1` adds the FMA probe (`trueno::gemm::fma_rate_gflops`, ~4 ms a burst on the
 //! pool's thread count) to the same bursts and prints trueno's best as a share of the
 //! probe's best: the issue's %-of-peak bar where the peak itself drifts (a shared VM's
-//! one-thread probe moved between 85 and 131 GFLOP/s a second apart).
+//! one-thread probe read 85-131 GFLOP/s over ten runs within a second).
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};

@@ -18,8 +18,8 @@ pub fn fma_peak_gflops(threads: usize) -> f64 {
 
 /// [`fma_peak_gflops`] over `iters` rounds of 12 FMAs a thread (it runs 10 million, about
 /// 30 ms): a probe short enough to alternate with the calls it is the limit
-/// of, on a machine whose speed drifts between seconds (a shared VM's one-thread peak
-/// moved between 85 and 131 GFLOP/s a second apart).
+/// of, on a machine whose speed drifts (a shared VM's one-thread probe read 85-131
+/// GFLOP/s over ten runs within a second).
 ///
 /// ```
 /// let rate = trueno::gemm::fma_rate_gflops(1, 100_000);

@@ -72,11 +72,6 @@ pub fn check(e: &Engine, rng: &mut Rng, c: &Case, what: &str) {
     p.check(e, what, true);
 }
 
-/// One path of `check` (`packed`: forced onto the packed loops).
-pub fn check_path(e: &Engine, rng: &mut Rng, c: &Case, what: &str, packed: bool) {
-    Product::new(rng, c).check(e, what, packed);
-}
-
 /// `check` on each engine in turn, all on one set of operands, so the f64 reference (the
 /// costly part of a big case, most of all under qemu) is computed once; each run on one
 /// thread. `large`: the default path only (a case sized past a cache level runs the
