@@ -61,6 +61,7 @@ mod ops_attention;
 mod ops_dequant;
 mod ops_gemm;
 mod ops_gemm_split;
+mod ops_gemm_tf32;
 mod ops_paged;
 mod ops_qgemm;
 mod ops_qgemv;

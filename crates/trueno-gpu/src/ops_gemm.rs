@@ -10,7 +10,6 @@ use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_epilogue::Activation;
 use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
-use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
@@ -324,89 +323,6 @@ impl<'a> Stream<Recording<'a>> {
         self.gemm_with_config(T::TYPE.into(), config, a, b, c, m, n, k, epilogue)
     }
 
-    /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
-    /// both row-major, on the tensor cores in TF32: each product reads 10 of the 23
-    /// mantissa bits of its operands (relative error up to about 2^-10 a product), the
-    /// sums stay f32, as cuBLAS's TF32 mode (`torch.backends.cuda.matmul.allow_tf32`).
-    /// `b_t` is B transposed, the `[out, in]` layout of a linear layer's weights,
-    /// because the tensor cores read TF32 operands only k-major; a row-major `k x n` B
-    /// is transposed first ([`transpose`](Self::transpose)). `n` and `k` multiples of 8.
-    /// Hopper's path (wgmma, as [`gemm_wgmma`](Self::gemm_wgmma)) on sm_90a, the
-    /// `mma.sync` path elsewhere ([`gemm`](Self::gemm) is exact f32 on any device).
-    ///
-    /// ```
-    /// use trueno_gpu::GemmEpilogue;
-    /// use trueno_gpu::driver::Context;
-    ///
-    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
-    /// let (m, n, k) = (256, 128, 64);
-    /// let a = ctx.upload(&vec![0.5f32; m * k])?;
-    /// // Row j of b_t is column j of B: here B[p][j] = j, exactly representable in TF32.
-    /// let b_t: Vec<f32> = (0..n * k).map(|i| (i / k) as f32).collect();
-    /// let b_t = ctx.upload(&b_t)?;
-    /// let mut c = ctx.alloc::<f32>(m * n)?;
-    /// let mut s = ctx.stream()?.record();
-    /// s.gemm_tf32(&a, &b_t, &c, m, n, k, GemmEpilogue::default())?;
-    /// s.sync()?;
-    /// // c[r][j] = 64 * 0.5 * j.
-    /// assert_eq!(c.to_vec()?[3], 96.0);
-    /// # Ok::<(), trueno_gpu::GpuError>(())
-    /// ```
-    #[allow(clippy::too_many_arguments)]
-    pub fn gemm_tf32<C: FloatElem>(
-        &mut self,
-        a: &'a DeviceBuffer<f32>,
-        b_t: &'a DeviceBuffer<f32>,
-        c: &'a DeviceBuffer<C>,
-        m: usize,
-        n: usize,
-        k: usize,
-        epilogue: GemmEpilogue<'a>,
-    ) -> Result<()> {
-        let config = self.gemm_choice(GemmInput::Tf32, C::TYPE, (m, n, k));
-        self.gemm_with_config(GemmInput::Tf32, config, a, b_t, c, m, n, k, epilogue)
-    }
-
-    /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): a
-    /// row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read and one
-    /// write of each value, both coalesced (32 x 32 tiles through shared memory).
-    ///
-    /// ```
-    /// use trueno_gpu::driver::Context;
-    ///
-    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
-    /// let x = ctx.upload(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0])?; // 2 x 3
-    /// let mut out = ctx.alloc::<f32>(6)?;
-    /// let mut s = ctx.stream()?.record();
-    /// s.transpose(&x, &out, 2, 3)?;
-    /// s.sync()?;
-    /// assert_eq!(out.to_vec()?, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
-    /// # Ok::<(), trueno_gpu::GpuError>(())
-    /// ```
-    pub fn transpose(
-        &mut self,
-        x: &'a DeviceBuffer<f32>,
-        out: &'a DeviceBuffer<f32>,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()> {
-        let kern = TransposeKernel;
-        let cfg = kern.launch_config(&[rows, cols])?;
-        if x.device_ptr() == out.device_ptr() {
-            return shape_err(&kern.name(), "the output may not alias the input");
-        }
-        expect_len("transpose x", x, rows * cols)?;
-        expect_len("transpose out", out, rows * cols)?;
-        let f = self.context().function(Family::Elementwise, &kern.name())?;
-        self.launch(&f)
-            .config(cfg)
-            .arg(KernelArg::buf(x))
-            .arg(KernelArg::buf_mut(out))
-            .arg(KernelArg::U32(rows as u32))
-            .arg(KernelArg::U32(cols as u32))
-            .run()
-    }
-
     /// Every tensor-core GEMM op ends here, and tuning, benchmarks and tests call it to
     /// force a configuration: the kernel for `input` (the element type of `a` and `b`,
     /// checked; B as the input says: `k x n` for [`GemmInput::Half`], `n x k` for
@@ -472,11 +388,10 @@ impl<'a> Stream<Recording<'a>> {
                 let kern = MmaGemmKernel(input, tile_k, C::TYPE);
                 // A cut writes raw f32 partial products.
                 let partial = MmaGemmKernel(input, tile_k, FloatType::F32);
-                let split = (splits != 1).then_some((splits, &partial as &dyn Kernel));
                 let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
                 self.tensor_core_gemm(
                     Family::GemmMma,
-                    (&kern, split),
+                    (&kern, &partial, splits),
                     names,
                     (a, b, c),
                     (m, n, k),
@@ -499,10 +414,9 @@ impl<'a> Stream<Recording<'a>> {
                 };
                 // A cut writes raw f32 partial products.
                 let partial = WgmmaGemmKernel(input, tile_n, FloatType::F32);
-                let split = (splits != 1).then_some((splits, &partial as &dyn Kernel));
                 self.tensor_core_gemm(
                     Family::GemmWgmma,
-                    (&kern, split),
+                    (&kern, &partial, splits),
                     names,
                     (a, b, c),
                     (m, n, k),
@@ -515,13 +429,13 @@ impl<'a> Stream<Recording<'a>> {
 
     /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A
     /// and B as `operands` passes them (buffers, or tensor maps of them), C, m, n, k
-    /// and the epilogue's alpha, beta, bias and flags; with a `split` (its count and
-    /// the f32-output kernel of the family), the ranges' launch and the reduce.
+    /// and the epilogue's alpha, beta, bias and flags; with `splits` above 1, the
+    /// ranges' launch of `partial` (the family's f32-output kernel) and the reduce.
     #[allow(clippy::too_many_arguments)]
-    fn tensor_core_gemm<T: DeviceCopy, C: FloatElem>(
+    pub(crate) fn tensor_core_gemm<T: DeviceCopy, C: FloatElem>(
         &mut self,
         family: Family,
-        (kern, split): (&dyn Kernel, Option<(u32, &dyn Kernel)>),
+        (kern, partial, splits): (&dyn Kernel, &dyn Kernel, u32),
         names: [&'static str; 3],
         (a, b, c): (
             &'a DeviceBuffer<T>,
@@ -546,13 +460,13 @@ impl<'a> Stream<Recording<'a>> {
             expect_len("gemm bias", bias, n)?;
         }
         let operands = operands(a, b)?;
-        match split {
-            None => {
+        match splits {
+            1 => {
                 let f = self.context().function(family, &kern.name())?;
                 let c = KernelArg::buf_mut(c);
                 self.launch_gemm(&f, cfg, operands, c, (m, n, k), epilogue)
             }
-            Some((splits, partial)) => {
+            splits => {
                 let f = self.context().function(family, &partial.name())?;
                 self.split_k(cfg, splits, c, (m, n), epilogue, |s, cfg, out| {
                     let raw = GemmEpilogue::default();

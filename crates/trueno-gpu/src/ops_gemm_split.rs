@@ -11,6 +11,7 @@ use crate::kernels::gemm_mma::{GemmInput, HalfType, MmaTileK};
 use crate::kernels::gemm_simt::SimtPipeline;
 use crate::kernels::gemm_split::{MAX_SPLITS, SplitReduceKernel, splits_for};
 use crate::kernels::gemm_wgmma::{TILE_M, WgmmaTileN, tile_k};
+use crate::kernels::gemm_wgmma_kn::{TILE_COLS, TILE_K as KN_TILE_K};
 use crate::kernels::qgemm_wgmma::{QgemmTileM, TILE_N as QGEMM_TILE_N};
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, FloatElem};
@@ -49,6 +50,17 @@ impl SplitShape {
         SplitShape {
             tile: (TILE_M as usize, tile_n.elems() as usize),
             tile_k: tile_k(input) as usize,
+            target_halves: 1,
+            min_k_tiles: 4,
+        }
+    }
+
+    /// Hopper's TF32 GEMM with a row-major B at tile height `tile` (`R x 128` tiles),
+    /// as the other wgmma kernel.
+    pub fn wgmma_kn(tile: WgmmaTileN) -> SplitShape {
+        SplitShape {
+            tile: (tile.elems() as usize, TILE_COLS as usize),
+            tile_k: KN_TILE_K as usize,
             target_halves: 1,
             min_k_tiles: 4,
         }

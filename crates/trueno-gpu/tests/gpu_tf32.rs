@@ -2,9 +2,9 @@
 //! and the f32 transpose on the device: the product against an f64 product of the full
 //! f32 inputs, within the error TF32 allows (each operand keeps 10 of its 23 mantissa
 //! bits), at ragged shapes, with alpha/beta, a NaN-poisoned C under beta = 0, a bias and
-//! activation, a 16-bit output, a row-major B transposed on the device first; the
-//! transpose exactly; the shape errors. Skipped without a GPU (the wgmma path also
-//! without an sm_90 one).
+//! activation, a 16-bit output, a row-major B transposed on the device first or read as
+//! stored (`gemm_tf32_kn`); the transpose exactly; the shape errors. Skipped without a
+//! GPU (the wgmma paths also without an sm_90 one).
 
 mod common;
 use common::device::{POISON, Rng, ctx, gemm_shapes, poisoned};
@@ -53,14 +53,18 @@ fn tf32_bound(mag: f64, k: usize) -> f64 {
     (2f64.powi(-9) + (k as f64 + 2.0) * 2f64.powi(-24)) * mag
 }
 
-/// Which kernel.
+/// Which kernel, and how B is passed: transposed (`gemm_with_config`) or as stored
+/// (`gemm_tf32_kn_with_config`: the Hopper kernel that reads it so, or the transpose and
+/// the sm_80 path).
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Mma,
     Wgmma(WgmmaTileN),
+    KnMma,
+    KnWgmma(WgmmaTileN),
 }
 
-/// One TF32 product `c = alpha a b + beta c` on `path`, B passed transposed.
+/// One TF32 product `c = alpha a b + beta c` on `path`.
 fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize), ab: (f32, f32)) {
     let (m, n, k) = shape;
     let (alpha, beta) = ab;
@@ -69,7 +73,11 @@ fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize),
     let c0 = rng.vec(m * n, -2.0, 2.0);
     let (prod, mag) = product(&a, &b, shape);
     let da = ctx.upload(&a).unwrap();
-    let dbt = ctx.upload(&transposed(&b, k, n)).unwrap();
+    let as_stored = matches!(path, Path::KnMma | Path::KnWgmma(_));
+    let db = match as_stored {
+        true => ctx.upload(&b).unwrap(),
+        false => ctx.upload(&transposed(&b, k, n)).unwrap(),
+    };
     let mut dc = if beta == 0.0 {
         poisoned(ctx, m * n)
     } else {
@@ -78,11 +86,14 @@ fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize),
     let mut s = ctx.stream().unwrap().record();
     let e = GemmEpilogue::scaled(alpha, beta);
     let config = match path {
-        Path::Mma => GemmConfig::Mma(MmaTileK::K32),
-        Path::Wgmma(tile) => GemmConfig::Wgmma(tile),
+        Path::Mma | Path::KnMma => GemmConfig::Mma(MmaTileK::K32),
+        Path::Wgmma(tile) | Path::KnWgmma(tile) => GemmConfig::Wgmma(tile),
     };
-    s.gemm_with_config(GemmInput::Tf32, config, &da, &dbt, &dc, m, n, k, e)
-        .unwrap();
+    match as_stored {
+        true => s.gemm_tf32_kn_with_config(config, &da, &db, &dc, m, n, k, e),
+        false => s.gemm_with_config(GemmInput::Tf32, config, &da, &db, &dc, m, n, k, e),
+    }
+    .unwrap();
     s.sync().unwrap();
     let got = dc.to_vec().unwrap();
     let what = format!("tf32 {path:?} {m}x{n}x{k} alpha {alpha} beta {beta}");
@@ -126,11 +137,39 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
     }
 }
 
-/// A row-major B transposed on the device, then the product with a bias and SiLU into
-/// bf16 (the epilogue is the 16-bit GEMMs'; this checks it is wired to the TF32 one),
-/// on the device's default path.
+/// B as stored (`gemm_tf32_kn`) on Hopper's kernel at every tile height and on the
+/// transpose + sm_80 path: the ragged shapes (k from 8, one k-tile's odd tail to many
+/// pairs of them), alpha/beta over a NaN-poisoned or random C, and tall-k products the
+/// split rule cuts (the ranges' partial products summed by the reduce).
 #[test]
-fn tf32_gemm_after_a_device_transpose_with_bias_silu_and_bf16_output() {
+fn tf32_gemm_with_b_as_stored_matches_an_f64_product() {
+    let Some(ctx) = ctx() else { return };
+    let mut paths = vec![Path::KnMma];
+    if ctx.has_sm90a() {
+        paths.extend(WgmmaTileN::ALL.map(Path::KnWgmma));
+    } else {
+        eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
+    }
+    let mut rng = Rng(97);
+    for path in paths {
+        for &shape in &gemm_shapes() {
+            check(&ctx, &mut rng, path, shape, (1.0, 0.0));
+        }
+        for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
+            check(&ctx, &mut rng, path, (129, 136, 72), ab);
+        }
+        // One or two tiles and 130-160 k-tiles: cut into ranges by the rule.
+        check(&ctx, &mut rng, path, (64, 64, 4096), (1.0, 0.0));
+        check(&ctx, &mut rng, path, (200, 136, 5000), (0.5, 1.0));
+    }
+}
+
+/// A row-major B with a bias and SiLU into bf16 on the device's default paths, both
+/// ways: transposed on the device then `gemm_tf32`, and as stored through
+/// `gemm_tf32_kn` (the epilogue is the 16-bit GEMMs'; this checks it is wired to the
+/// TF32 kernels, the transposed staging of the row-major one included).
+#[test]
+fn tf32_gemm_of_a_row_major_b_with_bias_silu_and_bf16_output() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(95);
     let (m, n, k) = (200, 136, 264);
@@ -144,36 +183,42 @@ fn tf32_gemm_after_a_device_transpose_with_bias_silu_and_bf16_output() {
         ctx.upload(&bias).unwrap(),
     );
     let dbt = poisoned(&ctx, k * n);
-    let mut dc = ctx.upload(&vec![bf16::from_bits(0x7FC5); m * n]).unwrap();
-    let mut s = ctx.stream().unwrap().record();
-    s.transpose(&db, &dbt, k, n).unwrap();
     let e = GemmEpilogue::default()
         .with_bias(&dbias)
         .with_activation(Activation::Silu);
-    s.gemm_tf32(&da, &dbt, &dc, m, n, k, e).unwrap();
-    s.sync().unwrap();
-    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
-        assert_ne!(g.to_bits(), 0x7FC5, "element {i} never written");
-        let want = gemm_epilogue::reference(
-            prod[i],
-            0.0,
-            (1.0, 0.0),
-            Some(bias[i % n]),
-            Activation::Silu,
-        ) as f64;
-        // SiLU's slope is at most 1.1; ex2.approx and div.full add 3e-5 of the value.
-        let bound = 1.1 * (tf32_bound(mag[i], k) + 2f64.powi(-21) * (prod[i].abs() + 2.0))
-            + 3e-5 * want.abs()
-            + 1e-30;
-        let lo = bf16::from_f64(want - bound).to_f64();
-        let hi = bf16::from_f64(want + bound).to_f64();
-        let g = g.to_f64();
-        assert!(
-            lo <= g && g <= hi,
-            "[{} {}]: got {g}, want {want} ({lo}..={hi})",
-            i / n,
-            i % n
-        );
+    for as_stored in [false, true] {
+        let mut dc = ctx.upload(&vec![bf16::from_bits(0x7FC5); m * n]).unwrap();
+        let mut s = ctx.stream().unwrap().record();
+        if as_stored {
+            s.gemm_tf32_kn(&da, &db, &dc, m, n, k, e).unwrap();
+        } else {
+            s.transpose(&db, &dbt, k, n).unwrap();
+            s.gemm_tf32(&da, &dbt, &dc, m, n, k, e).unwrap();
+        }
+        s.sync().unwrap();
+        for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+            assert_ne!(g.to_bits(), 0x7FC5, "element {i} never written");
+            let want = gemm_epilogue::reference(
+                prod[i],
+                0.0,
+                (1.0, 0.0),
+                Some(bias[i % n]),
+                Activation::Silu,
+            ) as f64;
+            // SiLU's slope is at most 1.1; ex2.approx and div.full add 3e-5 of the value.
+            let bound = 1.1 * (tf32_bound(mag[i], k) + 2f64.powi(-21) * (prod[i].abs() + 2.0))
+                + 3e-5 * want.abs()
+                + 1e-30;
+            let lo = bf16::from_f64(want - bound).to_f64();
+            let hi = bf16::from_f64(want + bound).to_f64();
+            let g = g.to_f64();
+            assert!(
+                lo <= g && g <= hi,
+                "as stored {as_stored} [{} {}]: got {g}, want {want} ({lo}..={hi})",
+                i / n,
+                i % n
+            );
+        }
     }
 }
 
@@ -210,6 +255,7 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
     let a = ctx.upload(&vec![1.0f32; 16 * 16]).unwrap();
     let b = ctx.upload(&vec![1.0f32; 16 * 16]).unwrap();
     let c = poisoned(&ctx, 16 * 16);
+    let short = ctx.upload(&vec![1.0f32; 16 * 8]).unwrap();
     let mut s = ctx.stream().unwrap().record();
     let none = GemmEpilogue::default();
     let tf32 = GemmInput::Tf32;
@@ -246,6 +292,34 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
             .unwrap_err();
         assert!(e.to_string().contains("sm_90a"), "{e}");
     }
+    // B as stored: the same shape, length and alias errors on both paths, B's length
+    // checked before the transpose would read it.
+    for config in [mma, GemmConfig::Wgmma(WgmmaTileN::N256)] {
+        if config != mma && !ctx.has_sm90a() {
+            let e = s
+                .gemm_tf32_kn_with_config(config, &a, &b, &c, 16, 16, 16, none)
+                .unwrap_err();
+            assert!(e.to_string().contains("sm_90a"), "{e}");
+            continue;
+        }
+        let kn = |s: &mut trueno_gpu::driver::Stream<_>, (m, n, k), c| {
+            s.gemm_tf32_kn_with_config(config, &a, &b, c, m, n, k, none)
+        };
+        let e = kn(&mut s, (16, 12, 16), &c).unwrap_err();
+        assert!(e.to_string().contains("multiples of 8"), "{config:?}: {e}");
+        let e = s
+            .gemm_tf32_kn_with_config(config, &a, &short, &c, 16, 16, 16, none)
+            .unwrap_err();
+        assert!(e.to_string().contains("gemm_tf32_kn b"), "{config:?}: {e}");
+        assert!(kn(&mut s, (32, 8, 16), &c).is_err(), "{config:?}: A short");
+        let e = kn(&mut s, (16, 16, 16), &b).unwrap_err();
+        assert!(e.to_string().contains("alias"), "{config:?}: {e}");
+    }
+    let k64 = GemmConfig::Mma(MmaTileK::K64);
+    assert!(
+        s.gemm_tf32_kn_with_config(k64, &a, &b, &c, 16, 16, 16, none)
+            .is_err()
+    );
     let e = s.transpose(&a, &c, 16, 17).unwrap_err();
     assert!(e.to_string().contains("transpose x"), "{e}");
     let e = s.transpose(&a, &a, 16, 16).unwrap_err();

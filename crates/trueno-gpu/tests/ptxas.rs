@@ -380,6 +380,69 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
     }
 }
 
+/// Hopper's TF32 GEMM with a row-major B in machine code (sm_90a): its products are
+/// warpgroup products `m64nRk8` TF32 with A (B's values) from registers (`HGMMA.. Rd,
+/// Ra, gdesc..`), four a k-tile in each of the paired loop's two steps and the odd
+/// tile's; the values arrive by plain 32-bit shared loads (16 a k-tile); A's box and
+/// B's four by the copy engine; the products are not serialized (one `wait_group` a
+/// k-tile and the last: a WARPGROUP.DEPBAR after each product would mean ptxas saw a
+/// fragment rewritten while read); the accumulators staged one at a time (STS) and
+/// stored as the other GEMMs' (16-byte reads, two stores a loop step).
+#[test]
+fn the_hopper_tf32_gemm_with_a_row_major_b_takes_its_values_from_registers() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::float_type::FloatType;
+    use trueno_gpu::kernels::gemm_wgmma::WgmmaTileN;
+    use trueno_gpu::kernels::gemm_wgmma_kn::WgmmaTf32KnKernel;
+    for (tile, out) in WgmmaTileN::ALL
+        .into_iter()
+        .flat_map(|t| FloatType::ALL.map(|out| (t, out)))
+    {
+        let k = WgmmaTf32KnKernel(tile, out);
+        let r = tile.elems() as usize;
+        let (stem, code) = sass.of(&k, Target::Sm90a);
+        let count = |op: &str| code.matches(op).count();
+        let hgmma = format!("HGMMA.64x{r}x8.F32.TF32");
+        let from_regs = code
+            .lines()
+            .filter(|l| l.contains(&hgmma))
+            .filter(|l| {
+                let ops: Vec<&str> = l.split(", ").collect();
+                ops.len() > 2 && ops[1].trim_start().starts_with('R')
+            })
+            .count();
+        assert_eq!(count(&hgmma), 12, "{stem}\n{code}");
+        assert_eq!(from_regs, 12, "{stem}: products with A not from registers");
+        assert_eq!(count("LDS "), 48, "{stem}: fragment loads");
+        assert_eq!(count("WARPGROUP.DEPBAR"), 4, "{stem}: serialized products");
+        assert!(
+            count("UTMALDG.2D") >= 5,
+            "{stem}: {} copies",
+            count("UTMALDG")
+        );
+        assert!(count("SYNCS.PHASECHK") >= 2, "{stem}: no barrier waits");
+        assert!(count("USETMAXREG") >= 2, "{stem}: no register split");
+        assert_eq!(count("HMMA"), 0, "{stem}: an mma.sync product");
+        assert_eq!(count("STS "), r / 2, "{stem}: staging stores");
+        assert!(
+            count("LDS.128") >= 1,
+            "{stem}: no 16-byte reads of the staged tile"
+        );
+        let store = match out {
+            FloatType::F32 => "STG.E.128",
+            _ => "STG.E.64",
+        };
+        // Each consumer stores every second group of 64 rows, two rows a loop step.
+        let calls = (r / 64).div_ceil(2);
+        assert_eq!(
+            count("STG."),
+            count(store),
+            "{stem}: stores other than {store}"
+        );
+        assert_eq!(count(store), 2 * calls, "{stem}: {store}");
+    }
+}
+
 /// Hopper's FlashAttention in machine code (sm_90a): `Q K^T` as HGMMA from two
 /// shared-memory descriptors (a 64 x keys product per k16 step), `P V` as HGMMA with A
 /// in registers (`R..` before the descriptor) and V transposed (`.tnspB`), one per 16

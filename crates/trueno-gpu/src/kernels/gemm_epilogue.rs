@@ -47,6 +47,9 @@ pub(super) const GROUP_THREADS: u32 = 128;
 /// Bytes added to each staged row: rows then start eight banks apart, so the eight rows
 /// a warp's 8-byte pair stores touch (half a warp at a time) never share a bank.
 const ROW_PAD: u32 = 32;
+/// The pad for a group that stages its accumulators one at a time, four rows apart in
+/// a warp's store ([`super::gemm_wgmma_kn`]): rows four banks apart.
+pub(super) const ROW_PAD_SINGLES: u32 = 16;
 
 /// Bytes of shared memory one group's staged rows take, `cols` f32 columns each.
 pub(super) fn staged_bytes(cols: u32) -> u32 {
@@ -127,6 +130,7 @@ pub(super) struct CStore {
     beta: Reg<F32>,
     bias: Reg<U64>,
     flags: Reg<U32>,
+    row_pad: u32,
 }
 
 impl CStore {
@@ -154,25 +158,44 @@ impl CStore {
             beta,
             bias,
             flags,
+            row_pad: ROW_PAD,
         }
     }
 
+    /// The same with `pad` bytes after each staged row instead of the pairs' 32.
+    pub(super) fn with_row_pad(self, pad: u32) -> CStore {
+        debug_assert!(pad.is_multiple_of(16));
+        CStore {
+            row_pad: pad,
+            ..self
+        }
+    }
+
+    /// Bytes from one staged row to the next.
+    pub(super) fn stride(&self, cols: u32) -> u32 {
+        cols * 4 + self.row_pad
+    }
+
     /// Writes this thread's accumulators into its group's staging `area` (shared,
-    /// [`staged_bytes`] of `cols`): each `(dr, dc, pair)` is the pair at row
-    /// `row + dr`, columns `col + dc` and the next, within the group's rows.
-    pub(super) fn stage(
+    /// [`staged_bytes`] of `cols` for each 64 rows, or [`stride`](Self::stride) a row):
+    /// each `(dr, dc, run)` is the run of
+    /// `N` (1 or 2) at row `row + dr`, columns `col + dc` on, within the staged rows.
+    pub(super) fn stage<const N: usize>(
         &self,
         b: &mut KernelBuilder,
         (area, cols): (Reg<U32>, u32),
         (row, col): (Reg<U32>, Reg<U32>),
-        pairs: impl Iterator<Item = (u32, u32, [Reg<F32>; 2])>,
+        runs: impl Iterator<Item = (u32, u32, [Reg<F32>; N])>,
     ) {
-        let stride = cols * 4 + ROW_PAD;
+        let stride = self.stride(cols);
         let at = b.mad(row, stride, area);
         let at = b.mad(col, 4u32, at);
-        for (dr, dc, pair) in pairs {
+        for (dr, dc, run) in runs {
             let off = (dr * stride + dc * 4) as i64;
-            b.st_vec::<F32, U32>(Space::Shared, at, off, &pair);
+            match run.as_slice() {
+                &[one] => b.st::<F32, U32>(Space::Shared, at, off, one),
+                run => b.st_vec::<F32, U32>(Space::Shared, at, off, run),
+            }
         }
     }
 
@@ -190,7 +213,7 @@ impl CStore {
         t: Reg<U32>,
     ) {
         const ROWS_A_STEP: u32 = 2;
-        let stride = cols * 4 + ROW_PAD;
+        let stride = self.stride(cols);
         let quads = cols / 4;
         let row_step = GROUP_THREADS / quads;
         debug_assert!(GROUP_THREADS.is_multiple_of(quads));

@@ -30,11 +30,11 @@
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
 use super::gemm_mma::{GemmInput, raster, tensor_core_launch};
-use super::gemm_split::{k_range, split_output};
+use super::gemm_split::{KRange, k_range, split_output};
 use super::qgemv::QuantFormat;
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, PtxType, Reg, Target, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Pred, PtxType, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
 pub const TILE_M: u32 = 128;
@@ -47,7 +47,7 @@ pub const BOX_N: u32 = 64;
 /// Register limits after the split: the producer keeps few, the consumers take the rest
 /// (128 x 40 + 256 x 232 <= 64 K).
 const PRODUCER_REGS: u32 = 40;
-const CONSUMER_REGS: u32 = 232;
+pub(super) const CONSUMER_REGS: u32 = 232;
 /// The split of a dequantizing kernel with two fragments a consumer: 2 x 128 x 80 +
 /// 2 x 128 x 176 = 64 K.
 const DEQUANT_PRODUCER_REGS: u32 = 80;
@@ -275,23 +275,38 @@ pub(super) struct DequantProducer {
     pub k_first: Reg<U32>,
 }
 
-pub(super) fn build(
-    name: &str,
-    input: GemmInput,
-    tile_n: WgmmaTileN,
-    out: FloatType,
+/// What every Hopper GEMM block holds once set up, before its roles part: the
+/// parameters (`map_a`, `map_b` or the quantized `w`, `c`, `m`, `n`, `k`), the aligned
+/// base of the ring's stages, the thread, the tile's first row and column, its split's
+/// k-range, the ring and the thread's warpgroup.
+pub(super) struct Block {
+    pub map_a: Reg<U64>,
+    pub map_b: Reg<U64>,
+    pub gc: Reg<U64>,
+    pub m: Reg<U32>,
+    pub n: Reg<U32>,
+    pub k: Reg<U32>,
+    pub base: Reg<U32>,
+    pub t: Reg<U32>,
+    pub row0: Reg<U32>,
+    pub col0: Reg<U32>,
+    pub range: KRange,
+    pub ring: Ring,
+    pub warpgroup: Reg<U32>,
+}
+
+/// The parameters, the ring's barriers (initialised by thread 0 before a block-wide
+/// barrier), the tile's place (rastered) and the split's range, for a block of
+/// `source`'s roles computing a `tile` (rows x columns) of C at `tile_k` elements of k a
+/// stage. `out` is C's element type.
+pub(super) fn block_setup(
+    b: &mut KernelBuilder,
     source: BSource,
-) -> KernelIr {
-    let bn = tile_n.elems();
-    let tile_k = tile_k(input);
-    let b_k_major = input.b_k_major();
-    let frags = source.frags();
-    let block_m = frags * TILE_M;
-    let (stages, stage_bytes) = Ring::layout(tile_n, frags);
-    let a_bytes = block_m * TILE_K_BYTES;
-    let mut b = KernelBuilder::new(name);
-    b.max_threads(source.threads());
-    b.min_blocks(1);
+    tile: (u32, u32),
+    tile_k: u32,
+    (stages, stage_bytes): (u32, u32),
+    out: FloatType,
+) -> Block {
     let map_a = b.param_tensor_map("map_a");
     let map_b = match source {
         BSource::CopyEngine => b.param_tensor_map("map_b"),
@@ -324,9 +339,9 @@ pub(super) fn build(
     });
     b.bar_sync();
 
-    let (cx, cy) = raster(&mut b);
-    let row0 = b.mul(cy, block_m);
-    let col0 = b.mul(cx, bn);
+    let (cx, cy) = raster(b);
+    let row0 = b.mul(cy, tile.0);
+    let col0 = b.mul(cx, tile.1);
     // The kernel takes its share of k from the grid's depth (split-K,
     // [`super::gemm_split`]) and writes that share's slice of the output. A dequantizing
     // producer's ranges start on whole groups of weight blocks.
@@ -334,11 +349,108 @@ pub(super) fn build(
         BSource::CopyEngine => 1,
         BSource::Dequantized { .. } => super::qgemm_wgmma::GROUP / tile_k,
     };
-    let range = k_range(&mut b, k, tile_k, align);
-    let gc = split_output(&mut b, gc, (m, n), out.bytes());
-    let k_tiles = range.tiles;
+    let range = k_range(b, k, tile_k, align);
+    let gc = split_output(b, gc, (m, n), out.bytes());
     let warpgroup = b.shr(t, 7u32);
-    let ring = Ring::new(&mut b, bars, stages, stage_bytes);
+    let ring = Ring::new(b, bars, stages, stage_bytes);
+    Block {
+        map_a,
+        map_b,
+        gc,
+        m,
+        n,
+        k,
+        base,
+        t,
+        row0,
+        col0,
+        range,
+        ring,
+        warpgroup,
+    }
+}
+
+/// The copy engine's producer: one thread (the others exit), with few registers, waits
+/// for each stage to be free, arms its full barrier for the stage's bytes and has
+/// `loads` ask for the k-tile at `kx` into the stage at `dst`.
+pub(super) fn copy_producer(
+    b: &mut KernelBuilder,
+    blk: &Block,
+    tile_k: u32,
+    loads: impl Fn(&mut KernelBuilder, Reg<U32>, Reg<U32>, Reg<U32>),
+) {
+    let ring = &blk.ring;
+    b.setmaxnreg(false, PRODUCER_REGS);
+    let idle = b.setp::<U32>(Cmp::Ne, blk.t, 0u32);
+    b.exit_if(idle);
+    b.for_loop(0u32, blk.range.tiles, 1u32, false, |b, kt| {
+        let empty = ring.barrier(b, EMPTY);
+        let free = b.xor(ring.phase, 1u32);
+        b.mbar_wait(empty, free);
+        let full = ring.barrier(b, FULL);
+        b.mbar_arrive_expect_tx(full, 0, ring.stage_bytes);
+        let dst = b.add(blk.base, ring.stage);
+        let kx = b.mad(kt, tile_k, blk.range.begin);
+        loads(b, dst, kx, full);
+        ring.advance(b);
+    });
+}
+
+/// A consumer's step once a k-tile's products are issued and the tile before them is
+/// done (`wait_group 1`): lane 0 of each warp arrives on that tile's empty barrier
+/// `prev_empty` (not before the first tile: `not_first`, where the step may be it),
+/// which then becomes this tile's, and the ring moves on.
+pub(super) fn release_previous(
+    b: &mut KernelBuilder,
+    ring: &Ring,
+    not_first: Option<Reg<Pred>>,
+    lane0: Reg<Pred>,
+    prev_empty: Reg<U32>,
+) {
+    let release = match not_first {
+        Some(p) => b.and_pred(lane0, p),
+        None => lane0,
+    };
+    b.predicated(release, |b| b.mbar_arrive(prev_empty, 0));
+    let empty = ring.barrier(b, EMPTY);
+    b.assign(prev_empty, empty);
+    ring.advance(b);
+}
+
+pub(super) fn build(
+    name: &str,
+    input: GemmInput,
+    tile_n: WgmmaTileN,
+    out: FloatType,
+    source: BSource,
+) -> KernelIr {
+    let bn = tile_n.elems();
+    let tile_k = tile_k(input);
+    let b_k_major = input.b_k_major();
+    let frags = source.frags();
+    let block_m = frags * TILE_M;
+    let layout = Ring::layout(tile_n, frags);
+    let a_bytes = block_m * TILE_K_BYTES;
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(source.threads());
+    b.min_blocks(1);
+    let blk = block_setup(&mut b, source, (block_m, bn), tile_k, layout, out);
+    let Block {
+        map_a,
+        map_b,
+        gc,
+        m,
+        n,
+        k,
+        base,
+        t,
+        row0,
+        col0,
+        warpgroup,
+        ..
+    } = blk;
+    let ring = &blk.ring;
+    let k_tiles = blk.range.tiles;
 
     let consumer = b.new_label();
     let producers = source.producer_groups();
@@ -347,33 +459,19 @@ pub(super) fn build(
 
     // ---- producer -------------------------------------------------------------------
     match source {
-        BSource::CopyEngine => {
-            // One thread drives the copy engine.
-            b.setmaxnreg(false, PRODUCER_REGS);
-            let idle = b.setp::<U32>(Cmp::Ne, t, 0u32);
-            b.exit_if(idle);
-            b.for_loop(0u32, k_tiles, 1u32, false, |b, kt| {
-                let empty = ring.barrier(b, EMPTY);
-                let free = b.xor(ring.phase, 1u32);
-                b.mbar_wait(empty, free);
-                let full = ring.barrier(b, FULL);
-                b.mbar_arrive_expect_tx(full, 0, stage_bytes);
-                let dst = b.add(base, ring.stage);
-                let kx = b.mad(kt, tile_k, range.begin);
-                b.tma_load_2d(dst, map_a, kx, row0, full);
-                if b_k_major {
-                    let dst = b.add(dst, a_bytes);
-                    b.tma_load_2d(dst, map_b, kx, col0, full);
-                } else {
-                    for j in 0..bn / BOX_N {
-                        let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K_BYTES);
-                        let x = b.add(col0, j * BOX_N);
-                        b.tma_load_2d(dst, map_b, x, kx, full);
-                    }
+        BSource::CopyEngine => copy_producer(&mut b, &blk, tile_k, |b, dst, kx, full| {
+            b.tma_load_2d(dst, map_a, kx, row0, full);
+            if b_k_major {
+                let dst = b.add(dst, a_bytes);
+                b.tma_load_2d(dst, map_b, kx, col0, full);
+            } else {
+                for j in 0..bn / BOX_N {
+                    let dst = b.add(dst, a_bytes + j * BOX_N * TILE_K_BYTES);
+                    let x = b.add(col0, j * BOX_N);
+                    b.tma_load_2d(dst, map_b, x, kx, full);
                 }
-                ring.advance(b);
-            });
-        }
+            }
+        }),
         BSource::Dequantized { format, .. } => {
             if let Some((regs, _)) = source.register_split() {
                 b.setmaxnreg(false, regs);
@@ -388,9 +486,9 @@ pub(super) fn build(
                 n,
                 k,
                 k_tiles,
-                k_first: range.first,
+                k_first: blk.range.first,
             };
-            super::qgemm_wgmma::produce(&mut b, format, &ring, &p, t);
+            super::qgemm_wgmma::produce(&mut b, format, ring, &p, t);
         }
     }
     b.ret();
@@ -443,11 +541,7 @@ pub(super) fn build(
         b.wgmma_commit();
         b.wgmma_wait(1);
         let not_first = b.setp::<U32>(Cmp::Ne, kt, 0u32);
-        let release = b.and_pred(lane0, not_first);
-        b.predicated(release, |b| b.mbar_arrive(prev_empty, 0));
-        let empty = ring.barrier(b, EMPTY);
-        b.assign(prev_empty, empty);
-        ring.advance(b);
+        release_previous(b, ring, Some(not_first), lane0, prev_empty);
     });
     b.wgmma_wait(0);
     // Both consumers are done with the ring: the epilogue stages C there.

@@ -23,6 +23,7 @@ pub mod gemm_mma;
 pub(crate) mod gemm_simt;
 pub mod gemm_split;
 pub mod gemm_wgmma;
+pub mod gemm_wgmma_kn;
 mod helpers;
 pub mod hold;
 pub mod kv_cache;
@@ -133,6 +134,9 @@ pub enum Family {
     GemmMma,
     /// Hopper tensor-core GEMM (wgmma and the copy engine; sm_90a only)
     GemmWgmma,
+    /// Hopper TF32 GEMM with a row-major B (k x n) read as stored (sm_90a only; its own
+    /// module, so the other GEMMs' first call does not compile these)
+    GemmWgmmaKn,
     /// Hopper GEMM from GGML-quantized weights dequantized into shared memory (sm_90a
     /// only; its own module, so a plain GEMM's first call does not compile these)
     QgemmWgmma,
@@ -167,7 +171,7 @@ pub enum Family {
 
 impl Family {
     /// All families.
-    pub const ALL: [Family; 17] = [
+    pub const ALL: [Family; 18] = [
         Family::Elementwise,
         Family::Reduce,
         Family::Softmax,
@@ -175,6 +179,7 @@ impl Family {
         Family::Gemm,
         Family::GemmMma,
         Family::GemmWgmma,
+        Family::GemmWgmmaKn,
         Family::QgemmWgmma,
         Family::Qgemv,
         Family::Rope,
@@ -197,6 +202,7 @@ impl Family {
             Family::Gemm => "gemm_f32",
             Family::GemmMma => "gemm_mma",
             Family::GemmWgmma => "gemm_wgmma",
+            Family::GemmWgmmaKn => "gemm_wgmma_kn",
             Family::QgemmWgmma => "qgemm_wgmma",
             Family::Qgemv => "qgemv_f32",
             Family::Rope => "rope_f32",
@@ -214,9 +220,10 @@ impl Family {
     /// architecture-specific instructions (`None`: the device's own target).
     pub fn required_target(self) -> Option<Target> {
         match self {
-            Family::GemmWgmma | Family::QgemmWgmma | Family::FlashAttentionWgmma => {
-                Some(Target::Sm90a)
-            }
+            Family::GemmWgmma
+            | Family::GemmWgmmaKn
+            | Family::QgemmWgmma
+            | Family::FlashAttentionWgmma => Some(Target::Sm90a),
             _ => None,
         }
     }
@@ -248,6 +255,7 @@ impl Family {
             Family::Gemm => gemm::all().into_iter().chain(gemm_split::all()).collect(),
             Family::GemmMma => gemm_mma::all(),
             Family::GemmWgmma => gemm_wgmma::all(),
+            Family::GemmWgmmaKn => gemm_wgmma_kn::all(),
             Family::QgemmWgmma => qgemm_wgmma::all(),
             Family::Qgemv => qgemv::all()
                 .into_iter()

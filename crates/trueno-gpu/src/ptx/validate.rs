@@ -344,9 +344,6 @@ fn check_types(i: &Instr) -> Result<(), String> {
             if i.dsts.len() != *n as usize / 2 || i.dsts.iter().any(|d| d.ty != PtxType::F32) {
                 return Err(format!("wgmma m64n{n} writes {} f32 registers", n / 2));
             }
-            if *a_regs && ty == PtxType::F32 {
-                return Err("a wgmma reads A from registers for 16-bit inputs only".into());
-            }
             let a_ok = |a: &Operand| match a {
                 Operand::Vector(v) if *a_regs => {
                     v.len() == 4

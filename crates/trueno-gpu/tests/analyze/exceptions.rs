@@ -9,7 +9,9 @@
 /// warps per SM where shared memory allows; the fused quantized GEMM's 256-row tile holds
 /// 128 accumulators a consumer thread, more than 512 threads' even share, and moves
 /// registers from its producers with `setmaxnreg` (which the estimate does not model;
-/// ptxas assembles it without spills, and tests/ptxas.rs proves the split in the SASS);
+/// ptxas assembles it without spills, and tests/ptxas.rs proves the split in the SASS),
+/// and so does Hopper's TF32 GEMM with a row-major B at 256-row tiles (128 accumulators
+/// and two sets of 16 fragment values a consumer thread);
 /// Hopper's FlashAttention holds a warpgroup's scores, output and probabilities in
 /// registers with one block a multiprocessor (its shared memory allows no second; the
 /// estimate runs above ptxas, which fits 156-204 registers without spills);
@@ -30,6 +32,7 @@ pub const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_flash_attn_fwd_", "", "register-pressure"),
     ("trueno_flash_attn_wgmma_", "", "register-pressure"),
     ("trueno_qgemm_wgmma_", "_m256", "register-pressure"),
+    ("trueno_gemm_wgmma_tf32_kn_", "_r256", "register-pressure"),
     ("trueno_qgemv_", "_q8k_mma16", "register-pressure"),
     ("trueno_qgemv_", "_q8k_mma32", "register-pressure"),
 ];

@@ -127,8 +127,9 @@ impl Bench {
 
     /// The TF32 GEMM (on sm_90a, where both paths run), square sizes: `a bᵀ` with B
     /// given transposed (the layout the tensor cores read) on the mma.sync path and at
-    /// both wgmma tile widths, then a row-major B through the device transpose first on
-    /// the default path (both launches timed together).
+    /// each wgmma tile width; then a row-major B read as stored (`gemm_tf32_kn`: the
+    /// Hopper kernel at each tile height, then the default path), and through the
+    /// device transpose first on the default path (both launches timed together).
     pub(super) fn gemm_tf32(&mut self) -> Result<()> {
         if !self.ctx.has_sm90a() {
             return Ok(());
@@ -165,6 +166,23 @@ impl Bench {
                     tflops(ms)
                 ));
             }
+            for tn in WgmmaTileN::ALL {
+                let ms = self.time(1, |st, _| {
+                    st.gemm_tf32_kn_with_config(GemmConfig::Wgmma(tn), &a, &b, &c, s, s, s, e)
+                })?;
+                let q = self.queued.get();
+                self.emit(format!(
+                    r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b r{}","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
+                    tn.elems(),
+                    tflops(ms)
+                ));
+            }
+            let ms = self.time(1, |st, _| st.gemm_tf32_kn(&a, &b, &c, s, s, s, e))?;
+            let q = self.queued.get();
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (gemm_tf32_kn)","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
+                tflops(ms)
+            ));
             let ms = self.time(1, |st, _| {
                 st.transpose(&b, &bt, s, s)?;
                 st.gemm_tf32(&a, &bt, &c, s, s, s, e)

@@ -196,10 +196,12 @@ impl KernelBuilder {
         ));
     }
 
-    /// [`wgmma`](Self::wgmma) with A a fragment in registers (16-bit inputs): per warp
-    /// of the warpgroup, rows `16 w..16 w + 16` of the 64 laid out as `mma.sync`'s
-    /// m16n8k16 A operand (`a[0]` row `lane / 4`, k `2 (lane % 4)`; `a[1]` eight rows
-    /// down; `a[2]`, `a[3]` eight k on). The registers are read in the background: wait
+    /// [`wgmma`](Self::wgmma) with A a fragment in registers: per warp of the
+    /// warpgroup, rows `16 w..16 w + 16` of the 64 laid out as `mma.sync`'s A operand.
+    /// 16-bit inputs (m16n8k16): `a[0]` row `lane / 4`, k `2 (lane % 4)` and the next;
+    /// `a[1]` eight rows down; `a[2]`, `a[3]` eight k on. TF32 (f32 `input`, m16n8k8,
+    /// one value a register): `a[0]` row `lane / 4`, k `lane % 4`; `a[1]` eight rows
+    /// down; `a[2]`, `a[3]` four k on. The registers are read in the background: wait
     /// with [`wgmma_wait_holding`](Self::wgmma_wait_holding) before writing them again.
     pub fn wgmma_rs(
         &mut self,
@@ -374,19 +376,28 @@ mod tests {
             !fragment.contains(&written),
             "{written} reuses {fragment:?}\n{text}"
         );
-        // Register A takes 16-bit inputs only.
+        // TF32 takes A from registers too (four 32-bit values, k8), without the
+        // transpose immediate.
         let mut b = KernelBuilder::new("tf32_rs");
         let acc: Vec<_> = (0..4).map(|_| b.mov(0.0f32)).collect();
         let desc = b.mov(0u64);
         let zero = b.mov(0u32);
         let yes = b.setp::<crate::ptx::U32>(crate::ptx::Cmp::Eq, zero, 0u32);
+        b.wgmma_fence();
         b.wgmma_rs(PtxType::F32, false, &acc, [zero; 4], desc, yes);
+        b.wgmma_commit();
+        b.wgmma_wait_holding(0, &[zero]);
+        b.st_vec(crate::ptx::Space::Shared, zero, 0, &acc[..2]);
         b.ret();
-        let faults = validate::validate(&b.finish());
-        assert!(
-            faults.iter().any(|f| f.to_string().contains("16-bit")),
-            "{faults:?}"
-        );
+        let text = emit_module(Target::Sm90a, &[compile(b.finish()).unwrap()]);
+        let line = text
+            .lines()
+            .find(|l| l.contains("wgmma.mma_async"))
+            .unwrap();
+        assert!(line.contains("m64n8k8.f32.tf32.tf32"), "{line}");
+        assert!(line.contains("}, {%r"), "{line}");
+        assert!(line.trim_end().ends_with(", 1, 1;"), "{line}");
+        assert!(!line.trim_end().ends_with(", 1, 1, 1;"), "{line}");
     }
 
     #[test]
