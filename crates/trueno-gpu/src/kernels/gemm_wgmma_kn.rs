@@ -27,9 +27,9 @@
 use super::float_type::FloatType;
 use super::gemm_epilogue::{CStore, GROUP_ROWS, GROUP_THREADS, ROW_PAD_SINGLES};
 use super::gemm_mma::tensor_core_launch;
-use super::gemm_wgmma::{
-    BSource, CONSUMER_REGS, FULL, Ring, THREADS, TILE_K_BYTES, WgmmaTileN, block_setup,
-    copy_producer, descriptor, release_previous,
+use super::gemm_wgmma::{BSource, THREADS, TILE_K_BYTES, WgmmaTileN};
+use super::gemm_wgmma_block::{
+    CONSUMER_REGS, FULL, Ring, block_setup, copy_producer, descriptor, release_previous,
 };
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::Result;

@@ -23,6 +23,7 @@ pub mod gemm_mma;
 pub(crate) mod gemm_simt;
 pub mod gemm_split;
 pub mod gemm_wgmma;
+pub(crate) mod gemm_wgmma_block;
 pub mod gemm_wgmma_kn;
 mod helpers;
 pub mod hold;

@@ -26,9 +26,9 @@ use super::float_type::FloatType;
 use super::gemm_epilogue::GROUP_THREADS;
 use super::gemm_mma::{GemmInput, HalfType, tensor_core_launch};
 use super::gemm_wgmma::{
-    BSource, DequantProducer, EMPTY, FULL, PRODUCER_GROUPS, Ring, TILE_K_BYTES, TILE_M, WgmmaTileN,
-    build,
+    BSource, DequantProducer, PRODUCER_GROUPS, TILE_K_BYTES, TILE_M, WgmmaTileN, build,
 };
+use super::gemm_wgmma_block::{EMPTY, FULL, Ring};
 use super::qgemv::QuantFormat;
 use super::{Family, Kernel, LaunchConfig};
 use crate::error::{Result, shape_err};

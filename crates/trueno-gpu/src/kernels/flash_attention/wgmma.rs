@@ -39,7 +39,7 @@ use super::rows::{
     prefetch_later_queries, probs_a, rescale, store_rows,
 };
 use crate::error::Result;
-use crate::kernels::gemm_wgmma::{EMPTY, FULL, Ring, descriptor};
+use crate::kernels::gemm_wgmma_block::{EMPTY, FULL, Ring, descriptor};
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Space, Target, U32, U64};
 

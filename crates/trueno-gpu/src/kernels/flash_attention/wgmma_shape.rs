@@ -69,7 +69,7 @@ pub(super) fn stage_barriers(dim: u32) -> u32 {
     if values_apart(dim) { 3 } else { 2 }
 }
 
-/// [`Ring::barrier`](crate::kernels::gemm_wgmma::Ring::barrier)'s group of a stage's value barrier.
+/// [`Ring::barrier`](crate::kernels::gemm_wgmma_block::Ring::barrier)'s group of a stage's value barrier.
 pub(super) const VALUES_FULL: u32 = 2;
 
 /// Dynamic shared memory: alignment slack, the query tile, the stages and barriers.
