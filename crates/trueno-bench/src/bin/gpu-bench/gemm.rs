@@ -194,6 +194,42 @@ impl Bench {
                 tflops(ms)
             ));
         }
+        self.gemm_tf32_prefill()
+    }
+
+    /// The TF32 GEMM's default paths at a prefill's shapes (tokens x out x in): f32
+    /// weights stored `[out, in]` (`gemm_tf32`, PyTorch's `x @ w.t()`) and stored
+    /// `[in, out]` (`gemm_tf32_kn`, `x @ w`).
+    fn gemm_tf32_prefill(&mut self) -> Result<()> {
+        let shapes: &[(usize, usize, usize)] = if self.quick {
+            &[(128, 4096, 4096)]
+        } else {
+            &[
+                (128, 4096, 4096),
+                (512, 4096, 4096),
+                (512, 14336, 4096),
+                (512, 4096, 14336),
+                (2048, 4096, 4096),
+            ]
+        };
+        for &(m, n, k) in shapes {
+            let x = self.ctx.upload(&random(m * k, 1))?;
+            let w = self.ctx.upload(&random(n * k, 2))?;
+            let c = self.ctx.alloc::<f32>(m * n)?;
+            let e = GemmEpilogue::default();
+            let tflops = |ms: f64| 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+            for layout in ["nt", "nn"] {
+                let ms = self.time(1, |st, _| match layout {
+                    "nt" => st.gemm_tf32(&x, &w, &c, m, n, k, e),
+                    _ => st.gemm_tf32_kn(&x, &w, &c, m, n, k, e),
+                })?;
+                let q = self.queued.get();
+                self.emit(format!(
+                    r#"{{"kind":"gemm_tf32_shape","layout":"{layout}","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
+                    tflops(ms)
+                ));
+            }
+        }
         Ok(())
     }
 
