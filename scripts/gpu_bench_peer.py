@@ -200,43 +200,27 @@ def main():
         table.append((f"gemm mma {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
 
     # TF32: cuBLAS with TF32 allowed (torch.backends.cuda.matmul.allow_tf32), f32 in and
-    # out, on the same layouts: a @ w.t() for the transposed-B rows, a @ b for row-major B.
-    for r in [r for r in rows_in if r["kind"] == "gemm_tf32"]:
-        s = r["size"]
-        a = torch.rand(s, s, device="cuda") * 2 - 1
-        b = torch.rand(s, s, device="cuda") * 2 - 1
-        c = torch.empty(s, s, device="cuda")
+    # out, on the same layouts: a @ b.t() for the transposed-B ("nt") rows, a @ b for
+    # row-major B ("nn"); squares ("size") and a prefill's shapes (tokens x out x in).
+    for r in [r for r in rows_in if r["kind"] in ("gemm_tf32", "gemm_tf32_shape")]:
+        m, n, k = (r["m"], r["n"], r["k"]) if "m" in r else (r["size"],) * 3
+        nt = r["layout"] == "nt"
+        a = torch.rand(m, k, device="cuda") * 2 - 1
+        b = torch.rand(*((n, k) if nt else (k, n)), device="cuda") * 2 - 1
+        c = torch.empty(m, n, device="cuda")
         torch.backends.cuda.matmul.allow_tf32 = True
-        if r["layout"] == "nt":
-            t, tg = timed(lambda: torch.matmul(a, b.t(), out=c), quick)
-        else:
-            t, tg = timed(lambda: torch.matmul(a, b, out=c), quick)
+        t, tg = timed(lambda: torch.matmul(a, b.t() if nt else b, out=c), quick)
         torch.backends.cuda.matmul.allow_tf32 = False
-        tf = 2 * s**3 / (t * 1e-3) / 1e12
+        tf = 2 * m * n * k / (t * 1e-3) / 1e12
         note = f"{r['tflops']:.1f} vs cuBLAS TF32 {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
         if "transpose_ms" in r:
             note += f"; the transpose alone {1000*r['transpose_ms']:.0f} us"
         note += in_graph(r, tg)
-        table.append((f"gemm {r['type']}", f"{s}", r["ms"], t, t / r["ms"], note))
-
-    # TF32 at a prefill's shapes (tokens x out x in): weights [out, in] (x @ w.t(), the
-    # "nt" rows) or [in, out] (x @ w, "nn"), cuBLAS with TF32 allowed.
-    for r in [r for r in rows_in if r["kind"] == "gemm_tf32_shape"]:
-        m, n, k = r["m"], r["n"], r["k"]
-        x = torch.rand(m, k, device="cuda") * 2 - 1
-        w = torch.rand(n, k, device="cuda") * 2 - 1 if r["layout"] == "nt" else torch.rand(k, n, device="cuda") * 2 - 1
-        c = torch.empty(m, n, device="cuda")
-        torch.backends.cuda.matmul.allow_tf32 = True
-        if r["layout"] == "nt":
-            t, tg = timed(lambda: torch.matmul(x, w.t(), out=c), quick)
+        if "size" in r:
+            table.append((f"gemm {r['type']}", f"{m}", r["ms"], t, t / r["ms"], note))
         else:
-            t, tg = timed(lambda: torch.matmul(x, w, out=c), quick)
-        torch.backends.cuda.matmul.allow_tf32 = False
-        tf = 2 * m * n * k / (t * 1e-3) / 1e12
-        note = f"{r['tflops']:.1f} vs cuBLAS TF32 {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
-        note += in_graph(r, tg)
-        op = "gemm_tf32 x wT" if r["layout"] == "nt" else "gemm_tf32_kn x w"
-        table.append((op, f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
+            op = "gemm_tf32 x wT" if nt else "gemm_tf32_kn x w"
+            table.append((op, f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
 
     # Tuned GEMM configurations: cuBLAS bf16 (torch.matmul, bf16 out) at the same shape.
     for r in [r for r in rows_in if r["kind"] == "gemm_tune"]:
