@@ -109,9 +109,10 @@ fn build(name: &str, tile: WgmmaTileN, out: FloatType) -> KernelIr {
     let box_at = b.add(box_at, a_bytes);
     let box_at = b.mad(q, TILE_K_BYTES, box_at);
     let box_at = b.mad(g_lo, 4u32, box_at);
-    // Fragment value i of a k-step: k-row q (+ 4 for i >= 2), column half h = i % 2;
-    // the offsets from the stage, the swizzle applied (row % 8 is q or q + 4 in every
-    // k-step: they are eight rows apart).
+    // Fragment value i of a k-step: k-row q (+ 4 for i >= 2), fragment row g (h = i % 2
+    // = 0) or g + 8 (h = 1: eight columns, two chunks, on); the offsets from the stage,
+    // the swizzle applied (row % 8 is q or q + 4 in every k-step: they are eight rows
+    // apart).
     let value_at: Vec<Reg<U32>> = (0..4u32)
         .map(|i| {
             let (kq, h) = (i / 2, i % 2);
