@@ -9,7 +9,7 @@
 /// warps per SM where shared memory allows; the fused quantized GEMM's 256-row tile holds
 /// 128 accumulators a consumer thread, more than 512 threads' even share, and moves
 /// registers from its producers with `setmaxnreg` (which the estimate does not model;
-/// ptxas assembles it without spills, and tests/ptxas.rs proves the split in the SASS),
+/// ptxas assembles it without spills, and tests/sass_hopper.rs proves the split in the SASS),
 /// and so does Hopper's TF32 GEMM with a row-major B at 256-row tiles (128 accumulators
 /// and two sets of 16 fragment values a consumer thread);
 /// Hopper's FlashAttention holds a warpgroup's scores, output and probabilities in

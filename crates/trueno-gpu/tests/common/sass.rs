@@ -1,4 +1,5 @@
-//! Kernels' machine code for the SASS assertions (tests/ptxas.rs): assembled by ptxas,
+//! Kernels' machine code for the SASS assertions (tests/ptxas.rs, sass_hopper.rs,
+//! sass_quant.rs): assembled by ptxas,
 //! disassembled by the cuobjdump of the same PyPI wheel.
 
 use trueno_gpu::ptx::Target;
@@ -70,4 +71,65 @@ impl Sass {
                 .unwrap_or_else(|log| panic!("{stem}: {log}"));
         (stem, cubin, log)
     }
+}
+
+/// A tensor-core GEMM's epilogue in machine code: the accumulators staged in shared
+/// memory as pairs (STS.64: a quarter of the tile's `cols` a thread, 32 for 128 x 128
+/// tiles), then [`assert_staged_stores`] for one staged 64-row tile a warpgroup.
+pub fn assert_staged_epilogue(
+    stem: &str,
+    code: &str,
+    out: trueno_gpu::kernels::float_type::FloatType,
+    cols: usize,
+) {
+    assert_staged_epilogues(stem, code, (out, cols), 1, 0)
+}
+
+/// [`assert_staged_epilogue`] for `tiles` staged 64-row tiles a warpgroup, in a kernel
+/// whose main loop packs `main_packs` pairs of its own (F2FP).
+pub fn assert_staged_epilogues(
+    stem: &str,
+    code: &str,
+    (out, cols): (trueno_gpu::kernels::float_type::FloatType, usize),
+    tiles: usize,
+    main_packs: usize,
+) {
+    let count = code.matches("STS.64").count();
+    assert!(count >= cols / 4, "{stem}: {count} staging stores");
+    assert_staged_stores(stem, code, out, tiles, main_packs);
+}
+
+/// The stores of a staged epilogue (`tiles` calls of the common store a warpgroup):
+/// the staged tile read back 16 bytes at a time (LDS.128) and stored coalesced, 16 bytes
+/// of f32 (STG.E.128) or 8 of 16-bit values packed in pairs (F2FP, STG.E.64), in a loop of
+/// two rows a step: two store instructions a call, not one per accumulator pair.
+pub fn assert_staged_stores(
+    stem: &str,
+    code: &str,
+    out: trueno_gpu::kernels::float_type::FloatType,
+    tiles: usize,
+    main_packs: usize,
+) {
+    use trueno_gpu::kernels::float_type::FloatType;
+    let count = |op: &str| code.matches(op).count();
+    assert!(
+        count("LDS.128") >= 1,
+        "{stem}: no 16-byte reads of the staged tile"
+    );
+    // Two rows a loop step: two stores (and two pairs of packs) of each kind.
+    let (store, packs) = match out {
+        FloatType::F32 => ("STG.E.128", 0),
+        _ => ("STG.E.64", 4),
+    };
+    assert_eq!(
+        count("STG."),
+        count(store),
+        "{stem}: stores other than {store}"
+    );
+    assert_eq!(count(store), 2 * tiles, "{stem}: {store}");
+    assert_eq!(
+        count("F2FP"),
+        packs * tiles + main_packs,
+        "{stem}: F2FP packs"
+    );
 }
