@@ -477,8 +477,8 @@ impl<'a> Stream<Recording<'a>> {
             FlashPath::Wgmma => Box::new(hopper),
         };
         shape.check(&kern.name())?;
-        if path == FlashPath::Wgmma && !self.context().has_sm90a() {
-            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
+        if path == FlashPath::Wgmma {
+            self.require_sm90a(&*kern)?;
         }
         if !(scale.is_finite() && scale > 0.0) {
             return shape_err(

@@ -305,6 +305,15 @@ impl<'a> Stream<Recording<'a>> {
         self.context().device().multiprocessors as usize
     }
 
+    /// An error naming `kernel` unless the device runs sm_90a code (Hopper): the wgmma
+    /// ops check it before anything else, so a non-Hopper device hears why first.
+    pub(crate) fn require_sm90a(&self, kernel: &dyn Kernel) -> Result<()> {
+        match self.context().has_sm90a() {
+            true => Ok(()),
+            false => shape_err(&kernel.name(), "wgmma needs an sm_90a device (Hopper)"),
+        }
+    }
+
     /// [`gemm_wgmma`](Self::gemm_wgmma) with the tile width chosen by the caller (for
     /// tuning and benchmarks).
     #[allow(clippy::too_many_arguments)]
@@ -401,9 +410,7 @@ impl<'a> Stream<Recording<'a>> {
             }
             GemmConfig::Wgmma(tile_n) => {
                 let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
-                if !self.context().has_sm90a() {
-                    return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
-                }
+                self.require_sm90a(&kern)?;
                 let tk = tile_k(input);
                 let operands = |a, b| {
                     let b_map = match input.b_k_major() {

@@ -128,9 +128,7 @@ impl<'a> Stream<Recording<'a>> {
         match config {
             GemmConfig::Wgmma(tile) => {
                 let kern = WgmmaTf32KnKernel(tile, C::TYPE);
-                if !self.context().has_sm90a() {
-                    return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
-                }
+                self.require_sm90a(&kern)?;
                 let splits = split_count(SplitShape::wgmma_kn(tile), self.sms(), (m, n, k));
                 // A cut writes raw f32 partial products.
                 let partial = WgmmaTf32KnKernel(tile, FloatType::F32);

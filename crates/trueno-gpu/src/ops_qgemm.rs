@@ -254,9 +254,7 @@ impl<'a> Stream<Recording<'a>> {
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
         let kern = QgemmWgmmaKernel(w.format(), C::TYPE, tile);
-        if !self.context().has_sm90a() {
-            return shape_err(&kern.name(), "wgmma needs an sm_90a device (Hopper)");
-        }
+        self.require_sm90a(&kern)?;
         let (n, k) = (w.rows(), w.cols());
         let cfg = kern.launch_config(&[tokens, n, k])?;
         check_io(&kern.name(), [], (xh, y, epilogue), (tokens, n, k))?;

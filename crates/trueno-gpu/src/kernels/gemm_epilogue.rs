@@ -47,8 +47,10 @@ pub(super) const GROUP_THREADS: u32 = 128;
 /// Bytes added to each staged row: rows then start eight banks apart, so the eight rows
 /// a warp's 8-byte pair stores touch (half a warp at a time) never share a bank.
 const ROW_PAD: u32 = 32;
-/// The pad for a group that stages its accumulators one at a time, four rows apart in
-/// a warp's store ([`super::gemm_wgmma_kn`]): rows four banks apart.
+/// The pad for a group that stages its accumulators one at a time
+/// ([`super::gemm_wgmma_kn`]: a warp's store writes rows 0, 2, 4 and 6, each at columns
+/// `c..c + 4` and `c + 16..c + 20`): rows four banks apart, which leaves two-way
+/// conflicts, the fewest a 16-byte-aligned row allows for that pattern.
 pub(super) const ROW_PAD_SINGLES: u32 = 16;
 
 /// Bytes of shared memory one group's staged rows take, `cols` f32 columns each.
