@@ -115,18 +115,20 @@ fn check(ctx: &Context, rng: &mut Rng, path: Path, shape: (usize, usize, usize),
     }
 }
 
-/// More k-tiles than stages, tiles ragged in every dimension, k below one k-tile, on
-/// both paths.
-#[test]
-fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
+/// One product to check: its shape and (alpha, beta).
+type Case = ((usize, usize, usize), (f32, f32));
+
+/// The sm_80 path and, on sm_90a, the wgmma kernel at every tile width (`tiled`), for
+/// the ragged shapes and three alpha/beta pairs, then `extra` shapes.
+fn check_paths(rng: u64, sm80: Path, tiled: fn(WgmmaTileN) -> Path, extra: &[Case]) {
     let Some(ctx) = ctx() else { return };
-    let mut paths = vec![Path::Mma];
+    let mut paths = vec![sm80];
     if ctx.has_sm90a() {
-        paths.extend(WgmmaTileN::ALL.map(Path::Wgmma));
+        paths.extend(WgmmaTileN::ALL.map(tiled));
     } else {
         eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
     }
-    let mut rng = Rng(94);
+    let mut rng = Rng(rng);
     for path in paths {
         for &shape in &gemm_shapes() {
             check(&ctx, &mut rng, path, shape, (1.0, 0.0));
@@ -134,34 +136,28 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
         for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
             check(&ctx, &mut rng, path, (129, 136, 72), ab);
         }
+        for &(shape, ab) in extra {
+            check(&ctx, &mut rng, path, shape, ab);
+        }
     }
+}
+
+/// More k-tiles than stages, tiles ragged in every dimension, k below one k-tile, on
+/// both paths.
+#[test]
+fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
+    check_paths(94, Path::Mma, Path::Wgmma, &[]);
 }
 
 /// B as stored (`gemm_tf32_kn`) on Hopper's kernel at every tile height and on the
 /// transpose + sm_80 path: the ragged shapes (k from 8, one k-tile's odd tail to many
 /// pairs of them), alpha/beta over a NaN-poisoned or random C, and tall-k products the
-/// split rule cuts (the ranges' partial products summed by the reduce).
+/// split rule cuts (one or two tiles and 130-160 k-tiles: the ranges' partial products
+/// summed by the reduce).
 #[test]
 fn tf32_gemm_with_b_as_stored_matches_an_f64_product() {
-    let Some(ctx) = ctx() else { return };
-    let mut paths = vec![Path::KnMma];
-    if ctx.has_sm90a() {
-        paths.extend(WgmmaTileN::ALL.map(Path::KnWgmma));
-    } else {
-        eprintln!("SKIPPED (wgmma): {} is not sm_90", ctx.device().name);
-    }
-    let mut rng = Rng(97);
-    for path in paths {
-        for &shape in &gemm_shapes() {
-            check(&ctx, &mut rng, path, shape, (1.0, 0.0));
-        }
-        for ab in [(0.5f32, -1.5f32), (-1.0, 1.0), (2.0, 0.0)] {
-            check(&ctx, &mut rng, path, (129, 136, 72), ab);
-        }
-        // One or two tiles and 130-160 k-tiles: cut into ranges by the rule.
-        check(&ctx, &mut rng, path, (64, 64, 4096), (1.0, 0.0));
-        check(&ctx, &mut rng, path, (200, 136, 5000), (0.5, 1.0));
-    }
+    let split: [Case; 2] = [((64, 64, 4096), (1.0, 0.0)), ((200, 136, 5000), (0.5, 1.0))];
+    check_paths(97, Path::KnMma, Path::KnWgmma, &split);
 }
 
 /// A row-major B with a bias and SiLU into bf16 on the device's default paths, both
