@@ -49,7 +49,7 @@ impl GemmConfig {
     /// Whether this configuration runs `input` on a device (`sm90a`: Hopper).
     pub fn runs(self, input: GemmInput, sm90a: bool) -> bool {
         match self {
-            GemmConfig::Mma(k) => input != GemmInput::Tf32 || k == MmaTileK::K32,
+            GemmConfig::Mma(k) => !input.is_tf32() || k == MmaTileK::K32,
             GemmConfig::Wgmma(_) => sm90a,
         }
     }
@@ -100,7 +100,8 @@ impl GemmClass {
         if dev != device.replace(['\t', '\n'], " ") {
             return None;
         }
-        let input = GemmInput::ALL.into_iter().find(|i| i.name() == input)?;
+        let input =
+            (GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn])).find(|i| i.name() == input)?;
         let out = FloatType::ALL.into_iter().find(|t| t.name() == out)?;
         let dims: Vec<u64> = shape
             .split('x')
@@ -160,7 +161,8 @@ impl Context {
     /// `m x n x k` (two warm-up launches, then the median of five, on random operands),
     /// keeps the fastest for the shape's [`GemmClass`] (`gemm_mma`, `gemm_mma_with`,
     /// `gemm_wgmma` and, for f32, `gemm_tf32` use it from then on; `gemm_mma_bt`'s class
-    /// is its own and is not tuned here, so it keeps the rule) and appends it to the tune
+    /// is its own and is not tuned here, so it keeps the rule; `gemm_tf32_kn`'s is
+    /// [`tune_gemm_tf32_kn`](Self::tune_gemm_tf32_kn)'s) and appends it to the tune
     /// file where `TRUENO_GPU_TUNE_FILE` names one.
     /// Returns every configuration's time in milliseconds and the choice. Needs room
     /// for the operands (`(m k + k n) * size_of::<T>() + m n * size_of::<C>()` bytes).
@@ -181,23 +183,56 @@ impl Context {
         n: usize,
         k: usize,
     ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
+        self.tune::<T, C>(T::INPUT, (m, n, k))
+    }
+
+    /// [`tune_gemm`](Self::tune_gemm) for TF32 with a row-major B
+    /// ([`Stream::gemm_tf32_kn`](crate::driver::Stream::gemm_tf32_kn), which takes the
+    /// choice from then on): Hopper's row-major-B kernel at each tile height and the
+    /// sm_80 path, kept under the class of [`GemmInput::Tf32Kn`].
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// let (times, best) = ctx.tune_gemm_tf32_kn::<f32>(128, 4096, 4096)?;
+    /// assert!(times.iter().any(|&(c, _)| c == best));
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn tune_gemm_tf32_kn<C: FloatElem>(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
+        self.tune::<f32, C>(GemmInput::Tf32Kn, (m, n, k))
+    }
+
+    /// The timing behind both tuners: `input` on every configuration that runs it.
+    #[allow(clippy::type_complexity)]
+    fn tune<T: GemmElem, C: FloatElem>(
+        &self,
+        input: GemmInput,
+        (m, n, k): (usize, usize, usize),
+    ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
         let a = self.upload(&filler::<T>(m * k))?;
         let b = self.upload(&filler::<T>(k * n))?;
         let c = self.alloc::<C>(m * n)?;
         let mut times = Vec::new();
         for config in GemmConfig::ALL {
-            if !config.runs(T::INPUT, self.has_sm90a()) {
+            if !config.runs(input, self.has_sm90a()) {
                 continue;
             }
             let mut s = self.stream()?.record();
             let e = GemmEpilogue::default();
             for _ in 0..2 {
-                s.gemm_with_config(T::INPUT, config, &a, &b, &c, m, n, k, e)?;
+                s.gemm_with_config(input, config, &a, &b, &c, m, n, k, e)?;
             }
             let mut ms = Vec::new();
             for _ in 0..5 {
                 let t0 = s.record_event()?;
-                s.gemm_with_config(T::INPUT, config, &a, &b, &c, m, n, k, e)?;
+                s.gemm_with_config(input, config, &a, &b, &c, m, n, k, e)?;
                 let t1 = s.record_event()?;
                 ms.push(t0.elapsed_ms(&t1)? as f64);
             }
@@ -211,8 +246,8 @@ impl Context {
             .iter()
             .min_by(|x, y| x.1.total_cmp(&y.1))
             .map(|x| x.0)
-            .ok_or_else(|| GpuError::UnknownKernel(format!("a GEMM for {}", T::INPUT.name())))?;
-        let class = GemmClass::of(T::INPUT, C::TYPE, m, n, k);
+            .ok_or_else(|| GpuError::UnknownKernel(format!("a GEMM for {}", input.name())))?;
+        let class = GemmClass::of(input, C::TYPE, m, n, k);
         self.inner
             .gemm_tuned
             .lock()
@@ -258,6 +293,18 @@ mod tests {
             Some((class, GemmConfig::Wgmma(WgmmaTileN::N128)))
         );
         assert_eq!(GemmClass::parse_line(&line, "NVIDIA A100"), None);
+        // TF32 with B as stored is a class of its own.
+        let kn = GemmClass::of(GemmInput::Tf32Kn, FloatType::F32, 128, 4096, 4096);
+        let line = kn.line("NVIDIA H200", GemmConfig::Mma(MmaTileK::K32));
+        assert_eq!(line, "NVIDIA H200\ttf32_kn\tf32\t128x4096x4096\tmma_k32");
+        assert_eq!(
+            GemmClass::parse_line(&line, "NVIDIA H200"),
+            Some((kn, GemmConfig::Mma(MmaTileK::K32)))
+        );
+        assert_ne!(
+            kn,
+            GemmClass::of(GemmInput::Tf32, FloatType::F32, 128, 4096, 4096)
+        );
         for bad in [
             "NVIDIA H100 80GB HBM3\ttf32\tbf16\t500x4096x16384\twgmma_n128",
             "NVIDIA H100 80GB HBM3\tfp8\tbf16\t512x4096x16384\twgmma_n128",
@@ -280,5 +327,7 @@ mod tests {
         assert!(!GemmConfig::Mma(MmaTileK::K64).runs(GemmInput::Tf32, true));
         assert!(GemmConfig::Mma(MmaTileK::K64).runs(HalfType::F16.into(), false));
         assert!(!GemmConfig::Wgmma(WgmmaTileN::N256).runs(GemmInput::Tf32, false));
+        assert!(!GemmConfig::Mma(MmaTileK::K64).runs(GemmInput::Tf32Kn, false));
+        assert!(GemmConfig::Mma(MmaTileK::K32).runs(GemmInput::Tf32Kn, false));
     }
 }

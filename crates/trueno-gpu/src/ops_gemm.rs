@@ -10,6 +10,9 @@ use crate::kernels::float_type::FloatType;
 use crate::kernels::gemm_epilogue::Activation;
 use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
 use crate::kernels::gemm_wgmma::{BOX_N, TILE_M, WgmmaGemmKernel, WgmmaTileN, tile_k};
+use crate::kernels::gemm_wgmma_kn::{
+    BOX_COLS as KN_BOX_COLS, TILE_K as KN_TILE_K, WgmmaTf32KnKernel,
+};
 use crate::kernels::{Family, Kernel, LaunchConfig};
 use crate::memory::{DeviceBuffer, DeviceCopy, FloatElem, HalfElem};
 use crate::ops::expect_len;
@@ -177,7 +180,9 @@ impl<'a> Stream<Recording<'a>> {
     /// tuned for its class on this device ([`Context::tune_gemm`]), else the measured
     /// rule: on Hopper the wgmma path with 256-wide tiles unless they would leave more
     /// than half the multiprocessors idle (then 128-wide, or 64-wide where even those
-    /// would), elsewhere the sm_80 path with the 64-wide k-step (TF32: 32).
+    /// would; for [`GemmInput::Tf32Kn`] counted with the sides swapped, its kernel's
+    /// tiles being those of `Cᵀ`), elsewhere the sm_80 path with the 64-wide k-step
+    /// (TF32: 32).
     ///
     /// [`Context::tune_gemm`]: crate::driver::Context::tune_gemm
     pub fn gemm_choice(
@@ -191,8 +196,11 @@ impl<'a> Stream<Recording<'a>> {
             return c;
         }
         match (ctx.has_sm90a(), input) {
+            // Hopper's row-major-B kernel has tiles of R rows x 128 columns of Cᵀ: the
+            // rule's count of 128 x R tiles with the sides swapped.
+            (true, GemmInput::Tf32Kn) => GemmConfig::Wgmma(wgmma_tile_for(self.sms(), n, m)),
             (true, _) => GemmConfig::Wgmma(wgmma_tile_for(self.sms(), m, n)),
-            (false, GemmInput::Tf32) => GemmConfig::Mma(MmaTileK::K32),
+            (false, GemmInput::Tf32 | GemmInput::Tf32Kn) => GemmConfig::Mma(MmaTileK::K32),
             (false, _) => GemmConfig::Mma(MmaTileK::K64),
         }
     }
@@ -334,9 +342,11 @@ impl<'a> Stream<Recording<'a>> {
 
     /// Every tensor-core GEMM op ends here, and tuning, benchmarks and tests call it to
     /// force a configuration: the kernel for `input` (the element type of `a` and `b`,
-    /// checked; B as the input says: `k x n` for [`GemmInput::Half`], `n x k` for
-    /// [`GemmInput::HalfBt`] and [`GemmInput::Tf32`]) and `config` (an error where it
-    /// cannot run: wgmma off Hopper, TF32 with the 64-wide k-step), its operands as that
+    /// checked; B as the input says: `k x n` for [`GemmInput::Half`] and
+    /// [`GemmInput::Tf32Kn`], `n x k` for [`GemmInput::HalfBt`] and [`GemmInput::Tf32`])
+    /// and `config` (an error where it cannot run: wgmma off Hopper, TF32 with the
+    /// 64-wide k-step; `Tf32Kn` on wgmma is Hopper's row-major-B kernel,
+    /// [`WgmmaTf32KnKernel`]), its operands as that
     /// kernel reads them (buffers for the sm_80 path, tensor maps for the copy engine),
     /// then the common launch with the epilogue of [`GemmEpilogue`]. Both paths cut k
     /// into ranges by the split rule where their tiles would leave most of the GPU idle
@@ -354,12 +364,12 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let splits = match config {
-            GemmConfig::Wgmma(tile_n) => {
-                split_count(SplitShape::wgmma(input, tile_n), self.sms(), (m, n, k))
-            }
-            GemmConfig::Mma(tile_k) => split_count(SplitShape::mma(tile_k), self.sms(), (m, n, k)),
+        let shape = match (config, input) {
+            (GemmConfig::Wgmma(tile_n), GemmInput::Tf32Kn) => SplitShape::wgmma_kn(tile_n),
+            (GemmConfig::Wgmma(tile_n), _) => SplitShape::wgmma(input, tile_n),
+            (GemmConfig::Mma(tile_k), _) => SplitShape::mma(tile_k),
         };
+        let splits = split_count(shape, self.sms(), (m, n, k));
         self.gemm_with_split(input, config, splits, a, b, c, m, n, k, epilogue)
     }
 
@@ -388,50 +398,60 @@ impl<'a> Stream<Recording<'a>> {
         }
         let names = match (input, config) {
             (GemmInput::Tf32, _) => ["gemm_tf32 a", "gemm_tf32 b_t", "gemm_tf32 c"],
+            (GemmInput::Tf32Kn, _) => ["gemm_tf32_kn a", "gemm_tf32_kn b", "gemm_tf32_kn c"],
             (GemmInput::HalfBt(_), _) => ["gemm_bt a", "gemm_bt b_t", "gemm_bt c"],
             (_, GemmConfig::Mma(_)) => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
             (_, GemmConfig::Wgmma(_)) => ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"],
         };
-        match config {
-            GemmConfig::Mma(tile_k) => {
-                let kern = MmaGemmKernel(input, tile_k, C::TYPE);
-                // A cut writes raw f32 partial products.
-                let partial = MmaGemmKernel(input, tile_k, FloatType::F32);
-                let operands = |a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)]);
-                self.tensor_core_gemm(
+        // The kernel, its f32-output form a cut launches (raw partial products), and A
+        // and B as it reads them: buffers (sm_80) or the copy engine's tensor maps.
+        type Operands<'o, T> =
+            Box<dyn FnOnce(&'o DeviceBuffer<T>, &'o DeviceBuffer<T>) -> Result<[KernelArg<'o>; 2]>>;
+        let (family, kern, partial, operands): (_, Box<dyn Kernel>, Box<dyn Kernel>, Operands<T>) =
+            match config {
+                GemmConfig::Mma(tile_k) => (
                     Family::GemmMma,
-                    (&kern, &partial, splits),
-                    names,
-                    (a, b, c),
-                    (m, n, k),
-                    epilogue,
-                    operands,
-                )
-            }
-            GemmConfig::Wgmma(tile_n) => {
-                let kern = WgmmaGemmKernel(input, tile_n, C::TYPE);
-                self.require_sm90a(&kern)?;
-                let tk = tile_k(input);
-                let operands = |a, b| {
-                    let b_map = match input.b_k_major() {
-                        true => KernelArg::tensor_map(b, n, k, tile_n.elems(), tk)?,
-                        false => KernelArg::tensor_map(b, k, n, tk, BOX_N)?,
-                    };
-                    Ok([KernelArg::tensor_map(a, m, k, TILE_M, tk)?, b_map])
-                };
-                // A cut writes raw f32 partial products.
-                let partial = WgmmaGemmKernel(input, tile_n, FloatType::F32);
-                self.tensor_core_gemm(
+                    Box::new(MmaGemmKernel(input, tile_k, C::TYPE)),
+                    Box::new(MmaGemmKernel(input, tile_k, FloatType::F32)),
+                    Box::new(|a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)])),
+                ),
+                GemmConfig::Wgmma(tile) if input == GemmInput::Tf32Kn => (
+                    Family::GemmWgmmaKn,
+                    Box::new(WgmmaTf32KnKernel(tile, C::TYPE)),
+                    Box::new(WgmmaTf32KnKernel(tile, FloatType::F32)),
+                    Box::new(move |a, b| {
+                        Ok([
+                            KernelArg::tensor_map(a, m, k, tile.elems(), KN_TILE_K)?,
+                            KernelArg::tensor_map(b, k, n, KN_TILE_K, KN_BOX_COLS)?,
+                        ])
+                    }),
+                ),
+                GemmConfig::Wgmma(tile_n) => (
                     Family::GemmWgmma,
-                    (&kern, &partial, splits),
-                    names,
-                    (a, b, c),
-                    (m, n, k),
-                    epilogue,
-                    operands,
-                )
-            }
+                    Box::new(WgmmaGemmKernel(input, tile_n, C::TYPE)),
+                    Box::new(WgmmaGemmKernel(input, tile_n, FloatType::F32)),
+                    Box::new(move |a, b| {
+                        let tk = tile_k(input);
+                        let b_map = match input.b_k_major() {
+                            true => KernelArg::tensor_map(b, n, k, tile_n.elems(), tk)?,
+                            false => KernelArg::tensor_map(b, k, n, tk, BOX_N)?,
+                        };
+                        Ok([KernelArg::tensor_map(a, m, k, TILE_M, tk)?, b_map])
+                    }),
+                ),
+            };
+        if let GemmConfig::Wgmma(_) = config {
+            self.require_sm90a(&*kern)?;
         }
+        self.tensor_core_gemm(
+            family,
+            (&*kern, &*partial, splits),
+            names,
+            (a, b, c),
+            (m, n, k),
+            epilogue,
+            operands,
+        )
     }
 
     /// The tensor-core GEMMs' launch: the shape, lengths and aliasing checked, then A

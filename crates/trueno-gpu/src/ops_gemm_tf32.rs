@@ -1,21 +1,17 @@
 //! The TF32 GEMMs (f32 operands on the tensor cores, as cuBLAS's TF32 mode) with B
-//! given either way: transposed (`n x k`, a linear layer's weights), which every
-//! tensor-core path reads as it is, or as stored (`k x n`), which Hopper's own kernel
-//! reads as it is ([`crate::kernels::gemm_wgmma_kn`]) and other devices transpose first;
-//! and the f32 transpose itself.
+//! given either way: transposed (`n x k`, a linear layer's weights) or as stored (`k x
+//! n`), which Hopper runs on its own kernel ([`crate::kernels::gemm_wgmma_kn`]) and the
+//! sm_80 path with gathered fragments; and the f32 transpose.
 
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::gemm_tune::GemmConfig;
-use crate::kernels::float_type::FloatType;
-use crate::kernels::gemm_mma::{GemmInput, MmaGemmKernel, MmaTileK};
-use crate::kernels::gemm_wgmma_kn::{BOX_COLS, TILE_K, WgmmaTf32KnKernel};
+use crate::kernels::gemm_mma::GemmInput;
 use crate::kernels::transpose::TransposeKernel;
 use crate::kernels::{Family, Kernel};
 use crate::memory::{DeviceBuffer, FloatElem};
 use crate::ops::expect_len;
-use crate::ops_gemm::{GemmEpilogue, wgmma_tile_for};
-use crate::ops_gemm_split::{SplitShape, split_count};
+use crate::ops_gemm::GemmEpilogue;
 
 impl<'a> Stream<Recording<'a>> {
     /// `c = act(alpha * a bᵀ + beta * c + bias)` for f32 `a` (m x k) and `b_t` (n x k),
@@ -64,10 +60,13 @@ impl<'a> Stream<Recording<'a>> {
     /// `c = act(alpha * a b + beta * c + bias)` for f32 `a` (m x k) and `b` (k x n),
     /// both row-major as stored, in TF32 as [`gemm_tf32`](Self::gemm_tf32) (10 mantissa
     /// bits a product, f32 sums; the same epilogue and contract, `n` and `k` multiples
-    /// of 8). On Hopper (sm_90a) one kernel reads B as it is (`Cᵀ = Bᵀ Aᵀ` with B's
-    /// values gathered into registers); elsewhere B is transposed into scratch (freed
-    /// when the stream is synchronised) for the sm_80 path. PyTorch's `a @ b` with TF32
-    /// allowed.
+    /// of 8). Both paths read B as it is: on Hopper (sm_90a) its own kernel (`Cᵀ = Bᵀ
+    /// Aᵀ` with B's values gathered into registers), elsewhere the sm_80 path with B's
+    /// fragments gathered one value at a time. The configuration is the one tuned for
+    /// the shape's class ([`Context::tune_gemm_tf32_kn`]) or the rule's
+    /// ([`gemm_choice`](Self::gemm_choice)). PyTorch's `a @ b` with TF32 allowed.
+    ///
+    /// [`Context::tune_gemm_tf32_kn`]: crate::driver::Context::tune_gemm_tf32_kn
     ///
     /// ```
     /// use trueno_gpu::GemmEpilogue;
@@ -98,20 +97,16 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        // The Hopper kernel's tiles are R rows x 128 columns: the rule's count of
-        // 128 x R tiles with the sides swapped.
-        let config = match self.context().has_sm90a() {
-            true => GemmConfig::Wgmma(wgmma_tile_for(self.sms(), n, m)),
-            false => GemmConfig::Mma(MmaTileK::K32),
-        };
+        let config = self.gemm_choice(GemmInput::Tf32Kn, C::TYPE, (m, n, k));
         self.gemm_tf32_kn_with_config(config, a, b, c, m, n, k, epilogue)
     }
 
     /// [`gemm_tf32_kn`](Self::gemm_tf32_kn) on the path `config` names (tests,
-    /// benchmarks): `Wgmma(tile)` the Hopper kernel with tiles of `tile.elems()` rows
-    /// (an error off sm_90a), `Mma(K32)` the transpose and the sm_80 path (`K64` is an
-    /// error, as for every TF32 product). Both cut k by the split rule where their tiles
-    /// would leave most of the GPU idle.
+    /// benchmarks, tuning): `Wgmma(tile)` the Hopper kernel with tiles of `tile.elems()`
+    /// rows (an error off sm_90a), `Mma(K32)` the sm_80 path reading B as stored (`K64`
+    /// is an error, as for every TF32 product). Both cut k by the split rule where their
+    /// tiles would leave most of the GPU idle. The same as
+    /// [`gemm_with_config`](Self::gemm_with_config) with [`GemmInput::Tf32Kn`].
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_tf32_kn_with_config<C: FloatElem>(
         &mut self,
@@ -124,61 +119,11 @@ impl<'a> Stream<Recording<'a>> {
         k: usize,
         epilogue: GemmEpilogue<'a>,
     ) -> Result<()> {
-        let names = ["gemm_tf32_kn a", "gemm_tf32_kn b", "gemm_tf32_kn c"];
-        match config {
-            GemmConfig::Wgmma(tile) => {
-                let kern = WgmmaTf32KnKernel(tile, C::TYPE);
-                self.require_sm90a(&kern)?;
-                let splits = split_count(SplitShape::wgmma_kn(tile), self.sms(), (m, n, k));
-                // A cut writes raw f32 partial products.
-                let partial = WgmmaTf32KnKernel(tile, FloatType::F32);
-                let operands = |a, b| {
-                    Ok([
-                        KernelArg::tensor_map(a, m, k, tile.elems(), TILE_K)?,
-                        KernelArg::tensor_map(b, k, n, TILE_K, BOX_COLS)?,
-                    ])
-                };
-                self.tensor_core_gemm(
-                    Family::GemmWgmmaKn,
-                    (&kern, &partial, splits),
-                    names,
-                    (a, b, c),
-                    (m, n, k),
-                    epilogue,
-                    operands,
-                )
-            }
-            GemmConfig::Mma(tile_k) => {
-                let kern = MmaGemmKernel(GemmInput::Tf32, tile_k, C::TYPE);
-                // The shape and B's length before the transpose reads B; the rest
-                // (lengths, aliasing) where every tensor-core GEMM checks them.
-                kern.launch_config(&[m, n, k])?;
-                expect_len(names[1], b, k * n)?;
-                let b_t = self.context().alloc::<f32>(k * n)?;
-                let run = self
-                    .launch_transpose(KernelArg::buf(b), KernelArg::scratch(&b_t), (k, n))
-                    .and_then(|()| {
-                        let splits = split_count(SplitShape::mma(tile_k), self.sms(), (m, n, k));
-                        let partial = MmaGemmKernel(GemmInput::Tf32, tile_k, FloatType::F32);
-                        let b_t = KernelArg::scratch(&b_t);
-                        self.tensor_core_gemm(
-                            Family::GemmMma,
-                            (&kern, &partial, splits),
-                            names,
-                            (a, b, c),
-                            (m, n, k),
-                            epilogue,
-                            |a, _| Ok([KernelArg::buf(a), b_t]),
-                        )
-                    });
-                self.keep_alive(b_t);
-                run
-            }
-        }
+        self.gemm_with_config(GemmInput::Tf32Kn, config, a, b, c, m, n, k, epilogue)
     }
 
-    /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): a
-    /// row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read and one
+    /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): for
+    /// instance a row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read and one
     /// write of each value, both coalesced (32 x 32 tiles through shared memory).
     ///
     /// ```
@@ -208,23 +153,13 @@ impl<'a> Stream<Recording<'a>> {
         }
         expect_len("transpose x", x, rows * cols)?;
         expect_len("transpose out", out, rows * cols)?;
-        self.launch_transpose(KernelArg::buf(x), KernelArg::buf_mut(out), (rows, cols))
-    }
-
-    /// The transpose's launch, its operands checked.
-    fn launch_transpose(
-        &mut self,
-        x: KernelArg<'a>,
-        out: KernelArg<'a>,
-        (rows, cols): (usize, usize),
-    ) -> Result<()> {
         let kern = TransposeKernel;
         let cfg = kern.launch_config(&[rows, cols])?;
         let f = self.context().function(Family::Elementwise, &kern.name())?;
         self.launch(&f)
             .config(cfg)
-            .arg(x)
-            .arg(out)
+            .arg(KernelArg::buf(x))
+            .arg(KernelArg::buf_mut(out))
             .arg(KernelArg::U32(rows as u32))
             .arg(KernelArg::U32(cols as u32))
             .run()

@@ -54,8 +54,8 @@ fn tf32_bound(mag: f64, k: usize) -> f64 {
 }
 
 /// Which kernel, and how B is passed: transposed (`gemm_with_config`) or as stored
-/// (`gemm_tf32_kn_with_config`: the Hopper kernel that reads it so, or the transpose and
-/// the sm_80 path).
+/// (`gemm_tf32_kn_with_config`: the Hopper kernel that reads it so, or the sm_80 path
+/// gathering its fragments).
 #[derive(Clone, Copy, Debug)]
 enum Path {
     Mma,
@@ -150,7 +150,7 @@ fn tf32_gemm_matches_an_f64_product_at_ragged_shapes() {
 }
 
 /// B as stored (`gemm_tf32_kn`) on Hopper's kernel at every tile height and on the
-/// transpose + sm_80 path: the ragged shapes (k from 8, one k-tile's odd tail to many
+/// sm_80 path: the ragged shapes (k from 8, one k-tile's odd tail to many
 /// pairs of them), alpha/beta over a NaN-poisoned or random C, and tall-k products the
 /// split rule cuts (one or two tiles and 130-160 k-tiles: the ranges' partial products
 /// summed by the reduce).
@@ -288,8 +288,7 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
             .unwrap_err();
         assert!(e.to_string().contains("sm_90a"), "{e}");
     }
-    // B as stored: the same shape, length and alias errors on both paths, B's length
-    // checked before the transpose would read it.
+    // B as stored: the same shape, length and alias errors on both paths.
     for config in [mma, GemmConfig::Wgmma(WgmmaTileN::N256)] {
         if config != mma && !ctx.has_sm90a() {
             let e = s
@@ -322,4 +321,48 @@ fn tf32_gemm_and_transpose_reject_bad_shapes() {
     assert!(e.to_string().contains("alias"), "{e}");
     assert!(s.transpose(&a, &c, 0, 16).is_err());
     s.sync().unwrap();
+}
+
+/// Tuning the row-major product times Hopper's kernel at each tile height and the sm_80
+/// path, keeps the fastest under its own class (not `gemm_tf32`'s), and `gemm_tf32_kn`
+/// then runs it at another shape of the class, still within the TF32 bound.
+#[test]
+fn tuning_the_row_major_product_keeps_its_own_class() {
+    use trueno_gpu::gemm_tune::GemmClass;
+    use trueno_gpu::kernels::float_type::FloatType;
+    let Some(ctx) = ctx() else { return };
+    let hopper = ctx.has_sm90a();
+    let (times, best) = ctx.tune_gemm_tf32_kn::<f32>(200, 264, 136).unwrap();
+    assert_eq!(times.len(), if hopper { 4 } else { 1 }, "{times:?}");
+    assert!(times.iter().all(|t| t.0.runs(GemmInput::Tf32Kn, hopper)));
+    let fastest = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;
+    assert_eq!(best, fastest);
+    let kn = GemmClass::of(GemmInput::Tf32Kn, FloatType::F32, 200, 264, 136);
+    assert_eq!(ctx.tuned_gemm(kn), Some(best));
+    let bt = GemmClass::of(GemmInput::Tf32, FloatType::F32, 200, 264, 136);
+    assert_eq!(ctx.tuned_gemm(bt), None);
+    let (m, n, k) = (256, 264, 144);
+    let s = ctx.stream().unwrap().record();
+    assert_eq!(
+        s.gemm_choice(GemmInput::Tf32Kn, FloatType::F32, (m, n, k)),
+        best
+    );
+    drop(s);
+    let mut rng = Rng(98);
+    let (a, b) = (rng.vec(m * k, -1.0, 1.0), rng.vec(k * n, -1.0, 1.0));
+    let (prod, mag) = product(&a, &b, (m, n, k));
+    let (da, db) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap());
+    let mut dc = poisoned(&ctx, m * n);
+    let mut s = ctx.stream().unwrap().record();
+    s.gemm_tf32_kn(&da, &db, &dc, m, n, k, GemmEpilogue::default())
+        .unwrap();
+    s.sync().unwrap();
+    for (i, g) in dc.to_vec().unwrap().into_iter().enumerate() {
+        let bound = tf32_bound(mag[i], k) + 1e-30;
+        assert!(
+            (g as f64 - prod[i]).abs() <= bound,
+            "[{i}] {g} vs {}",
+            prod[i]
+        );
+    }
 }

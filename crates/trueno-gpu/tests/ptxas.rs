@@ -147,7 +147,8 @@ fn every_kernel_assembles_without_spills_and_matches_the_register_snapshot() {
 /// The tensor-core kernels' machine code, read back with cuobjdump (same wheel folder as
 /// ptxas): their multiplies are HMMA (tensor-core) instructions, their tiles arrive by
 /// LDGSTS (cp.async) and their fragments by LDSM (ldmatrix, transposed for a 16-bit
-/// operand stored n-major; a `Bᵀ` is k-major, so none transposed), on every target
+/// operand stored n-major; a `Bᵀ` is k-major, so none transposed; an f32 B stored
+/// n-major by plain shared loads, LDS), on every target
 /// they claim; attention's probabilities (FlashAttention's, decode's) become 16-bit
 /// operands by F2FP packs, in registers.
 #[test]
@@ -165,14 +166,14 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     // whether an operand is read transposed: a 16-bit n-major B, attention's V)
     type Case = (Box<dyn Kernel>, &'static str, Option<FloatType>, bool);
     let mut kernels: Vec<Case> = Vec::new();
-    for input in GemmInput::ALL {
+    for input in GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn]) {
         let (spelling, transposed) = match input {
             GemmInput::Half(t) => (hmma(t), true),
             GemmInput::HalfBt(t) => (hmma(t), false),
-            GemmInput::Tf32 => ("HMMA.1688.F32.TF32", false),
+            GemmInput::Tf32 | GemmInput::Tf32Kn => ("HMMA.1688.F32.TF32", false),
         };
         for tk in [MmaTileK::K32, MmaTileK::K64] {
-            if input == GemmInput::Tf32 && tk == MmaTileK::K64 {
+            if input.is_tf32() && tk == MmaTileK::K64 {
                 continue;
             }
             for out in FloatType::ALL {
@@ -213,6 +214,15 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
         assert!(count(hmma) >= 32, "{stem}: {} {hmma}\n{code}", count(hmma));
         assert!(count("LDGSTS") >= 4, "{stem}: no cp.async copies (LDGSTS)");
         assert!(count("LDSM") >= 12, "{stem}: no ldmatrix (LDSM)");
+        // An f32 B as stored: its fragments one 32-bit shared load a value (four k8
+        // steps a k-tile, four n8 fragments, b0 and b1), A's still by ldmatrix.
+        if stem.contains("tf32_kn") {
+            assert!(
+                count("LDS ") >= 32,
+                "{stem}: {} gathered B loads",
+                count("LDS ")
+            );
+        }
         let least = if *transposed { 4 } else { 0 };
         assert!(
             count("LDSM.16.MT88.4") >= least,

@@ -38,7 +38,7 @@ fn the_hopper_gemm_runs_on_warpgroup_products_and_the_copy_engine() {
                     GemmInput::Half(HalfType::F16) | GemmInput::HalfBt(HalfType::F16) => {
                         "16.F32 "
                     }
-                    GemmInput::Tf32 => "8.F32.TF32",
+                    GemmInput::Tf32 | GemmInput::Tf32Kn => "8.F32.TF32",
                 }
             );
             // Four products per 128-byte k-tile.

@@ -1,6 +1,6 @@
 //! The sm_80 tensor-core GEMM's global-to-shared copies (`cp.async`, 16 bytes each):
 //! per-thread addressing of an operand's chunks into a pipeline stage, k-major (A, a
-//! TF32 `Bᵀ`) or n-major (a 16-bit B), and the issue of one k-tile's copies with the
+//! TF32 `Bᵀ`) or n-major (B as stored, 16-bit or f32), and the issue of one k-tile's copies with the
 //! ragged edges zero-filled.
 
 use super::gemm_mma::{THREADS, TILE};
@@ -135,8 +135,10 @@ pub(super) fn cp_chunk(
     (bytes, src)
 }
 
-/// The copies of a 16-bit n-major B: k-row t / 16 + 16 j, chunk t % 16 (8 columns),
-/// stored at chunk q ^ (row % 8) of its 256-byte row after A's tile (`a_tile_bytes`).
+/// The copies of an n-major B (`bk` k-rows of 128 columns from `col0`): 16-bit rows of
+/// 256 bytes (16 chunks: k-row t / 16 + 16 j, chunk t % 16) or f32 rows of 512 bytes
+/// (32 chunks: k-row t / 32 + 8 j, chunk t % 32), chunk q stored at chunk
+/// q ^ [`n_major_swizzle`] of its row, after A's tile (`a_tile_bytes`).
 pub(super) fn n_major_copies(
     b: &mut KernelBuilder,
     t: Reg<U32>,
@@ -146,29 +148,46 @@ pub(super) fn n_major_copies(
     eb: u32,
     a_tile_bytes: u32,
 ) -> OperandCopies {
-    let br = b.shr(t, 4u32);
-    let bq = b.and(t, 15u32);
-    let sw = b.and(br, 7u32);
+    let chunks = TILE * eb / 16;
+    let rows_per_pass = THREADS / chunks;
+    let row_bytes = TILE * eb;
+    let br = b.shr(t, chunks.trailing_zeros());
+    let bq = b.and(t, chunks - 1);
+    let sw = n_major_swizzle(b, br, eb);
     let sq = b.xor(bq, sw);
-    let b_smem = b.shl(br, 8u32);
+    let b_smem = b.shl(br, row_bytes.trailing_zeros());
     let b_smem = b.mad(sq, 16u32, b_smem);
     let b_smem = b.add(b_smem, a_tile_bytes);
-    let b_col = b.shl(bq, 3u32);
+    let b_col = b.shl(bq, (16 / eb).trailing_zeros());
     let b_col = b.add(col0, b_col);
     let b_col_ok = b.setp::<U32>(Cmp::Lt, b_col, n);
     let b_idx = b.mad(br, n, b_col);
     let b_ptr = elem_addr(b, gb, b_idx, eb);
-    let b_next_rows = b.mul_wide(n, 16 * eb);
+    let b_next_rows = b.mul_wide(n, rows_per_pass * eb);
     let b_tile_step = b.mul_wide(n, bk * eb);
     OperandCopies {
         smem: b_smem,
-        smem_step: 16 * 256,
+        smem_step: rows_per_pass * row_bytes,
         ptr: b_ptr,
         next: b_next_rows,
         tile_step: TileStep::Reg(b_tile_step),
-        ok: ChunkOk::Held(vec![b_col_ok; (bk / 16) as usize]),
+        ok: ChunkOk::Held(vec![b_col_ok; (bk / rows_per_pass) as usize]),
         k_first: br,
-        k_stride: 16,
+        k_stride: rows_per_pass,
+    }
+}
+
+/// The 16-byte-chunk swizzle of an n-major B's k-row `row`: `row % 8` for 16-bit rows
+/// (the eight rows one `ldmatrix.trans` reads land in eight bank groups), `2 (row % 4)`
+/// for f32 rows (a TF32 fragment read spans four k-rows at two adjacent chunks each, an
+/// even one and the next: the eight land in eight bank groups).
+pub(super) fn n_major_swizzle(b: &mut KernelBuilder, row: Reg<U32>, eb: u32) -> Reg<U32> {
+    match eb {
+        2 => b.and(row, 7u32),
+        _ => {
+            let r = b.and(row, 3u32);
+            b.shl(r, 1u32)
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! Tensor-core GEMM for sm_80 and later: `C = act(alpha * A B + beta * C + bias)` with
-//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), or f32 `A` and `Bᵀ` (n x k)
+//! row-major f16 or bf16 `A` (m x k) and `B` (k x n), or f32 `A` and `B` or `Bᵀ` (n x k)
 //! multiplied as TF32 ([`GemmInput`]), f32 accumulation and an f32, bf16 or f16 `C`
 //! (m x n); the epilogue is [`super::gemm_epilogue`]'s.
 //!
@@ -11,8 +11,9 @@
 //! warp per 32 bytes of k). Shared rows are XOR-swizzled in 16-byte chunks so both the
 //! copies' writes and ldmatrix's eight-row reads hit eight different bank groups. A
 //! 16-bit B is stored n-major as it arrives and read with `ldmatrix.trans`; a `Bᵀ` (TF32,
-//! whose 32-bit values `ldmatrix` cannot transpose, or 16-bit weights stored `[out, in]`)
-//! k-major like A, and read as A is.
+//! or 16-bit weights stored `[out, in]`) k-major like A, and read as A is; an f32 B as it
+//! arrives, n-major, whose 32-bit values `ldmatrix` cannot transpose, one shared load a
+//! value (eight a warp's k8 step, against two `ldmatrix` for a `Bᵀ`).
 //!
 //! Rows are copied in 16-byte chunks, so `k` and `n` must be multiples of 8 (a row of A
 //! or B then starts on a 16-byte boundary); `m` is free. Ragged edges are zero-filled by
@@ -23,6 +24,7 @@ use super::gemm::gemm_dims;
 use super::gemm_copies::{TileStep, issue_copies, k_major_copies, n_major_copies};
 
 use super::gemm_epilogue::{CStore, GROUP_THREADS, staged_bytes};
+use super::gemm_mma_frags::BFrags;
 use super::gemm_split::{k_range, split_output};
 use super::helpers;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
@@ -38,7 +40,7 @@ pub const STAGES: u32 = 3;
 pub const THREADS: u32 = 256;
 /// Rows of C per warp (4 m16 fragments) and columns (4 n8 fragments).
 const WARP_M: u32 = 64;
-const WARP_N: u32 = 32;
+pub(super) const WARP_N: u32 = 32;
 
 /// The 16-bit input type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -62,6 +64,11 @@ pub enum GemmInput {
     /// TF32 operands only k-major, so B comes transposed: the `[out, in]` layout of a
     /// linear layer's weights.
     Tf32,
+    /// f32 `A` (m x k) and `B` (k x n), both row-major as stored, multiplied as TF32.
+    /// The sm_80 kernel reads B's 32-bit values into its fragments one at a time
+    /// (`ldmatrix` cannot transpose them); Hopper's `wgmma` runs it as its own kernel
+    /// ([`super::gemm_wgmma_kn`]), so it is not in [`GemmInput::ALL`].
+    Tf32Kn,
 }
 
 impl From<HalfType> for GemmInput {
@@ -78,6 +85,7 @@ impl GemmInput {
             GemmInput::HalfBt(HalfType::F16) => "f16_bt",
             GemmInput::HalfBt(HalfType::Bf16) => "bf16_bt",
             GemmInput::Tf32 => "tf32",
+            GemmInput::Tf32Kn => "tf32_kn",
         }
     }
 
@@ -85,7 +93,7 @@ impl GemmInput {
     pub(crate) fn ptx(self) -> PtxType {
         match self {
             GemmInput::Half(t) | GemmInput::HalfBt(t) => t.ptx(),
-            GemmInput::Tf32 => PtxType::F32,
+            GemmInput::Tf32 | GemmInput::Tf32Kn => PtxType::F32,
         }
     }
 
@@ -96,10 +104,16 @@ impl GemmInput {
 
     /// Whether B is stored k-major (`Bᵀ` row-major) rather than n-major.
     pub fn b_k_major(self) -> bool {
-        !matches!(self, GemmInput::Half(_))
+        !matches!(self, GemmInput::Half(_) | GemmInput::Tf32Kn)
     }
 
-    /// Every input: 16-bit with B as stored or transposed, and TF32.
+    /// Whether the products are TF32 (f32 operands).
+    pub fn is_tf32(self) -> bool {
+        matches!(self, GemmInput::Tf32 | GemmInput::Tf32Kn)
+    }
+
+    /// Every input the sm_80 and Hopper kernels share: 16-bit with B as stored or
+    /// transposed, and TF32 with `Bᵀ` (TF32 with B as stored: [`GemmInput::Tf32Kn`]).
     pub const ALL: [GemmInput; 5] = [
         GemmInput::Half(HalfType::Bf16),
         GemmInput::Half(HalfType::F16),
@@ -290,41 +304,13 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
             })
             .collect()
     };
-    // B, 16-bit (ldmatrix.x4.trans): lane l addresses k-row (l/8 % 2) * 8 + l % 8 and
-    // column chunk 4 * wn + 2 * np + l / 16 (np: which pair of n8 fragments), swizzled by
-    // the row % 8 = l % 8; k16 step ks adds 16 rows (4096 bytes, same swizzle), an
-    // immediate offset. TF32 (ldmatrix.x4 on k-major rows, as A): lane l addresses n-row
-    // 32 wn + 16 np + (l / 16) * 8 + l % 8, chunk 2 ks + (l/8 % 2), swizzled as A's rows
-    // (by l % 8); one address per (np, ks).
-    let b_frag: Vec<[Reg<U32>; 2]> = if b_k_major {
-        let qlo = b.and(q, 1u32);
-        let qhi = b.shr(q, 1u32);
-        let r = b.mad(qhi, 8u32, l8);
-        let r = b.mad(wn, WARP_N, r);
-        let rbytes = b.mul(r, a_row_bytes);
-        let rbytes = b.add(rbytes, a_tile_bytes);
-        let sw = a_swizzle(&mut b, l8);
-        (0..k_steps)
-            .map(|ks| {
-                let c = b.add(qlo, 2 * ks);
-                let c = b.xor(c, sw);
-                let at = b.mad(c, 16u32, rbytes);
-                std::array::from_fn(|np| b.add(at, np as u32 * 16 * a_row_bytes))
-            })
-            .collect()
-    } else {
-        let qlo = b.and(q, 1u32);
-        let r = b.mad(qlo, 8u32, l8);
-        let rbytes = b.shl(r, 8u32);
-        let rbytes = b.add(rbytes, a_tile_bytes);
-        let qhi = b.shr(q, 1u32);
-        let c0 = b.mad(wn, 4u32, qhi);
-        vec![std::array::from_fn(|np| {
-            let c = b.add(c0, 2 * np as u32);
-            let c = b.xor(c, l8);
-            b.mad(c, 16u32, rbytes)
-        })]
-    };
+    let b_frag = BFrags::new(
+        &mut b,
+        input,
+        (lane, wn),
+        (a_row_bytes, a_tile_bytes),
+        a_swizzle,
+    );
 
     let acc: [[[Reg<F32>; 4]; 4]; 4] =
         std::array::from_fn(|_| std::array::from_fn(|_| std::array::from_fn(|_| b.mov(0.0f32))));
@@ -348,7 +334,6 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
     let k_next = b.mov(range.begin);
     let load_stage = b.mov(0u32);
     let use_stage = b.mov(0u32);
-    let zero = b.mov(0u32);
     let next_stage = |b: &mut KernelBuilder, s: Reg<U32>| helpers::next_stage(b, s, stage, STAGES);
     let issue_next = |b: &mut KernelBuilder| {
         issue(b, load_stage, k_next, a_next, b_next);
@@ -377,19 +362,7 @@ fn build(name: &str, input: GemmInput, tile_k: MmaTileK, out: FloatType) -> Kern
 
         let base = b.add(smem, use_stage);
         for (ks, &a_off) in a_frag.iter().enumerate() {
-            let mut bf: [[Reg<U32>; 2]; 4] = [[zero; 2]; 4];
-            let (offs, imm) = match b_k_major {
-                true => (b_frag[ks], 0),
-                false => (b_frag[0], (ks as i64) * 16 * 256),
-            };
-            for (np, &off) in offs.iter().enumerate() {
-                let addr = b.add(base, off);
-                // Transposed, a pair of n8 fragments' (b0, b1) are r[0..2] and r[2..4];
-                // k-major, the matrices are (n 0-7, k lo), (n 0-7, k hi), (n 8-15, ..).
-                let r = b.ldmatrix_x4(addr, imm, !b_k_major);
-                bf[2 * np] = [r[0], r[1]];
-                bf[2 * np + 1] = [r[2], r[3]];
-            }
+            let bf = b_frag.load(b, base, ks);
             let a_addr = b.add(base, a_off);
             for (mi, acc_m) in acc.iter().enumerate() {
                 let af = b.ldmatrix_x4(a_addr, (mi as i64) * 16 * a_row_bytes as i64, false);
@@ -458,7 +431,7 @@ impl Kernel for MmaGemmKernel {
     }
     /// `[m, n, k]`; `n` and `k` multiples of 8.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
-        if self.0 == GemmInput::Tf32 && self.1 != MmaTileK::K32 {
+        if self.0.is_tf32() && self.1 != MmaTileK::K32 {
             return shape_err(
                 &self.name(),
                 "TF32 runs with the 32-wide k-step (64 would need 192 KiB of shared memory)",
@@ -509,9 +482,9 @@ pub(super) fn tensor_core_launch(
 /// Every tensor-core GEMM configuration.
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    for input in GemmInput::ALL {
+    for input in GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn]) {
         for kt in [MmaTileK::K32, MmaTileK::K64] {
-            if input == GemmInput::Tf32 && kt == MmaTileK::K64 {
+            if input.is_tf32() && kt == MmaTileK::K64 {
                 continue;
             }
             for out in FloatType::ALL {
@@ -553,5 +526,11 @@ mod tests {
         );
         let tf32 = MmaGemmKernel(GemmInput::Tf32, MmaTileK::K64, FloatType::F32);
         assert!(tf32.launch_config(&[128, 128, 128]).is_err());
+        // B as stored: 32 k-rows of 128 f32, as many bytes as the k-major tile.
+        let kn = MmaGemmKernel(GemmInput::Tf32Kn, MmaTileK::K32, FloatType::F32);
+        let c = kn.launch_config(&[128, 128, 128]).unwrap();
+        assert_eq!(c.shared_bytes, 3 * 32 * 1024);
+        let kn = MmaGemmKernel(GemmInput::Tf32Kn, MmaTileK::K64, FloatType::F32);
+        assert!(kn.launch_config(&[128, 128, 128]).is_err());
     }
 }

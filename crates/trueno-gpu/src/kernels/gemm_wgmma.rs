@@ -36,7 +36,7 @@ use super::gemm_wgmma_block::{
 };
 use super::qgemv::QuantFormat;
 use super::{Family, Kernel, LaunchConfig};
-use crate::error::Result;
+use crate::error::{Result, shape_err};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Target, U32, U64};
 
 /// Block tile rows (two consumer warpgroups of 64).
@@ -366,8 +366,17 @@ impl Kernel for WgmmaGemmKernel {
     fn targets(&self) -> &'static [Target] {
         &[Target::Sm90a]
     }
-    /// `[m, n, k]`; `n` and `k` multiples of 8 (as the sm_80 GEMM's).
+    /// `[m, n, k]`; `n` and `k` multiples of 8 (as the sm_80 GEMM's). Not for
+    /// [`GemmInput::Tf32Kn`]: `wgmma` reads TF32 from shared memory only k-major, so a
+    /// row-major B runs on its own kernel ([`super::gemm_wgmma_kn`]).
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        if self.0 == GemmInput::Tf32Kn {
+            return shape_err(
+                &self.name(),
+                "TF32 with a row-major B runs on WgmmaTf32KnKernel (wgmma reads TF32 \
+                 from shared memory only k-major)",
+            );
+        }
         tensor_core_launch(
             &self.name(),
             dims,
@@ -401,6 +410,9 @@ mod tests {
         let k = WgmmaGemmKernel(HalfType::Bf16.into(), WgmmaTileN::N256, FloatType::F16);
         let c = k.launch_config(&[129, 264, 72]).unwrap();
         assert_eq!((c.grid, c.block.0), ((2, 2, 1), 384));
+        // A row-major TF32 B is its own kernel's.
+        let kn = WgmmaGemmKernel(GemmInput::Tf32Kn, WgmmaTileN::N128, FloatType::F32);
+        assert!(kn.launch_config(&[128, 128, 128]).is_err());
         // 4 stages of 16 KiB (A) + 32 KiB (B), 8 barrier bytes twice per stage, 1 KiB slack.
         assert_eq!(c.shared_bytes, 4 * (48 * 1024 + 16) + 1024);
         assert_eq!(WgmmaTileN::N128.shared_bytes(), 6 * (32 * 1024 + 16) + 1024);

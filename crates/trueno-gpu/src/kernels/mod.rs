@@ -20,6 +20,7 @@ pub mod gemm;
 pub(crate) mod gemm_copies;
 pub mod gemm_epilogue;
 pub mod gemm_mma;
+mod gemm_mma_frags;
 pub(crate) mod gemm_simt;
 pub mod gemm_split;
 pub mod gemm_wgmma;
