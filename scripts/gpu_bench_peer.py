@@ -215,11 +215,16 @@ def main():
         note = f"{r['tflops']:.1f} vs cuBLAS TF32 {tf:.1f} TFLOP/s = {100*r['tflops']/tf:.0f}%"
         if "transpose_ms" in r:
             note += f"; the transpose alone {1000*r['transpose_ms']:.0f} us"
+        if "tuned" in r:
+            tune = ", ".join(f"{name} {1000*ms:.1f}" for name, ms in r["tune_ms"].items())
+            note += f"; tuned {r['tuned']}, rule {r['rule']}; tuning us: {tune}"
         note += in_graph(r, tg)
         if "size" in r:
             table.append((f"gemm {r['type']}", f"{m}", r["ms"], t, t / r["ms"], note))
         else:
             op = "gemm_tf32 x wT" if nt else "gemm_tf32_kn x w"
+            if "tuned" in r:
+                op += " (tuned)"
             table.append((op, f"{m}x{n}x{k}", r["ms"], t, t / r["ms"], note))
 
     # Tuned GEMM configurations: cuBLAS bf16 (torch.matmul, bf16 out) at the same shape.

@@ -128,8 +128,9 @@ impl Bench {
     /// The TF32 GEMM (on sm_90a, where both paths run), square sizes: `a bᵀ` with B
     /// given transposed (the layout the tensor cores read) on the mma.sync path and at
     /// each wgmma tile width; then a row-major B read as stored (`gemm_tf32_kn`: the
-    /// Hopper kernel at each tile height, then the default path), and through the
-    /// device transpose first on the default path (both launches timed together).
+    /// Hopper kernel at each tile height, the default path, the sm_80 path), and
+    /// through the device transpose first on the default path and on the sm_80 path
+    /// (both launches timed together).
     pub(super) fn gemm_tf32(&mut self) -> Result<()> {
         if !self.ctx.has_sm90a() {
             return Ok(());
@@ -183,6 +184,26 @@ impl Bench {
                 r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (gemm_tf32_kn)","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
                 tflops(ms)
             ));
+            // The sm_80 path (every device from sm_80) with B as stored, its fragments
+            // gathered, against the transpose it replaced and the same path's `a bᵀ`.
+            let mma = GemmConfig::Mma(MmaTileK::K32);
+            let ms = self.time(1, |st, _| {
+                st.gemm_tf32_kn_with_config(mma, &a, &b, &c, s, s, s, e)
+            })?;
+            let q = self.queued.get();
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b mma.sync","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
+                tflops(ms)
+            ));
+            let ms = self.time(1, |st, _| {
+                st.transpose(&b, &bt, s, s)?;
+                st.gemm_with_config(tf32, mma, &a, &bt, &c, s, s, s, e)
+            })?;
+            let q = self.queued.get();
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32","layout":"nn","type":"tf32 a b (transpose + a bT mma.sync)","size":{s},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3}}}"#,
+                tflops(ms)
+            ));
             let ms = self.time(1, |st, _| {
                 st.transpose(&b, &bt, s, s)?;
                 st.gemm_tf32(&a, &bt, &c, s, s, s, e)
@@ -199,7 +220,7 @@ impl Bench {
 
     /// The TF32 GEMM's default paths at a prefill's shapes (tokens x out x in): f32
     /// weights stored `[out, in]` (`gemm_tf32`, PyTorch's `x @ w.t()`) and stored
-    /// `[in, out]` (`gemm_tf32_kn`, `x @ w`).
+    /// `[in, out]` (`gemm_tf32_kn`, `x @ w`), the latter again once tuned for the shape.
     fn gemm_tf32_prefill(&mut self) -> Result<()> {
         let shapes: &[(usize, usize, usize)] = if self.quick {
             &[(128, 4096, 4096)]
@@ -229,6 +250,27 @@ impl Bench {
                     tflops(ms)
                 ));
             }
+            // The row-major product tuned for the shape (`tune_gemm_tf32_kn`), then its
+            // default path again, which now takes the tuned choice.
+            let rule = self.ctx.stream()?.record().gemm_choice(
+                GemmInput::Tf32Kn,
+                FloatType::F32,
+                (m, n, k),
+            );
+            let (times, best) = self.ctx.tune_gemm_tf32_kn::<f32>(m, n, k)?;
+            let ms = self.time(1, |st, _| st.gemm_tf32_kn(&x, &w, &c, m, n, k, e))?;
+            let q = self.queued.get();
+            let all: Vec<String> = times
+                .iter()
+                .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
+                .collect();
+            self.emit(format!(
+                r#"{{"kind":"gemm_tf32_shape","layout":"nn","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3},"tuned":"{}","rule":"{}","tune_ms":{{{}}}}}"#,
+                tflops(ms),
+                best.name(),
+                rule.name(),
+                all.join(",")
+            ));
         }
         Ok(())
     }
