@@ -160,10 +160,10 @@ impl Context {
     /// Times every configuration that runs `T` inputs into `C` outputs on this device at
     /// `m x n x k` (two warm-up launches, then the median of five, on random operands),
     /// keeps the fastest for the shape's [`GemmClass`] (`gemm_mma`, `gemm_mma_with`,
-    /// `gemm_wgmma` and, for f32, `gemm_tf32` use it from then on; `gemm_mma_bt`'s class
-    /// is its own and is not tuned here, so it keeps the rule; `gemm_tf32_kn`'s is
-    /// [`tune_gemm_tf32_kn`](Self::tune_gemm_tf32_kn)'s) and appends it to the tune
-    /// file where `TRUENO_GPU_TUNE_FILE` names one.
+    /// `gemm_wgmma` and, for f32, `gemm_tf32` use it from then on; `gemm_mma_bt`'s and
+    /// `gemm_tf32_kn`'s classes are their own, tuned by
+    /// [`tune_gemm_for`](Self::tune_gemm_for)) and appends it to the tune file where
+    /// `TRUENO_GPU_TUNE_FILE` names one.
     /// Returns every configuration's time in milliseconds and the choice. Needs room
     /// for the operands (`(m k + k n) * size_of::<T>() + m n * size_of::<C>()` bytes).
     ///
@@ -186,30 +186,35 @@ impl Context {
         self.tune::<T, C>(T::INPUT, (m, n, k))
     }
 
-    /// [`tune_gemm`](Self::tune_gemm) for TF32 with a row-major B
-    /// ([`Stream::gemm_tf32_kn`](crate::driver::Stream::gemm_tf32_kn), which takes the
-    /// choice from then on): Hopper's row-major-B kernel at each tile height and the
-    /// sm_80 path, kept under the class of [`GemmInput::Tf32Kn`].
+    /// [`tune_gemm`](Self::tune_gemm) for a product named by its input rather than its
+    /// element type: `GemmInput::HalfBt` (B transposed, which
+    /// [`Stream::gemm_mma_bt`](crate::driver::Stream::gemm_mma_bt) then takes) or
+    /// `GemmInput::Tf32Kn` (TF32 with B as stored,
+    /// [`Stream::gemm_tf32_kn`](crate::driver::Stream::gemm_tf32_kn): Hopper's row-major
+    /// kernel at each tile height and the sm_80 path), each under a class of its own;
+    /// `T` must be the input's element type (an error otherwise, from the first launch).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;
+    /// use trueno_gpu::kernels::gemm_mma::GemmInput;
     ///
     /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
-    /// let (times, best) = ctx.tune_gemm_tf32_kn::<f32>(128, 4096, 4096)?;
+    /// let (times, best) = ctx.tune_gemm_for::<f32, f32>(GemmInput::Tf32Kn, 128, 4096, 4096)?;
     /// assert!(times.iter().any(|&(c, _)| c == best));
     /// # Ok::<(), trueno_gpu::GpuError>(())
     /// ```
     #[allow(clippy::type_complexity)]
-    pub fn tune_gemm_tf32_kn<C: FloatElem>(
+    pub fn tune_gemm_for<T: GemmElem, C: FloatElem>(
         &self,
+        input: GemmInput,
         m: usize,
         n: usize,
         k: usize,
     ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
-        self.tune::<f32, C>(GemmInput::Tf32Kn, (m, n, k))
+        self.tune::<T, C>(input, (m, n, k))
     }
 
-    /// The timing behind both tuners: `input` on every configuration that runs it.
+    /// The timing behind both: `input` on every configuration that runs it.
     #[allow(clippy::type_complexity)]
     fn tune<T: GemmElem, C: FloatElem>(
         &self,

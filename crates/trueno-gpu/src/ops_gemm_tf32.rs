@@ -63,10 +63,10 @@ impl<'a> Stream<Recording<'a>> {
     /// of 8). Both paths read B as it is: on Hopper (sm_90a) its own kernel (`Cᵀ = Bᵀ
     /// Aᵀ` with B's values gathered into registers), elsewhere the sm_80 path with B's
     /// fragments gathered one value at a time. The configuration is the one tuned for
-    /// the shape's class ([`Context::tune_gemm_tf32_kn`]) or the rule's
+    /// the shape's class ([`Context::tune_gemm_for`]) or the rule's
     /// ([`gemm_choice`](Self::gemm_choice)). PyTorch's `a @ b` with TF32 allowed.
     ///
-    /// [`Context::tune_gemm_tf32_kn`]: crate::driver::Context::tune_gemm_tf32_kn
+    /// [`Context::tune_gemm_for`]: crate::driver::Context::tune_gemm_for
     ///
     /// ```
     /// use trueno_gpu::GemmEpilogue;

@@ -564,4 +564,18 @@ fn tuning_keeps_the_fastest_configuration_and_the_ops_take_it() {
     let (times, _) = ctx.tune_gemm::<f32, bf16>(128, 256, 64).unwrap();
     assert_eq!(times.len(), if hopper { 4 } else { 1 }, "{times:?}");
     assert!(times.iter().all(|t| t.0.runs(GemmInput::Tf32, hopper)));
+    // B transposed (`gemm_mma_bt`) is a class of its own, tuned by `tune_gemm_for`.
+    let bt = GemmInput::HalfBt(HalfType::Bf16);
+    let (times, best) = ctx.tune_gemm_for::<bf16, bf16>(bt, 128, 256, 64).unwrap();
+    assert_eq!(times.len(), if hopper { 5 } else { 2 }, "{times:?}");
+    let class = GemmClass::of(bt, FloatType::Bf16, 128, 256, 64);
+    assert_eq!(ctx.tuned_gemm(class), Some(best));
+    let s = ctx.stream().unwrap().record();
+    assert_eq!(s.gemm_choice(bt, FloatType::Bf16, (100, 200, 64)), best);
+    drop(s);
+    // The element type must be the input's.
+    let e = ctx
+        .tune_gemm_for::<bf16, f32>(GemmInput::Tf32, 128, 128, 64)
+        .unwrap_err();
+    assert!(e.to_string().contains("bf16 inputs for a tf32"), "{e}");
 }

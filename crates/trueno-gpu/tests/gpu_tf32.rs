@@ -332,7 +332,9 @@ fn tuning_the_row_major_product_keeps_its_own_class() {
     use trueno_gpu::kernels::float_type::FloatType;
     let Some(ctx) = ctx() else { return };
     let hopper = ctx.has_sm90a();
-    let (times, best) = ctx.tune_gemm_tf32_kn::<f32>(200, 264, 136).unwrap();
+    let (times, best) = ctx
+        .tune_gemm_for::<f32, f32>(GemmInput::Tf32Kn, 200, 264, 136)
+        .unwrap();
     assert_eq!(times.len(), if hopper { 4 } else { 1 }, "{times:?}");
     assert!(times.iter().all(|t| t.0.runs(GemmInput::Tf32Kn, hopper)));
     let fastest = times.iter().min_by(|a, b| a.1.total_cmp(&b.1)).unwrap().0;

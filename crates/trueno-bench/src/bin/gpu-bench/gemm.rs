@@ -250,14 +250,16 @@ impl Bench {
                     tflops(ms)
                 ));
             }
-            // The row-major product tuned for the shape (`tune_gemm_tf32_kn`), then its
+            // The row-major product tuned for the shape (`tune_gemm_for` with `GemmInput::Tf32Kn`), then its
             // default path again, which now takes the tuned choice.
             let rule = self.ctx.stream()?.record().gemm_choice(
                 GemmInput::Tf32Kn,
                 FloatType::F32,
                 (m, n, k),
             );
-            let (times, best) = self.ctx.tune_gemm_tf32_kn::<f32>(m, n, k)?;
+            let (times, best) = self
+                .ctx
+                .tune_gemm_for::<f32, f32>(GemmInput::Tf32Kn, m, n, k)?;
             let ms = self.time(1, |st, _| st.gemm_tf32_kn(&x, &w, &c, m, n, k, e))?;
             let q = self.queued.get();
             let all: Vec<String> = times
