@@ -100,8 +100,7 @@ impl GemmClass {
         if dev != device.replace(['\t', '\n'], " ") {
             return None;
         }
-        let input =
-            (GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn])).find(|i| i.name() == input)?;
+        let input = GemmInput::EVERY.into_iter().find(|i| i.name() == input)?;
         let out = FloatType::ALL.into_iter().find(|t| t.name() == out)?;
         let dims: Vec<u64> = shape
             .split('x')
@@ -183,7 +182,7 @@ impl Context {
         n: usize,
         k: usize,
     ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
-        self.tune::<T, C>(T::INPUT, (m, n, k))
+        self.tune_gemm_for::<T, C>(T::INPUT, m, n, k)
     }
 
     /// [`tune_gemm`](Self::tune_gemm) for a product named by its input rather than its
@@ -210,16 +209,6 @@ impl Context {
         m: usize,
         n: usize,
         k: usize,
-    ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
-        self.tune::<T, C>(input, (m, n, k))
-    }
-
-    /// The timing behind both: `input` on every configuration that runs it.
-    #[allow(clippy::type_complexity)]
-    fn tune<T: GemmElem, C: FloatElem>(
-        &self,
-        input: GemmInput,
-        (m, n, k): (usize, usize, usize),
     ) -> Result<(Vec<(GemmConfig, f64)>, GemmConfig)> {
         let a = self.upload(&filler::<T>(m * k))?;
         let b = self.upload(&filler::<T>(k * n))?;

@@ -403,49 +403,49 @@ impl<'a> Stream<Recording<'a>> {
             (_, GemmConfig::Mma(_)) => ["gemm_mma a", "gemm_mma b", "gemm_mma c"],
             (_, GemmConfig::Wgmma(_)) => ["gemm_wgmma a", "gemm_wgmma b", "gemm_wgmma c"],
         };
-        // The kernel, its f32-output form a cut launches (raw partial products), and A
-        // and B as it reads them: buffers (sm_80) or the copy engine's tensor maps.
-        type Operands<'o, T> =
-            Box<dyn FnOnce(&'o DeviceBuffer<T>, &'o DeviceBuffer<T>) -> Result<[KernelArg<'o>; 2]>>;
-        let (family, kern, partial, operands): (_, Box<dyn Kernel>, Box<dyn Kernel>, Operands<T>) =
-            match config {
-                GemmConfig::Mma(tile_k) => (
-                    Family::GemmMma,
-                    Box::new(MmaGemmKernel(input, tile_k, C::TYPE)),
-                    Box::new(MmaGemmKernel(input, tile_k, FloatType::F32)),
-                    Box::new(|a, b| Ok([KernelArg::buf(a), KernelArg::buf(b)])),
-                ),
-                GemmConfig::Wgmma(tile) if input == GemmInput::Tf32Kn => (
-                    Family::GemmWgmmaKn,
-                    Box::new(WgmmaTf32KnKernel(tile, C::TYPE)),
-                    Box::new(WgmmaTf32KnKernel(tile, FloatType::F32)),
-                    Box::new(move |a, b| {
-                        Ok([
-                            KernelArg::tensor_map(a, m, k, tile.elems(), KN_TILE_K)?,
-                            KernelArg::tensor_map(b, k, n, KN_TILE_K, KN_BOX_COLS)?,
-                        ])
-                    }),
-                ),
-                GemmConfig::Wgmma(tile_n) => (
+        // The kernel, its f32-output form a cut launches (raw partial products), and how
+        // it reads A and B: as buffers (sm_80) or through the copy engine's tensor maps,
+        // each (rows, cols, box rows, box cols).
+        let (mma, wgmma, kn);
+        let (family, kern, partial, maps): (_, &dyn Kernel, &dyn Kernel, _) = match config {
+            GemmConfig::Mma(tile_k) => {
+                mma = [C::TYPE, FloatType::F32].map(|o| MmaGemmKernel(input, tile_k, o));
+                (Family::GemmMma, &mma[0], &mma[1], None)
+            }
+            GemmConfig::Wgmma(tile) if input == GemmInput::Tf32Kn => {
+                kn = [C::TYPE, FloatType::F32].map(|o| WgmmaTf32KnKernel(tile, o));
+                let a = (m, k, tile.elems(), KN_TILE_K);
+                let b = (k, n, KN_TILE_K, KN_BOX_COLS);
+                (Family::GemmWgmmaKn, &kn[0], &kn[1], Some([a, b]))
+            }
+            GemmConfig::Wgmma(tile_n) => {
+                wgmma = [C::TYPE, FloatType::F32].map(|o| WgmmaGemmKernel(input, tile_n, o));
+                let tk = tile_k(input);
+                let b = match input.b_k_major() {
+                    true => (n, k, tile_n.elems(), tk),
+                    false => (k, n, tk, BOX_N),
+                };
+                (
                     Family::GemmWgmma,
-                    Box::new(WgmmaGemmKernel(input, tile_n, C::TYPE)),
-                    Box::new(WgmmaGemmKernel(input, tile_n, FloatType::F32)),
-                    Box::new(move |a, b| {
-                        let tk = tile_k(input);
-                        let b_map = match input.b_k_major() {
-                            true => KernelArg::tensor_map(b, n, k, tile_n.elems(), tk)?,
-                            false => KernelArg::tensor_map(b, k, n, tk, BOX_N)?,
-                        };
-                        Ok([KernelArg::tensor_map(a, m, k, TILE_M, tk)?, b_map])
-                    }),
-                ),
-            };
+                    &wgmma[0],
+                    &wgmma[1],
+                    Some([(m, k, TILE_M, tk), b]),
+                )
+            }
+        };
         if let GemmConfig::Wgmma(_) = config {
-            self.require_sm90a(&*kern)?;
+            self.require_sm90a(kern)?;
         }
+        let operands = |a, b| match maps {
+            None => Ok([KernelArg::buf(a), KernelArg::buf(b)]),
+            Some([(ar, ac, abr, abc), (br, bc, bbr, bbc)]) => Ok([
+                KernelArg::tensor_map(a, ar, ac, abr, abc)?,
+                KernelArg::tensor_map(b, br, bc, bbr, bbc)?,
+            ]),
+        };
         self.tensor_core_gemm(
             family,
-            (&*kern, &*partial, splits),
+            (kern, partial, splits),
             names,
             (a, b, c),
             (m, n, k),

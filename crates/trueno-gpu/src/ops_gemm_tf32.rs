@@ -123,8 +123,8 @@ impl<'a> Stream<Recording<'a>> {
     }
 
     /// `out = xᵀ` for a row-major f32 `x` (`rows x cols`; `out` is `cols x rows`): for
-    /// instance a row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read and one
-    /// write of each value, both coalesced (32 x 32 tiles through shared memory).
+    /// instance a row-major B made the `b_t` of [`gemm_tf32`](Self::gemm_tf32). One read
+    /// and one write of each value, both coalesced (32 x 32 tiles through shared memory).
     ///
     /// ```
     /// use trueno_gpu::driver::Context;

@@ -166,7 +166,7 @@ fn the_tensor_core_kernels_run_on_tensor_cores_in_the_machine_code() {
     // whether an operand is read transposed: a 16-bit n-major B, attention's V)
     type Case = (Box<dyn Kernel>, &'static str, Option<FloatType>, bool);
     let mut kernels: Vec<Case> = Vec::new();
-    for input in GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn]) {
+    for input in GemmInput::EVERY {
         let (spelling, transposed) = match input {
             GemmInput::Half(t) => (hmma(t), true),
             GemmInput::HalfBt(t) => (hmma(t), false),

@@ -1,7 +1,7 @@
 //! The sm_80 tensor-core GEMM's global-to-shared copies (`cp.async`, 16 bytes each):
 //! per-thread addressing of an operand's chunks into a pipeline stage, k-major (A, a
-//! TF32 `Bᵀ`) or n-major (B as stored, 16-bit or f32), and the issue of one k-tile's copies with the
-//! ragged edges zero-filled.
+//! TF32 `Bᵀ`) or n-major (B as stored, 16-bit or f32), and the issue of one k-tile's
+//! copies with the ragged edges zero-filled.
 
 use super::gemm_mma::{THREADS, TILE};
 use super::helpers::elem_addr;

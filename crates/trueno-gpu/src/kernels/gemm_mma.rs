@@ -121,6 +121,17 @@ impl GemmInput {
         GemmInput::HalfBt(HalfType::F16),
         GemmInput::Tf32,
     ];
+
+    /// [`GemmInput::ALL`] and TF32 with B as stored: every input the sm_80 kernel (and
+    /// the tune file) takes.
+    pub const EVERY: [GemmInput; 6] = [
+        GemmInput::Half(HalfType::Bf16),
+        GemmInput::Half(HalfType::F16),
+        GemmInput::HalfBt(HalfType::Bf16),
+        GemmInput::HalfBt(HalfType::F16),
+        GemmInput::Tf32,
+        GemmInput::Tf32Kn,
+    ];
 }
 
 impl HalfType {
@@ -482,7 +493,7 @@ pub(super) fn tensor_core_launch(
 /// Every tensor-core GEMM configuration.
 pub fn all() -> Vec<Box<dyn Kernel>> {
     let mut v: Vec<Box<dyn Kernel>> = Vec::new();
-    for input in GemmInput::ALL.into_iter().chain([GemmInput::Tf32Kn]) {
+    for input in GemmInput::EVERY {
         for kt in [MmaTileK::K32, MmaTileK::K64] {
             if input.is_tf32() && kt == MmaTileK::K64 {
                 continue;

@@ -12,6 +12,16 @@ use trueno_gpu::{GemmEpilogue, Result};
 
 use super::{Bench, random, random_bf16};
 
+/// A prefill's projections, tokens x out x in: 128 to 2048 tokens of a 4096-wide model
+/// and its 14336-wide MLP, both ways.
+const PREFILL_SHAPES: [(usize, usize, usize); 5] = [
+    (128, 4096, 4096),
+    (512, 4096, 4096),
+    (512, 14336, 4096),
+    (512, 4096, 14336),
+    (2048, 4096, 4096),
+];
+
 impl Bench {
     pub(super) fn gemm(&mut self) -> Result<()> {
         let sizes: &[usize] = if self.quick {
@@ -222,16 +232,9 @@ impl Bench {
     /// weights stored `[out, in]` (`gemm_tf32`, PyTorch's `x @ w.t()`) and stored
     /// `[in, out]` (`gemm_tf32_kn`, `x @ w`), the latter again once tuned for the shape.
     fn gemm_tf32_prefill(&mut self) -> Result<()> {
-        let shapes: &[(usize, usize, usize)] = if self.quick {
-            &[(128, 4096, 4096)]
-        } else {
-            &[
-                (128, 4096, 4096),
-                (512, 4096, 4096),
-                (512, 14336, 4096),
-                (512, 4096, 14336),
-                (2048, 4096, 4096),
-            ]
+        let shapes: &[(usize, usize, usize)] = match self.quick {
+            true => &PREFILL_SHAPES[..1],
+            false => &PREFILL_SHAPES,
         };
         for &(m, n, k) in shapes {
             let x = self.ctx.upload(&random(m * k, 1))?;
@@ -250,8 +253,8 @@ impl Bench {
                     tflops(ms)
                 ));
             }
-            // The row-major product tuned for the shape (`tune_gemm_for` with `GemmInput::Tf32Kn`), then its
-            // default path again, which now takes the tuned choice.
+            // The row-major product tuned for the shape (`tune_gemm_for`), then its default
+            // path again, which now takes the tuned choice.
             let rule = self.ctx.stream()?.record().gemm_choice(
                 GemmInput::Tf32Kn,
                 FloatType::F32,
@@ -262,16 +265,12 @@ impl Bench {
                 .tune_gemm_for::<f32, f32>(GemmInput::Tf32Kn, m, n, k)?;
             let ms = self.time(1, |st, _| st.gemm_tf32_kn(&x, &w, &c, m, n, k, e))?;
             let q = self.queued.get();
-            let all: Vec<String> = times
-                .iter()
-                .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
-                .collect();
             self.emit(format!(
-                r#"{{"kind":"gemm_tf32_shape","layout":"nn","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3},"tuned":"{}","rule":"{}","tune_ms":{{{}}}}}"#,
+                r#"{{"kind":"gemm_tf32_shape","layout":"nn","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{:.3},"tuned":"{}","rule":"{}","tune_ms":{}}}"#,
                 tflops(ms),
                 best.name(),
                 rule.name(),
-                all.join(",")
+                tune_ms_json(&times)
             ));
         }
         Ok(())
@@ -281,24 +280,13 @@ impl Bench {
     /// shapes (tokens x out x in), each configuration's time, the rule's choice and
     /// the tuned one; the tuned choice is then timed on the default path (`gemm_mma`).
     pub(super) fn gemm_tune(&mut self) -> Result<()> {
-        let shapes: &[(usize, usize, usize)] = if self.quick {
-            &[(1024, 1024, 1024)]
-        } else {
-            &[
-                (1024, 1024, 1024),
-                (2048, 2048, 2048),
-                (4096, 4096, 4096),
-                (8192, 8192, 8192),
-                (128, 4096, 4096),
-                (512, 4096, 4096),
-                (512, 14336, 4096),
-                (512, 4096, 14336),
-                (2048, 4096, 4096),
-                (2048, 14336, 4096),
-            ]
+        let squares = [1024, 2048, 4096, 8192].map(|s| (s, s, s));
+        let shapes: Vec<(usize, usize, usize)> = match self.quick {
+            true => squares[..1].to_vec(),
+            false => [&squares[..], &PREFILL_SHAPES, &[(2048, 14336, 4096)]].concat(),
         };
         type B = half::bf16;
-        for &(m, n, k) in shapes {
+        for (m, n, k) in shapes {
             let s0 = self.ctx.stream()?.record();
             let bf16_in = GemmInput::Half(HalfType::Bf16);
             let rule = s0.gemm_choice(bf16_in, FloatType::Bf16, (m, n, k));
@@ -314,17 +302,22 @@ impl Bench {
                 st.gemm_with_config(bf16_in, rule, &a, &b, &c, m, n, k, e)
             })?;
             let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
-            let all: Vec<String> = times
-                .iter()
-                .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
-                .collect();
             self.emit(format!(
-                r#"{{"kind":"gemm_tune","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3},"tuned":"{}","rule":"{}","rule_ms":{rule_ms:.5},"tune_ms":{{{}}}}}"#,
+                r#"{{"kind":"gemm_tune","m":{m},"n":{n},"k":{k},"ms":{ms:.5},"queued_ms":{q:.5},"tflops":{tflops:.3},"tuned":"{}","rule":"{}","rule_ms":{rule_ms:.5},"tune_ms":{}}}"#,
                 best.name(),
                 rule.name(),
-                all.join(",")
+                tune_ms_json(&times)
             ));
         }
         Ok(())
     }
+}
+
+/// A tuner's times as a JSON object: `{"mma_k32":0.04290,...}` (milliseconds).
+fn tune_ms_json(times: &[(GemmConfig, f64)]) -> String {
+    let all: Vec<String> = times
+        .iter()
+        .map(|(c, t)| format!(r#""{}":{t:.5}"#, c.name()))
+        .collect();
+    format!("{{{}}}", all.join(","))
 }
