@@ -37,8 +37,8 @@ impl BFrags {
         a_swizzle: impl Fn(&mut KernelBuilder, Reg<U32>) -> Reg<U32>,
     ) -> BFrags {
         let eb = input.bytes();
-        let q = b.shr(lane, 3u32);
-        let l8 = b.and(lane, 7u32);
+        // The ldmatrix arms' lane split: matrix `q` of the four, row `l8` of it.
+        let quad = |b: &mut KernelBuilder| (b.shr(lane, 3u32), b.and(lane, 7u32));
         let k_steps = a_row_bytes / 32;
         match input {
             GemmInput::Tf32Kn => {
@@ -57,6 +57,7 @@ impl BFrags {
                 }))
             }
             _ if input.b_k_major() => {
+                let (q, l8) = quad(b);
                 let qlo = b.and(q, 1u32);
                 let qhi = b.shr(q, 1u32);
                 let r = b.mad(qhi, 8u32, l8);
@@ -76,6 +77,7 @@ impl BFrags {
                 )
             }
             _ => {
+                let (q, l8) = quad(b);
                 let qlo = b.and(q, 1u32);
                 let r = b.mad(qlo, 8u32, l8);
                 let rbytes = b.shl(r, 8u32);
