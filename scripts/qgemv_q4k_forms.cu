@@ -25,11 +25,15 @@
 //   PDL     REG launched to overlap its predecessor (programmatic dependent launch, as
 //           trueno launches), the first two steps' weights before `griddepcontrol.wait`;
 //           with more of the row asked into L2 before the wait (`PDL=1`).
+//   MMA1    one vector on the integer tensor cores, the eight sub-blocks as the `mma`'s N
+//           (16 rows a warp, W warps a tile, U super-blocks a pass); MMA2 with both k
+//           runs of a step in one sub-block and two accumulators (`MMA=1`, against REG
+//           and PDL; the form trueno took as `QgemvQ8kMmaOneKernel`).
 // 20 calls in a CUDA graph over four weight sets or more (160 MB: each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
 // "Weight bytes in flight without registers, tried on an H200" (session 38) and the
-// sections after it (sessions 39, 40).
+// sections after it (sessions 39, 40, 54).
 //
 //   nvcc -O3 -arch=sm_90 -o qgemv_q4k_forms scripts/qgemv_q4k_forms.cu && ./qgemv_q4k_forms [ROWS COLS]...
 //
@@ -331,6 +335,245 @@ __global__ void __launch_bounds__(THREADS) q4k_reg64(const uint8_t* __restrict__
         acc += lane_part64(h, q0, q1, a, g + s * 8, c);
     }
     store_row(acc, y, row, lane);
+}
+
+// MMA1: one vector on the integer tensor cores (`mma.sync.m16n8k32.u8.s8`), the
+// sub-blocks as the product's N. A warp takes 16 rows (M) and every W-th super-block;
+// lane 4g + t loads rows g and g + 8, all 32 bytes of quant group t (two 16-byte loads a
+// row) and both rows' 16-byte headers. Step e (of eight) gives the A fragment word e of
+// the group: low nibbles in its first k run (sub-block 2t), high nibbles left in place
+// (16x, so u8) in its second (sub-block 2t + 1). B column n is sub-block n: lane 4g + t
+// holds activation words only where its k run is sub-block g (g == 2t: first run,
+// g == 2t + 1: second), zeros elsewhere, written once and never again, so no masking a
+// step. After eight steps C[row, n] is the row's integer dot with sub-block n: lane
+// 4g + t holds rows g, g + 8 of sub-blocks 2t, 2t + 1, scales them once a super-block
+// (four 6-bit scales and mins a lane, no sub-block loop). The W warps of a 16-row tile
+// meet in shared memory. U super-blocks' loads a pass.
+__device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A lane's constants for the 6-bit scales and mins of its two sub-blocks (2t, 2t + 1),
+// whose bytes sit side by side in the header: no branch and no per-sub-block shift.
+struct LaneScales {
+    int hi;            // sub-blocks 4..7 (t >= 2)
+    uint32_t sh;       // 16 (t % 2): the pair's bytes
+    uint32_t mA, mB;   // low bits' mask (six or four), high bits' mask (none or two)
+    __device__ explicit LaneScales(int t) : hi(t >= 2), sh(16 * (t & 1)), mA(t >= 2 ? 0x0F0Fu : 0x3F3Fu), mB(t >= 2 ? 0x3030u : 0u) {}
+};
+
+// `dx (d (sc0 c0 + sc1 c1 / 16) - dmin (m0 s0 + m1 s1))` for the lane's two sub-blocks of
+// the super-block with header `h` (c1 holds the high nibbles' products, 16x).
+__device__ __forceinline__ float mma_scaled(uint4 h, const LaneScales& k, int c0, int c1, int s0, int s1, float dx) {
+    uint32_t a = k.hi ? h.w : h.y, b = k.hi ? h.w >> 4 : h.z;
+    uint32_t scp = ((a >> k.sh) & k.mA) | ((h.y >> (k.sh + 2)) & k.mB);
+    uint32_t mp = ((b >> k.sh) & k.mA) | ((h.z >> (k.sh + 2)) & k.mB);
+    float d, dmin;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(d) : "h"((unsigned short)(h.x & 0xFFFF)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(dmin) : "h"((unsigned short)(h.x >> 16)));
+    int isum = (int)(scp & 255) * c0 + (int)(scp >> 8) * (c1 >> 4);
+    int msum = (int)(mp & 255) * s0 + (int)(mp >> 8) * s1;
+    return dx * (d * (float)isum - dmin * (float)msum);
+}
+
+// A 16-byte load that stays where it is written among the other `asm volatile`s (so a
+// pass's loads all leave before its first product), and one issued only where `p`
+// (else the registers keep what they held).
+__device__ __forceinline__ uint4 ldv(const void* ptr) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(ptr));
+    return v;
+}
+__device__ __forceinline__ void ldv_if(bool p, uint32_t* r, const void* ptr) {
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %4, 0; @q ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%5]; }"
+                 : "+r"(r[0]), "+r"(r[1]), "+r"(r[2]), "+r"(r[3]) : "r"((uint32_t)p), "l"(ptr));
+}
+
+template <int W, int U, int MINB = 0, bool PDL = false>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_mma1(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    __shared__ float part[THREADS / 32][16];
+    if (PDL) asm volatile("griddepcontrol.launch_dependents;");
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int g = lane >> 2, t = lane & 3;
+    int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
+    int kw = warp % W;
+    int r0 = min(tile * 16 + g, rows - 1), r1 = min(tile * 16 + g + 8, rows - 1);
+    size_t row_bytes = (size_t)blocks * BB;
+    const uint8_t* w0 = w + (size_t)r0 * row_bytes;
+    const uint8_t* w1 = w + (size_t)r1 * row_bytes;
+    bool first = g == 2 * t, second = g == 2 * t + 1;
+    LaneScales ls(t);
+    // B: the lane's sub-block g of activations, kept in the k run that is sub-block g
+    // (first or second) and zeroed in the other (and in both where neither is).
+    uint32_t xs[8];
+    uint32_t m0 = first ? ~0u : 0u, m1 = second ? ~0u : 0u;
+    float acc0 = 0.f, acc1 = 0.f;
+    for (int sb = kw; sb < blocks; sb += U * W) {
+        int n = min(U, (blocks - sb + W - 1) / W);
+        uint4 h0[U], h1[U], q0a[U], q0b[U], q1a[U], q1b[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int s = u < n ? sb + u * W : sb;
+            const uint8_t* p0 = w0 + (size_t)s * BB;
+            const uint8_t* p1 = w1 + (size_t)s * BB;
+            q0a[u] = ldv(p0 + 16 + 32 * t);
+            q0b[u] = ldv(p0 + 32 + 32 * t);
+            q1a[u] = ldv(p1 + 16 + 32 * t);
+            q1b[u] = ldv(p1 + 32 + 32 * t);
+            h0[u] = ldv(p0);
+            h1[u] = ldv(p1);
+        }
+        // Overlapped launches: the first pass's weights leave before the wait (no kernel
+        // writes weights), the activations after it.
+        if (PDL && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
+        int4 sm[U];
+        float dx[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int s = u < n ? sb + u * W : sb;
+            const int8_t* aq = a.q + (size_t)s * 256 + 32 * g;
+            // One vector's B: only the super-block in hand's (U > 1 overwrites them, so
+            // U > 1 loads them again after the first product; see below).
+            if (u == 0) {
+                uint4 v0 = ldv(aq), v1 = ldv(aq + 16);
+                xs[0] = v0.x; xs[1] = v0.y; xs[2] = v0.z; xs[3] = v0.w;
+                xs[4] = v1.x; xs[5] = v1.y; xs[6] = v1.z; xs[7] = v1.w;
+            }
+            uint4 v = ldv(a.s16 + (size_t)s * 16 + 4 * t);
+            sm[u] = make_int4((int)v.x, (int)v.y, (int)v.z, (int)v.w);
+            dx[u] = a.d[s];
+        }
+        // The pin: a branch never taken that reads every loaded word, so ptxas cannot
+        // sink a load below it among the products (as trueno's kernels pin a pass).
+        if (rows < 0) {
+            uint32_t x = 0;
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                x ^= h0[u].x ^ h0[u].y ^ h0[u].z ^ h0[u].w ^ h1[u].x ^ h1[u].y ^ h1[u].z ^ h1[u].w ^ q0a[u].x ^ q0a[u].y ^ q0a[u].z ^ q0a[u].w ^
+                     q0b[u].x ^ q0b[u].y ^ q0b[u].z ^ q0b[u].w ^ q1a[u].x ^ q1a[u].y ^ q1a[u].z ^ q1a[u].w ^ q1b[u].x ^ q1b[u].y ^
+                     q1b[u].z ^ q1b[u].w ^ (uint32_t)sm[u].x ^ (uint32_t)sm[u].w ^ __float_as_uint(dx[u]);
+#pragma unroll
+            for (int e = 0; e < 8; e++) x ^= xs[e];
+            y[0] = __uint_as_float(x);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (u >= n) break;
+            if (u > 0) {
+                const int8_t* aq = a.q + (size_t)(sb + u * W) * 256 + 32 * g;
+                uint4 v0 = ldv(aq), v1 = ldv(aq + 16);
+                xs[0] = v0.x; xs[1] = v0.y; xs[2] = v0.z; xs[3] = v0.w;
+                xs[4] = v1.x; xs[5] = v1.y; xs[6] = v1.z; xs[7] = v1.w;
+            }
+            uint32_t r0w[8] = {q0a[u].x, q0a[u].y, q0a[u].z, q0a[u].w, q0b[u].x, q0b[u].y, q0b[u].z, q0b[u].w};
+            uint32_t r1w[8] = {q1a[u].x, q1a[u].y, q1a[u].z, q1a[u].w, q1b[u].x, q1b[u].y, q1b[u].z, q1b[u].w};
+            int c[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                mma_u8s8(c, r0w[e] & 0x0F0F0F0F, r1w[e] & 0x0F0F0F0F, r0w[e] & 0xF0F0F0F0, r1w[e] & 0xF0F0F0F0, xs[e] & m0, xs[e] & m1);
+            int s0 = sm[u].x + sm[u].y, s1 = sm[u].z + sm[u].w;
+            acc0 += mma_scaled(h0[u], ls, c[0], c[1], s0, s1, dx[u]);
+            acc1 += mma_scaled(h1[u], ls, c[2], c[3], s0, s1, dx[u]);
+        }
+    }
+    // Rows g and g + 8: the four lanes t hold sub-block pairs; then the tile's W warps.
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+    if (t == 0) {
+        part[warp][g] = acc0;
+        part[warp][g + 8] = acc1;
+    }
+    __syncthreads();
+    int i = threadIdx.x;
+    if (i < 16 * (THREADS / 32 / W)) {
+        int lt = i / 16, r = i % 16;
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
+        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
+        if (row < rows) y[row] = sum;
+    }
+}
+
+// MMA2: MMA1 with both k runs of a step in one sub-block (steps 0-3 the group's low
+// nibbles, words 2e and 2e + 1; steps 4-7 its high ones) and two accumulators (low, high),
+// so B column 2t is sub-block 2t (low) or 2t + 1 (high) in every step: lane 4g + t with
+// g == 2t loads its two sub-blocks' 64 activation bytes once a super-block, in pairs the
+// `mma` takes as they are (no mask a step); every other lane's B stays zero. Columns
+// 2t + 1 of both accumulators are zero.
+template <int W, int MINB = 0, bool PDL = false>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_mma2(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    __shared__ float part[THREADS / 32][16];
+    if (PDL) asm volatile("griddepcontrol.launch_dependents;");
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int g = lane >> 2, t = lane & 3;
+    int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
+    int kw = warp % W;
+    int r0 = min(tile * 16 + g, rows - 1), r1 = min(tile * 16 + g + 8, rows - 1);
+    size_t row_bytes = (size_t)blocks * BB;
+    const uint8_t* w0 = w + (size_t)r0 * row_bytes;
+    const uint8_t* w1 = w + (size_t)r1 * row_bytes;
+    bool active = g == 2 * t;
+    LaneScales ls(t);
+    uint32_t xs[16];
+#pragma unroll
+    for (int e = 0; e < 16; e++) xs[e] = 0;
+    float acc0 = 0.f, acc1 = 0.f;
+    for (int sb = kw; sb < blocks; sb += W) {
+        const uint8_t* p0 = w0 + (size_t)sb * BB;
+        const uint8_t* p1 = w1 + (size_t)sb * BB;
+        uint4 q0a = ldv(p0 + 16 + 32 * t), q0b = ldv(p0 + 32 + 32 * t);
+        uint4 q1a = ldv(p1 + 16 + 32 * t), q1b = ldv(p1 + 32 + 32 * t);
+        uint4 h0 = ldv(p0), h1 = ldv(p1);
+        if (PDL && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
+        const int8_t* aq = a.q + (size_t)sb * 256 + 64 * t;
+#pragma unroll
+        for (int i = 0; i < 4; i++) ldv_if(active, xs + 4 * i, aq + 16 * i);
+        uint4 v = ldv(a.s16 + (size_t)sb * 16 + 4 * t);
+        float dx = a.d[sb];
+        if (rows < 0) {
+            uint32_t x = h0.x ^ h0.y ^ h0.z ^ h0.w ^ h1.x ^ h1.y ^ h1.z ^ h1.w ^ q0a.x ^ q0a.y ^ q0a.z ^ q0a.w ^ q0b.x ^ q0b.y ^ q0b.z ^
+                         q0b.w ^ q1a.x ^ q1a.y ^ q1a.z ^ q1a.w ^ q1b.x ^ q1b.y ^ q1b.z ^ q1b.w ^ v.x ^ v.w ^ __float_as_uint(dx);
+#pragma unroll
+            for (int e = 0; e < 16; e++) x ^= xs[e];
+            y[0] = __uint_as_float(x);
+        }
+        uint32_t r0w[8] = {q0a.x, q0a.y, q0a.z, q0a.w, q0b.x, q0b.y, q0b.z, q0b.w};
+        uint32_t r1w[8] = {q1a.x, q1a.y, q1a.z, q1a.w, q1b.x, q1b.y, q1b.z, q1b.w};
+        int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            mma_u8s8(lo, r0w[2 * e] & 0x0F0F0F0F, r1w[2 * e] & 0x0F0F0F0F, r0w[2 * e + 1] & 0x0F0F0F0F, r1w[2 * e + 1] & 0x0F0F0F0F, xs[2 * e], xs[2 * e + 1]);
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            mma_u8s8(hi, r0w[2 * e] & 0xF0F0F0F0, r1w[2 * e] & 0xF0F0F0F0, r0w[2 * e + 1] & 0xF0F0F0F0, r1w[2 * e + 1] & 0xF0F0F0F0, xs[8 + 2 * e], xs[9 + 2 * e]);
+        int s0 = (int)v.x + (int)v.y, s1 = (int)v.z + (int)v.w;
+        acc0 += mma_scaled(h0, ls, lo[0], hi[0], s0, s1, dx);
+        acc1 += mma_scaled(h1, ls, lo[2], hi[2], s0, s1, dx);
+    }
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+    if (t == 0) {
+        part[warp][g] = acc0;
+        part[warp][g + 8] = acc1;
+    }
+    __syncthreads();
+    int i = threadIdx.x;
+    if (i < 16 * (THREADS / 32 / W)) {
+        int lt = i / 16, r = i % 16;
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
+        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
+        if (row < rows) y[row] = sum;
+    }
 }
 
 // A warp's place in its stream of steps: row `row`, step `step`. After a row's last
@@ -661,12 +904,13 @@ int main(int argc, char** argv) {
         std::vector<float> ref(128);
         for (int r = 0; r < 128; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), chk[r], blocks);
         // `slot16`: 16-byte slots a warp's ring holds.
-        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false) {
+        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false, int rows_a_block = 0) {
             size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
             if (smem) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
             int grid = (rows * 32 + THREADS - 1) / THREADS;
+            if (rows_a_block) grid = (rows + rows_a_block - 1) / rows_a_block;
             if (persist) grid = std::min(grid, sms * per_sm);
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
@@ -694,6 +938,26 @@ int main(int argc, char** argv) {
             cudaGraphExecDestroy(ge);
             cudaGraphDestroy(gr);
         };
+        // MMA=1: REG against the one-vector tensor-core form, three rounds.
+        for (int round = 0; getenv("MMA") && round < 3; round++) {
+            run("REG", q4k_reg<>, 0, false);
+            run("MMA1-W8U1", q4k_mma1<8, 1>, 0, false, false, false, 16);
+            run("MMA1-W8U1-M3", q4k_mma1<8, 1, 3>, 0, false, false, false, 16);
+            run("MMA1-W8U1-M4", q4k_mma1<8, 1, 4>, 0, false, false, false, 16);
+            run("MMA1-W8U2", q4k_mma1<8, 2>, 0, false, false, false, 16);
+            run("MMA1-W4U1", q4k_mma1<4, 1>, 0, false, false, false, 32);
+            run("MMA1-W4U1-M3", q4k_mma1<4, 1, 3>, 0, false, false, false, 32);
+            run("MMA1-W4U2", q4k_mma1<4, 2>, 0, false, false, false, 32);
+            run("MMA1-W2U2", q4k_mma1<2, 2>, 0, false, false, false, 64);
+            run("PDL", q4k_pdl<0>, 0, false, false, true);
+            run("MMA1-W8U1-M4-PDL", q4k_mma1<8, 1, 4, true>, 0, false, false, true, 16);
+            run("MMA1-W8U1-PDL", q4k_mma1<8, 1, 0, true>, 0, false, false, true, 16);
+            run("MMA1-W4U1-M3-PDL", q4k_mma1<4, 1, 3, true>, 0, false, false, true, 32);
+            run("MMA2-W8", q4k_mma2<8>, 0, false, false, false, 16);
+            run("MMA2-W8-M4", q4k_mma2<8, 4>, 0, false, false, false, 16);
+            run("MMA2-W8-M4-PDL", q4k_mma2<8, 4, true>, 0, false, false, true, 16);
+            run("MMA2-W8-PDL", q4k_mma2<8, 0, true>, 0, false, false, true, 16);
+        }
         // WAVES=1: REG against BAL (and REG behind the same zeroing of y), three rounds.
         for (int round = 0; getenv("WAVES") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -735,7 +999,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
