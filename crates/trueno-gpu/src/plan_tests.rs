@@ -1,6 +1,7 @@
 use super::*;
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
+use crate::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
 
 /// The devices the plans are priced on: Hopper (the fused quantized GEMM) and the A100.
 const H100: &DevicePeak = &DEVICES[0];
@@ -83,7 +84,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     for k in [
         "trueno_add_rmsnorm_v4_f32",
         "trueno_quantize_q8k_f32",
-        "trueno_qgemv_q4_k_q8k",
+        "trueno_qgemv_q4_k_q8k_mma1",
         "trueno_qgemv_q6_k_q8k",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
@@ -132,14 +133,10 @@ fn launch_configs_are_the_kernels_own() {
             .unwrap_or_else(|| panic!("{name}"))
             .clone()
     };
-    let q = step("trueno_qgemv_q4_k_q8k");
+    let q = step("trueno_qgemv_q4_k_q8k_mma1");
     assert_eq!(
         q.config,
-        Some(
-            QgemvQ8kKernel(QuantFormat::Q4K)
-                .launch_config(&[4096, 4096])
-                .unwrap()
-        )
+        Some(QgemvQ8kMmaOneKernel.launch_config(&[4096, 4096]).unwrap())
     );
     // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
     let quantize = step("trueno_quantize_q8k_f32");
@@ -570,12 +567,11 @@ fn planned_residency_matches_the_register_snapshot() {
     }
 }
 
-/// A Q4_K output layer (128256 rows of 4096) takes the one-pass kernel on an H200, as
-/// `Stream::qgemv_q8k` does there (thirty waves of its 528 blocks), and the default
-/// kernel on an H100; the layers' Q4_K products (4096 and 14336 rows, one to four waves)
-/// keep the default on both.
+/// Q4_K products take the tensor-core kernel on every device, as `Stream::qgemv_q8k`
+/// does: the layers' (4096 and 14336 rows) and an output layer's (128256 rows of 4096,
+/// which took the one-pass `dp4a` kernel on an H200 before).
 #[test]
-fn a_q4_k_output_layer_takes_the_one_pass_kernel_on_an_h200() {
+fn q4_k_products_take_the_tensor_core_kernel() {
     const H200: &DevicePeak = &DEVICES[1];
     let mut m = llama3_8b();
     m.output = wt("Q4_K", 256, 144);
@@ -590,10 +586,13 @@ fn a_q4_k_output_layer_takes_the_one_pass_kernel_on_an_h200() {
             .unwrap();
         s.kernel.clone().unwrap()
     };
-    let logits = "output projection (logits)";
-    assert_eq!(named(H200, logits), "trueno_qgemv_q4_k_q8k_wide");
-    assert_eq!(named(H100, logits), "trueno_qgemv_q4_k_q8k");
-    for what in ["q projection", "gate projection"] {
-        assert_eq!(named(H200, what), "trueno_qgemv_q4_k_q8k", "{what}");
+    for d in [H100, H200] {
+        for what in [
+            "output projection (logits)",
+            "q projection",
+            "gate projection",
+        ] {
+            assert_eq!(named(d, what), QgemvQ8kMmaOneKernel.name(), "{what}");
+        }
     }
 }

@@ -16,6 +16,7 @@ use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::qgemv_q4k_mma::{
     ActLoads, BatchPath, DIRECT_UP_TO, QgemvQ8kMmaKernel, VectorTiles,
 };
+use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -205,6 +206,8 @@ fn late_activations_match_the_reference_where_chosen() {
 #[test]
 fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
     let Some(ctx) = ctx() else { return };
+    // The `dp4a` kernels' routing (Q4_K runs on the tensor cores by default).
+    ctx.set_qgemv_tensor_cores(false);
     let d = ctx.device();
     if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
         eprintln!("SKIPPED: {} does not take the one-pass kernel", d.name);
@@ -251,6 +254,32 @@ fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
             m.rows(),
             m.cols()
         );
+    }
+}
+
+#[test]
+fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x3a71);
+    let f = QuantFormat::Q4K;
+    let mma = QgemvQ8kMmaOneKernel.name();
+    // Rows: one, a tile less and more one, two tiles and one; super-blocks: fewer than
+    // the eight warps, as many, one past, ragged, and a 14336-wide row's 56.
+    let rows = [1, 15, 17, 33];
+    let blocks = [1, 3, 7, 8, 9, 17, 56];
+    for (i, (&r, &nb)) in rows.iter().cycle().zip(&blocks).enumerate() {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (r + i, nb * 256));
+        assert_eq!(chosen, mma, "{}x{}", r + i, nb * 256);
+    }
+    // Turned off: the `dp4a` kernels, on the same checks.
+    ctx.set_qgemv_tensor_cores(false);
+    let chosen = random_product_matches(&ctx, &mut rng, f, (33, 9 * 256));
+    assert_ne!(chosen, mma);
+    // The other formats never take it.
+    ctx.set_qgemv_tensor_cores(true);
+    for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
+        let chosen = random_product_matches(&ctx, &mut rng, g, (17, 3 * 256));
+        assert_ne!(chosen, mma, "{}", g.name());
     }
 }
 

@@ -126,6 +126,35 @@ fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
     }
 }
 
+/// Q4_K's one-vector tensor-core kernel (`QgemvQ8kMmaOneKernel`): eight IMMA.16832.U8.S8
+/// a super-block (unsigned weight bytes, the high nibbles masked in place), no IDP; a
+/// super-block's six 16-byte weight loads and two of activations all before its first
+/// product (only the activations' sums, one 16-byte load after the pin, may come among
+/// them); at most 64 registers (four blocks a multiprocessor) with no spill.
+#[test]
+fn the_one_vector_q4_k_qgemv_multiplies_on_the_integer_tensor_cores() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+    for target in [Target::Sm80, Target::Sm90] {
+        let k = QgemvQ8kMmaOneKernel;
+        let (stem, code) = sass.of(&k, target);
+        let count = |op: &str| code.matches(op).count();
+        // The first super-block (before the wait) and the loop's: eight each.
+        assert_eq!(count("IMMA.16832.U8.S8"), 16, "{stem}\n{code}");
+        assert_eq!(count("IDP.4A"), 0, "{stem}");
+        // From the first pass's first product to the next branch.
+        let wide_among = code
+            .lines()
+            .skip_while(|l| !l.contains("IMMA"))
+            .take_while(|l| !l.contains("BRA"))
+            .filter(|l| l.contains("LDG.E.128"))
+            .count();
+        assert!(wide_among <= 1, "{stem}: loads among the products\n{code}");
+        assert!(count("LDG.E.128") >= 18, "{stem}\n{code}");
+        assert!(sass.registers(&k, target) <= 64, "{stem}");
+    }
+}
+
 /// Q4_K's one-pass kernel (`QgemvQ8kWideKernel`): a 4096-wide row's four steps of quants
 /// in four 16-byte loads before it waits for the previous grid, headers and activations
 /// among the products; fewer registers than the default kernel and no more than 56, so
@@ -237,6 +266,9 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     kernels.extend(
         QgemvQ8kWideKernel::FORMATS.map(|f| Box::new(QgemvQ8kWideKernel(f)) as Box<dyn Kernel>),
     );
+    kernels.push(Box::new(
+        trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel,
+    ));
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
         assert!(

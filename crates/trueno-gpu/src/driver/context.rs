@@ -33,6 +33,9 @@ pub(crate) struct ContextInner {
     /// Whether kernels that wait for their predecessor are launched to overlap it
     /// (`Context::set_overlapped_launches`; never where unsupported).
     overlap: AtomicBool,
+    /// Whether one-vector integer products take the tensor-core kernel where a format
+    /// has one (`Context::set_qgemv_tensor_cores`).
+    qgemv_mma: AtomicBool,
 }
 
 // SAFETY: a CUDA context handle may be used from any thread once made current there;
@@ -234,6 +237,7 @@ impl Context {
             gemm_tuned,
             overlap_supported: overlap,
             overlap: AtomicBool::new(overlap),
+            qgemv_mma: AtomicBool::new(true),
         };
         inner.bind()?;
         Ok(Context {
@@ -281,6 +285,31 @@ impl Context {
     /// Whether launches may overlap their predecessor ([`Self::set_overlapped_launches`]).
     pub fn overlapped_launches(&self) -> bool {
         self.inner.overlap.load(Ordering::Relaxed)
+    }
+
+    /// Whether [`Stream::qgemv_q8k`](crate::driver::Stream::qgemv_q8k) runs Q4_K on the
+    /// integer tensor cores
+    /// ([`QgemvQ8kMmaOneKernel`](crate::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel),
+    /// the default) or on the `dp4a` kernels it replaced (`false`: to compare them, or
+    /// for the `dp4a` kernels' order of the f32 sums). The integer dot products are exact
+    /// either way; the results differ only in how their scaled sums are added.
+    ///
+    /// ```
+    /// use trueno_gpu::driver::Context;
+    ///
+    /// let Ok(ctx) = Context::new(0) else { return Ok(()) }; // no GPU here: nothing to run
+    /// ctx.set_qgemv_tensor_cores(false);
+    /// assert!(!ctx.qgemv_tensor_cores());
+    /// # Ok::<(), trueno_gpu::GpuError>(())
+    /// ```
+    pub fn set_qgemv_tensor_cores(&self, on: bool) {
+        self.inner.qgemv_mma.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether one-vector Q4_K products run on the tensor cores
+    /// ([`Self::set_qgemv_tensor_cores`]).
+    pub fn qgemv_tensor_cores(&self) -> bool {
+        self.inner.qgemv_mma.load(Ordering::Relaxed)
     }
 
     /// Waits for all work on the device.

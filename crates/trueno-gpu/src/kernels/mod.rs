@@ -44,6 +44,7 @@ pub mod qgemv_mma_batch;
 mod qgemv_mma_staged;
 pub mod qgemv_one_wave;
 pub mod qgemv_q4k_mma;
+pub mod qgemv_q4k_mma_one;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 mod qgemv_q6k_mma;

@@ -214,6 +214,7 @@ fn mnemonic(i: &Instr) -> String {
                 }
                 _ => "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32".into(),
             },
+            Some(PtxType::U32) => "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32".into(),
             t => {
                 let t = t.map(|t| t.name()).unwrap_or("bf16");
                 format!("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32")

@@ -383,6 +383,7 @@ pub enum Op {
     /// TF32: `m16n8k8.row.col.f32.tf32.tf32.f32`, the same registers. With `ty` s32 the
     /// operands are signed bytes, four a register: `m16n8k32.row.col.s32.s8.s8.s32`, c
     /// and the results four s32; with two A registers and one B, `m16n8k16` of the same.
+    /// With `ty` u32, A's bytes are unsigned: `m16n8k32.row.col.s32.u8.s8.s32`.
     Mma,
     /// `mbarrier.init.shared::cta.b64 [bar], count` (srcs: barrier address, arrival
     /// count immediate).

@@ -434,15 +434,16 @@ fn check_types(i: &Instr) -> Result<(), String> {
         Op::Mma => {
             if !matches!(
                 ty,
-                PtxType::F16 | PtxType::Bf16 | PtxType::F32 | PtxType::S32
+                PtxType::F16 | PtxType::Bf16 | PtxType::F32 | PtxType::S32 | PtxType::U32
             ) {
                 return Err(format!(
-                    "mma inputs are f16, bf16, f32 (as tf32) or s32 (as s8 bytes), not {ty}"
+                    "mma inputs are f16, bf16, f32 (as tf32), s32 (as s8 bytes) or u32 (u8 \
+                     by s8 bytes), not {ty}"
                 ));
             }
-            // The integer product accumulates in s32, the others in f32.
+            // The integer products accumulate in s32, the others in f32.
             let acc = match ty {
-                PtxType::S32 => PtxType::S32,
+                PtxType::S32 | PtxType::U32 => PtxType::S32,
                 _ => PtxType::F32,
             };
             let vec_of = |o: Option<&Operand>, n: usize, class: PtxType| match o {

@@ -6,6 +6,7 @@ use trueno_gpu::Result;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel};
 use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
+use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
 use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
 
 use super::{Bench, random, random_blocks};
@@ -85,8 +86,19 @@ impl Bench {
         // cuBLAS GEMV is.
         let copies = ws.len().max(8);
         let graph = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
+        // Where the format has a tensor-core kernel, the `dp4a` kernels it replaced in
+        // the same run.
+        let dp4a = match QgemvQ8kMmaOneKernel::FORMATS.contains(&f) {
+            true => {
+                self.ctx.set_qgemv_tensor_cores(false);
+                let ms = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y));
+                self.ctx.set_qgemv_tensor_cores(true);
+                format!(r#","dp4a_graph_ms":{:.5}"#, ms?)
+            }
+            false => String::new(),
+        };
         self.emit(format!(
-            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"queued_ms":{queued:.5},"graph_ms":{graph:.5},"bytes":{}}}"#,
+            r#"{{"kind":"qgemv","format":"{} q8k","rows":{rows},"cols":{cols},"ms":{single:.5},"queued_ms":{queued:.5},"graph_ms":{graph:.5},"bytes":{}{dp4a}}}"#,
             f.name(),
             bytes + act + rows * 4
         ));

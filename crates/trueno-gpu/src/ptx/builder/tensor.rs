@@ -146,6 +146,18 @@ impl KernelBuilder {
         self.mma(PtxType::S32, a, b, c)
     }
 
+    /// [`Self::mma_m16n8k32_s8`] with `a`'s bytes unsigned (0..=255), `b`'s signed: for
+    /// weights whose values need all eight bits of a byte (Q4_K's high nibbles masked in
+    /// place, 16 times their value).
+    pub fn mma_m16n8k32_u8s8(
+        &mut self,
+        a: [Reg<U32>; 4],
+        b: [Reg<U32>; 2],
+        c: [Reg<S32>; 4],
+    ) -> [Reg<S32>; 4] {
+        self.mma(PtxType::U32, a, b, c)
+    }
+
     /// One `m16n8k16` integer tensor-core product: `a` (16x16, row) times `b` (16x8,
     /// column) of signed bytes, plus `c`, exactly in s32. Lane `4g + t` holds `a` rows `g`
     /// (register 0) and `g + 8` (1) at k `4t..4t + 4`, `b` column `g` at the same k, and

@@ -1,0 +1,330 @@
+//! One Q8_K activation vector against Q4_K weights on the integer tensor cores
+//! (`mma.sync.m16n8k32.u8.s8`), the sub-blocks as the product's N. Why: the `dp4a` kernels
+//! spend most of their instructions on each lane's scales, one (scale, min) pair per 16
+//! weights (Nsight Compute, H200: issuing on 62% of a scheduler's cycles); here a lane
+//! scales four sums a super-block, one per (row, sub-block), and the products are eight
+//! `mma` a super-block of 16 rows: 174 SASS instructions a warp's 4096 weights against
+//! the `dp4a` pass's 328 (sm_90).
+//!
+//! A block of eight warps takes 16 rows (the `mma`'s M); warp `w` takes super-blocks
+//! `w, w + 8, ...` and the warps' sums meet in shared memory. Lane `4g + t` loads rows
+//! `g` and `g + 8`: each one's 16-byte header and all 32 bytes of quant group `t` (the
+//! low nibbles sub-block `2t`, the high ones `2t + 1`). Step `e` of eight gives the A
+//! fragment word `e` of the group: its low nibbles as the first k run (sub-block `2t`),
+//! its high nibbles masked in place (16 times their value, so unsigned) as the second
+//! (sub-block `2t + 1`). B column `n` stands for sub-block `n`: lane `4g + t` gives its
+//! activation word `e` of sub-block `g` in the run that is sub-block `g` (the first where
+//! `g == 2t`, the second where `g == 2t + 1`), zeros in every other. After the eight
+//! steps `C[row, n]` is the row's exact integer dot product with sub-block `n`, and lane
+//! `4g + t` holds rows `g`, `g + 8` of sub-blocks `2t`, `2t + 1`: it scales them by
+//! their 6-bit scales and mins (a lane's two sub-blocks' bytes sit side by side in the
+//! header, so one shift and mask serve both) into GGML's `dx (d isum - dmin msum)`.
+//!
+//! A super-block's loads all leave before its first product (`qgemv_k::end_block`); the
+//! first super-block's weights leave before the wait for the previous kernel
+//! (overlapped launches), its activations after it.
+
+use super::qgemv::QuantFormat;
+use super::qgemv_dp4a::q8k_params;
+use super::qgemv_k::{self, half_of};
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::Result;
+use crate::ptx::{
+    Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, ShflMode, Space, U32, U64,
+};
+
+/// Rows a block: the product's M.
+const TILE_ROWS: u32 = 16;
+/// Warps a block, each taking every `WARPS`-th super-block of the tile's rows. H200,
+/// one vector (`scripts/qgemv_q4k_forms.cu`, session 54): four warps a tile ran
+/// 1.01-1.40x slower at the four shapes of issue 9 (4096x14336 the most), two slower
+/// still; eight with two super-blocks' loads a pass (112 registers) 0.99-1.12x.
+const WARPS: u32 = 8;
+const THREADS: u32 = 32 * WARPS;
+/// Blocks a multiprocessor asked of ptxas: four holds it to 64 registers (74 unasked,
+/// three blocks). H200, in a graph of overlapped launches, four against three: 10.4-10.5
+/// against 11.1-11.2 us at 14336x4096, 19.7 against 21.5 at 32000x4096; 4.7 against 4.4
+/// at 4096x4096 and 12.4 against 11.8 at 4096x14336, where 256 and 512 blocks are less
+/// than a wave at either residency.
+const MIN_BLOCKS: u32 = 4;
+/// Bytes of a Q4_K super-block, and where its quants start.
+const BB: u32 = 144;
+const QS_AT: u32 = 16;
+
+/// `y = W a` for Q4_K weights `W` and one Q8_K activation vector `a` on the integer
+/// tensor cores (see the module's doc); parameters as
+/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K
+/// (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a` kernels).
+#[derive(Clone, Copy, Debug)]
+pub struct QgemvQ8kMmaOneKernel;
+
+impl QgemvQ8kMmaOneKernel {
+    /// The weight formats with this kernel.
+    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
+}
+
+impl Kernel for QgemvQ8kMmaOneKernel {
+    fn name(&self) -> String {
+        "trueno_qgemv_q4_k_q8k_mma1".into()
+    }
+
+    fn family(&self) -> Family {
+        Family::Qgemv
+    }
+
+    fn build(&self) -> KernelIr {
+        build(self.name())
+    }
+
+    /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        let (rows, _) = QuantFormat::Q4K.check_matrix(&name, dims, 256)?;
+        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
+        Ok(LaunchConfig::linear(tiles, THREADS))
+    }
+}
+
+/// The lane's constants for the 6-bit scales and mins of its sub-blocks `2t`, `2t + 1`:
+/// from the header's scale words `s1` (bytes 0-3), `s2` (4-7), `s3` (8-11), their two
+/// bytes are `((x >> sh) & lo) | ((y >> (sh + 2)) & top)`, with `x` s1 / s2 (scales /
+/// mins) and no top bits for sub-blocks 0-3, `x` s3 / s3's high nibbles and `y` s1 / s2
+/// for 4-7 (GGML's `get_scale_min_k4`, two at a time).
+struct LaneScales {
+    high: Reg<crate::ptx::Pred>,
+    sh: Reg<U32>,
+    sh2: Reg<U32>,
+    lo: Reg<U32>,
+    top: Reg<U32>,
+}
+
+impl LaneScales {
+    fn new(b: &mut KernelBuilder, t: Reg<U32>) -> LaneScales {
+        let high = b.setp::<U32>(Cmp::Ge, t, 2u32);
+        let odd = b.and(t, 1u32);
+        let sh = b.shl(odd, 4u32);
+        LaneScales {
+            high,
+            sh,
+            sh2: b.add(sh, 2u32),
+            lo: b.selp(0x0F0Fu32, 0x3F3Fu32, high),
+            top: b.selp(0x3030u32, 0u32, high),
+        }
+    }
+
+    /// The lane's two scales and two mins (each pair as bytes 0 and 1 of a word) from a
+    /// header's words 1-3.
+    fn decode(&self, b: &mut KernelBuilder, h: [Reg<U32>; 4]) -> (Reg<U32>, Reg<U32>) {
+        let s3_hi = b.shr(h[3], 4u32);
+        let pair = |b: &mut KernelBuilder, x_low: Reg<U32>, x_high: Reg<U32>, y: Reg<U32>| {
+            let x = b.selp(x_high, x_low, self.high);
+            let x = b.shr(x, self.sh);
+            let x = b.and(x, self.lo);
+            let y = b.shr(y, self.sh2);
+            let y = b.and(y, self.top);
+            b.or(x, y)
+        };
+        (pair(b, h[1], h[3], h[1]), pair(b, h[2], s3_hi, h[2]))
+    }
+}
+
+/// Byte `i` (0 or 1) of `w` as an s32.
+fn byte_s32(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
+    let v = b.prmt(w, 0u32, 0x4440 | i);
+    b.bitcast32::<S32, U32>(v)
+}
+
+fn build(name: String) -> KernelIr {
+    let mut b = KernelBuilder::new(name);
+    b.max_threads(THREADS);
+    b.min_blocks(MIN_BLOCKS);
+    let p = q8k_params(&mut b, false);
+    b.allow_next_grid();
+    let tid = b.tid_x();
+    let warp = b.shr(tid, 5u32);
+    let lane = b.and(tid, 31u32);
+    let g = b.shr(lane, 2u32);
+    let t = b.and(lane, 3u32);
+    let tile = b.ctaid_x();
+    // Rows past the last load the last one (their sums are never stored).
+    let last = b.sub(p.rows, 1u32);
+    let row0 = b.mad(tile, TILE_ROWS, g);
+    let row_bytes = b.mul(p.blocks, BB);
+    let row_ptr = |b: &mut KernelBuilder, extra: u32| {
+        let r = b.add(row0, extra);
+        let r = b.min(r, last);
+        let off = b.mul_wide(r, row_bytes);
+        b.add(p.w, off)
+    };
+    let heads = [row_ptr(&mut b, 0), row_ptr(&mut b, 8)];
+    let q_off = b.mad(t, 32u32, QS_AT);
+    let q_off = b.cvt::<U64, U32>(q_off, None);
+    // B: the lane's activations of sub-block g, kept in the run that is sub-block g.
+    let two_t = b.shl(t, 1u32);
+    let in_first = b.setp::<U32>(Cmp::Eq, g, two_t);
+    let two_t1 = b.add(two_t, 1u32);
+    let in_second = b.setp::<U32>(Cmp::Eq, g, two_t1);
+    let masks = [in_first, in_second].map(|p| b.selp(u32::MAX, 0u32, p));
+    let act_off = b.shl(g, 5u32);
+    let sums_off = b.shl(t, 2u32);
+    let scales = LaneScales::new(&mut b, t);
+    let acc = [b.mov(0.0f32), b.mov(0.0f32)];
+    let pin_row = b.min(row0, last);
+    let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
+        let wo = b.mul_wide(sb, BB);
+        let blk = heads.map(|h| b.add(h, wo));
+        let quants = blk.map(|h| {
+            let q = b.add(h, q_off);
+            [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, q, o))
+        });
+        let head = blk.map(|h| b.ld_vec::<U32, U64, 4>(Space::Global, h, 0));
+        // The weights are uploaded, never written by a kernel; the activations may be
+        // the previous kernel's output.
+        if wait {
+            b.wait_for_previous_grid();
+        }
+        let ao = b.mad(sb, 256u32, act_off);
+        let ao = b.cvt::<U64, U32>(ao, None);
+        let a = b.add(p.qs, ao);
+        let xs = [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, a, o));
+        qgemv_k::end_block(b, (p.y, pin_row), p.blocks, a, acc[0]);
+        // The sums and scale after the pin (cache hits by then, as every warp of the
+        // grid reads the same activations): before it they held registers past the
+        // 64 that four blocks a multiprocessor allow, and ptxas spilled.
+        let so = b.mad(sb, 16u32, sums_off);
+        let so = b.mul_wide(so, 4u32);
+        let sp = b.add(p.bsums, so);
+        let sums = b.ld_vec::<S32, U64, 4>(Space::Global, sp, 0);
+        let dxo = b.mul_wide(sb, 4u32);
+        let dxp = b.add(p.d, dxo);
+        let dx = b.ld::<F32, U64>(Space::Global, dxp, 0);
+        let mut c = [0i32; 4].map(|v| b.mov(v));
+        for e in 0..8 {
+            let (v, i) = (e / 4, e % 4);
+            let [r0, r1] = quants.map(|q| q[v][i]);
+            let a = [
+                b.and(r0, 0x0F0F_0F0Fu32),
+                b.and(r1, 0x0F0F_0F0Fu32),
+                b.and(r0, 0xF0F0_F0F0u32),
+                b.and(r1, 0xF0F0_F0F0u32),
+            ];
+            let x = xs[v][i];
+            let bf = masks.map(|m| b.and(x, m));
+            c = b.mma_m16n8k32_u8s8(a, bf, c);
+        }
+        let s_lo = b.add(sums[0], sums[1]);
+        let s_hi = b.add(sums[2], sums[3]);
+        for (row, h) in head.into_iter().enumerate() {
+            let (sc, mn) = scales.decode(b, h);
+            let (c_lo, c_hi) = (c[2 * row], c[2 * row + 1]);
+            // The high nibbles' products are 16 times theirs, exactly.
+            let c_hi = b.shr(c_hi, 4u32);
+            let isum = byte_s32(b, sc, 0);
+            let isum = b.mul(isum, c_lo);
+            let sc1 = byte_s32(b, sc, 1);
+            let isum = b.mad(sc1, c_hi, isum);
+            let msum = byte_s32(b, mn, 0);
+            let msum = b.mul(msum, s_lo);
+            let mn1 = byte_s32(b, mn, 1);
+            let msum = b.mad(mn1, s_hi, msum);
+            let d = half_of(b, h[0], false);
+            let dmin = half_of(b, h[0], true);
+            let is = b.cvt::<F32, S32>(isum, Some(Rounding::Rn));
+            let ms = b.cvt::<F32, S32>(msum, Some(Rounding::Rn));
+            let scaled = b.mul(d, is);
+            let neg_dmin = b.neg(dmin);
+            let part = b.fma(neg_dmin, ms, scaled);
+            let next = b.fma(dx, part, acc[row]);
+            b.assign(acc[row], next);
+        }
+    };
+    let any = b.setp::<U32>(Cmp::Lt, warp, p.blocks);
+    b.if_else(
+        any,
+        false,
+        |b| pass(b, warp, true),
+        |b| b.wait_for_previous_grid(),
+    );
+    let second = b.add(warp, WARPS);
+    b.for_loop(second, p.blocks, WARPS, false, |b, sb| pass(b, sb, false));
+    // Rows g and g + 8: the four lanes t hold pairs of sub-blocks; then the tile's warps.
+    let sums = acc.map(|a| {
+        let x = b.shfl(ShflMode::Bfly, a, 1u32);
+        let a = b.add(a, x);
+        let x = b.shfl(ShflMode::Bfly, a, 2u32);
+        b.add(a, x)
+    });
+    let partial = b.shared_array("partial", WARPS * TILE_ROWS * 4, 16);
+    let mine = b.mad(warp, TILE_ROWS, g);
+    let mine = b.mad(mine, 4u32, partial);
+    let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
+    b.predicated(lane_t0, |b| {
+        b.st::<F32, U32>(Space::Shared, mine, 0, sums[0]);
+        b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
+    });
+    b.bar_sync();
+    let row = b.mad(tile, TILE_ROWS, tid);
+    let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
+    let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
+    let keep = b.and_pred(in_tile, in_rows);
+    b.if_then(keep, false, |b| {
+        let at = b.mad(tid, 4u32, partial);
+        let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
+        for w in 1..WARPS {
+            let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
+            sum = b.add(sum, x);
+        }
+        let off = b.mul_wide(row, 4u32);
+        let out = b.add(p.y, off);
+        b.st::<F32, U64>(Space::Global, out, 0, sum);
+    });
+    b.ret();
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_takes_sixteen_rows_of_whole_super_blocks() {
+        let k = QgemvQ8kMmaOneKernel;
+        let cfg = k.launch_config(&[33, 512]).unwrap();
+        assert_eq!((cfg.grid.0, cfg.block.0), (3, THREADS));
+        assert!(k.launch_config(&[16, 500]).is_err());
+        assert!(k.launch_config(&[16]).is_err());
+    }
+
+    #[test]
+    fn the_lanes_scale_decode_is_ggmls_two_at_a_time() {
+        // `LaneScales`' formula on the host, against GGML's get_scale_min_k4 for every
+        // lane t and sub-block, over scale bytes that set every bit somewhere.
+        let q: [u8; 12] = [
+            0xC5, 0x7A, 0x3F, 0xE1, 0x96, 0x2B, 0xF0, 0x4D, 0xA3, 0x5E, 0x17, 0xD8,
+        ];
+        let word =
+            |i: usize| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]);
+        let (s1, s2, s3) = (word(0), word(1), word(2));
+        for t in 0..4u32 {
+            let high = t >= 2;
+            let sh = 16 * (t & 1);
+            let (lo, top) = if high { (0x0F0F, 0x3030) } else { (0x3F3F, 0) };
+            let pair = |x: u32, y: u32| ((x >> sh) & lo) | ((y >> (sh + 2)) & top);
+            let sc = pair(if high { s3 } else { s1 }, s1);
+            let mn = pair(if high { s3 >> 4 } else { s2 }, s2);
+            for i in 0..2 {
+                let j = (2 * t + i) as usize;
+                let (want_sc, want_m) = if j < 4 {
+                    (q[j] & 63, q[j + 4] & 63)
+                } else {
+                    (
+                        (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+                        (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+                    )
+                };
+                assert_eq!((sc >> (8 * i)) & 0xFF, u32::from(want_sc), "scale {j}");
+                assert_eq!((mn >> (8 * i)) & 0xFF, u32::from(want_m), "min {j}");
+            }
+        }
+    }
+}
