@@ -65,7 +65,8 @@ fn tiny_llama(dir: &std::path::Path, arch: &str, bias: bool, drop: Option<&str>)
 #[test]
 fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     use trueno_gpu::kernels::Kernel;
-    use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+    use trueno_gpu::kernels::qgemv::QuantFormat;
+    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
     let dir = std::env::temp_dir().join(format!("trueno-cli-map-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let llama = tiny_llama(&dir, "llama", false, None);
@@ -76,7 +77,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
         "llama, 2 layers, hidden 256, ffn 512, 4/2 heads x 64, vocab 320, rope normal",
         "layers 0-1 (each)",
         "trueno_quantize_q8k_f32",
-        "trueno_qgemv_q4_k_q8k_mma1",
+        "trueno_qgemv_q4_k_q8k",
         "trueno_qgemv_q6_k_q8k",
         "trueno_decode_attn_mma_d64_f16",
         "trueno_argmax_f32",
@@ -118,8 +119,9 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     let q8k = 256 + 4 + 16 * 4;
     assert_eq!(q["bytes"], 256 * 144 + q8k + 256 * 4);
     assert_eq!(q["flops"], 2 * 256 * 256);
-    assert_eq!(q["kernel"], "trueno_qgemv_q4_k_q8k_mma1");
-    let cfg = QgemvQ8kMmaOneKernel.launch_config(&[256, 256]).unwrap();
+    let cfg = QgemvQ8kKernel(QuantFormat::Q4K)
+        .launch_config(&[256, 256])
+        .unwrap();
     assert_eq!(q["grid"][0], cfg.grid.0);
     assert_eq!(q["block"][0], cfg.block.0);
     // Memory-bound at H200's 4800 GB/s.

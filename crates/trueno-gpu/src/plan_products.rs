@@ -16,7 +16,7 @@ use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-use crate::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+use crate::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, mma_one_wins};
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_wins};
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
@@ -242,19 +242,20 @@ pub(super) fn projections(
     Ok(steps)
 }
 
-/// The integer product `Stream::qgemv_q8k` runs on `device`: Q4_K's tensor-core kernel,
-/// else the one-wave variant where only it fits the rows in one wave against
-/// the default kernel ([`one_wave_wins`], with the residency ptxas's register counts give),
-/// else [`QgemvQ8kLateKernel::or_default`].
+/// The integer product `Stream::qgemv_q8k` runs on `device`: Q4_K's tensor-core kernel
+/// where [`mma_one_wins`], else Q4_K's one-pass kernel where [`wide_wins`], else the
+/// one-wave variant where only it fits the rows in one wave against the default kernel
+/// ([`one_wave_wins`], with the residency ptxas's register counts give), else
+/// [`QgemvQ8kLateKernel::or_default`].
 fn integer_product(
     f: QuantFormat,
     dims: [usize; 2],
     device: &DevicePeak,
 ) -> Result<Box<dyn Kernel>> {
-    if QgemvQ8kMmaOneKernel::FORMATS.contains(&f) {
+    let sms = device.sms as u32;
+    if QgemvQ8kMmaOneKernel::FORMATS.contains(&f) && mma_one_wins(dims[0], sms) {
         return Ok(Box::new(QgemvQ8kMmaOneKernel));
     }
-    let sms = device.sms as u32;
     let variant = QgemvQ8kOneWaveKernel(f);
     let blocks = QgemvQ8kKernel(f).launch_config(&dims)?.grid.0;
     let wide = (sms, QgemvQ8kWideKernel::PLANNED_RESIDENCY);

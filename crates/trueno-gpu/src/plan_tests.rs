@@ -84,7 +84,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     for k in [
         "trueno_add_rmsnorm_v4_f32",
         "trueno_quantize_q8k_f32",
-        "trueno_qgemv_q4_k_q8k_mma1",
+        "trueno_qgemv_q4_k_q8k",
         "trueno_qgemv_q6_k_q8k",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
@@ -133,10 +133,14 @@ fn launch_configs_are_the_kernels_own() {
             .unwrap_or_else(|| panic!("{name}"))
             .clone()
     };
-    let q = step("trueno_qgemv_q4_k_q8k_mma1");
+    let q = step("trueno_qgemv_q4_k_q8k");
     assert_eq!(
         q.config,
-        Some(QgemvQ8kMmaOneKernel.launch_config(&[4096, 4096]).unwrap())
+        Some(
+            QgemvQ8kKernel(QuantFormat::Q4K)
+                .launch_config(&[4096, 4096])
+                .unwrap()
+        )
     );
     // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
     let quantize = step("trueno_quantize_q8k_f32");
@@ -567,11 +571,12 @@ fn planned_residency_matches_the_register_snapshot() {
     }
 }
 
-/// Q4_K products take the tensor-core kernel on every device, as `Stream::qgemv_q8k`
-/// does: the layers' (4096 and 14336 rows) and an output layer's (128256 rows of 4096,
-/// which took the one-pass `dp4a` kernel on an H200 before).
+/// Q4_K products of a wave of 16-row blocks or more take the tensor-core kernel on both
+/// devices, as `Stream::qgemv_q8k` does (`mma_one_wins`): an output layer (128256 rows
+/// of 4096, which took the one-pass `dp4a` kernel on an H200 before) and the gate
+/// projection (14336 rows); the q projection's 4096 rows keep the default kernel.
 #[test]
-fn q4_k_products_take_the_tensor_core_kernel() {
+fn q4_k_products_of_a_wave_take_the_tensor_core_kernel() {
     const H200: &DevicePeak = &DEVICES[1];
     let mut m = llama3_8b();
     m.output = wt("Q4_K", 256, 144);
@@ -587,12 +592,9 @@ fn q4_k_products_take_the_tensor_core_kernel() {
         s.kernel.clone().unwrap()
     };
     for d in [H100, H200] {
-        for what in [
-            "output projection (logits)",
-            "q projection",
-            "gate projection",
-        ] {
+        for what in ["output projection (logits)", "gate projection"] {
             assert_eq!(named(d, what), QgemvQ8kMmaOneKernel.name(), "{what}");
         }
+        assert_eq!(named(d, "q projection"), "trueno_qgemv_q4_k_q8k");
     }
 }

@@ -16,7 +16,7 @@ use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::qgemv_q4k_mma::{
     ActLoads, BatchPath, DIRECT_UP_TO, QgemvQ8kMmaKernel, VectorTiles,
 };
-use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, mma_one_wins};
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
@@ -263,22 +263,26 @@ fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
     let mut rng = Rng(0x3a71);
     let f = QuantFormat::Q4K;
     let mma = QgemvQ8kMmaOneKernel.name();
-    // Rows: one, a tile less and more one, two tiles and one; super-blocks: fewer than
-    // the eight warps, as many, one past, ragged, and a 14336-wide row's 56.
-    let rows = [1, 15, 17, 33];
-    let blocks = [1, 3, 7, 8, 9, 17, 56];
-    for (i, (&r, &nb)) in rows.iter().cycle().zip(&blocks).enumerate() {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (r + i, nb * 256));
-        assert_eq!(chosen, mma, "{}x{}", r + i, nb * 256);
+    // The tensor cores from a wave of 16-row blocks at four a multiprocessor
+    // (`mma_one_wins`): the last tile one row, 15 and 1 short of full; super-blocks
+    // fewer than the eight warps, as many and one past, ragged.
+    let wave = 16 * 4 * ctx.device().multiprocessors as usize;
+    assert!(mma_one_wins(wave, ctx.device().multiprocessors));
+    let shapes = [(1, 1), (1, 3), (15, 8), (17, 9), (33, 17)];
+    for (extra, nb) in shapes {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (wave + extra, nb * 256));
+        assert_eq!(chosen, mma, "{}x{}", wave + extra, nb * 256);
     }
-    // Turned off: the `dp4a` kernels, on the same checks.
+    // Under a wave, or turned off: the `dp4a` kernels, on the same checks.
+    let chosen = random_product_matches(&ctx, &mut rng, f, (wave - 16, 3 * 256));
+    assert_ne!(chosen, mma);
     ctx.set_qgemv_tensor_cores(false);
-    let chosen = random_product_matches(&ctx, &mut rng, f, (33, 9 * 256));
+    let chosen = random_product_matches(&ctx, &mut rng, f, (wave + 33, 9 * 256));
     assert_ne!(chosen, mma);
     // The other formats never take it.
     ctx.set_qgemv_tensor_cores(true);
     for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
-        let chosen = random_product_matches(&ctx, &mut rng, g, (17, 3 * 256));
+        let chosen = random_product_matches(&ctx, &mut rng, g, (wave + 1, 256));
         assert_ne!(chosen, mma, "{}", g.name());
     }
 }

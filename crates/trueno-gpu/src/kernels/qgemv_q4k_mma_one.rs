@@ -53,14 +53,32 @@ const QS_AT: u32 = 16;
 
 /// `y = W a` for Q4_K weights `W` and one Q8_K activation vector `a` on the integer
 /// tensor cores (see the module's doc); parameters as
-/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K
-/// (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a` kernels).
+/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K where
+/// [`mma_one_wins`] (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a` kernels).
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ8kMmaOneKernel;
 
 impl QgemvQ8kMmaOneKernel {
     /// The weight formats with this kernel.
     pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
+}
+
+/// Whether a `rows`-row Q4_K product runs faster on the tensor cores than on the `dp4a`
+/// kernels, on a device of `sms` multiprocessors: where its 16-row blocks fill at least
+/// one wave at four a multiprocessor. H200 (132 multiprocessors, 528 blocks a wave),
+/// `gpu-bench` in a graph, both in one run: 14336 rows (1.7 waves) 9.86 against 11.48 us
+/// and 32000 rows (3.8) 19.36 against 22.17 at 4096 columns; 4096 rows (0.5 waves) 4.32
+/// against 4.10 at 4096 columns and 11.93 against 10.53 at 14336. Between half a wave
+/// and 1.7 the line is not measured.
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv_q4k_mma_one::mma_one_wins;
+///
+/// assert!(mma_one_wins(14336, 132));
+/// assert!(!mma_one_wins(4096, 132));
+/// ```
+pub fn mma_one_wins(rows: usize, sms: u32) -> bool {
+    sms > 0 && rows.div_ceil(TILE_ROWS as usize) >= (sms * MIN_BLOCKS) as usize
 }
 
 impl Kernel for QgemvQ8kMmaOneKernel {

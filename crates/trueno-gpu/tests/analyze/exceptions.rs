@@ -21,7 +21,10 @@
 /// output a warp, shared memory its limit anyway (three blocks a SM at 64-128); the
 /// integer tensor-core batch kernels of 16 and 32 vectors keep two or four tiles' sums a
 /// lane against each unpacked weight fragment (the staged formats' shared memory allows
-/// one block a multiprocessor at those widths anyway).
+/// one block a multiprocessor at those widths anyway); Q4_K's one-vector tensor-core
+/// kernel asks for four blocks a multiprocessor (`.minnctapersm 4`), and ptxas fits it in
+/// 64 registers without spills where the estimate, which keeps a super-block's loaded
+/// words live beside each step's masked fragments, says 81 ([`scheduled_apart`]).
 pub const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h2", "register-pressure"),
     ("trueno_decode_attn_", "_h4", "register-pressure"),
@@ -35,6 +38,7 @@ pub const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_gemm_wgmma_tf32_kn_", "_r256", "register-pressure"),
     ("trueno_qgemv_", "_q8k_mma16", "register-pressure"),
     ("trueno_qgemv_", "_q8k_mma32", "register-pressure"),
+    ("trueno_qgemv_q4_k_q8k_mma1", "", "register-pressure"),
 ];
 
 /// Which way a kernel's register estimate may stray from ptxas's count without bound
@@ -87,6 +91,11 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     }
     // A step's rows' key and value loads issued together (paged: each row's address from
     // its page; contiguous: 16-byte loads where 16 lanes share a row).
+    // Q4_K's one-vector tensor-core kernel: each step's masked A and B fragments made
+    // beside its product, under the four-block cap (81 estimated, 64 by ptxas).
+    if name == "trueno_qgemv_q4_k_q8k_mma1" {
+        return Some("ptxas masks each step's fragments beside its product, at its cap");
+    }
     (name.starts_with("trueno_decode_attn_") || name.starts_with("trueno_decode_merge_"))
         .then_some("ptxas sinks the value loads to their uses")
 }
