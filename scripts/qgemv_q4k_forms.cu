@@ -379,6 +379,31 @@ __device__ __forceinline__ float mma_scaled(uint4 h, const LaneScales& k, int c0
     return dx * (d * (float)isum - dmin * (float)msum);
 }
 
+// The MMA forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
+// pairs), then over the tile's W warps in shared memory, into y.
+template <int W>
+__device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+    if (t == 0) {
+        part[warp][g] = acc0;
+        part[warp][g + 8] = acc1;
+    }
+    __syncthreads();
+    int i = threadIdx.x;
+    if (i < 16 * (THREADS / 32 / W)) {
+        int lt = i / 16, r = i % 16;
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
+        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
+        if (row < rows) y[row] = sum;
+    }
+}
+
 // A 16-byte load that stays where it is written among the other `asm volatile`s (so a
 // pass's loads all leave before its first product), and one issued only where `p`
 // (else the registers keep what they held).
@@ -479,25 +504,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma1(const uint8_t* __restr
             acc1 += mma_scaled(h1[u], ls, c[2], c[3], s0, s1, dx[u]);
         }
     }
-    // Rows g and g + 8: the four lanes t hold sub-block pairs; then the tile's W warps.
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
-    if (t == 0) {
-        part[warp][g] = acc0;
-        part[warp][g + 8] = acc1;
-    }
-    __syncthreads();
-    int i = threadIdx.x;
-    if (i < 16 * (THREADS / 32 / W)) {
-        int lt = i / 16, r = i % 16;
-        float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
-        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
-        if (row < rows) y[row] = sum;
-    }
+    store_tile<W>(part, acc0, acc1, y, rows);
 }
 
 // MMA2: MMA1 with both k runs of a step in one sub-block (steps 0-3 the group's low
@@ -556,24 +563,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma2(const uint8_t* __restr
         acc0 += mma_scaled(h0, ls, lo[0], hi[0], s0, s1, dx);
         acc1 += mma_scaled(h1, ls, lo[2], hi[2], s0, s1, dx);
     }
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
-    if (t == 0) {
-        part[warp][g] = acc0;
-        part[warp][g + 8] = acc1;
-    }
-    __syncthreads();
-    int i = threadIdx.x;
-    if (i < 16 * (THREADS / 32 / W)) {
-        int lt = i / 16, r = i % 16;
-        float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
-        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
-        if (row < rows) y[row] = sum;
-    }
+    store_tile<W>(part, acc0, acc1, y, rows);
 }
 
 // A warp's place in its stream of steps: row `row`, step `step`. After a row's last
