@@ -379,6 +379,25 @@ __device__ __forceinline__ float mma_scaled(uint4 h, const LaneScales& k, int c0
     return dx * (d * (float)isum - dmin * (float)msum);
 }
 
+// The MMA forms' place: lane 4g + t of warp `kw` of its 16-row tile (W warps a tile),
+// and its rows g and g + 8 (past the last, the last: their sums are never stored).
+template <int W>
+struct MmaPlace {
+    int g, t, kw;
+    const uint8_t* w0;
+    const uint8_t* w1;
+    __device__ MmaPlace(const uint8_t* w, int rows, int blocks) {
+        int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+        g = lane >> 2;
+        t = lane & 3;
+        kw = warp % W;
+        int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
+        size_t row_bytes = (size_t)blocks * BB;
+        w0 = w + (size_t)min(tile * 16 + g, rows - 1) * row_bytes;
+        w1 = w + (size_t)min(tile * 16 + g + 8, rows - 1) * row_bytes;
+    }
+};
+
 // The MMA forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
 // pairs), then over the tile's W warps in shared memory, into y.
 template <int W>
@@ -421,14 +440,9 @@ template <int W, int U, int MINB = 0, bool PDL = false>
 __global__ void __launch_bounds__(THREADS, MINB) q4k_mma1(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     __shared__ float part[THREADS / 32][16];
     if (PDL) asm volatile("griddepcontrol.launch_dependents;");
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int g = lane >> 2, t = lane & 3;
-    int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
-    int kw = warp % W;
-    int r0 = min(tile * 16 + g, rows - 1), r1 = min(tile * 16 + g + 8, rows - 1);
-    size_t row_bytes = (size_t)blocks * BB;
-    const uint8_t* w0 = w + (size_t)r0 * row_bytes;
-    const uint8_t* w1 = w + (size_t)r1 * row_bytes;
+    MmaPlace<W> at(w, rows, blocks);
+    int g = at.g, t = at.t, kw = at.kw;
+    const uint8_t *w0 = at.w0, *w1 = at.w1;
     bool first = g == 2 * t, second = g == 2 * t + 1;
     LaneScales ls(t);
     // B: the lane's sub-block g of activations, kept in the k run that is sub-block g
@@ -517,14 +531,9 @@ template <int W, int MINB = 0, bool PDL = false>
 __global__ void __launch_bounds__(THREADS, MINB) q4k_mma2(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     __shared__ float part[THREADS / 32][16];
     if (PDL) asm volatile("griddepcontrol.launch_dependents;");
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int g = lane >> 2, t = lane & 3;
-    int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
-    int kw = warp % W;
-    int r0 = min(tile * 16 + g, rows - 1), r1 = min(tile * 16 + g + 8, rows - 1);
-    size_t row_bytes = (size_t)blocks * BB;
-    const uint8_t* w0 = w + (size_t)r0 * row_bytes;
-    const uint8_t* w1 = w + (size_t)r1 * row_bytes;
+    MmaPlace<W> at(w, rows, blocks);
+    int g = at.g, t = at.t, kw = at.kw;
+    const uint8_t *w0 = at.w0, *w1 = at.w1;
     bool active = g == 2 * t;
     LaneScales ls(t);
     uint32_t xs[16];

@@ -289,9 +289,7 @@ impl Context {
     /// ```
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
-        let mma = QgemvQ8kMmaOneKernel::FORMATS.contains(&f)
-            && mma_one_wins(w.rows(), self.device().multiprocessors);
-        if self.qgemv_tensor_cores() && mma {
+        if self.qgemv_tensor_cores() && mma_one_wins(f, w.rows(), self.device().multiprocessors) {
             return Ok(Box::new(QgemvQ8kMmaOneKernel));
         }
         let d = self.device();

@@ -253,7 +253,7 @@ fn integer_product(
     device: &DevicePeak,
 ) -> Result<Box<dyn Kernel>> {
     let sms = device.sms as u32;
-    if QgemvQ8kMmaOneKernel::FORMATS.contains(&f) && mma_one_wins(dims[0], sms) {
+    if mma_one_wins(f, dims[0], sms) {
         return Ok(Box::new(QgemvQ8kMmaOneKernel));
     }
     let variant = QgemvQ8kOneWaveKernel(f);

@@ -267,7 +267,7 @@ fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
     // (`mma_one_wins`): the last tile one row, 15 and 1 short of full; super-blocks
     // fewer than the eight warps, as many and one past, ragged.
     let wave = 16 * 4 * ctx.device().multiprocessors as usize;
-    assert!(mma_one_wins(wave, ctx.device().multiprocessors));
+    assert!(mma_one_wins(f, wave, ctx.device().multiprocessors));
     let shapes = [(1, 1), (1, 3), (15, 8), (17, 9), (33, 17)];
     for (extra, nb) in shapes {
         let chosen = random_product_matches(&ctx, &mut rng, f, (wave + extra, nb * 256));

@@ -3,8 +3,9 @@
 //! spend most of their instructions on each lane's scales, one (scale, min) pair per 16
 //! weights (Nsight Compute, H200: issuing on 62% of a scheduler's cycles); here a lane
 //! scales four sums a super-block, one per (row, sub-block), and the products are eight
-//! `mma` a super-block of 16 rows: 174 SASS instructions a warp's 4096 weights against
-//! the `dp4a` pass's 328 (sm_90).
+//! `mma` a super-block of 16 rows: about 146 SASS instructions run a warp's 4096 weights
+//! (the loop's 175 less its pin's never-taken body) against the `dp4a` pass's about 330
+//! (sm_90).
 //!
 //! A block of eight warps takes 16 rows (the `mma`'s M); warp `w` takes super-blocks
 //! `w, w + 8, ...` and the warps' sums meet in shared memory. Lane `4g + t` loads rows
@@ -63,22 +64,27 @@ impl QgemvQ8kMmaOneKernel {
     pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
 }
 
-/// Whether a `rows`-row Q4_K product runs faster on the tensor cores than on the `dp4a`
-/// kernels, on a device of `sms` multiprocessors: where its 16-row blocks fill at least
-/// one wave at four a multiprocessor. H200 (132 multiprocessors, 528 blocks a wave),
+/// Whether a `rows`-row product of format `f` runs faster on the tensor cores than on
+/// the `dp4a` kernels, on a device of `sms` multiprocessors: a format with this kernel
+/// ([`QgemvQ8kMmaOneKernel::FORMATS`]) whose 16-row blocks fill at least one wave at four
+/// a multiprocessor. The one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132 multiprocessors, 528 blocks a wave),
 /// `gpu-bench` in a graph, both in one run: 14336 rows (1.7 waves) 9.86 against 11.48 us
 /// and 32000 rows (3.8) 19.36 against 22.17 at 4096 columns; 4096 rows (0.5 waves) 4.32
 /// against 4.10 at 4096 columns and 11.93 against 10.53 at 14336. Between half a wave
 /// and 1.7 the line is not measured.
 ///
 /// ```
+/// use trueno_gpu::kernels::qgemv::QuantFormat;
 /// use trueno_gpu::kernels::qgemv_q4k_mma_one::mma_one_wins;
 ///
-/// assert!(mma_one_wins(14336, 132));
-/// assert!(!mma_one_wins(4096, 132));
+/// assert!(mma_one_wins(QuantFormat::Q4K, 14336, 132));
+/// assert!(!mma_one_wins(QuantFormat::Q4K, 4096, 132));
+/// assert!(!mma_one_wins(QuantFormat::Q6K, 14336, 132));
 /// ```
-pub fn mma_one_wins(rows: usize, sms: u32) -> bool {
-    sms > 0 && rows.div_ceil(TILE_ROWS as usize) >= (sms * MIN_BLOCKS) as usize
+pub fn mma_one_wins(f: QuantFormat, rows: usize, sms: u32) -> bool {
+    QgemvQ8kMmaOneKernel::FORMATS.contains(&f)
+        && sms > 0
+        && rows.div_ceil(TILE_ROWS as usize) >= (sms * MIN_BLOCKS) as usize
 }
 
 impl Kernel for QgemvQ8kMmaOneKernel {
@@ -109,6 +115,7 @@ impl Kernel for QgemvQ8kMmaOneKernel {
 /// mins) and no top bits for sub-blocks 0-3, `x` s3 / s3's high nibbles and `y` s1 / s2
 /// for 4-7 (GGML's `get_scale_min_k4`, two at a time).
 struct LaneScales {
+    /// Sub-blocks 0-3 or 4-7 (lanes `t < 2`, `t >= 2`).
     high: Reg<crate::ptx::Pred>,
     sh: Reg<U32>,
     sh2: Reg<U32>,
@@ -125,8 +132,8 @@ impl LaneScales {
             high,
             sh,
             sh2: b.add(sh, 2u32),
-            lo: b.selp(0x0F0Fu32, 0x3F3Fu32, high),
-            top: b.selp(0x3030u32, 0u32, high),
+            lo: b.selp(LOW_MASK[1], LOW_MASK[0], high),
+            top: b.selp(TOP_MASK[1], TOP_MASK[0], high),
         }
     }
 
@@ -145,6 +152,11 @@ impl LaneScales {
         (pair(b, h[1], h[3], h[1]), pair(b, h[2], s3_hi, h[2]))
     }
 }
+
+/// [`LaneScales`]' masks of the low bits (six, or four) and of the top two bits (none,
+/// or bits 4-5), for sub-blocks 0-3 and 4-7, two bytes at a time.
+const LOW_MASK: [u32; 2] = [0x3F3F, 0x0F0F];
+const TOP_MASK: [u32; 2] = [0, 0x3030];
 
 /// Byte `i` (0 or 1) of `w` as an s32.
 fn byte_s32(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
@@ -315,8 +327,10 @@ mod tests {
 
     #[test]
     fn the_lanes_scale_decode_is_ggmls_two_at_a_time() {
-        // `LaneScales`' formula on the host, against GGML's get_scale_min_k4 for every
-        // lane t and sub-block, over scale bytes that set every bit somewhere.
+        // The derivation `LaneScales` emits (its masks, its shifts) on the host, against
+        // GGML's get_scale_min_k4 for every lane t and sub-block, over scale bytes that
+        // set every bit somewhere. The emitted IR itself is checked on the GPU against
+        // the dequantized reference (tests/gpu_qgemv_q8k.rs).
         let q: [u8; 12] = [
             0xC5, 0x7A, 0x3F, 0xE1, 0x96, 0x2B, 0xF0, 0x4D, 0xA3, 0x5E, 0x17, 0xD8,
         ];
@@ -326,7 +340,7 @@ mod tests {
         for t in 0..4u32 {
             let high = t >= 2;
             let sh = 16 * (t & 1);
-            let (lo, top) = if high { (0x0F0F, 0x3030) } else { (0x3F3F, 0) };
+            let (lo, top) = (LOW_MASK[high as usize], TOP_MASK[high as usize]);
             let pair = |x: u32, y: u32| ((x >> sh) & lo) | ((y >> (sh + 2)) & top);
             let sc = pair(if high { s3 } else { s1 }, s1);
             let mn = pair(if high { s3 >> 4 } else { s2 }, s2);
