@@ -11,7 +11,7 @@ steps="${*:-tests sanitize bench}"
 export TRUENO_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 # The GPU test binaries (the packed ones are named NAME-HASH).
 TESTS=""
-only=${TESTS_ONLY:-gpu_kernels,gpu_graph,gpu_qgemv,gpu_qgemv_q8k,gpu_quantize_q8k,gpu_dequant,gpu_qgemm,gpu_rope,gpu_mma,gpu_tf32,gpu_attention,gpu_flash_attention,gpu_paged}
+only=${TESTS_ONLY:-gpu_kernels,gpu_graph,gpu_qgemv,gpu_qgemv_q8k,gpu_qgemv_q8k_routing,gpu_quantize_q8k,gpu_dequant,gpu_qgemm,gpu_rope,gpu_mma,gpu_tf32,gpu_attention,gpu_flash_attention,gpu_paged}
 for t in ${only//,/ }; do
   TESTS="$TESTS $(ls .device/"$t"-* | grep -v "\.d$")"
 done

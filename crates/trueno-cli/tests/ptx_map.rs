@@ -65,8 +65,7 @@ fn tiny_llama(dir: &std::path::Path, arch: &str, bias: bool, drop: Option<&str>)
 #[test]
 fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     use trueno_gpu::kernels::Kernel;
-    use trueno_gpu::kernels::qgemv::QuantFormat;
-    use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
+    use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
     let dir = std::env::temp_dir().join(format!("trueno-cli-map-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let llama = tiny_llama(&dir, "llama", false, None);
@@ -119,9 +118,15 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     let q8k = 256 + 4 + 16 * 4;
     assert_eq!(q["bytes"], 256 * 144 + q8k + 256 * 4);
     assert_eq!(q["flops"], 2 * 256 * 256);
-    let cfg = QgemvQ8kKernel(QuantFormat::Q4K)
+    // On the tensor cores, sixteen warps a tile of 16 rows (16 tiles fit a wave).
+    assert_eq!(q["kernel"], "trueno_qgemv_q4_k_q8k_mma1_w16");
+    let cfg = QgemvQ8kMmaOneKernel(TileWarps::Sixteen)
         .launch_config(&[256, 256])
         .unwrap();
+    assert_eq!(
+        (q["grid"][0].clone(), q["block"][0].clone()),
+        (16.into(), 512.into())
+    );
     assert_eq!(q["grid"][0], cfg.grid.0);
     assert_eq!(q["block"][0], cfg.block.0);
     // Memory-bound at H200's 4800 GB/s.

@@ -9,7 +9,7 @@ use crate::kernels::qgemv::QgemvKernel;
 use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::qgemv_q4k_mma::{BatchPath, MMA_MAX_BATCH};
-use crate::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, mma_one_wins};
+use crate::kernels::qgemv_q4k_mma_one::mma_one_for;
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_may_win, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
@@ -261,9 +261,9 @@ impl<'a> Stream<Recording<'a>> {
 }
 
 impl Context {
-    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K with rows
-    /// for a wave of its blocks ([`mma_one_wins`]) the tensor-core kernel
-    /// ([`QgemvQ8kMmaOneKernel`], unless [`Self::set_qgemv_tensor_cores`] turned it off);
+    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K the
+    /// tensor-core kernel where [`mma_one_for`] gives one (sixteen or eight warps a
+    /// 16-row tile, unless [`Self::set_qgemv_tensor_cores`] turned it off);
     /// else the format's one-wave
     /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
@@ -289,8 +289,9 @@ impl Context {
     /// ```
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
-        if self.qgemv_tensor_cores() && mma_one_wins(f, w.rows(), self.device().multiprocessors) {
-            return Ok(Box::new(QgemvQ8kMmaOneKernel));
+        let sms = self.device().multiprocessors;
+        if let Some(k) = mma_one_for(f, w.rows(), sms).filter(|_| self.qgemv_tensor_cores()) {
+            return Ok(Box::new(k));
         }
         let d = self.device();
         let default = || QgemvQ8kLateKernel::or_default(f, d.peak_bandwidth_gbs, d.multiprocessors);

@@ -16,7 +16,7 @@ use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-use crate::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, mma_one_wins};
+use crate::kernels::qgemv_q4k_mma_one::mma_one_for;
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_wins};
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
@@ -243,7 +243,7 @@ pub(super) fn projections(
 }
 
 /// The integer product `Stream::qgemv_q8k` runs on `device`: Q4_K's tensor-core kernel
-/// where [`mma_one_wins`], else Q4_K's one-pass kernel where [`wide_wins`], else the
+/// where [`mma_one_for`] gives one, else Q4_K's one-pass kernel where [`wide_wins`], else the
 /// one-wave variant where only it fits the rows in one wave against the default kernel
 /// ([`one_wave_wins`], with the residency ptxas's register counts give), else
 /// [`QgemvQ8kLateKernel::or_default`].
@@ -253,8 +253,8 @@ fn integer_product(
     device: &DevicePeak,
 ) -> Result<Box<dyn Kernel>> {
     let sms = device.sms as u32;
-    if mma_one_wins(f, dims[0], sms) {
-        return Ok(Box::new(QgemvQ8kMmaOneKernel));
+    if let Some(k) = mma_one_for(f, dims[0], sms) {
+        return Ok(Box::new(k));
     }
     let variant = QgemvQ8kOneWaveKernel(f);
     let blocks = QgemvQ8kKernel(f).launch_config(&dims)?.grid.0;

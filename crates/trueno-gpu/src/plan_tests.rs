@@ -1,7 +1,7 @@
 use super::*;
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
-use crate::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+use crate::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
 
 /// The devices the plans are priced on: Hopper (the fused quantized GEMM) and the A100.
 const H100: &DevicePeak = &DEVICES[0];
@@ -84,7 +84,10 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     for k in [
         "trueno_add_rmsnorm_v4_f32",
         "trueno_quantize_q8k_f32",
-        "trueno_qgemv_q4_k_q8k",
+        // Q4_K on the tensor cores: sixteen warps a tile for the 4096- and 1024-row
+        // projections, eight for gate and up's 14336 rows.
+        "trueno_qgemv_q4_k_q8k_mma1_w16",
+        "trueno_qgemv_q4_k_q8k_mma1",
         "trueno_qgemv_q6_k_q8k",
         "trueno_rope_normal_f32",
         "trueno_kv_append_f16",
@@ -133,15 +136,17 @@ fn launch_configs_are_the_kernels_own() {
             .unwrap_or_else(|| panic!("{name}"))
             .clone()
     };
-    let q = step("trueno_qgemv_q4_k_q8k");
+    let q = step("trueno_qgemv_q4_k_q8k_mma1_w16");
     assert_eq!(
         q.config,
         Some(
-            QgemvQ8kKernel(QuantFormat::Q4K)
+            QgemvQ8kMmaOneKernel(TileWarps::Sixteen)
                 .launch_config(&[4096, 4096])
                 .unwrap()
         )
     );
+    // 256 tiles of 16 rows, sixteen warps each.
+    assert_eq!(q.config.map(|c| (c.grid.0, c.block.0)), Some((256, 512)));
     // The hidden state's 16 blocks of 256, a warp each, eight to a thread block.
     let quantize = step("trueno_quantize_q8k_f32");
     assert_eq!(quantize.config.unwrap().grid, (2, 1, 1));
@@ -571,12 +576,13 @@ fn planned_residency_matches_the_register_snapshot() {
     }
 }
 
-/// Q4_K products of a wave of 16-row blocks or more take the tensor-core kernel on both
-/// devices, as `Stream::qgemv_q8k` does (`mma_one_wins`): an output layer (128256 rows
-/// of 4096, which took the one-pass `dp4a` kernel on an H200 before) and the gate
-/// projection (14336 rows); the q projection's 4096 rows keep the default kernel.
+/// Q4_K products take the tensor-core kernel on both devices (132 multiprocessors), as
+/// `Stream::qgemv_q8k` does (`mma_one_for`): eight warps a tile for an output layer
+/// (128256 rows of 4096, which took the one-pass `dp4a` kernel on an H200 before) and
+/// the gate projection (14336 rows), sixteen for the q projection's 4096 rows and the k
+/// projection's 1024, whose tiles fit one wave at two a multiprocessor.
 #[test]
-fn q4_k_products_of_a_wave_take_the_tensor_core_kernel() {
+fn q4_k_products_take_the_tensor_core_kernel_at_the_width_their_rows_want() {
     const H200: &DevicePeak = &DEVICES[1];
     let mut m = llama3_8b();
     m.output = wt("Q4_K", 256, 144);
@@ -592,9 +598,14 @@ fn q4_k_products_of_a_wave_take_the_tensor_core_kernel() {
         s.kernel.clone().unwrap()
     };
     for d in [H100, H200] {
-        for what in ["output projection (logits)", "gate projection"] {
-            assert_eq!(named(d, what), QgemvQ8kMmaOneKernel.name(), "{what}");
+        assert_eq!(d.sms, 132);
+        for (what, warps) in [
+            ("output projection (logits)", TileWarps::Eight),
+            ("gate projection", TileWarps::Eight),
+            ("q projection", TileWarps::Sixteen),
+            ("k projection", TileWarps::Sixteen),
+        ] {
+            assert_eq!(named(d, what), QgemvQ8kMmaOneKernel(warps).name(), "{what}");
         }
-        assert_eq!(named(d, "q projection"), "trueno_qgemv_q4_k_q8k");
     }
 }

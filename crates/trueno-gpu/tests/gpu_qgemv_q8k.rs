@@ -1,97 +1,25 @@
 //! The integer quantized matrix-vector path on the GPU: weights of every format against
 //! Q8_K activations (against an f64 product of the dequantized weights and the
-//! dequantized activations), at block counts below, at and past a warp's step, and the
-//! kernel variants each device chooses; the shape errors that come before a launch. The
-//! activations' quantization itself: `gpu_quantize_q8k.rs`.
+//! dequantized activations, `common::q8k`), at block counts below, at and past a warp's
+//! step, batches, overlapped chains; the shape errors that come before a launch. The
+//! kernel variants each device chooses: `gpu_qgemv_q8k_routing.rs`; the activations'
+//! quantization itself: `gpu_quantize_q8k.rs`.
 //!
 //! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
 //! makes that a failure).
 
 mod common;
 use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
-use trueno_gpu::driver::{Context, Recording, Stream};
+use common::q8k::{assert_rows, quantize_and_multiply, reference};
+use trueno_gpu::driver::{Recording, Stream};
 use trueno_gpu::kernels::qgemv::QuantFormat;
-use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
-use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_gpu::kernels::qgemv_q4k_mma::{
     ActLoads, BatchPath, DIRECT_UP_TO, QgemvQ8kMmaKernel, VectorTiles,
 };
-use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, mma_one_wins};
-use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
-
-/// `W a` in f64 from the dequantized weights and activations, and a bound on the f32
-/// error: `(blocks + 64) * eps` times the sum of `|d * sc * q * a| + |dmin * m * a|`
-/// (Q4_K / Q5_K: the scale and min parts apart, found by dequantizing with `dmin`, then
-/// `d`, zeroed; the other formats have only the first).
-fn reference(f: QuantFormat, w: &[u8], act: &[u8], rows: usize, cols: usize) -> Vec<(f64, f64)> {
-    let deq = |bytes: &[u8], format: CpuFormat, n: usize| {
-        let mut out = vec![0f32; n];
-        trueno_quant::dequantize(format, bytes, &mut out).unwrap();
-        out
-    };
-    let zeroed = |at: usize| {
-        let mut v = w.to_vec();
-        for b in v.chunks_exact_mut(f.block_bytes()) {
-            b[at..at + 2].fill(0);
-        }
-        deq(&v, cpu(f), rows * cols)
-    };
-    let full = deq(w, cpu(f), rows * cols);
-    // Only Q4_K and Q5_K have a min term; the other formats' weights are their scale part.
-    let (scaled, mins) = if matches!(f, QuantFormat::Q4K | QuantFormat::Q5K) {
-        (zeroed(2), zeroed(0))
-    } else {
-        (full.clone(), vec![0.0; rows * cols])
-    };
-    let a = deq(act, CpuFormat::Q8K, cols);
-    let blocks = (cols / 256) as f64;
-    (0..rows)
-        .map(|r| {
-            let row = r * cols..(r + 1) * cols;
-            let dot: f64 = full[row.clone()]
-                .iter()
-                .zip(&a)
-                .map(|(&w, &a)| w as f64 * a as f64)
-                .sum();
-            let mass: f64 = scaled[row.clone()]
-                .iter()
-                .zip(&mins[row])
-                .zip(&a)
-                .map(|((&s, &m), &a)| (s as f64 * a as f64).abs() + (m as f64 * a as f64).abs())
-                .sum();
-            (dot, (blocks + 64.0) * f32::EPSILON as f64 * mass)
-        })
-        .collect()
-}
-
-/// Every row written and within its bound of the reference.
-/// `x` quantized to Q8_K on the GPU and multiplied by `w` (`Stream::qgemv_q8k`, into an
-/// output poisoned first): the activation blocks' bytes and the output.
-fn quantize_and_multiply(ctx: &Context, w: &QuantMatrix, x: &[f32]) -> (Vec<u8>, Vec<f32>) {
-    let xd = ctx.upload(x).unwrap();
-    let mut q = ctx.alloc_q8k(x.len()).unwrap();
-    let mut yd = poisoned(ctx, w.rows());
-    let mut s = ctx.stream().unwrap().record();
-    s.quantize_q8k(&xd, &q).unwrap();
-    s.qgemv_q8k(w, &q, &yd).unwrap();
-    s.sync().unwrap();
-    (q.to_blocks().unwrap(), yd.to_vec().unwrap())
-}
-
-fn assert_rows(name: &str, y: &[f32], want: &[(f64, f64)]) {
-    assert_eq!(y.len(), want.len());
-    for (r, (&got, &(want, bound))) in y.iter().zip(want).enumerate() {
-        assert!(got.to_bits() != POISON, "{name}: row {r} never written");
-        let err = (got as f64 - want).abs();
-        assert!(
-            err <= bound,
-            "{name} row {r}: got {got}, want {want} (err {err:e} > {bound:e})"
-        );
-    }
-}
 
 #[test]
 fn qgemv_q8k_matches_the_dequantized_reference() {
@@ -122,168 +50,6 @@ fn qgemv_q8k_matches_the_dequantized_reference() {
                 assert_rows(&name, &y, &reference(f, &w, &act, rows, cols));
             }
         }
-    }
-}
-
-/// A random `rows x cols` matrix of format `f` against a random vector through
-/// `Stream::qgemv_q8k`, every row checked against the reference; returns the kernel the
-/// context chose for it.
-fn random_product_matches(
-    ctx: &Context,
-    rng: &mut Rng,
-    f: QuantFormat,
-    (rows, cols): (usize, usize),
-) -> String {
-    let x = rng.vec(cols, -1.0, 1.0);
-    let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
-    let dense = rng.vec(rows * cols, -2.0, 2.0);
-    let w = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-    let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
-    let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
-    let (_, y) = quantize_and_multiply(ctx, &wd, &x);
-    let want = reference(f, &w, &act, rows, cols);
-    assert_rows(&format!("{chosen} {rows}x{cols}"), &y, &want);
-    chosen
-}
-
-#[test]
-fn rows_in_one_wave_take_the_one_wave_variant() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(0x0e5e);
-    // More rows than three eight-warp blocks a multiprocessor hold (Q6_K's two-step
-    // kernel, 80 registers), no more than four (its one-step variant, 54; Q5_K's
-    // four-step one, 52), the last block ragged.
-    let rows = 32 * ctx.device().multiprocessors as usize - 3;
-    let mut widths = vec![3 * 256];
-    if !small() {
-        widths.push(37 * 256);
-    }
-    let d = ctx.device();
-    for f in QgemvQ8kOneWaveKernel::FORMATS {
-        for &cols in &widths {
-            let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
-            assert_eq!(chosen, QgemvQ8kOneWaveKernel(f).name(), "{rows} rows");
-        }
-        // Three times the rows: several waves either way, the default kernel (or, on a
-        // device with an H200's bandwidth a multiprocessor, the late-activation one).
-        let want = match late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
-            true => QgemvQ8kLateKernel(f).name(),
-            false => QgemvQ8kKernel(f).name(),
-        };
-        let chosen = random_product_matches(&ctx, &mut rng, f, (3 * rows, 3 * 256));
-        assert_eq!(chosen, want);
-    }
-}
-
-/// Q6_K and Q8_0 take the late-activation kernel wherever the device calls for it
-/// ([`late_wins`]); there, against the reference at a ragged shape.
-#[test]
-fn late_activations_match_the_reference_where_chosen() {
-    let Some(ctx) = ctx() else { return };
-    let d = ctx.device();
-    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
-        eprintln!(
-            "SKIPPED: {} does not take the late-activation kernel",
-            d.name
-        );
-        return;
-    }
-    let mut rng = Rng(0x1a7e);
-    for f in QgemvQ8kLateKernel::FORMATS {
-        // Several waves (no one-wave variant applies), a ragged last block; 19
-        // super-blocks a row: whole passes (four steps for Q8_0, two for Q6_K) and a
-        // step left for three lanes of four.
-        let chosen = random_product_matches(&ctx, &mut rng, f, (6000 + 5, 19 * 256));
-        assert_eq!(chosen, QgemvQ8kLateKernel(f).name());
-    }
-}
-
-/// Q4_K's many 4096-wide rows take the one-pass kernel where the device calls for it
-/// (`wide_wins`): there, against the reference with a ragged last block, at the fewest
-/// rows that take it (five waves of its blocks as the driver places them). The rows
-/// repeat 613 random ones (a prime: neighbours and whole blocks apart always differ), so
-/// that quantizing and the reference stay quick.
-#[test]
-fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
-    let Some(ctx) = ctx() else { return };
-    // The `dp4a` kernels' routing (Q4_K runs on the tensor cores by default).
-    ctx.set_qgemv_tensor_cores(false);
-    let d = ctx.device();
-    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
-        eprintln!("SKIPPED: {} does not take the one-pass kernel", d.name);
-        return;
-    }
-    let (f, cols, unique) = (QuantFormat::Q4K, 4096, 613);
-    let wide = QgemvQ8kWideKernel(f);
-    let per_sm = ctx
-        .function(Family::Qgemv, &wide.name())
-        .unwrap()
-        .resident_blocks(256)
-        .unwrap();
-    let blocks = WIDE_MIN_WAVES as usize * (per_sm * d.multiprocessors) as usize;
-    let rows = 8 * (blocks - 1) + 5;
-    let mut rng = Rng(0x3de);
-    let x = rng.vec(cols, -1.0, 1.0);
-    let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
-    let dense = rng.vec(unique * cols, -2.0, 2.0);
-    let some = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
-    let row_bytes = some.len() / unique;
-    let w: Vec<u8> = some
-        .chunks(row_bytes)
-        .cycle()
-        .take(rows)
-        .flatten()
-        .copied()
-        .collect();
-    let some_want = reference(f, &some, &act, unique, cols);
-    let want: Vec<_> = (0..rows).map(|r| some_want[r % unique]).collect();
-    let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
-    assert_eq!(ctx.qgemv_q8k_kernel(&wd).unwrap().name(), wide.name());
-    let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
-    assert_rows(&format!("{} {rows}x{cols}", wide.name()), &y, &want);
-    // A block fewer: the default kernel; as many rows of 4352 (a step past one pass),
-    // only chosen, too.
-    let fewer = ctx.upload_quant(f, rows - 8, cols, &w[..(rows - 8) * row_bytes]);
-    let wider = ctx.upload_quant(f, rows, 17 * 256, &vec![0u8; rows * 17 * 144]);
-    for m in [fewer.unwrap(), wider.unwrap()] {
-        let chosen = ctx.qgemv_q8k_kernel(&m).unwrap().name();
-        assert_eq!(
-            chosen,
-            QgemvQ8kKernel(f).name(),
-            "{}x{}",
-            m.rows(),
-            m.cols()
-        );
-    }
-}
-
-#[test]
-fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
-    let Some(ctx) = ctx() else { return };
-    let mut rng = Rng(0x3a71);
-    let f = QuantFormat::Q4K;
-    let mma = QgemvQ8kMmaOneKernel.name();
-    // The tensor cores from a wave of 16-row blocks at four a multiprocessor
-    // (`mma_one_wins`): the last tile one row, 15 and 1 short of full; super-blocks
-    // fewer than the eight warps, as many and one past, ragged.
-    let wave = 16 * 4 * ctx.device().multiprocessors as usize;
-    assert!(mma_one_wins(f, wave, ctx.device().multiprocessors));
-    let shapes = [(1, 1), (1, 3), (15, 8), (17, 9), (33, 17)];
-    for (extra, nb) in shapes {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (wave + extra, nb * 256));
-        assert_eq!(chosen, mma, "{}x{}", wave + extra, nb * 256);
-    }
-    // Under a wave, or turned off: the `dp4a` kernels, on the same checks.
-    let chosen = random_product_matches(&ctx, &mut rng, f, (wave - 16, 3 * 256));
-    assert_ne!(chosen, mma);
-    ctx.set_qgemv_tensor_cores(false);
-    let chosen = random_product_matches(&ctx, &mut rng, f, (wave + 33, 9 * 256));
-    assert_ne!(chosen, mma);
-    // The other formats never take it.
-    ctx.set_qgemv_tensor_cores(true);
-    for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
-        let chosen = random_product_matches(&ctx, &mut rng, g, (wave + 1, 256));
-        assert_ne!(chosen, mma, "{}", g.name());
     }
 }
 

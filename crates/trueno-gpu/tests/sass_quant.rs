@@ -130,13 +130,18 @@ fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
 /// a super-block (unsigned weight bytes, the high nibbles masked in place), no IDP; a
 /// super-block's six 16-byte weight loads and two of activations all before its first
 /// product (only the activations' sums, one 16-byte load after the pin, may come among
-/// them); at most 64 registers (four blocks a multiprocessor) with no spill.
+/// them); at most 64 registers (four blocks of eight warps a multiprocessor, two of
+/// sixteen) with no spill; at both widths.
 #[test]
 fn the_one_vector_q4_k_qgemv_multiplies_on_the_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };
-    use trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
-    for target in [Target::Sm80, Target::Sm90] {
-        let k = QgemvQ8kMmaOneKernel;
+    use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
+    let widths = [TileWarps::Eight, TileWarps::Sixteen];
+    for (target, warps) in [Target::Sm80, Target::Sm90]
+        .into_iter()
+        .flat_map(|t| widths.map(|w| (t, w)))
+    {
+        let k = QgemvQ8kMmaOneKernel(warps);
         let (stem, code) = sass.of(&k, target);
         let count = |op: &str| code.matches(op).count();
         // The first super-block (before the wait) and the loop's: eight each.
@@ -266,9 +271,11 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     kernels.extend(
         QgemvQ8kWideKernel::FORMATS.map(|f| Box::new(QgemvQ8kWideKernel(f)) as Box<dyn Kernel>),
     );
-    kernels.push(Box::new(
-        trueno_gpu::kernels::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel,
-    ));
+    use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
+    kernels.extend(
+        [TileWarps::Eight, TileWarps::Sixteen]
+            .map(|w| Box::new(QgemvQ8kMmaOneKernel(w)) as Box<dyn Kernel>),
+    );
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
         assert!(

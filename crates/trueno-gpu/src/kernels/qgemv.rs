@@ -22,7 +22,7 @@ use super::helpers::{lane_and_warp, warp_reduce};
 use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use super::qgemv_late::QgemvQ8kLateKernel;
 use super::qgemv_q4k_mma::QgemvQ8kMmaKernel;
-use super::qgemv_q4k_mma_one::QgemvQ8kMmaOneKernel;
+use super::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
 use super::qgemv_wide::QgemvQ8kWideKernel;
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -542,7 +542,8 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let mma = QgemvQ8kMmaKernel::all()
         .into_iter()
         .map(|k| Box::new(k) as Box<dyn Kernel>);
-    let mma_one = [Box::new(QgemvQ8kMmaOneKernel) as Box<dyn Kernel>];
+    let mma_one = [TileWarps::Eight, TileWarps::Sixteen]
+        .map(|w| Box::new(QgemvQ8kMmaOneKernel(w)) as Box<dyn Kernel>);
     f32_act
         .chain(int)
         .chain(one_wave)

@@ -7,8 +7,9 @@
 //! (the loop's 175 less its pin's never-taken body) against the `dp4a` pass's about 330
 //! (sm_90).
 //!
-//! A block of eight warps takes 16 rows (the `mma`'s M); warp `w` takes super-blocks
-//! `w, w + 8, ...` and the warps' sums meet in shared memory. Lane `4g + t` loads rows
+//! A block of eight or sixteen warps ([`TileWarps`]) takes 16 rows (the `mma`'s M); of
+//! `W` warps, warp `w` takes super-blocks `w, w + W, ...` and the warps' sums meet in
+//! shared memory. Lane `4g + t` loads rows
 //! `g` and `g + 8`: each one's 16-byte header and all 32 bytes of quant group `t` (the
 //! low nibbles sub-block `2t`, the high ones `2t + 1`). Step `e` of eight gives the A
 //! fragment word `e` of the group: its low nibbles as the first k run (sub-block `2t`),
@@ -36,60 +37,117 @@ use crate::ptx::{
 
 /// Rows a block: the product's M.
 const TILE_ROWS: u32 = 16;
-/// Warps a block, each taking every `WARPS`-th super-block of the tile's rows. H200,
-/// one vector (`scripts/qgemv_q4k_forms.cu`, session 54): four warps a tile ran
-/// 1.01-1.40x slower at the four shapes of issue 9 (4096x14336 the most), two slower
-/// still; eight with two super-blocks' loads a pass (112 registers) 0.99-1.12x.
-const WARPS: u32 = 8;
-const THREADS: u32 = 32 * WARPS;
-/// Blocks a multiprocessor asked of ptxas: four holds it to 64 registers (74 unasked,
-/// three blocks). H200, in a graph of overlapped launches, four against three: 10.4-10.5
-/// against 11.1-11.2 us at 14336x4096, 19.7 against 21.5 at 32000x4096; 4.7 against 4.4
-/// at 4096x4096 and 12.4 against 11.8 at 4096x14336, where 256 and 512 blocks are less
-/// than a wave at either residency.
-const MIN_BLOCKS: u32 = 4;
+/// Warps a block (one 16-row tile), each taking every `warps`-th super-block of the
+/// tile's rows; blocks a multiprocessor asked of ptxas so that a thread holds 64
+/// registers (eight warps unasked held 74, three blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileWarps {
+    /// Eight warps, four blocks a multiprocessor. H200, one vector
+    /// (`scripts/qgemv_q4k_forms.cu`, session 54): four warps a tile ran 1.01-1.40x
+    /// slower at the four shapes of issue 9 (4096x14336 the most), two slower still;
+    /// eight with two super-blocks' loads a pass (112 registers) 0.99-1.12x. Four blocks
+    /// against three, in a graph of overlapped launches: 10.4-10.5 against 11.1-11.2 us
+    /// at 14336x4096, 19.7 against 21.5 at 32000x4096; 4.7 against 4.4 at 4096x4096 and
+    /// 12.4 against 11.8 at 4096x14336, where 256 and 512 blocks are less than a wave
+    /// at either residency.
+    Eight,
+    /// Sixteen warps, two blocks a multiprocessor: twice the warps a row for products
+    /// whose tiles fit one wave that way, where eight warps a tile leave half the
+    /// multiprocessors' warp slots empty (H200: 1.07-1.32x eight at 512-4096 rows,
+    /// [`mma_one_for`]).
+    Sixteen,
+}
+
+impl TileWarps {
+    const fn warps(self) -> u32 {
+        match self {
+            TileWarps::Eight => 8,
+            TileWarps::Sixteen => 16,
+        }
+    }
+
+    const fn threads(self) -> u32 {
+        32 * self.warps()
+    }
+
+    /// Blocks a multiprocessor asked of ptxas: 64 registers a thread.
+    const fn min_blocks(self) -> u32 {
+        1024 / self.threads()
+    }
+}
+
 /// Bytes of a Q4_K super-block, and where its quants start.
 const BB: u32 = 144;
 const QS_AT: u32 = 16;
 
 /// `y = W a` for Q4_K weights `W` and one Q8_K activation vector `a` on the integer
 /// tensor cores (see the module's doc); parameters as
-/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K where
-/// [`mma_one_wins`] (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a` kernels).
+/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K as
+/// [`mma_one_for`] says (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a`
+/// kernels).
 #[derive(Clone, Copy, Debug)]
-pub struct QgemvQ8kMmaOneKernel;
+pub struct QgemvQ8kMmaOneKernel(pub TileWarps);
 
 impl QgemvQ8kMmaOneKernel {
     /// The weight formats with this kernel.
     pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
 }
 
-/// Whether a `rows`-row product of format `f` runs faster on the tensor cores than on
-/// the `dp4a` kernels, on a device of `sms` multiprocessors: a format with this kernel
-/// ([`QgemvQ8kMmaOneKernel::FORMATS`]) whose 16-row blocks fill at least one wave at four
-/// a multiprocessor. The one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132 multiprocessors, 528 blocks a wave),
-/// `gpu-bench` in a graph, both in one run: 14336 rows (1.7 waves) 9.86 against 11.48 us
-/// and 32000 rows (3.8) 19.36 against 22.17 at 4096 columns; 4096 rows (0.5 waves) 4.32
-/// against 4.10 at 4096 columns and 11.93 against 10.53 at 14336. Between half a wave
-/// and 1.7 the line is not measured.
+/// The tensor-core kernel for a `rows`-row product of format `f` on a device of `sms`
+/// multiprocessors, or `None` where the `dp4a` kernels are faster (or `f` has no such
+/// kernel, [`QgemvQ8kMmaOneKernel::FORMATS`]): sixteen warps a tile where its tiles fit
+/// one wave at two a multiprocessor, eight where they fill at least 0.7 of a wave at
+/// four, the `dp4a` kernels between. The one place `Stream::qgemv_q8k` and `trueno ptx
+/// map` decide it. H200 (132 multiprocessors), `gpu-bench` in a graph, µs against the
+/// `dp4a` kernels in the same run (session 55):
+///
+/// | rows x cols | sixteen warps | eight | `dp4a` |
+/// |---|---:|---:|---:|
+/// | 512 x 4096 | **1.79** | 2.15 | 2.05 |
+/// | 1024 x 4096 | **2.21** | 2.66 | 2.65 |
+/// | 2048 x 4096 | **2.78** | 3.36 | 3.20 |
+/// | 4096 x 4096 | **4.00** | 4.27 | 4.10 |
+/// | 1024 x 14336 | **5.87** | 7.76 | 7.02 |
+/// | 2048 x 14336 | **7.41** | 9.16 | 7.78 |
+/// | 4096 x 14336 | **10.01** | 11.86 | 10.52 |
+/// | 6144 x 4096 | 5.69 | **4.94** | 5.93 |
+/// | 8192 x 4096 | 6.62 | **6.02** | 7.02 |
+/// | 14336 x 4096 | 10.47 | **9.81** | 11.49 |
+/// | 32000 x 4096 | 20.60 | **19.33** | 22.30 |
+///
+/// Between 4096 rows (256 tiles, 1.94 tiles a multiprocessor) and 6144 (384, 2.9) no
+/// width was measured: there sixteen warps would take two waves and eight half of one,
+/// which lost to `dp4a` at 4096 rows.
 ///
 /// ```
 /// use trueno_gpu::kernels::qgemv::QuantFormat;
-/// use trueno_gpu::kernels::qgemv_q4k_mma_one::mma_one_wins;
+/// use trueno_gpu::kernels::qgemv_q4k_mma_one::{TileWarps, mma_one_for};
 ///
-/// assert!(mma_one_wins(QuantFormat::Q4K, 14336, 132));
-/// assert!(!mma_one_wins(QuantFormat::Q4K, 4096, 132));
-/// assert!(!mma_one_wins(QuantFormat::Q6K, 14336, 132));
+/// let warps = |rows| mma_one_for(QuantFormat::Q4K, rows, 132).map(|k| k.0);
+/// assert_eq!(warps(4096), Some(TileWarps::Sixteen));
+/// assert_eq!(warps(5000), None);
+/// assert_eq!(warps(14336), Some(TileWarps::Eight));
+/// assert!(mma_one_for(QuantFormat::Q6K, 14336, 132).is_none());
 /// ```
-pub fn mma_one_wins(f: QuantFormat, rows: usize, sms: u32) -> bool {
-    QgemvQ8kMmaOneKernel::FORMATS.contains(&f)
-        && sms > 0
-        && rows.div_ceil(TILE_ROWS as usize) >= (sms * MIN_BLOCKS) as usize
+pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaOneKernel> {
+    if !QgemvQ8kMmaOneKernel::FORMATS.contains(&f) || rows == 0 {
+        return None;
+    }
+    let (tiles, sms) = (rows.div_ceil(TILE_ROWS as usize) as u64, u64::from(sms));
+    let wave = |w: TileWarps| sms * u64::from(w.min_blocks());
+    if tiles <= wave(TileWarps::Sixteen) {
+        return Some(QgemvQ8kMmaOneKernel(TileWarps::Sixteen));
+    }
+    // 0.7 of a wave: 6144 rows on 132 multiprocessors (0.73) measured, 4096 (0.48) lost.
+    (10 * tiles >= 7 * wave(TileWarps::Eight)).then_some(QgemvQ8kMmaOneKernel(TileWarps::Eight))
 }
 
 impl Kernel for QgemvQ8kMmaOneKernel {
     fn name(&self) -> String {
-        "trueno_qgemv_q4_k_q8k_mma1".into()
+        match self.0 {
+            TileWarps::Eight => "trueno_qgemv_q4_k_q8k_mma1".into(),
+            TileWarps::Sixteen => "trueno_qgemv_q4_k_q8k_mma1_w16".into(),
+        }
     }
 
     fn family(&self) -> Family {
@@ -97,7 +155,7 @@ impl Kernel for QgemvQ8kMmaOneKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name())
+        build(self.name(), self.0)
     }
 
     /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows.
@@ -105,7 +163,7 @@ impl Kernel for QgemvQ8kMmaOneKernel {
         let name = self.name();
         let (rows, _) = QuantFormat::Q4K.check_matrix(&name, dims, 256)?;
         let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
-        Ok(LaunchConfig::linear(tiles, THREADS))
+        Ok(LaunchConfig::linear(tiles, self.0.threads()))
     }
 }
 
@@ -164,10 +222,11 @@ fn byte_s32(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
     b.bitcast32::<S32, U32>(v)
 }
 
-fn build(name: String) -> KernelIr {
+fn build(name: String, tw: TileWarps) -> KernelIr {
+    let (warps, threads) = (tw.warps(), tw.threads());
     let mut b = KernelBuilder::new(name);
-    b.max_threads(THREADS);
-    b.min_blocks(MIN_BLOCKS);
+    b.max_threads(threads);
+    b.min_blocks(tw.min_blocks());
     let p = q8k_params(&mut b, false);
     b.allow_next_grid();
     let tid = b.tid_x();
@@ -275,8 +334,8 @@ fn build(name: String) -> KernelIr {
         |b| pass(b, warp, true),
         |b| b.wait_for_previous_grid(),
     );
-    let second = b.add(warp, WARPS);
-    b.for_loop(second, p.blocks, WARPS, false, |b, sb| pass(b, sb, false));
+    let second = b.add(warp, warps);
+    b.for_loop(second, p.blocks, warps, false, |b, sb| pass(b, sb, false));
     // Rows g and g + 8: the four lanes t hold pairs of sub-blocks; then the tile's warps.
     let sums = acc.map(|a| {
         let x = b.shfl(ShflMode::Bfly, a, 1u32);
@@ -284,7 +343,7 @@ fn build(name: String) -> KernelIr {
         let x = b.shfl(ShflMode::Bfly, a, 2u32);
         b.add(a, x)
     });
-    let partial = b.shared_array("partial", WARPS * TILE_ROWS * 4, 16);
+    let partial = b.shared_array("partial", warps * TILE_ROWS * 4, 16);
     let mine = b.mad(warp, TILE_ROWS, g);
     let mine = b.mad(mine, 4u32, partial);
     let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
@@ -300,7 +359,7 @@ fn build(name: String) -> KernelIr {
     b.if_then(keep, false, |b| {
         let at = b.mad(tid, 4u32, partial);
         let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
-        for w in 1..WARPS {
+        for w in 1..warps {
             let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
             sum = b.add(sum, x);
         }
@@ -318,9 +377,11 @@ mod tests {
 
     #[test]
     fn a_block_takes_sixteen_rows_of_whole_super_blocks() {
-        let k = QgemvQ8kMmaOneKernel;
+        let k = QgemvQ8kMmaOneKernel(TileWarps::Eight);
         let cfg = k.launch_config(&[33, 512]).unwrap();
-        assert_eq!((cfg.grid.0, cfg.block.0), (3, THREADS));
+        assert_eq!((cfg.grid.0, cfg.block.0), (3, 256));
+        let k16 = QgemvQ8kMmaOneKernel(TileWarps::Sixteen);
+        assert_eq!(k16.launch_config(&[33, 512]).unwrap().block.0, 512);
         assert!(k.launch_config(&[16, 500]).is_err());
         assert!(k.launch_config(&[16]).is_err());
     }

@@ -22,8 +22,8 @@
 /// integer tensor-core batch kernels of 16 and 32 vectors keep two or four tiles' sums a
 /// lane against each unpacked weight fragment (the staged formats' shared memory allows
 /// one block a multiprocessor at those widths anyway); Q4_K's one-vector tensor-core
-/// kernel asks for four blocks a multiprocessor (`.minnctapersm 4`), and ptxas fits it in
-/// 64 registers without spills where the estimate, which keeps a super-block's loaded
+/// kernel asks for four blocks a multiprocessor (`.minnctapersm 4`; two of sixteen warps
+/// for its `_w16` form), and ptxas fits it in 64 registers without spills where the estimate, which keeps a super-block's loaded
 /// words live beside each step's masked fragments, says 81 ([`scheduled_apart`]).
 pub const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h2", "register-pressure"),
@@ -92,8 +92,8 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     // A step's rows' key and value loads issued together (paged: each row's address from
     // its page; contiguous: 16-byte loads where 16 lanes share a row).
     // Q4_K's one-vector tensor-core kernel: each step's masked A and B fragments made
-    // beside its product, under the four-block cap (81 estimated, 64 by ptxas).
-    if name == "trueno_qgemv_q4_k_q8k_mma1" {
+    // beside its product, under the cap of 64 registers (81 estimated) at either width.
+    if name.starts_with("trueno_qgemv_q4_k_q8k_mma1") {
         return Some("ptxas masks each step's fragments beside its product, at its cap");
     }
     (name.starts_with("trueno_decode_attn_") || name.starts_with("trueno_decode_merge_"))

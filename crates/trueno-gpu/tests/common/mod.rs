@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test crate uses part of this
 
 pub mod device;
+pub mod q8k;
 pub mod sass;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,179 @@
+//! The integer quantized matrix-vector path's kernel choices on the GPU: for each shape
+//! a device routes to a variant (one wave, late activations, Q4_K's one pass, Q4_K on
+//! the tensor cores at either width), the variant it picks, against the f64 reference
+//! where chosen (`common::q8k`). The products themselves at every format and width:
+//! `gpu_qgemv_q8k.rs`.
+//!
+//! Without a CUDA device each test prints SKIPPED and passes (`TRUENO_REQUIRE_GPU=1`
+//! makes that a failure).
+
+mod common;
+use common::device::{Rng, cpu_format as cpu, ctx, small};
+use common::q8k::{assert_rows, quantize_and_multiply, random_product_matches, reference};
+use trueno_gpu::kernels::qgemv::QuantFormat;
+use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
+use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
+use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps, mma_one_for};
+use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
+use trueno_gpu::kernels::{Family, Kernel};
+use trueno_quant::QuantFormat as CpuFormat;
+
+#[test]
+fn rows_in_one_wave_take_the_one_wave_variant() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x0e5e);
+    // More rows than three eight-warp blocks a multiprocessor hold (Q6_K's two-step
+    // kernel, 80 registers), no more than four (its one-step variant, 54; Q5_K's
+    // four-step one, 52), the last block ragged.
+    let rows = 32 * ctx.device().multiprocessors as usize - 3;
+    let mut widths = vec![3 * 256];
+    if !small() {
+        widths.push(37 * 256);
+    }
+    let d = ctx.device();
+    for f in QgemvQ8kOneWaveKernel::FORMATS {
+        for &cols in &widths {
+            let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
+            assert_eq!(chosen, QgemvQ8kOneWaveKernel(f).name(), "{rows} rows");
+        }
+        // Three times the rows: several waves either way, the default kernel (or, on a
+        // device with an H200's bandwidth a multiprocessor, the late-activation one).
+        let want = match late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+            true => QgemvQ8kLateKernel(f).name(),
+            false => QgemvQ8kKernel(f).name(),
+        };
+        let chosen = random_product_matches(&ctx, &mut rng, f, (3 * rows, 3 * 256));
+        assert_eq!(chosen, want);
+    }
+}
+
+/// Q6_K and Q8_0 take the late-activation kernel wherever the device calls for it
+/// ([`late_wins`]); there, against the reference at a ragged shape.
+#[test]
+fn late_activations_match_the_reference_where_chosen() {
+    let Some(ctx) = ctx() else { return };
+    let d = ctx.device();
+    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+        eprintln!(
+            "SKIPPED: {} does not take the late-activation kernel",
+            d.name
+        );
+        return;
+    }
+    let mut rng = Rng(0x1a7e);
+    for f in QgemvQ8kLateKernel::FORMATS {
+        // Several waves (no one-wave variant applies), a ragged last block; 19
+        // super-blocks a row: whole passes (four steps for Q8_0, two for Q6_K) and a
+        // step left for three lanes of four.
+        let chosen = random_product_matches(&ctx, &mut rng, f, (6000 + 5, 19 * 256));
+        assert_eq!(chosen, QgemvQ8kLateKernel(f).name());
+    }
+}
+
+/// Q4_K's many 4096-wide rows take the one-pass kernel where the device calls for it
+/// (`wide_wins`): there, against the reference with a ragged last block, at the fewest
+/// rows that take it (five waves of its blocks as the driver places them). The rows
+/// repeat 613 random ones (a prime: neighbours and whole blocks apart always differ), so
+/// that quantizing and the reference stay quick.
+#[test]
+fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
+    let Some(ctx) = ctx() else { return };
+    // The `dp4a` kernels' routing (Q4_K runs on the tensor cores by default).
+    ctx.set_qgemv_tensor_cores(false);
+    let d = ctx.device();
+    if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
+        eprintln!("SKIPPED: {} does not take the one-pass kernel", d.name);
+        return;
+    }
+    let (f, cols, unique) = (QuantFormat::Q4K, 4096, 613);
+    let wide = QgemvQ8kWideKernel(f);
+    let per_sm = ctx
+        .function(Family::Qgemv, &wide.name())
+        .unwrap()
+        .resident_blocks(256)
+        .unwrap();
+    let blocks = WIDE_MIN_WAVES as usize * (per_sm * d.multiprocessors) as usize;
+    let rows = 8 * (blocks - 1) + 5;
+    let mut rng = Rng(0x3de);
+    let x = rng.vec(cols, -1.0, 1.0);
+    let act = trueno_quant::quantize(CpuFormat::Q8K, &x).unwrap();
+    let dense = rng.vec(unique * cols, -2.0, 2.0);
+    let some = trueno_quant::quantize_rows(cpu(f), &dense, cols).unwrap();
+    let row_bytes = some.len() / unique;
+    let w: Vec<u8> = some
+        .chunks(row_bytes)
+        .cycle()
+        .take(rows)
+        .flatten()
+        .copied()
+        .collect();
+    let some_want = reference(f, &some, &act, unique, cols);
+    let want: Vec<_> = (0..rows).map(|r| some_want[r % unique]).collect();
+    let wd = ctx.upload_quant(f, rows, cols, &w).unwrap();
+    assert_eq!(ctx.qgemv_q8k_kernel(&wd).unwrap().name(), wide.name());
+    let (_, y) = quantize_and_multiply(&ctx, &wd, &x);
+    assert_rows(&format!("{} {rows}x{cols}", wide.name()), &y, &want);
+    // A block fewer: the default kernel; as many rows of 4352 (a step past one pass),
+    // only chosen, too.
+    let fewer = ctx.upload_quant(f, rows - 8, cols, &w[..(rows - 8) * row_bytes]);
+    let wider = ctx.upload_quant(f, rows, 17 * 256, &vec![0u8; rows * 17 * 144]);
+    for m in [fewer.unwrap(), wider.unwrap()] {
+        let chosen = ctx.qgemv_q8k_kernel(&m).unwrap().name();
+        assert_eq!(
+            chosen,
+            QgemvQ8kKernel(f).name(),
+            "{}x{}",
+            m.rows(),
+            m.cols()
+        );
+    }
+}
+
+/// Q4_K on the tensor cores, at the widths `mma_one_for` gives: sixteen warps a tile
+/// where the tiles fit a wave at two a multiprocessor (one row; a tile and one; the last
+/// rows of that wave, the last tile one row), eight from 0.7 of a wave at four (the
+/// last tile one row, 15 and 1 short of full), the `dp4a` kernels just below each side
+/// of the gap between and with the tensor cores off; each against the reference, with
+/// super-blocks fewer than a tile's warps, as many and one past, ragged.
+#[test]
+fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x3a71);
+    let f = QuantFormat::Q4K;
+    let sms = ctx.device().multiprocessors as usize;
+    let named = |w| QgemvQ8kMmaOneKernel(w).name();
+    // The rows of a wave of sixteen-warp tiles, and the fewest tiles that take eight.
+    let wave16 = 16 * 2 * sms;
+    let rows8 = 16 * (7 * 4 * sms).div_ceil(10);
+    for (warps, rows, nb) in [
+        (TileWarps::Sixteen, 1, 1),
+        (TileWarps::Sixteen, 17, 16),
+        (TileWarps::Sixteen, 33, 3),
+        (TileWarps::Sixteen, wave16 - 15, 17),
+        (TileWarps::Eight, rows8 - 15, 1),
+        (TileWarps::Eight, rows8 + 1, 9),
+        (TileWarps::Eight, rows8 + 15, 8),
+    ] {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
+        assert_eq!(chosen, named(warps), "{rows}x{}", nb * 256);
+    }
+    // The gap between (a tile past the wave of sixteen, a tile short of eight's
+    // threshold), and the tensor cores turned off: the `dp4a` kernels.
+    let dp4a = |chosen: &str| !chosen.contains("_mma1");
+    for rows in [wave16 + 1, rows8 - 16] {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 2 * 256));
+        assert!(dp4a(&chosen), "{rows} rows: {chosen}");
+    }
+    ctx.set_qgemv_tensor_cores(false);
+    for rows in [33, rows8 + 1] {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 3 * 256));
+        assert!(dp4a(&chosen), "{rows} rows, tensor cores off: {chosen}");
+    }
+    // The other formats never take it.
+    ctx.set_qgemv_tensor_cores(true);
+    for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
+        assert!(mma_one_for(g, 1, sms as u32).is_none());
+        let chosen = random_product_matches(&ctx, &mut rng, g, (rows8 + 1, 256));
+        assert!(dp4a(&chosen), "{}: {chosen}", g.name());
+    }
+}
