@@ -262,8 +262,8 @@ impl<'a> Stream<Recording<'a>> {
 
 impl Context {
     /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K the
-    /// tensor-core kernel where [`mma_one_for`] gives one (sixteen or eight warps a
-    /// 16-row tile, unless [`Self::set_qgemv_tensor_cores`] turned it off);
+    /// tensor-core kernel, sixteen or eight warps a 16-row tile ([`mma_one_for`]), unless
+    /// [`Self::set_qgemv_tensor_cores`] turned it off;
     /// else the format's one-wave
     /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from

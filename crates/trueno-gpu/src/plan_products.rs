@@ -17,7 +17,6 @@ use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::qgemv_q4k_mma_one::mma_one_for;
-use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_wins};
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -243,8 +242,8 @@ pub(super) fn projections(
 }
 
 /// The integer product `Stream::qgemv_q8k` runs on `device`: Q4_K's tensor-core kernel
-/// where [`mma_one_for`] gives one, else Q4_K's one-pass kernel where [`wide_wins`], else the
-/// one-wave variant where only it fits the rows in one wave against the default kernel
+/// (every Q4_K product: [`mma_one_for`]; its one-pass `dp4a` kernel runs only with the
+/// tensor cores turned off, which a plan does not assume), else the one-wave variant where only it fits the rows in one wave against the default kernel
 /// ([`one_wave_wins`], with the residency ptxas's register counts give), else
 /// [`QgemvQ8kLateKernel::or_default`].
 fn integer_product(
@@ -258,10 +257,6 @@ fn integer_product(
     }
     let variant = QgemvQ8kOneWaveKernel(f);
     let blocks = QgemvQ8kKernel(f).launch_config(&dims)?.grid.0;
-    let wide = (sms, QgemvQ8kWideKernel::PLANNED_RESIDENCY);
-    if wide_wins(f, dims, blocks, wide, device.bandwidth_gbs) {
-        return Ok(Box::new(QgemvQ8kWideKernel(f)));
-    }
     let one_wave = variant
         .planned_residency()
         .is_some_and(|per_sm| one_wave_wins(blocks, sms, per_sm));

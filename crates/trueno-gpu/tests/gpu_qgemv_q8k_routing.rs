@@ -129,12 +129,11 @@ fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
     }
 }
 
-/// Q4_K on the tensor cores, at the widths `mma_one_for` gives: sixteen warps a tile
+/// Q4_K on the tensor cores, at the width `mma_one_for` gives: sixteen warps a tile
 /// where the tiles fit a wave at two a multiprocessor (one row; a tile and one; the last
-/// rows of that wave, the last tile one row), eight from 0.7 of a wave at four (the
-/// last tile one row, 15 and 1 short of full), the `dp4a` kernels just below each side
-/// of the gap between and with the tensor cores off; each against the reference, with
-/// super-blocks fewer than a tile's warps, as many and one past, ragged.
+/// rows of that wave, the last tile one row), eight past it (the last tile one row, 15
+/// and 1 short of full); the `dp4a` kernels with the tensor cores off; each against the
+/// reference, with super-blocks fewer than a tile's warps, as many and one past, ragged.
 #[test]
 fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
     let Some(ctx) = ctx() else { return };
@@ -142,30 +141,24 @@ fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
     let f = QuantFormat::Q4K;
     let sms = ctx.device().multiprocessors as usize;
     let named = |w| QgemvQ8kMmaOneKernel(w).name();
-    // The rows of a wave of sixteen-warp tiles, and the fewest tiles that take eight.
+    // The rows of a wave of sixteen-warp tiles.
     let wave16 = 16 * 2 * sms;
-    let rows8 = 16 * (7 * 4 * sms).div_ceil(10);
     for (warps, rows, nb) in [
         (TileWarps::Sixteen, 1, 1),
         (TileWarps::Sixteen, 17, 16),
         (TileWarps::Sixteen, 33, 3),
         (TileWarps::Sixteen, wave16 - 15, 17),
-        (TileWarps::Eight, rows8 - 15, 1),
-        (TileWarps::Eight, rows8 + 1, 9),
-        (TileWarps::Eight, rows8 + 15, 8),
+        (TileWarps::Eight, wave16 + 1, 9),
+        (TileWarps::Eight, wave16 + 17, 8),
+        (TileWarps::Eight, wave16 + 31, 1),
     ] {
         let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
         assert_eq!(chosen, named(warps), "{rows}x{}", nb * 256);
     }
-    // The gap between (a tile past the wave of sixteen, a tile short of eight's
-    // threshold), and the tensor cores turned off: the `dp4a` kernels.
+    // The tensor cores turned off: the `dp4a` kernels.
     let dp4a = |chosen: &str| !chosen.contains("_mma1");
-    for rows in [wave16 + 1, rows8 - 16] {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 2 * 256));
-        assert!(dp4a(&chosen), "{rows} rows: {chosen}");
-    }
     ctx.set_qgemv_tensor_cores(false);
-    for rows in [33, rows8 + 1] {
+    for rows in [33, wave16 + 1] {
         let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 3 * 256));
         assert!(dp4a(&chosen), "{rows} rows, tensor cores off: {chosen}");
     }
@@ -173,7 +166,7 @@ fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
     ctx.set_qgemv_tensor_cores(true);
     for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
         assert!(mma_one_for(g, 1, sms as u32).is_none());
-        let chosen = random_product_matches(&ctx, &mut rng, g, (rows8 + 1, 256));
+        let chosen = random_product_matches(&ctx, &mut rng, g, (wave16 + 1, 256));
         assert!(dp4a(&chosen), "{}: {chosen}", g.name());
     }
 }

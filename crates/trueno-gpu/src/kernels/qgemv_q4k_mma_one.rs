@@ -94,12 +94,12 @@ impl QgemvQ8kMmaOneKernel {
 }
 
 /// The tensor-core kernel for a `rows`-row product of format `f` on a device of `sms`
-/// multiprocessors, or `None` where the `dp4a` kernels are faster (or `f` has no such
-/// kernel, [`QgemvQ8kMmaOneKernel::FORMATS`]): sixteen warps a tile where its tiles fit
-/// one wave at two a multiprocessor, eight where they fill at least 0.7 of a wave at
-/// four, the `dp4a` kernels between. The one place `Stream::qgemv_q8k` and `trueno ptx
-/// map` decide it. H200 (132 multiprocessors), `gpu-bench` in a graph, µs against the
-/// `dp4a` kernels in the same run (session 55):
+/// multiprocessors, or `None` where `f` has no such kernel
+/// ([`QgemvQ8kMmaOneKernel::FORMATS`]): sixteen warps a tile where the tiles fit one
+/// wave at two a multiprocessor, else eight. The one place `Stream::qgemv_q8k` and
+/// `trueno ptx map` decide it. H200 (132 multiprocessors: 264 tiles a wave of sixteen
+/// warps, 528 of eight), `gpu-bench` in a graph, µs against the `dp4a` kernels in the
+/// same run (session 55):
 ///
 /// | rows x cols | sixteen warps | eight | `dp4a` |
 /// |---|---:|---:|---:|
@@ -110,14 +110,14 @@ impl QgemvQ8kMmaOneKernel {
 /// | 1024 x 14336 | **5.87** | 7.76 | 7.02 |
 /// | 2048 x 14336 | **7.41** | 9.16 | 7.78 |
 /// | 4096 x 14336 | **10.01** | 11.86 | 10.52 |
+/// | 4352 x 4096 | 5.04 | **4.73** | 5.48 |
+/// | 5120 x 4096 | 5.18 | **4.68** | 5.76 |
+/// | 5120 x 5120 | 7.14 | **5.76** | 7.02 |
+/// | 5120 x 13824 | 15.31 | **14.28** | 15.90 |
 /// | 6144 x 4096 | 5.69 | **4.94** | 5.93 |
 /// | 8192 x 4096 | 6.62 | **6.02** | 7.02 |
 /// | 14336 x 4096 | 10.47 | **9.81** | 11.49 |
 /// | 32000 x 4096 | 20.60 | **19.33** | 22.30 |
-///
-/// Between 4096 rows (256 tiles, 1.94 tiles a multiprocessor) and 6144 (384, 2.9) no
-/// width was measured: there sixteen warps would take two waves and eight half of one,
-/// which lost to `dp4a` at 4096 rows.
 ///
 /// ```
 /// use trueno_gpu::kernels::qgemv::QuantFormat;
@@ -125,21 +125,19 @@ impl QgemvQ8kMmaOneKernel {
 ///
 /// let warps = |rows| mma_one_for(QuantFormat::Q4K, rows, 132).map(|k| k.0);
 /// assert_eq!(warps(4096), Some(TileWarps::Sixteen));
-/// assert_eq!(warps(5000), None);
-/// assert_eq!(warps(14336), Some(TileWarps::Eight));
+/// assert_eq!(warps(4240), Some(TileWarps::Eight));
 /// assert!(mma_one_for(QuantFormat::Q6K, 14336, 132).is_none());
 /// ```
 pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaOneKernel> {
-    if !QgemvQ8kMmaOneKernel::FORMATS.contains(&f) || rows == 0 {
+    if !QgemvQ8kMmaOneKernel::FORMATS.contains(&f) {
         return None;
     }
-    let (tiles, sms) = (rows.div_ceil(TILE_ROWS as usize) as u64, u64::from(sms));
-    let wave = |w: TileWarps| sms * u64::from(w.min_blocks());
-    if tiles <= wave(TileWarps::Sixteen) {
-        return Some(QgemvQ8kMmaOneKernel(TileWarps::Sixteen));
-    }
-    // 0.7 of a wave: 6144 rows on 132 multiprocessors (0.73) measured, 4096 (0.48) lost.
-    (10 * tiles >= 7 * wave(TileWarps::Eight)).then_some(QgemvQ8kMmaOneKernel(TileWarps::Eight))
+    let tiles = rows.div_ceil(TILE_ROWS as usize) as u64;
+    let wave16 = u64::from(sms) * u64::from(TileWarps::Sixteen.min_blocks());
+    Some(QgemvQ8kMmaOneKernel(match tiles <= wave16 {
+        true => TileWarps::Sixteen,
+        false => TileWarps::Eight,
+    }))
 }
 
 impl Kernel for QgemvQ8kMmaOneKernel {

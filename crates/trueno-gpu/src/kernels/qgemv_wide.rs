@@ -39,11 +39,6 @@ impl QgemvQ8kWideKernel {
     /// The formats with this variant: Q4_K (Q5_K's passes are not pinned; Q6_K and Q8_0
     /// hold their activations after the pin already on such devices).
     pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
-
-    /// Blocks of eight warps a multiprocessor holds, for plans priced without a device
-    /// (`trueno ptx map`): 50-52 registers on sm_90 and sm_80 (a test holds this to the
-    /// register snapshot). `Stream::qgemv_q8k` asks the driver instead.
-    pub const PLANNED_RESIDENCY: u32 = 4;
 }
 
 /// Whether a `[rows, cols]` product of format `f`, `blocks` thread blocks of the default
