@@ -39,27 +39,10 @@
 //
 // Prints a JSON line per shape and form (registers, blocks a multiprocessor, µs, GB/s)
 // with the largest relative difference from a CPU reference over 128 rows (the first 64, 64 spread).
-#include <algorithm>
-#include <array>
-#include <cstdlib>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <cuda_runtime.h>
-#include <vector>
-
-#include "stream_read_common.cuh"
+#include "qgemv_probe_common.cuh"
 
 constexpr int BB = 144;         // Q4_K super-block bytes
 constexpr int STEP_BLOCKS = 4;  // super-blocks a warp step
-constexpr int THREADS = 256;
-
-struct Act {
-    const int8_t* q;     // 256 quants a super-block
-    const float* d;      // one scale a super-block
-    const int32_t* s16;  // sums of 16: 16 a super-block
-};
 
 // Byte k (0..11) of the 12 packed scale bytes, held in words s1, s2, s3 (no local array).
 __device__ __forceinline__ int sbyte(uint4 h, int k) {
@@ -348,13 +331,8 @@ __global__ void __launch_bounds__(THREADS) q4k_reg64(const uint8_t* __restrict__
 // step. After eight steps C[row, n] is the row's integer dot with sub-block n: lane
 // 4g + t holds rows g, g + 8 of sub-blocks 2t, 2t + 1, scales them once a super-block
 // (four 6-bit scales and mins a lane, no sub-block loop). The W warps of a 16-row tile
-// meet in shared memory. U super-blocks' loads a pass.
-__device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+// meet in shared memory. U super-blocks' loads a pass. (Its `mma` and end:
+// qgemv_probe_common.cuh.)
 
 // A lane's constants for the 6-bit scales and mins of its two sub-blocks (2t, 2t + 1),
 // whose bytes sit side by side in the header: no branch and no per-sub-block shift.
@@ -397,31 +375,6 @@ struct MmaPlace {
         w1 = w + (size_t)min(tile * 16 + g + 8, rows - 1) * row_bytes;
     }
 };
-
-// The MMA forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
-// pairs), then over the tile's W warps in shared memory, into y.
-template <int W>
-__device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
-    if (t == 0) {
-        part[warp][g] = acc0;
-        part[warp][g + 8] = acc1;
-    }
-    __syncthreads();
-    int i = threadIdx.x;
-    if (i < 16 * (THREADS / 32 / W)) {
-        int lt = i / 16, r = i % 16;
-        float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
-        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
-        if (row < rows) y[row] = sum;
-    }
-}
 
 // A 16-byte load that stays where it is written among the other `asm volatile`s (so a
 // pass's loads all leave before its first product), and one issued only where `p`
@@ -801,22 +754,6 @@ __global__ void __launch_bounds__(THREADS) q4k_bulk(const uint8_t* __restrict__ 
     }
 }
 
-// IEEE half <-> float on the host (normal values only: the probe's scales are).
-static float h2f(uint16_t h) {
-    uint32_t e = (h >> 10) & 31, m = h & 1023, sgn = (uint32_t)(h >> 15) << 31;
-    uint32_t bits = e == 0 ? sgn : sgn | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-static uint16_t f2h(float f) {
-    uint32_t b;
-    memcpy(&b, &f, 4);
-    int e = (int)((b >> 23) & 255) - 112;
-    if (e <= 0) return 0;
-    return (uint16_t)(((b >> 16) & 0x8000) | (e << 10) | ((b >> 13) & 1023));
-}
-
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
     double acc = 0;
     for (int gb = 0; gb < blocks; gb++) {
@@ -843,65 +780,30 @@ static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int ro
 }
 
 int main(int argc, char** argv) {
-    // `qgemv_q4k_forms ROWS COLS [ROWS COLS]...` runs those shapes (one, for a profiler), else four.
-    std::vector<std::array<int, 2>> shapes = {{14336, 4096}, {4096, 14336}, {32000, 4096}, {4096, 4096}};
-    if (argc > 2) shapes.clear();
-    for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({atoi(argv[i]), atoi(argv[i + 1])});
+    auto shapes = probe_shapes(argc, argv);
     const int calls = 20;
     cudaStream_t s;
     cudaStreamCreate(&s);
     int sms;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    {
-        size_t n = 1ull << 30;
-        void *x, *z;
-        cudaMalloc(&x, n);
-        cudaMalloc(&z, n);
-        cudaMemset(x, 1, n);
-        float best = best_ms(s, 10, [&] { cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s); });
-        printf("{\"copy_GBps\":%.0f}\n", 2.0 * n / best / 1e6);
-        cudaFree(x);
-        cudaFree(z);
-    }
+    print_copy_rate(s);
     for (auto& sh : shapes) {
         int rows = sh[0], cols = sh[1], blocks = cols / 256;
         size_t wbytes = (size_t)rows * blocks * BB;
         std::vector<uint8_t> hw(wbytes);
-        uint32_t st = 12345;
-        auto rnd = [&]() { st = st * 1664525u + 1013904223u; return st >> 8; };
+        Lcg rnd;
         for (size_t i = 0; i < wbytes; i++) hw[i] = (uint8_t)rnd();
         for (size_t b = 0; b < (size_t)rows * blocks; b++) {
             uint16_t d = f2h(0.001f * (1 + rnd() % 100)), m = f2h(0.0005f * (1 + rnd() % 100));
             memcpy(&hw[b * BB], &d, 2);
             memcpy(&hw[b * BB + 2], &m, 2);
         }
-        std::vector<int8_t> haq((size_t)blocks * 256);
-        std::vector<float> had(blocks);
-        std::vector<int32_t> hs((size_t)blocks * 16);
-        for (auto& v : haq) v = (int8_t)(rnd() % 255 - 127);
-        for (auto& v : had) v = 0.01f * (1 + rnd() % 10);
-        for (int i = 0; i < blocks * 16; i++) {
-            int t = 0;
-            for (int e = 0; e < 16; e++) t += haq[i * 16 + e];
-            hs[i] = t;
-        }
-        // Enough weight sets that a call never finds its weights in L2 (50 MB): four, or
-        // as many as 160 MB takes (16 at 4096 x 4096), at most a graph's calls.
-        int sets = std::min(calls, std::max(4, (int)((160e6 + wbytes - 1) / wbytes)));
-        std::vector<uint8_t*> ws(sets);
-        for (auto& p : ws) { cudaMalloc(&p, wbytes); cudaMemcpy(p, hw.data(), wbytes, cudaMemcpyHostToDevice); }
-        int8_t* aq; float* ad; int32_t* as; float* y;
-        cudaMalloc(&aq, haq.size()); cudaMalloc(&ad, blocks * 4); cudaMalloc(&as, hs.size() * 4);
-        cudaMalloc(&y, rows * 4);
-        cudaMemcpy(aq, haq.data(), haq.size(), cudaMemcpyHostToDevice);
-        cudaMemcpy(ad, had.data(), blocks * 4, cudaMemcpyHostToDevice);
-        cudaMemcpy(as, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice);
-        Act act{aq, ad, as};
-        // Checked rows: the first 64, then 64 spread over the matrix (BAL's split rows fall anywhere).
-        std::vector<int> chk(128);
-        for (int r = 0; r < 128; r++) chk[r] = r < 64 ? r : (int)((long long)(r - 64) * rows / 64 + 37) % rows;
-        std::vector<float> ref(128);
-        for (int r = 0; r < 128; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), chk[r], blocks);
+        ProbeData p(hw, rows, blocks, calls, rnd);
+        p.reference(hw, ref_row);
+        Act act = p.act;
+        float* y = p.y;
+        const auto& ws = p.ws;
+        int sets = (int)ws.size();
         // `slot16`: 16-byte slots a warp's ring holds.
         auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false, int rows_a_block = 0) {
             size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
@@ -916,26 +818,12 @@ int main(int argc, char** argv) {
             cudaMemset(y, 0, rows * 4);
             kern<<<grid, THREADS, smem, s>>>(ws[0], act, y, rows, blocks);
             cudaStreamSynchronize(s);
-            std::vector<float> hy(rows);
-            cudaMemcpy(hy.data(), y, rows * 4, cudaMemcpyDeviceToHost);
-            double err = 0;
-            for (int r = 0; r < 128; r++) err = std::max(err, (double)fabsf(hy[chk[r]] - ref[r]) / (fabsf(ref[r]) + 1e-3));
-            cudaGraph_t gr;
-            cudaGraphExec_t ge;
-            cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-            for (int i = 0; i < calls; i++) {
+            double err = p.max_rel_err();
+            double us = graph_us(s, calls, [&](int i) {
                 if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
                 launch(s, pdl, kern, dim3(grid), dim3(THREADS), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
-            }
-            cudaStreamEndCapture(s, &gr);
-            cudaGraphInstantiate(&ge, gr, 0);
-            for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, s);
-            float best = best_ms(s, 15, [&] { cudaGraphLaunch(ge, s); });
-            double us = best * 1000.0 / calls;
-            printf("{\"shape\":\"%dx%d\",\"form\":\"%s\",\"regs\":%d,\"blocks_per_sm\":%d,\"grid\":%d,\"us\":%.3f,\"GBps\":%.0f,\"max_rel_err\":%.2e}\n",
-                   rows, cols, name, fa.numRegs, per_sm, grid, us, wbytes / us / 1e3, err);
-            cudaGraphExecDestroy(ge);
-            cudaGraphDestroy(gr);
+            });
+            print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         // MMA=1: REG against the one-vector tensor-core form, three rounds.
         for (int round = 0; getenv("MMA") && round < 3; round++) {
@@ -1021,8 +909,6 @@ int main(int argc, char** argv) {
             run("ROLLP3", q4k_roll<3, true>, 0, true);
             run("ROLLP4", q4k_roll<4, true>, 0, true);
         }
-        for (auto p : ws) cudaFree(p);
-        cudaFree(aq); cudaFree(ad); cudaFree(as); cudaFree(y);
     }
     printf("{\"err\":\"%s\"}\n", cudaGetErrorString(cudaGetLastError()));
 }

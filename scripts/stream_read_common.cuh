@@ -112,3 +112,16 @@ inline std::vector<char*> buffers(size_t bytes) {
     }
     return bufs;
 }
+
+// `cudaMemcpy` of 1 GiB on `s`, printed as the JSON line `{"copy_GBps":...}`.
+inline void print_copy_rate(cudaStream_t s) {
+    size_t n = 1ull << 30;
+    void *x, *z;
+    cudaMalloc(&x, n);
+    cudaMalloc(&z, n);
+    cudaMemset(x, 1, n);
+    float best = best_ms(s, 10, [&] { cudaMemcpyAsync(z, x, n, cudaMemcpyDeviceToDevice, s); });
+    printf("{\"copy_GBps\":%.0f}\n", 2.0 * n / best / 1e6);
+    cudaFree(x);
+    cudaFree(z);
+}

@@ -83,17 +83,7 @@ int main() {
     int sms;
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     const int copies = 32;
-    {
-        size_t big = 1ull << 30;
-        char *a, *b;
-        cudaMalloc(&a, big);
-        cudaMalloc(&b, big);
-        cudaMemset(a, 1, big);
-        float best = best_ms(s, 10, [&] { cudaMemcpyAsync(b, a, big, cudaMemcpyDeviceToDevice, s); });
-        printf("{\"copy_gbps\":%.1f}\n", 2.0 * big / (best * 1e6));
-        cudaFree(a);
-        cudaFree(b);
-    }
+    print_copy_rate(s);
     for (auto k : {rd_smem<0>, rd_smem<1>, rd_smem<2>})
         cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
     for (size_t bytes : {9437184ul, 13784128ul, 17825792ul, 33030144ul}) {

@@ -1,0 +1,186 @@
+// What the quantized-GEMV probes share (qgemv_q4k_forms.cu, qgemv_q6k_mma_forms.cu): Q8_K
+// activations, weight sets that miss L2, the copy rate, a form checked against the CPU
+// reference and timed in a CUDA graph. Not part of trueno (which generates its own PTX):
+// probes of the hardware, built with the device machine's nvcc.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cuda_runtime.h>
+#include <vector>
+
+#include "stream_read_common.cuh"
+
+// The shapes a probe runs: `PROBE ROWS COLS [ROWS COLS]...` (one, for a profiler), else
+// issue 9's four.
+static std::vector<std::array<int, 2>> probe_shapes(int argc, char** argv) {
+    std::vector<std::array<int, 2>> shapes = {{14336, 4096}, {4096, 14336}, {32000, 4096}, {4096, 4096}};
+    if (argc > 2) shapes.clear();
+    for (int i = 1; i + 1 < argc; i += 2) shapes.push_back({atoi(argv[i]), atoi(argv[i + 1])});
+    return shapes;
+}
+
+// Threads a block, in every form of both probes.
+constexpr int THREADS = 256;
+
+struct Act {
+    const int8_t* q;     // 256 quants a super-block
+    const float* d;      // one scale a super-block
+    const int32_t* s16;  // sums of 16: 16 a super-block
+};
+
+// The one-vector tensor-core forms' product: `c += A B` on `mma.m16n8k32` with unsigned
+// weight bytes (A) and signed activation bytes (B).
+__device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The one-vector tensor-core forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
+// pairs), then over the tile's W warps in shared memory, into y.
+template <int W>
+__device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
+    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
+    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
+    if (t == 0) {
+        part[warp][g] = acc0;
+        part[warp][g + 8] = acc1;
+    }
+    __syncthreads();
+    int i = threadIdx.x;
+    if (i < 16 * (THREADS / 32 / W)) {
+        int lt = i / 16, r = i % 16;
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
+        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
+        if (row < rows) y[row] = sum;
+    }
+}
+
+// IEEE half <-> float on the host (normal values only: the probes' scales are).
+static float h2f(uint16_t h) {
+    uint32_t e = (h >> 10) & 31, m = h & 1023, sgn = (uint32_t)(h >> 15) << 31;
+    uint32_t bits = e == 0 ? sgn : sgn | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+static uint16_t f2h(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    int e = (int)((b >> 23) & 255) - 112;
+    if (e <= 0) return 0;
+    return (uint16_t)(((b >> 16) & 0x8000) | (e << 10) | ((b >> 13) & 1023));
+}
+
+// The probes' random numbers (one stream: weights, then activations).
+struct Lcg {
+    uint32_t st = 12345;
+    uint32_t operator()() {
+        st = st * 1664525u + 1013904223u;
+        return st >> 8;
+    }
+};
+
+// One shape's data on the device: weight sets copied from `hw` (enough that a call never
+// finds its weights in L2, 50 MB: four, or as many as 160 MB takes, at most `calls`),
+// random Q8_K activations of `blocks` super-blocks (host copies kept for the reference),
+// the output, and the rows checked (the first 64, then 64 spread over the matrix).
+struct ProbeData {
+    int rows, blocks;
+    size_t wbytes;
+    std::vector<uint8_t*> ws;
+    std::vector<int8_t> haq;
+    std::vector<float> had;
+    std::vector<int32_t> hs;
+    Act act{};
+    float* y = nullptr;
+    std::vector<int> chk;
+    std::vector<float> ref;
+
+    ProbeData(const std::vector<uint8_t>& hw, int rows_, int blocks_, int calls, Lcg& rnd)
+        : rows(rows_), blocks(blocks_), wbytes(hw.size()), haq((size_t)blocks_ * 256), had(blocks_), hs((size_t)blocks_ * 16), chk(128) {
+        for (auto& v : haq) v = (int8_t)(rnd() % 255 - 127);
+        for (auto& v : had) v = 0.01f * (1 + rnd() % 10);
+        for (int i = 0; i < blocks * 16; i++) {
+            int t = 0;
+            for (int e = 0; e < 16; e++) t += haq[i * 16 + e];
+            hs[i] = t;
+        }
+        int sets = std::min(calls, std::max(4, (int)((160e6 + wbytes - 1) / wbytes)));
+        ws.resize(sets);
+        for (auto& p : ws) {
+            cudaMalloc(&p, wbytes);
+            cudaMemcpy(p, hw.data(), wbytes, cudaMemcpyHostToDevice);
+        }
+        int8_t* aq;
+        float* ad;
+        int32_t* as;
+        cudaMalloc(&aq, haq.size());
+        cudaMalloc(&ad, blocks * 4);
+        cudaMalloc(&as, hs.size() * 4);
+        cudaMalloc(&y, rows * 4);
+        cudaMemcpy(aq, haq.data(), haq.size(), cudaMemcpyHostToDevice);
+        cudaMemcpy(ad, had.data(), blocks * 4, cudaMemcpyHostToDevice);
+        cudaMemcpy(as, hs.data(), hs.size() * 4, cudaMemcpyHostToDevice);
+        act = Act{aq, ad, as};
+        for (int r = 0; r < 128; r++) chk[r] = r < 64 ? r : (int)((long long)(r - 64) * rows / 64 + 37) % rows;
+    }
+
+    // `ref_row(w, aq, ad, row, blocks)` for every checked row.
+    template <typename R>
+    void reference(const std::vector<uint8_t>& hw, R ref_row) {
+        ref.resize(128);
+        for (int r = 0; r < 128; r++) ref[r] = ref_row(hw.data(), haq.data(), had.data(), chk[r], blocks);
+    }
+
+    // The largest relative difference from the reference over the checked rows.
+    double max_rel_err() const {
+        std::vector<float> hy(rows);
+        cudaMemcpy(hy.data(), y, rows * 4, cudaMemcpyDeviceToHost);
+        double err = 0;
+        for (int r = 0; r < 128; r++) err = std::max(err, (double)fabsf(hy[chk[r]] - ref[r]) / (fabsf(ref[r]) + 1e-3));
+        return err;
+    }
+
+    ~ProbeData() {
+        for (auto p : ws) cudaFree(p);
+        cudaFree((void*)act.q);
+        cudaFree((void*)act.d);
+        cudaFree((void*)act.s16);
+        cudaFree(y);
+    }
+};
+
+// µs a call of `calls` launches `launch_i(i)` captured in a CUDA graph on `s`: three
+// replays to warm up, then the fastest of 15.
+template <typename F>
+double graph_us(cudaStream_t s, int calls, F launch_i) {
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    for (int i = 0; i < calls; i++) launch_i(i);
+    cudaStreamEndCapture(s, &gr);
+    cudaGraphInstantiate(&ge, gr, 0);
+    for (int i = 0; i < 3; i++) cudaGraphLaunch(ge, s);
+    float best = best_ms(s, 15, [&] { cudaGraphLaunch(ge, s); });
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(gr);
+    return best * 1000.0 / calls;
+}
+
+// The JSON line of one shape and form.
+static void print_form(const ProbeData& p, int cols, const char* name, int regs, int per_sm, int grid, double us, double err) {
+    printf("{\"shape\":\"%dx%d\",\"form\":\"%s\",\"regs\":%d,\"blocks_per_sm\":%d,\"grid\":%d,\"us\":%.3f,\"GBps\":%.0f,\"max_rel_err\":%.2e}\n",
+           p.rows, cols, name, regs, per_sm, grid, us, p.wbytes / us / 1e3, err);
+}
