@@ -65,6 +65,7 @@ fn tiny_llama(dir: &std::path::Path, arch: &str, bias: bool, drop: Option<&str>)
 #[test]
 fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     use trueno_gpu::kernels::Kernel;
+    use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
     let dir = std::env::temp_dir().join(format!("trueno-cli-map-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -120,7 +121,7 @@ fn ptx_map_lists_each_layers_launches_with_configs_bytes_and_a_roofline() {
     assert_eq!(q["flops"], 2 * 256 * 256);
     // On the tensor cores, sixteen warps a tile of 16 rows (16 tiles fit a wave).
     assert_eq!(q["kernel"], "trueno_qgemv_q4_k_q8k_mma1_w16");
-    let cfg = QgemvQ8kMmaOneKernel(TileWarps::Sixteen)
+    let cfg = QgemvQ8kMmaOneKernel(QuantFormat::Q4K, TileWarps::Sixteen)
         .launch_config(&[256, 256])
         .unwrap();
     assert_eq!(

@@ -140,7 +140,7 @@ fn launch_configs_are_the_kernels_own() {
     assert_eq!(
         q.config,
         Some(
-            QgemvQ8kMmaOneKernel(TileWarps::Sixteen)
+            QgemvQ8kMmaOneKernel(QuantFormat::Q4K, TileWarps::Sixteen)
                 .launch_config(&[4096, 4096])
                 .unwrap()
         )
@@ -594,7 +594,8 @@ fn q4_k_products_take_the_tensor_core_kernel_at_the_width_their_rows_want() {
             ("q projection", TileWarps::Sixteen),
             ("k projection", TileWarps::Sixteen),
         ] {
-            assert_eq!(named(d, what), QgemvQ8kMmaOneKernel(warps).name(), "{what}");
+            let k = QgemvQ8kMmaOneKernel(QuantFormat::Q4K, warps);
+            assert_eq!(named(d, what), k.name(), "{what}");
         }
     }
 }

@@ -129,44 +129,54 @@ fn many_4096_wide_q4_k_rows_take_the_one_pass_kernel_where_chosen() {
     }
 }
 
-/// Q4_K on the tensor cores, at the width `mma_one_for` gives: sixteen warps a tile
-/// where the tiles fit a wave at two a multiprocessor (one row; a tile and one; the last
-/// rows of that wave, the last tile one row), eight past it (the last tile one row, 15
-/// and 1 short of full); the `dp4a` kernels with the tensor cores off; each against the
-/// reference, with super-blocks fewer than a tile's warps, as many and one past, ragged.
+/// Q4_K and Q5_K on the tensor cores, at the width `mma_one_for` gives: sixteen warps a
+/// tile where the tiles fit a wave of them (one row; a tile and one; the last rows of
+/// that wave, the last tile one row), eight past it (the last tile one row, 15 and 1
+/// short of full; for Q5_K up to two waves of eight, its `dp4a` kernels a row past);
+/// the `dp4a` kernels with the tensor cores off; each against the reference, with
+/// super-blocks fewer than a tile's warps, as many and one past, ragged.
 #[test]
-fn q4_k_on_the_tensor_cores_matches_the_reference_at_ragged_tiles() {
+fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x3a71);
-    let f = QuantFormat::Q4K;
     let sms = ctx.device().multiprocessors as usize;
-    let named = |w| QgemvQ8kMmaOneKernel(w).name();
-    // The rows of a wave of sixteen-warp tiles.
-    let wave16 = 16 * 2 * sms;
-    for (warps, rows, nb) in [
-        (TileWarps::Sixteen, 1, 1),
-        (TileWarps::Sixteen, 17, 16),
-        (TileWarps::Sixteen, 33, 3),
-        (TileWarps::Sixteen, wave16 - 15, 17),
-        (TileWarps::Eight, wave16 + 1, 9),
-        (TileWarps::Eight, wave16 + 17, 8),
-        (TileWarps::Eight, wave16 + 31, 1),
-    ] {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
-        assert_eq!(chosen, named(warps), "{rows}x{}", nb * 256);
-    }
-    // The tensor cores turned off: the `dp4a` kernels.
     let dp4a = |chosen: &str| !chosen.contains("_mma1");
-    ctx.set_qgemv_tensor_cores(false);
-    for rows in [33, wave16 + 1] {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 3 * 256));
-        assert!(dp4a(&chosen), "{rows} rows, tensor cores off: {chosen}");
+    for f in QgemvQ8kMmaOneKernel::FORMATS {
+        let named = |w| QgemvQ8kMmaOneKernel(f, w).name();
+        // The rows of a wave of sixteen-warp tiles, and of eight-warp ones.
+        let wave = |w: TileWarps| 16 * sms * w.min_blocks(f) as usize;
+        let wave16 = wave(TileWarps::Sixteen);
+        for (warps, rows, nb) in [
+            (TileWarps::Sixteen, 1, 1),
+            (TileWarps::Sixteen, 17, 16),
+            (TileWarps::Sixteen, 33, 3),
+            (TileWarps::Sixteen, wave16 - 15, 17),
+            (TileWarps::Eight, wave16 + 1, 9),
+            (TileWarps::Eight, wave16 + 17, 8),
+            (TileWarps::Eight, wave16 + 31, 1),
+        ] {
+            let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
+            assert_eq!(chosen, named(warps), "{rows}x{}", nb * 256);
+        }
+        if f == QuantFormat::Q5K {
+            let last = 2 * wave(TileWarps::Eight);
+            let chosen = random_product_matches(&ctx, &mut rng, f, (last - 15, 2 * 256));
+            assert_eq!(chosen, named(TileWarps::Eight), "{} rows", last - 15);
+            let chosen = random_product_matches(&ctx, &mut rng, f, (last + 1, 2 * 256));
+            assert!(dp4a(&chosen), "{} rows: {chosen}", last + 1);
+        }
+        // The tensor cores turned off: the `dp4a` kernels.
+        ctx.set_qgemv_tensor_cores(false);
+        for rows in [33, wave16 + 1] {
+            let chosen = random_product_matches(&ctx, &mut rng, f, (rows, 3 * 256));
+            assert!(dp4a(&chosen), "{rows} rows, tensor cores off: {chosen}");
+        }
+        ctx.set_qgemv_tensor_cores(true);
     }
     // The other formats never take it.
-    ctx.set_qgemv_tensor_cores(true);
-    for g in [QuantFormat::Q5K, QuantFormat::Q6K, QuantFormat::Q8_0] {
+    for g in [QuantFormat::Q6K, QuantFormat::Q8_0, QuantFormat::Q4_0] {
         assert!(mma_one_for(g, 1, sms as u32).is_none());
-        let chosen = random_product_matches(&ctx, &mut rng, g, (wave16 + 1, 256));
+        let chosen = random_product_matches(&ctx, &mut rng, g, (33, 256));
         assert!(dp4a(&chosen), "{}: {chosen}", g.name());
     }
 }

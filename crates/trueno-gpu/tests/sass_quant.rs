@@ -126,37 +126,51 @@ fn the_late_activation_qgemv_fits_four_blocks_with_its_weights_first() {
     }
 }
 
-/// Q4_K's one-vector tensor-core kernel (`QgemvQ8kMmaOneKernel`): eight IMMA.16832.U8.S8
-/// a super-block (unsigned weight bytes, the high nibbles masked in place), no IDP; a
-/// super-block's six 16-byte weight loads and two of activations all before its first
+/// The one-vector tensor-core kernels (`QgemvQ8kMmaOneKernel`): eight IMMA.16832.U8.S8
+/// a super-block for Q4_K (unsigned weight bytes, the high nibbles masked in place),
+/// sixteen for Q5_K (its fifth bits a second product a step), no IDP; a super-block's
+/// 16-byte weight loads (six, Q5_K ten) and two of activations all before its first
 /// product (only the activations' sums, one 16-byte load after the pin, may come among
-/// them); at most 64 registers (four blocks of eight warps a multiprocessor, two of
-/// sixteen) with no spill; at both widths.
+/// them); no more registers than the blocks a multiprocessor it asks for allow (Q4_K 64,
+/// Q5_K 128), no spill; at both widths.
 #[test]
-fn the_one_vector_q4_k_qgemv_multiplies_on_the_integer_tensor_cores() {
+fn the_one_vector_k_quant_qgemv_multiplies_on_the_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv::QuantFormat;
     use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
-    let widths = [TileWarps::Eight, TileWarps::Sixteen];
-    for (target, warps) in [Target::Sm80, Target::Sm90]
-        .into_iter()
-        .flat_map(|t| widths.map(|w| (t, w)))
-    {
-        let k = QgemvQ8kMmaOneKernel(warps);
-        let (stem, code) = sass.of(&k, target);
-        let count = |op: &str| code.matches(op).count();
-        // The first super-block (before the wait) and the loop's: eight each.
-        assert_eq!(count("IMMA.16832.U8.S8"), 16, "{stem}\n{code}");
-        assert_eq!(count("IDP.4A"), 0, "{stem}");
-        // From the first pass's first product to the next branch.
-        let wide_among = code
-            .lines()
-            .skip_while(|l| !l.contains("IMMA"))
-            .take_while(|l| !l.contains("BRA"))
-            .filter(|l| l.contains("LDG.E.128"))
-            .count();
-        assert!(wide_among <= 1, "{stem}: loads among the products\n{code}");
-        assert!(count("LDG.E.128") >= 18, "{stem}\n{code}");
-        assert!(sass.registers(&k, target) <= 64, "{stem}");
+    for f in QgemvQ8kMmaOneKernel::FORMATS {
+        let (products, loads) = match f {
+            QuantFormat::Q5K => (16, 10),
+            _ => (8, 6),
+        };
+        for (target, warps) in [Target::Sm80, Target::Sm90]
+            .into_iter()
+            .flat_map(|t| [TileWarps::Eight, TileWarps::Sixteen].map(|w| (t, w)))
+        {
+            let k = QgemvQ8kMmaOneKernel(f, warps);
+            let (stem, code) = sass.of(&k, target);
+            let count = |op: &str| code.matches(op).count();
+            // The first super-block (before the wait) and the loop's.
+            assert_eq!(count("IMMA.16832.U8.S8"), 2 * products, "{stem}\n{code}");
+            assert_eq!(count("IDP.4A"), 0, "{stem}");
+            // From the first pass's first product to the next branch.
+            let wide_among = code
+                .lines()
+                .skip_while(|l| !l.contains("IMMA"))
+                .take_while(|l| !l.contains("BRA"))
+                .filter(|l| l.contains("LDG.E.128"))
+                .count();
+            assert!(wide_among <= 1, "{stem}: loads among the products\n{code}");
+            // Each pass's weights, two of activations and one of their sums, in the first
+            // pass and the loop's.
+            assert!(count("LDG.E.128") >= 2 * (loads + 3), "{stem}\n{code}");
+            let threads = match warps {
+                TileWarps::Eight => 256,
+                TileWarps::Sixteen => 512,
+            };
+            let cap = 65536 / (threads * warps.min_blocks(f));
+            assert!(sass.registers(&k, target) <= cap, "{stem}: over {cap}");
+        }
     }
 }
 
@@ -272,10 +286,12 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
         QgemvQ8kWideKernel::FORMATS.map(|f| Box::new(QgemvQ8kWideKernel(f)) as Box<dyn Kernel>),
     );
     use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
-    kernels.extend(
-        [TileWarps::Eight, TileWarps::Sixteen]
-            .map(|w| Box::new(QgemvQ8kMmaOneKernel(w)) as Box<dyn Kernel>),
-    );
+    for f in QgemvQ8kMmaOneKernel::FORMATS {
+        kernels.extend(
+            [TileWarps::Eight, TileWarps::Sixteen]
+                .map(|w| Box::new(QgemvQ8kMmaOneKernel(f, w)) as Box<dyn Kernel>),
+        );
+    }
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
         assert!(

@@ -542,8 +542,10 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
     let mma = QgemvQ8kMmaKernel::all()
         .into_iter()
         .map(|k| Box::new(k) as Box<dyn Kernel>);
-    let mma_one = [TileWarps::Eight, TileWarps::Sixteen]
-        .map(|w| Box::new(QgemvQ8kMmaOneKernel(w)) as Box<dyn Kernel>);
+    let mma_one = QgemvQ8kMmaOneKernel::FORMATS.into_iter().flat_map(|f| {
+        [TileWarps::Eight, TileWarps::Sixteen]
+            .map(|w| Box::new(QgemvQ8kMmaOneKernel(f, w)) as Box<dyn Kernel>)
+    });
     f32_act
         .chain(int)
         .chain(one_wave)

@@ -1,4 +1,4 @@
-//! One Q8_K activation vector against Q4_K weights on the integer tensor cores
+//! One Q8_K activation vector against Q4_K or Q5_K weights on the integer tensor cores
 //! (`mma.sync.m16n8k32.u8.s8`), the sub-blocks as the product's N. Why: the `dp4a` kernels
 //! spend most of their instructions on each lane's scales, one (scale, min) pair per 16
 //! weights (Nsight Compute, H200: issuing on 62% of a scheduler's cycles); here a lane
@@ -22,6 +22,12 @@
 //! their 6-bit scales and mins (a lane's two sub-blocks' bytes sit side by side in the
 //! header, so one shift and mask serve both) into GGML's `dx (d isum - dmin msum)`.
 //!
+//! Q5_K's fifth bits (bit `2j` of byte `l` for element `l` of sub-block `2j`, `2j + 1`
+//! for `2j + 1`) go through a second `mma` a step with the same B: lane `4g + t` masks
+//! word `e` of each row's 32 bytes of them in place (bit `2t` as the first k run, `2t +
+//! 1` as the second), so the products come out `2^(2t)` and `2^(2t + 1)` times theirs,
+//! shifted down once and added 16 times to the nibbles' dots.
+//!
 //! A super-block's loads all leave before its first product (`qgemv_k::end_block`); the
 //! first super-block's weights leave before the wait for the previous kernel
 //! (overlapped launches), its activations after it.
@@ -30,7 +36,7 @@ use super::qgemv::QuantFormat;
 use super::qgemv_dp4a::q8k_params;
 use super::qgemv_k::{self, half_of};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
-use crate::error::Result;
+use crate::error::{Result, shape_err};
 use crate::ptx::{
     Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, ShflMode, Space, U32, U64,
 };
@@ -70,36 +76,62 @@ impl TileWarps {
         32 * self.warps()
     }
 
-    /// Blocks a multiprocessor asked of ptxas: 64 registers a thread.
-    const fn min_blocks(self) -> u32 {
-        1024 / self.threads()
+    /// Blocks a multiprocessor asked of ptxas for format `f`: 64 registers a thread for
+    /// Q4_K, 128 for Q5_K, whose 32 bytes of fifth bits a row spilled at 64 (84 bytes)
+    /// and at 80 (16); ptxas gives it 98, so two blocks of eight warps or one of sixteen.
+    ///
+    /// ```
+    /// use trueno_gpu::kernels::qgemv::QuantFormat;
+    /// use trueno_gpu::kernels::qgemv_q4k_mma_one::TileWarps;
+    ///
+    /// assert_eq!(TileWarps::Eight.min_blocks(QuantFormat::Q4K), 4);
+    /// assert_eq!(TileWarps::Sixteen.min_blocks(QuantFormat::Q5K), 1);
+    /// ```
+    pub const fn min_blocks(self, f: QuantFormat) -> u32 {
+        let regs = match f {
+            QuantFormat::Q5K => 128,
+            _ => 64,
+        };
+        65536 / (regs * self.threads())
     }
 }
 
-/// Bytes of a Q4_K super-block, and where its quants start.
-const BB: u32 = 144;
-const QS_AT: u32 = 16;
+/// Where a Q5_K super-block's fifth bits start (32 bytes: bits `2j`, `2j + 1` of byte `l`
+/// for element `l` of sub-blocks `2j`, `2j + 1`).
+const QH_AT: u64 = 16;
 
-/// `y = W a` for Q4_K weights `W` and one Q8_K activation vector `a` on the integer
-/// tensor cores (see the module's doc); parameters as
-/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it for Q4_K as
-/// [`mma_one_for`] says (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a`
+/// `y = W a` for Q4_K or Q5_K weights `W` (the format, then the warps a tile) and one
+/// Q8_K activation vector `a` on the integer tensor cores (see the module's doc);
+/// parameters as [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it
+/// as [`mma_one_for`] says (`Context::set_qgemv_tensor_cores(false)` keeps the `dp4a`
 /// kernels).
 #[derive(Clone, Copy, Debug)]
-pub struct QgemvQ8kMmaOneKernel(pub TileWarps);
+pub struct QgemvQ8kMmaOneKernel(pub QuantFormat, pub TileWarps);
 
 impl QgemvQ8kMmaOneKernel {
     /// The weight formats with this kernel.
-    pub const FORMATS: [QuantFormat; 1] = [QuantFormat::Q4K];
+    pub const FORMATS: [QuantFormat; 2] = [QuantFormat::Q4K, QuantFormat::Q5K];
 }
 
 /// The tensor-core kernel for a `rows`-row product of format `f` on a device of `sms`
-/// multiprocessors, or `None` where `f` has no such kernel
-/// ([`QgemvQ8kMmaOneKernel::FORMATS`]): sixteen warps a tile where the tiles fit one
-/// wave at two a multiprocessor, else eight. The one place `Stream::qgemv_q8k` and
-/// `trueno ptx map` decide it. H200 (132 multiprocessors: 264 tiles a wave of sixteen
-/// warps, 528 of eight), `gpu-bench` in a graph, µs against the `dp4a` kernels in the
-/// same run (session 55):
+/// multiprocessors, or `None` where the `dp4a` kernels keep up (or `f` has no such
+/// kernel, [`QgemvQ8kMmaOneKernel::FORMATS`]): sixteen warps a tile where the tiles fit
+/// one wave of them ([`TileWarps::min_blocks`] a multiprocessor), else eight (Q5_K: up
+/// to two waves of eight, its `dp4a` kernels past that). The one place
+/// `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132 multiprocessors: Q4_K
+/// 264 tiles a wave of sixteen warps, 528 of eight; Q5_K 132 and 264), `gpu-bench` in a
+/// graph, µs against the `dp4a` kernels in the same run (session 55). Q5_K:
+///
+/// | rows x cols | sixteen warps | eight | `dp4a` |
+/// |---|---:|---:|---:|
+/// | 1024 x 4096 | **2.02** | 3.10 | 3.02 |
+/// | 4096 x 4096 | 5.58 | **4.53** | 4.78 |
+/// | 4096 x 14336 | 14.36 | **12.03** | 13.39 |
+/// | 8192 x 4096 | 10.05 | **7.99** | 8.38 |
+/// | 14336 x 4096 | 16.62 | 14.00 | **13.95** |
+/// | 32000 x 4096 | 35.06 | 27.68 | **27.26** |
+///
+/// Q4_K:
 ///
 /// | rows x cols | sixteen warps | eight | `dp4a` |
 /// |---|---:|---:|---:|
@@ -123,29 +155,36 @@ impl QgemvQ8kMmaOneKernel {
 /// use trueno_gpu::kernels::qgemv::QuantFormat;
 /// use trueno_gpu::kernels::qgemv_q4k_mma_one::{TileWarps, mma_one_for};
 ///
-/// let warps = |rows| mma_one_for(QuantFormat::Q4K, rows, 132).map(|k| k.0);
-/// assert_eq!(warps(4096), Some(TileWarps::Sixteen));
-/// assert_eq!(warps(4240), Some(TileWarps::Eight));
-/// assert!(mma_one_for(QuantFormat::Q6K, 14336, 132).is_none());
+/// let warps = |f, rows| mma_one_for(f, rows, 132).map(|k| k.1);
+/// assert_eq!(warps(QuantFormat::Q4K, 4096), Some(TileWarps::Sixteen));
+/// assert_eq!(warps(QuantFormat::Q4K, 4240), Some(TileWarps::Eight));
+/// assert_eq!(warps(QuantFormat::Q5K, 4096), Some(TileWarps::Eight));
+/// assert_eq!(warps(QuantFormat::Q5K, 14336), None);
+/// assert_eq!(warps(QuantFormat::Q6K, 14336), None);
 /// ```
 pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaOneKernel> {
     if !QgemvQ8kMmaOneKernel::FORMATS.contains(&f) {
         return None;
     }
     let tiles = rows.div_ceil(TILE_ROWS as usize) as u64;
-    let wave16 = u64::from(sms) * u64::from(TileWarps::Sixteen.min_blocks());
-    Some(QgemvQ8kMmaOneKernel(match tiles <= wave16 {
+    let wave = |w: TileWarps| u64::from(sms) * u64::from(w.min_blocks(f));
+    let warps = match tiles <= wave(TileWarps::Sixteen) {
         true => TileWarps::Sixteen,
+        // Q5_K's 98 registers (two blocks of eight warps a multiprocessor): past two
+        // waves of them its `dp4a` kernels keep up.
+        false if f == QuantFormat::Q5K && tiles > 2 * wave(TileWarps::Eight) => return None,
         false => TileWarps::Eight,
-    }))
+    };
+    Some(QgemvQ8kMmaOneKernel(f, warps))
 }
 
 impl Kernel for QgemvQ8kMmaOneKernel {
     fn name(&self) -> String {
-        match self.0 {
-            TileWarps::Eight => "trueno_qgemv_q4_k_q8k_mma1".into(),
-            TileWarps::Sixteen => "trueno_qgemv_q4_k_q8k_mma1_w16".into(),
-        }
+        let width = match self.1 {
+            TileWarps::Eight => "",
+            TileWarps::Sixteen => "_w16",
+        };
+        format!("trueno_qgemv_{}_q8k_mma1{width}", self.0.name())
     }
 
     fn family(&self) -> Family {
@@ -153,15 +192,21 @@ impl Kernel for QgemvQ8kMmaOneKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0)
+        build(self.name(), self.0 == QuantFormat::Q5K, self.1)
     }
 
     /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        let (rows, _) = QuantFormat::Q4K.check_matrix(&name, dims, 256)?;
+        if !Self::FORMATS.contains(&self.0) {
+            return shape_err(
+                &name,
+                format!("no such kernel for {} weights", self.0.name()),
+            );
+        }
+        let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
         let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
-        Ok(LaunchConfig::linear(tiles, self.0.threads()))
+        Ok(LaunchConfig::linear(tiles, self.1.threads()))
     }
 }
 
@@ -220,11 +265,18 @@ fn byte_s32(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
     b.bitcast32::<S32, U32>(v)
 }
 
-fn build(name: String, tw: TileWarps) -> KernelIr {
+/// The kernel for Q4_K, or Q5_K where `five_bit`.
+fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
+    let (bb, qs_at) = qgemv_k::layout(five_bit);
     let (warps, threads) = (tw.warps(), tw.threads());
     let mut b = KernelBuilder::new(name);
     b.max_threads(threads);
-    b.min_blocks(tw.min_blocks());
+    let format = if five_bit {
+        QuantFormat::Q5K
+    } else {
+        QuantFormat::Q4K
+    };
+    b.min_blocks(tw.min_blocks(format));
     let p = q8k_params(&mut b, false);
     b.allow_next_grid();
     let tid = b.tid_x();
@@ -236,7 +288,7 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
     // Rows past the last load the last one (their sums are never stored).
     let last = b.sub(p.rows, 1u32);
     let row0 = b.mad(tile, TILE_ROWS, g);
-    let row_bytes = b.mul(p.blocks, BB);
+    let row_bytes = b.mul(p.blocks, bb);
     let row_ptr = |b: &mut KernelBuilder, extra: u32| {
         let r = b.add(row0, extra);
         let r = b.min(r, last);
@@ -244,7 +296,7 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
         b.add(p.w, off)
     };
     let heads = [row_ptr(&mut b, 0), row_ptr(&mut b, 8)];
-    let q_off = b.mad(t, 32u32, QS_AT);
+    let q_off = b.mad(t, 32u32, qs_at);
     let q_off = b.cvt::<U64, U32>(q_off, None);
     // B: the lane's activations of sub-block g, kept in the run that is sub-block g.
     let two_t = b.shl(t, 1u32);
@@ -255,16 +307,29 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
     let act_off = b.shl(g, 5u32);
     let sums_off = b.shl(t, 2u32);
     let scales = LaneScales::new(&mut b, t);
+    // Q5_K: the lane's fifth bits in place, bit 2t of each byte (sub-block 2t) and bit
+    // 2t + 1 (2t + 1), and the shifts that bring their products down to units.
+    let fifth = five_bit.then(|| {
+        let ones = b.mov(0x0101_0101u32);
+        let low = b.shl(ones, two_t);
+        [low, b.shl(low, 1u32)]
+    });
     let acc = [b.mov(0.0f32), b.mov(0.0f32)];
     let pin_row = b.min(row0, last);
     let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
-        let wo = b.mul_wide(sb, BB);
+        let wo = b.mul_wide(sb, bb);
         let blk = heads.map(|h| b.add(h, wo));
         let quants = blk.map(|h| {
             let q = b.add(h, q_off);
             [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, q, o))
         });
         let head = blk.map(|h| b.ld_vec::<U32, U64, 4>(Space::Global, h, 0));
+        let high_bits = five_bit.then(|| {
+            blk.map(|h| {
+                let q = b.add(h, QH_AT);
+                [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, q, o))
+            })
+        });
         // The weights are uploaded, never written by a kernel; the activations may be
         // the previous kernel's output.
         if wait {
@@ -286,6 +351,9 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
         let dxp = b.add(p.d, dxo);
         let dx = b.ld::<F32, U64>(Space::Global, dxp, 0);
         let mut c = [0i32; 4].map(|v| b.mov(v));
+        // Q5_K's fifth bits' products, bit 2t or 2t + 1 in place (2^(2t) or 2^(2t + 1)
+        // times theirs, exactly).
+        let mut c5 = [0i32; 4].map(|v| b.mov(v));
         for e in 0..8 {
             let (v, i) = (e / 4, e % 4);
             let [r0, r1] = quants.map(|q| q[v][i]);
@@ -298,6 +366,16 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
             let x = xs[v][i];
             let bf = masks.map(|m| b.and(x, m));
             c = b.mma_m16n8k32_u8s8(a, bf, c);
+            if let (Some(qh), Some([low, high])) = (high_bits, fifth) {
+                let [h0, h1] = qh.map(|q| q[v][i]);
+                let a = [
+                    b.and(h0, low),
+                    b.and(h1, low),
+                    b.and(h0, high),
+                    b.and(h1, high),
+                ];
+                c5 = b.mma_m16n8k32_u8s8(a, bf, c5);
+            }
         }
         let s_lo = b.add(sums[0], sums[1]);
         let s_hi = b.add(sums[2], sums[3]);
@@ -306,6 +384,17 @@ fn build(name: String, tw: TileWarps) -> KernelIr {
             let (c_lo, c_hi) = (c[2 * row], c[2 * row + 1]);
             // The high nibbles' products are 16 times theirs, exactly.
             let c_hi = b.shr(c_hi, 4u32);
+            // Q5_K: plus 16 times the fifth bits' products, brought down to units.
+            let (c_lo, c_hi) = match five_bit {
+                false => (c_lo, c_hi),
+                true => {
+                    let lo = b.shr(c5[2 * row], two_t);
+                    let lo = b.shl(lo, 4u32);
+                    let hi = b.shr(c5[2 * row + 1], two_t1);
+                    let hi = b.shl(hi, 4u32);
+                    (b.add(c_lo, lo), b.add(c_hi, hi))
+                }
+            };
             let isum = byte_s32(b, sc, 0);
             let isum = b.mul(isum, c_lo);
             let sc1 = byte_s32(b, sc, 1);
@@ -375,13 +464,16 @@ mod tests {
 
     #[test]
     fn a_block_takes_sixteen_rows_of_whole_super_blocks() {
-        let k = QgemvQ8kMmaOneKernel(TileWarps::Eight);
+        let k = QgemvQ8kMmaOneKernel(QuantFormat::Q4K, TileWarps::Eight);
         let cfg = k.launch_config(&[33, 512]).unwrap();
         assert_eq!((cfg.grid.0, cfg.block.0), (3, 256));
-        let k16 = QgemvQ8kMmaOneKernel(TileWarps::Sixteen);
+        let k16 = QgemvQ8kMmaOneKernel(QuantFormat::Q5K, TileWarps::Sixteen);
         assert_eq!(k16.launch_config(&[33, 512]).unwrap().block.0, 512);
         assert!(k.launch_config(&[16, 500]).is_err());
         assert!(k.launch_config(&[16]).is_err());
+        // A format without the kernel is an error, not a launch.
+        let q6 = QgemvQ8kMmaOneKernel(QuantFormat::Q6K, TileWarps::Eight);
+        assert!(q6.launch_config(&[16, 512]).is_err());
     }
 
     #[test]
