@@ -192,7 +192,7 @@ impl Kernel for QgemvQ8kMmaOneKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0 == QuantFormat::Q5K, self.1)
+        build(self.name(), self.0, self.1)
     }
 
     /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows.
@@ -265,17 +265,13 @@ fn byte_s32(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
     b.bitcast32::<S32, U32>(v)
 }
 
-/// The kernel for Q4_K, or Q5_K where `five_bit`.
-fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
+/// The kernel for `format` (Q4_K or Q5_K).
+fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
+    let five_bit = format == QuantFormat::Q5K;
     let (bb, qs_at) = qgemv_k::layout(five_bit);
     let (warps, threads) = (tw.warps(), tw.threads());
     let mut b = KernelBuilder::new(name);
     b.max_threads(threads);
-    let format = if five_bit {
-        QuantFormat::Q5K
-    } else {
-        QuantFormat::Q4K
-    };
     b.min_blocks(tw.min_blocks(format));
     let p = q8k_params(&mut b, false);
     b.allow_next_grid();
@@ -307,8 +303,8 @@ fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
     let act_off = b.shl(g, 5u32);
     let sums_off = b.shl(t, 2u32);
     let scales = LaneScales::new(&mut b, t);
-    // Q5_K: the lane's fifth bits in place, bit 2t of each byte (sub-block 2t) and bit
-    // 2t + 1 (2t + 1), and the shifts that bring their products down to units.
+    // Q5_K: the masks of the lane's fifth bits in place, bit 2t of each byte (sub-block
+    // 2t) and bit 2t + 1 (sub-block 2t + 1).
     let fifth = five_bit.then(|| {
         let ones = b.mov(0x0101_0101u32);
         let low = b.shl(ones, two_t);
@@ -353,7 +349,7 @@ fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
         let mut c = [0i32; 4].map(|v| b.mov(v));
         // Q5_K's fifth bits' products, bit 2t or 2t + 1 in place (2^(2t) or 2^(2t + 1)
         // times theirs, exactly).
-        let mut c5 = [0i32; 4].map(|v| b.mov(v));
+        let mut c5 = five_bit.then(|| [0i32; 4].map(|v| b.mov(v)));
         for e in 0..8 {
             let (v, i) = (e / 4, e % 4);
             let [r0, r1] = quants.map(|q| q[v][i]);
@@ -366,7 +362,7 @@ fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
             let x = xs[v][i];
             let bf = masks.map(|m| b.and(x, m));
             c = b.mma_m16n8k32_u8s8(a, bf, c);
-            if let (Some(qh), Some([low, high])) = (high_bits, fifth) {
+            if let (Some(qh), Some([low, high]), Some(acc5)) = (high_bits, fifth, c5) {
                 let [h0, h1] = qh.map(|q| q[v][i]);
                 let a = [
                     b.and(h0, low),
@@ -374,7 +370,7 @@ fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
                     b.and(h0, high),
                     b.and(h1, high),
                 ];
-                c5 = b.mma_m16n8k32_u8s8(a, bf, c5);
+                c5 = Some(b.mma_m16n8k32_u8s8(a, bf, acc5));
             }
         }
         let s_lo = b.add(sums[0], sums[1]);
@@ -385,9 +381,9 @@ fn build(name: String, five_bit: bool, tw: TileWarps) -> KernelIr {
             // The high nibbles' products are 16 times theirs, exactly.
             let c_hi = b.shr(c_hi, 4u32);
             // Q5_K: plus 16 times the fifth bits' products, brought down to units.
-            let (c_lo, c_hi) = match five_bit {
-                false => (c_lo, c_hi),
-                true => {
+            let (c_lo, c_hi) = match c5 {
+                None => (c_lo, c_hi),
+                Some(c5) => {
                     let lo = b.shr(c5[2 * row], two_t);
                     let lo = b.shl(lo, 4u32);
                     let hi = b.shr(c5[2 * row + 1], two_t1);
