@@ -261,11 +261,10 @@ impl<'a> Stream<Recording<'a>> {
 }
 
 impl Context {
-    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K the
-    /// tensor-core kernel, sixteen or eight warps a 16-row tile ([`mma_one_for`]), unless
-    /// [`Self::set_qgemv_tensor_cores`] turned it off;
-    /// else the format's one-wave
-    /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
+    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K and Q5_K
+    /// the tensor-core kernel where [`mma_one_for`] gives one (sixteen or eight warps a
+    /// 16-row tile), unless [`Self::set_qgemv_tensor_cores`] turned it off; else the
+    /// format's one-wave variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
     /// the driver, for the kernels as compiled here), else the default: on a device with
     /// the bandwidth a multiprocessor of an H200
@@ -289,11 +288,11 @@ impl Context {
     /// ```
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
-        let sms = self.device().multiprocessors;
-        if let Some(k) = mma_one_for(f, w.rows(), sms).filter(|_| self.qgemv_tensor_cores()) {
+        let d = self.device();
+        let on = self.qgemv_tensor_cores();
+        if let Some(k) = mma_one_for(f, w.rows(), d.multiprocessors).filter(|_| on) {
             return Ok(Box::new(k));
         }
-        let d = self.device();
         let default = || QgemvQ8kLateKernel::or_default(f, d.peak_bandwidth_gbs, d.multiprocessors);
         let (plain, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));
         let cfg = plain.launch_config(&dims)?;

@@ -241,11 +241,12 @@ pub(super) fn projections(
     Ok(steps)
 }
 
-/// The integer product `Stream::qgemv_q8k` runs on `device`: Q4_K's tensor-core kernel
-/// (every Q4_K product: [`mma_one_for`]; its one-pass `dp4a` kernel runs only with the
-/// tensor cores turned off, which a plan does not assume), else the one-wave variant where only it fits the rows in one wave against the default kernel
-/// ([`one_wave_wins`], with the residency ptxas's register counts give), else
-/// [`QgemvQ8kLateKernel::or_default`].
+/// The integer product `Stream::qgemv_q8k` runs on `device`: the tensor-core kernel
+/// where [`mma_one_for`] gives one (every Q4_K product, Q5_K's up to two waves; Q4_K's
+/// one-pass `dp4a` kernel runs only with the tensor cores turned off, which a plan does
+/// not assume), else the one-wave variant where only it fits the rows in one wave against
+/// the default kernel ([`one_wave_wins`], with the residency ptxas's register counts
+/// give), else [`QgemvQ8kLateKernel::or_default`].
 fn integer_product(
     f: QuantFormat,
     dims: [usize; 2],

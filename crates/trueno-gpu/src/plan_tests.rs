@@ -84,8 +84,7 @@ fn a_decode_step_is_nineteen_launches_a_layer_and_moves_the_weights_once() {
     for k in [
         "trueno_add_rmsnorm_v4_f32",
         "trueno_quantize_q8k_f32",
-        // Q4_K on the tensor cores: sixteen warps a tile for the 4096- and 1024-row
-        // projections, eight for gate and up's 14336 rows.
+        // Q4_K on the tensor cores: 16 warps a tile at 1024-4096 rows, 8 at 14336.
         "trueno_qgemv_q4_k_q8k_mma1_w16",
         "trueno_qgemv_q4_k_q8k_mma1",
         "trueno_qgemv_q6_k_q8k",

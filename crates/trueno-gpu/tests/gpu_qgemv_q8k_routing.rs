@@ -143,9 +143,14 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
     let dp4a = |chosen: &str| !chosen.contains("_mma1");
     for f in QgemvQ8kMmaOneKernel::FORMATS {
         let named = |w| QgemvQ8kMmaOneKernel(f, w).name();
-        // The rows of a wave of sixteen-warp tiles, and of eight-warp ones.
-        let wave = |w: TileWarps| 16 * sms * w.min_blocks(f) as usize;
-        let wave16 = wave(TileWarps::Sixteen);
+        // Tiles a multiprocessor holds, sixteen and eight warps a tile: 64 registers a
+        // thread for Q4_K, 128 for Q5_K (the design `mma_one_for` routes by).
+        let (per_sm16, per_sm8) = match f {
+            QuantFormat::Q5K => (1, 2),
+            _ => (2, 4),
+        };
+        // The rows of a wave of sixteen-warp tiles.
+        let wave16 = 16 * sms * per_sm16;
         for (warps, rows, nb) in [
             (TileWarps::Sixteen, 1, 1),
             (TileWarps::Sixteen, 17, 16),
@@ -159,7 +164,8 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
             assert_eq!(chosen, named(warps), "{rows}x{}", nb * 256);
         }
         if f == QuantFormat::Q5K {
-            let last = 2 * wave(TileWarps::Eight);
+            // Two waves of eight-warp tiles.
+            let last = 2 * 16 * sms * per_sm8;
             let chosen = random_product_matches(&ctx, &mut rng, f, (last - 15, 2 * 256));
             assert_eq!(chosen, named(TileWarps::Eight), "{} rows", last - 15);
             let chosen = random_product_matches(&ctx, &mut rng, f, (last + 1, 2 * 256));

@@ -9,9 +9,9 @@
 //!
 //! A block of eight or sixteen warps ([`TileWarps`]) takes 16 rows (the `mma`'s M); of
 //! `W` warps, warp `w` takes super-blocks `w, w + W, ...` and the warps' sums meet in
-//! shared memory. Lane `4g + t` loads rows
-//! `g` and `g + 8`: each one's 16-byte header and all 32 bytes of quant group `t` (the
-//! low nibbles sub-block `2t`, the high ones `2t + 1`). Step `e` of eight gives the A
+//! shared memory. Lane `4g + t` loads rows `g` and `g + 8`: each one's 16-byte header and
+//! all 32 bytes of quant group `t` (the low nibbles sub-block `2t`, the high ones `2t +
+//! 1`). Step `e` of eight gives the A
 //! fragment word `e` of the group: its low nibbles as the first k run (sub-block `2t`),
 //! its high nibbles masked in place (16 times their value, so unsigned) as the second
 //! (sub-block `2t + 1`). B column `n` stands for sub-block `n`: lane `4g + t` gives its
@@ -44,11 +44,12 @@ use crate::ptx::{
 /// Rows a block: the product's M.
 const TILE_ROWS: u32 = 16;
 /// Warps a block (one 16-row tile), each taking every `warps`-th super-block of the
-/// tile's rows; blocks a multiprocessor asked of ptxas so that a thread holds 64
-/// registers (eight warps unasked held 74, three blocks).
+/// tile's rows; the blocks a multiprocessor asked of ptxas follow ([`Self::min_blocks`]:
+/// Q4_K's eight warps unasked held 74 registers, three blocks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileWarps {
-    /// Eight warps, four blocks a multiprocessor. H200, one vector
+    /// Eight warps, four blocks a multiprocessor for Q4_K (two for Q5_K). H200, Q4_K, one
+    /// vector
     /// (`scripts/qgemv_q4k_forms.cu`, session 54): four warps a tile ran 1.01-1.40x
     /// slower at the four shapes of issue 9 (4096x14336 the most), two slower still;
     /// eight with two super-blocks' loads a pass (112 registers) 0.99-1.12x. Four blocks
@@ -57,10 +58,10 @@ pub enum TileWarps {
     /// 12.4 against 11.8 at 4096x14336, where 256 and 512 blocks are less than a wave
     /// at either residency.
     Eight,
-    /// Sixteen warps, two blocks a multiprocessor: twice the warps a row for products
-    /// whose tiles fit one wave that way, where eight warps a tile leave half the
-    /// multiprocessors' warp slots empty (H200: 1.07-1.32x eight at 512-4096 rows,
-    /// [`mma_one_for`]).
+    /// Sixteen warps, two blocks a multiprocessor for Q4_K (one for Q5_K): twice the
+    /// warps a row for products whose tiles fit one wave that way, where eight warps a
+    /// tile leave half the multiprocessors' warp slots empty (H200, Q4_K: 1.07-1.32x
+    /// eight at 512-4096 rows, [`mma_one_for`]).
     Sixteen,
 }
 

@@ -380,10 +380,9 @@ pub enum Op {
     },
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32` (ty: f16 or bf16): four f32
     /// results <- (a: four b32, b: two b32, c: four f32). With `ty` f32 the operands are
-    /// TF32: `m16n8k8.row.col.f32.tf32.tf32.f32`, the same registers. With `ty` s32 the
-    /// operands are signed bytes, four a register: `m16n8k32.row.col.s32.s8.s8.s32`, c
-    /// and the results four s32; with two A registers and one B, `m16n8k16` of the same.
-    /// With `ty` u32, A's bytes are unsigned: `m16n8k32.row.col.s32.u8.s8.s32`.
+    /// TF32: `m16n8k8.row.col.f32.tf32.tf32.f32`, the same registers. `ty` s32: signed
+    /// bytes, four a register (`m16n8k32.row.col.s32.s8.s8.s32`), c and results s32, or
+    /// `m16n8k16` with two A registers and one B; `ty` u32: A's bytes unsigned (`.u8.s8`).
     Mma,
     /// `mbarrier.init.shared::cta.b64 [bar], count` (srcs: barrier address, arrival
     /// count immediate).

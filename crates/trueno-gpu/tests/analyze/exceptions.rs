@@ -23,8 +23,9 @@
 /// lane against each unpacked weight fragment (the staged formats' shared memory allows
 /// one block a multiprocessor at those widths anyway); Q4_K's one-vector tensor-core
 /// kernel asks for four blocks a multiprocessor (`.minnctapersm 4`; two of sixteen warps
-/// for its `_w16` form), and ptxas fits it in 64 registers without spills where the estimate, which keeps a super-block's loaded
-/// words live beside each step's masked fragments, says 81 ([`scheduled_apart`]).
+/// for its `_w16` form), and ptxas fits it in 64 registers without spills where the
+/// estimate, which keeps a super-block's loaded words live beside each step's masked
+/// fragments, says 81 ([`scheduled_apart`]; Q5_K's, at 128, needs no exception).
 pub const INTENDED: &[(&str, &str, &str)] = &[
     ("trueno_decode_attn_", "_h2", "register-pressure"),
     ("trueno_decode_attn_", "_h4", "register-pressure"),
