@@ -42,6 +42,7 @@ mod qgemv_k4_dp4a;
 pub mod qgemv_late;
 pub mod qgemv_mma_batch;
 mod qgemv_mma_staged;
+mod qgemv_mma_tile;
 pub mod qgemv_one_wave;
 pub mod qgemv_q4k_mma;
 pub mod qgemv_q4k_mma_one;

@@ -33,16 +33,12 @@
 //! (overlapped launches), its activations after it.
 
 use super::qgemv::QuantFormat;
-use super::qgemv_dp4a::q8k_params;
 use super::qgemv_k::{self, half_of};
+use super::qgemv_mma_tile::{TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
-use crate::ptx::{
-    Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, ShflMode, Space, U32, U64,
-};
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
 
-/// Rows a block: the product's M.
-const TILE_ROWS: u32 = 16;
 /// Warps a block (one 16-row tile), each taking every `warps`-th super-block of the
 /// tile's rows; the blocks a multiprocessor asked of ptxas follow ([`Self::min_blocks`]:
 /// Q4_K's eight warps unasked held 74 registers, three blocks).
@@ -271,28 +267,10 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
     let five_bit = format == QuantFormat::Q5K;
     let (bb, qs_at) = qgemv_k::layout(five_bit);
     let (warps, threads) = (tw.warps(), tw.threads());
-    let mut b = KernelBuilder::new(name);
-    b.max_threads(threads);
-    b.min_blocks(tw.min_blocks(format));
-    let p = q8k_params(&mut b, false);
-    b.allow_next_grid();
-    let tid = b.tid_x();
-    let warp = b.shr(tid, 5u32);
-    let lane = b.and(tid, 31u32);
-    let g = b.shr(lane, 2u32);
-    let t = b.and(lane, 3u32);
-    let tile = b.ctaid_x();
-    // Rows past the last load the last one (their sums are never stored).
-    let last = b.sub(p.rows, 1u32);
-    let row0 = b.mad(tile, TILE_ROWS, g);
-    let row_bytes = b.mul(p.blocks, bb);
-    let row_ptr = |b: &mut KernelBuilder, extra: u32| {
-        let r = b.add(row0, extra);
-        let r = b.min(r, last);
-        let off = b.mul_wide(r, row_bytes);
-        b.add(p.w, off)
-    };
-    let heads = [row_ptr(&mut b, 0), row_ptr(&mut b, 8)];
+    let (mut b, p, tl) = TileLane::begin(name, threads, tw.min_blocks(format), bb);
+    let TileLane {
+        warp, g, t, heads, ..
+    } = tl;
     let q_off = b.mad(t, 32u32, qs_at);
     let q_off = b.cvt::<U64, U32>(q_off, None);
     // B: the lane's activations of sub-block g, kept in the run that is sub-block g.
@@ -312,7 +290,6 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
         [low, b.shl(low, 1u32)]
     });
     let acc = [b.mov(0.0f32), b.mov(0.0f32)];
-    let pin_row = b.min(row0, last);
     let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
         let wo = b.mul_wide(sb, bb);
         let blk = heads.map(|h| b.add(h, wo));
@@ -327,22 +304,13 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
                 [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, q, o))
             })
         });
-        // The weights are uploaded, never written by a kernel; the activations may be
-        // the previous kernel's output.
-        if wait {
-            b.wait_for_previous_grid();
-        }
-        let ao = b.mad(sb, 256u32, act_off);
-        let ao = b.cvt::<U64, U32>(ao, None);
-        let a = b.add(p.qs, ao);
+        let a = act_after_weights(b, &p, sb, act_off, wait);
         let xs = [0, 16].map(|o| b.ld_vec::<U32, U64, 4>(Space::Global, a, o));
-        qgemv_k::end_block(b, (p.y, pin_row), p.blocks, a, acc[0]);
+        qgemv_k::end_block(b, (p.y, tl.pin_row), p.blocks, a, acc[0]);
         // The sums and scale after the pin (cache hits by then, as every warp of the
         // grid reads the same activations): before it they held registers past the
         // 64 that four blocks a multiprocessor allow, and ptxas spilled.
-        let so = b.mad(sb, 16u32, sums_off);
-        let so = b.mul_wide(so, 4u32);
-        let sp = b.add(p.bsums, so);
+        let sp = sums_at(b, &p, sb, sums_off);
         let sums = b.ld_vec::<S32, U64, 4>(Space::Global, sp, 0);
         let dxo = b.mul_wide(sb, 4u32);
         let dxp = b.add(p.d, dxo);
@@ -411,47 +379,8 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
             b.assign(acc[row], next);
         }
     };
-    let any = b.setp::<U32>(Cmp::Lt, warp, p.blocks);
-    b.if_else(
-        any,
-        false,
-        |b| pass(b, warp, true),
-        |b| b.wait_for_previous_grid(),
-    );
-    let second = b.add(warp, warps);
-    b.for_loop(second, p.blocks, warps, false, |b, sb| pass(b, sb, false));
-    // Rows g and g + 8: the four lanes t hold pairs of sub-blocks; then the tile's warps.
-    let sums = acc.map(|a| {
-        let x = b.shfl(ShflMode::Bfly, a, 1u32);
-        let a = b.add(a, x);
-        let x = b.shfl(ShflMode::Bfly, a, 2u32);
-        b.add(a, x)
-    });
-    let partial = b.shared_array("partial", warps * TILE_ROWS * 4, 16);
-    let mine = b.mad(warp, TILE_ROWS, g);
-    let mine = b.mad(mine, 4u32, partial);
-    let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
-    b.predicated(lane_t0, |b| {
-        b.st::<F32, U32>(Space::Shared, mine, 0, sums[0]);
-        b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
-    });
-    b.bar_sync();
-    let row = b.mad(tile, TILE_ROWS, tid);
-    let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
-    let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
-    let keep = b.and_pred(in_tile, in_rows);
-    b.if_then(keep, false, |b| {
-        let at = b.mad(tid, 4u32, partial);
-        let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
-        for w in 1..warps {
-            let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
-            sum = b.add(sum, x);
-        }
-        let off = b.mul_wide(row, 4u32);
-        let out = b.add(p.y, off);
-        b.st::<F32, U64>(Space::Global, out, 0, sum);
-    });
-    b.ret();
+    tile_passes(&mut b, warp, warps, p.blocks, pass);
+    tl.store(&mut b, &p, warps, acc);
     b.finish()
 }
 

@@ -1,0 +1,172 @@
+//! The frame the one-vector integer tensor-core kernels share (qgemv_q4k_mma_one.rs,
+//! qgemv_q6k_mma_one.rs): a block takes a 16-row tile (the `mma`'s M), warp `w` of `W`
+//! super-blocks `w, w + W, ...` of its rows, and the warps' sums meet in shared memory.
+
+use super::qgemv_dp4a::{Q8kParams, q8k_params};
+use crate::ptx::{Cmp, F32, KernelBuilder, Reg, ShflMode, Space, U32, U64};
+
+/// Rows a block: the product's M.
+pub(super) const TILE_ROWS: u32 = 16;
+
+/// A lane of a 16-row tile kernel: lane `4g + t` of
+/// warp `warp` holds rows `g` and `g + 8` of tile `tile` (the block), whose first
+/// super-blocks `heads` points at (rows past the last read the last one, their sums
+/// never stored; `pin_row`, the first of them clamped, is [`qgemv_k::end_block`]'s).
+pub(super) struct TileLane {
+    pub tid: Reg<U32>,
+    pub warp: Reg<U32>,
+    pub g: Reg<U32>,
+    pub t: Reg<U32>,
+    pub tile: Reg<U32>,
+    pub heads: [Reg<U64>; 2],
+    pub pin_row: Reg<U32>,
+}
+
+impl TileLane {
+    /// A tile kernel's start: its builder (`threads` a block, `min_blocks` a
+    /// multiprocessor asked of ptxas), its [`q8k_params`] (the next grid allowed to
+    /// start), and the lane, over super-blocks of `bb` bytes.
+    pub(super) fn begin(
+        name: String,
+        threads: u32,
+        min_blocks: u32,
+        bb: u32,
+    ) -> (KernelBuilder, Q8kParams, TileLane) {
+        let mut b = KernelBuilder::new(name);
+        b.max_threads(threads);
+        b.min_blocks(min_blocks);
+        let p = q8k_params(&mut b, false);
+        b.allow_next_grid();
+        let tl = TileLane::new(&mut b, &p, bb);
+        (b, p, tl)
+    }
+
+    fn new(b: &mut KernelBuilder, p: &Q8kParams, bb: u32) -> TileLane {
+        let tid = b.tid_x();
+        let warp = b.shr(tid, 5u32);
+        let lane = b.and(tid, 31u32);
+        let g = b.shr(lane, 2u32);
+        let t = b.and(lane, 3u32);
+        let tile = b.ctaid_x();
+        let last = b.sub(p.rows, 1u32);
+        let row0 = b.mad(tile, TILE_ROWS, g);
+        let row_bytes = b.mul(p.blocks, bb);
+        let heads = [0u32, 8].map(|extra| {
+            let r = b.add(row0, extra);
+            let r = b.min(r, last);
+            let off = b.mul_wide(r, row_bytes);
+            b.add(p.w, off)
+        });
+        TileLane {
+            tid,
+            warp,
+            g,
+            t,
+            tile,
+            heads,
+            pin_row: b.min(row0, last),
+        }
+    }
+
+    /// Rows `g` and `g + 8`'s sums `acc` over the four lanes `t` (their sub-blocks),
+    /// then over the tile's `warps` warps in shared memory, into `y`; ends the kernel.
+    pub(super) fn store(
+        &self,
+        b: &mut KernelBuilder,
+        p: &Q8kParams,
+        warps: u32,
+        acc: [Reg<F32>; 2],
+    ) {
+        let TileLane {
+            tid,
+            warp,
+            g,
+            t,
+            tile,
+            ..
+        } = *self;
+        let sums = acc.map(|a| {
+            let x = b.shfl(ShflMode::Bfly, a, 1u32);
+            let a = b.add(a, x);
+            let x = b.shfl(ShflMode::Bfly, a, 2u32);
+            b.add(a, x)
+        });
+        let partial = b.shared_array("partial", warps * TILE_ROWS * 4, 16);
+        let mine = b.mad(warp, TILE_ROWS, g);
+        let mine = b.mad(mine, 4u32, partial);
+        let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
+        b.predicated(lane_t0, |b| {
+            b.st::<F32, U32>(Space::Shared, mine, 0, sums[0]);
+            b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
+        });
+        b.bar_sync();
+        let row = b.mad(tile, TILE_ROWS, tid);
+        let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
+        let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
+        let keep = b.and_pred(in_tile, in_rows);
+        b.if_then(keep, false, |b| {
+            let at = b.mad(tid, 4u32, partial);
+            let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
+            for w in 1..warps {
+                let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
+                sum = b.add(sum, x);
+            }
+            let off = b.mul_wide(row, 4u32);
+            let out = b.add(p.y, off);
+            b.st::<F32, U64>(Space::Global, out, 0, sum);
+        });
+        b.ret();
+    }
+}
+
+/// A pass's start after its weight loads: in the first pass (`wait`) the wait for the
+/// previous grid (the weights are uploaded, never written by a kernel; the activations
+/// may be the previous kernel's output), then the lane's activation quants, `act_off`
+/// bytes into super-block `sb`'s.
+pub(super) fn act_after_weights(
+    b: &mut KernelBuilder,
+    p: &Q8kParams,
+    sb: Reg<U32>,
+    act_off: Reg<U32>,
+    wait: bool,
+) -> Reg<U64> {
+    if wait {
+        b.wait_for_previous_grid();
+    }
+    let ao = b.mad(sb, 256u32, act_off);
+    let ao = b.cvt::<U64, U32>(ao, None);
+    b.add(p.qs, ao)
+}
+
+/// The lane's activation sums of 16 of super-block `sb`, from its sum `first`.
+pub(super) fn sums_at(
+    b: &mut KernelBuilder,
+    p: &Q8kParams,
+    sb: Reg<U32>,
+    first: Reg<U32>,
+) -> Reg<U64> {
+    let so = b.mad(sb, 16u32, first);
+    let so = b.mul_wide(so, 4u32);
+    b.add(p.bsums, so)
+}
+
+/// Warp `warp` of `warps` runs `pass(b, sb, wait)` over super-blocks `warp, warp + warps,
+/// ...` below `blocks`; `wait` in the first pass only, which waits for the previous grid
+/// after its weight loads (a warp without super-blocks just waits).
+pub(super) fn tile_passes(
+    b: &mut KernelBuilder,
+    warp: Reg<U32>,
+    warps: u32,
+    blocks: Reg<U32>,
+    pass: impl Fn(&mut KernelBuilder, Reg<U32>, bool),
+) {
+    let any = b.setp::<U32>(Cmp::Lt, warp, blocks);
+    b.if_else(
+        any,
+        false,
+        |b| pass(b, warp, true),
+        |b| b.wait_for_previous_grid(),
+    );
+    let second = b.add(warp, warps);
+    b.for_loop(second, blocks, warps, false, |b, sb| pass(b, sb, false));
+}
