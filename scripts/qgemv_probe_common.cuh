@@ -43,8 +43,8 @@ __device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, 
 }
 
 // The one-vector tensor-core forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
-// pairs), then over the tile's W warps in shared memory, into y.
-template <int W>
+// pairs), then over the tile's W warps in shared memory, into y (blocks of NT threads).
+template <int W, int NT = THREADS>
 __device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
@@ -57,12 +57,12 @@ __device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float 
     }
     __syncthreads();
     int i = threadIdx.x;
-    if (i < 16 * (THREADS / 32 / W)) {
+    if (i < 16 * (NT / 32 / W)) {
         int lt = i / 16, r = i % 16;
         float sum = 0.f;
 #pragma unroll
         for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
-        int row = (blockIdx.x * (THREADS / 32 / W) + lt) * 16 + r;
+        int row = (blockIdx.x * (NT / 32 / W) + lt) * 16 + r;
         if (row < rows) y[row] = sum;
     }
 }

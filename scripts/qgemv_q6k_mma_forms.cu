@@ -18,12 +18,19 @@
 //          holds rows g, g + 8 of sub-blocks 2t, 2t + 1: `sc (dot - 32 bsum)` with Q8_K's
 //          sums of 16, then `d dx` a super-block. U halves' loads a pass (U = 2: the
 //          whole super-block's before its products).
+//   MMA6A  MMA6 where rows are whole 1024-column groups: a warp's offset past the 8-byte
+//          boundary is then warp-uniform, and a branch picks a loop built for it (no
+//          selects; one load a piece at offset 0). MMA6A2: its 6-bit values never
+//          assembled, the high bit pairs a second `mma` (see the form). W16: sixteen
+//          warps a tile (512 threads).
 //
 // 20 calls in a CUDA graph over enough weight sets that each call misses L2, µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
 // "Sixteen warps a tile where the tiles fit a wave; Q6_K on the tensor cores tried"
-// (session 55: 0.98-1.05x trueno's `dp4a` kernels, not ported).
+// (session 55: MMA6 0.98-1.05x trueno's `dp4a` kernels, not ported) and "Q6_K on the
+// tensor cores where rows are whole 1024-column groups" (session 56: MMA6A, ported as
+// trueno's QgemvQ6kMmaOneKernel; the main loop runs MMA6 only as the baseline now).
 //
 //   nvcc -O3 -arch=sm_90 -o qgemv_q6k_mma_forms scripts/qgemv_q6k_mma_forms.cu && ./qgemv_q6k_mma_forms [ROWS COLS]...
 //
@@ -104,16 +111,27 @@ __device__ __forceinline__ void half_products(const HalfLoads (&L)[2], const Lin
     isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
 }
 
+// Lane 4g + t of warp `kw` (of W) in its tile, and its rows g and g + 8 (past the last:
+// the last), in blocks of NT threads.
+struct TileRows {
+    int g, t, kw;
+    const uint8_t *w0, *w1;
+};
+template <int W, int NT>
+__device__ __forceinline__ TileRows tile_rows(const uint8_t* w, int rows, int blocks) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int g = lane >> 2, tile = blockIdx.x * (NT / 32 / W) + warp / W;
+    size_t row_bytes = (size_t)blocks * QB;
+    const uint8_t* w0 = w + (size_t)min(tile * 16 + g, rows - 1) * row_bytes;
+    const uint8_t* w1 = w + (size_t)min(tile * 16 + g + 8, rows - 1) * row_bytes;
+    return TileRows{g, lane & 3, warp % W, w0, w1};
+}
+
 template <int W, int U, int MINB = 0, bool PDL = false>
 __global__ void __launch_bounds__(THREADS, MINB) q6k_mma(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     __shared__ float part[THREADS / 32][16];
     if (PDL) asm volatile("griddepcontrol.launch_dependents;");
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int g = lane >> 2, t = lane & 3, kw = warp % W;
-    int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
-    size_t row_bytes = (size_t)blocks * QB;
-    const uint8_t* w0 = w + (size_t)min(tile * 16 + g, rows - 1) * row_bytes;
-    const uint8_t* w1 = w + (size_t)min(tile * 16 + g + 8, rows - 1) * row_bytes;
+    auto [g, t, kw, w0, w1] = tile_rows<W, THREADS>(w, rows, blocks);
     // The lane's offset past an 8-byte boundary at super-block kw: the same at kw + W,
     // kw + 2W, ... and for row g + 8 (eight rows are 0 mod 8 bytes).
     int o = (int)(((uintptr_t)w0 + (size_t)kw * QB) & 7);
@@ -164,6 +182,165 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_mma(const uint8_t* __restri
     store_tile<W>(part, acc0, acc1, y, rows);
 }
 
+// MMA6A: MMA6 where a row is 0 mod 8 bytes (blocks a multiple of 4): a warp's offset `O`
+// past the 8-byte boundary is then the same for its sixteen rows and, W being 0 mod 4,
+// for all its super-blocks, so one warp-uniform branch picks a loop compiled for it: a
+// piece is one 8-byte load at O = 0, two 4-byte loads at 4, two loads and two byte
+// permutes at 2 and 6, no selects. TWO: quarter e's 6-bit values never assembled; a
+// second `mma` a step takes the high bit pairs masked in place (4^e times theirs) beside
+// the nibbles (the high nibbles masked in place, 16 times theirs), lane 4g + t's columns
+// being quarter t's alone: `cn + F ch` with F = 16 or 4 is the dot product times 1
+// (t < 2) or 16 (t >= 2).
+__device__ __forceinline__ uint32_t ld4(const void* p) {
+    uint32_t v;
+    asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+
+// An 8-byte piece `O` bytes past the 8-byte boundary `p8`: loaded raw, lined up later.
+template <int O>
+struct Piece {
+    uint2 x, y;
+    __device__ __forceinline__ void load(const uint8_t* p8) {
+        if (O == 0) {
+            x = ld8(p8);
+        } else if (O == 4) {
+            x.x = ld4(p8 + 4);
+            x.y = ld4(p8 + 8);
+        } else if (O == 2) {
+            x = ld8(p8);
+            y.x = ld4(p8 + 8);
+        } else {
+            x = ld8(p8);
+            y = ld8(p8 + 8);
+        }
+    }
+    __device__ __forceinline__ uint32_t w(int i) const {
+        if (O == 0 || O == 4) return i ? x.y : x.x;
+        if (O == 2) return i ? __byte_perm(x.y, y.x, 0x5432) : __byte_perm(x.x, x.y, 0x5432);
+        return i ? __byte_perm(y.x, y.y, 0x5432) : __byte_perm(x.y, y.x, 0x5432);
+    }
+};
+
+template <int O>
+struct HalfRaw {
+    Piece<O> p[3];
+};
+template <int O>
+__device__ __forceinline__ HalfRaw<O> load_half_a(const uint8_t* p8, int h, int t) {
+    HalfRaw<O> r;
+    r.p[0].load(p8 + 64 * h + 8 * t);
+    r.p[1].load(p8 + 64 * h + 32 + 8 * t);
+    r.p[2].load(p8 + 128 + 32 * h + 8 * t);
+    return r;
+}
+
+template <int H, int O, bool TWO>
+__device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 x, const uint32_t (&m)[4], const uint8_t* b0,
+                                                const uint8_t* b1, const int32_t* s16, int t, int (&isum)[2]) {
+    uint32_t q[2][3][2];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int p = 0; p < 3; p++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) q[r][p][i] = L[r].p[p].w(i);
+    int2 bs = *(const int2*)(s16 + 8 * H + 2 * t);
+    int sc0 = (int)(int16_t)ld2(b0 + 192 + 8 * H + 2 * t), sc1 = (int)(int16_t)ld2(b1 + 192 + 8 * H + 2 * t);
+    int lo0 = (int)(int8_t)(sc0 & 255), hi0 = sc0 >> 8, lo1 = (int)(int8_t)(sc1 & 255), hi1 = sc1 >> 8;
+    if (!TWO) {
+        int c[4] = {0, 0, 0, 0};
+#define STEP(E)                                                                                                                 \
+    mma_u8s8(c, quants<E>(q[0][E & 1][0], q[0][2][0]), quants<E>(q[1][E & 1][0], q[1][2][0]), quants<E>(q[0][E & 1][1], q[0][2][1]), \
+             quants<E>(q[1][E & 1][1], q[1][2][1]), x.x & m[E], x.y & m[E]);
+        STEP(0) STEP(1) STEP(2) STEP(3)
+#undef STEP
+        int z0 = 32 * bs.x, z1 = 32 * bs.y;
+        isum[0] += lo0 * (c[0] - z0) + hi0 * (c[1] - z1);
+        isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
+    } else {
+        int cn[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+#define STEP2(E)                                                                                                               \
+    {                                                                                                                          \
+        const uint32_t nm = E >= 2 ? 0xF0F0F0F0u : 0x0F0F0F0Fu, hm = 0x03030303u << (2 * E);                                  \
+        uint32_t b0w = x.x & m[E], b1w = x.y & m[E];                                                                           \
+        mma_u8s8(cn, q[0][E & 1][0] & nm, q[1][E & 1][0] & nm, q[0][E & 1][1] & nm, q[1][E & 1][1] & nm, b0w, b1w);           \
+        mma_u8s8(ch, q[0][2][0] & hm, q[1][2][0] & hm, q[0][2][1] & hm, q[1][2][1] & hm, b0w, b1w);                           \
+    }
+        STEP2(0) STEP2(1) STEP2(2) STEP2(3)
+#undef STEP2
+        int f = (t & 1) ? 4 : 16, zs = t >= 2 ? 9 : 5;
+        int z0 = bs.x << zs, z1 = bs.y << zs;
+        isum[0] += lo0 * (cn[0] + f * ch[0] - z0) + hi0 * (cn[1] + f * ch[1] - z1);
+        isum[1] += lo1 * (cn[2] + f * ch[2] - z0) + hi1 * (cn[3] + f * ch[3] - z1);
+    }
+}
+
+template <int W, int U, bool TWO, int O>
+__device__ __forceinline__ void q6k_loop_a(const uint8_t* w0, const uint8_t* w1, const Act& a, int blocks, int kw, int t,
+                                           const uint32_t (&m)[4], int eo, float& acc0, float& acc1) {
+    // Lanes t >= 2 of the two-`mma` form hold 16 times their dot products.
+    const float fs = TWO && t >= 2 ? 0.0625f : 1.0f;
+    bool first = true;
+#pragma unroll 1
+    for (int sb = kw; sb < blocks; sb += W) {
+        const uint8_t* b0 = w0 + (size_t)sb * QB;
+        const uint8_t* b1 = w1 + (size_t)sb * QB;
+        const uint8_t* p0 = b0 - O;
+        const uint8_t* p1 = b1 - O;
+        HalfRaw<O> L0[2], L1[2];
+        L0[0] = load_half_a<O>(p0, 0, t);
+        L0[1] = load_half_a<O>(p1, 0, t);
+        if (U == 2) {
+            L1[0] = load_half_a<O>(p0, 1, t);
+            L1[1] = load_half_a<O>(p1, 1, t);
+        }
+        uint32_t d0 = ld2(b0 + 208), d1 = ld2(b1 + 208);
+        if (first) asm volatile("griddepcontrol.wait;" ::: "memory");
+        first = false;
+        const int8_t* aq = a.q + (size_t)sb * 256 + 32 * eo + 8 * t;
+        uint2 x0 = ld8(aq), x1 = ld8(aq + 128);
+        const int32_t* s16 = a.s16 + (size_t)sb * 16;
+        float dx = a.d[sb] * fs;
+        int isum[2] = {0, 0};
+        half_products_a<0, O, TWO>(L0, x0, m, b0, b1, s16, t, isum);
+        if (U == 1) {
+            L1[0] = load_half_a<O>(p0, 1, t);
+            L1[1] = load_half_a<O>(p1, 1, t);
+        }
+        half_products_a<1, O, TWO>(L1, x1, m, b0, b1, s16, t, isum);
+        float df0, df1;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(df0) : "h"((unsigned short)d0));
+        asm("cvt.f32.f16 %0, %1;" : "=f"(df1) : "h"((unsigned short)d1));
+        acc0 += dx * df0 * (float)isum[0];
+        acc1 += dx * df1 * (float)isum[1];
+    }
+}
+
+template <int W, int U, int MINB, bool TWO, int NT = THREADS>
+__global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    static_assert(W % 4 == 0, "W super-blocks must be 0 mod 8 bytes");
+    __shared__ float part[NT / 32][16];
+    asm volatile("griddepcontrol.launch_dependents;");
+    auto [g, t, kw, w0, w1] = tile_rows<W, NT>(w, rows, blocks);
+    // Warp-uniform where rows are 0 mod 8 bytes (the caller's promise: blocks % 4 == 0).
+    int o = (int)(((uintptr_t)w + (size_t)kw * QB) & 7);
+    int ea = (g - (t >> 1)) >> 1;
+    bool has = ((g - (t >> 1)) & 1) == 0;
+    uint32_t m[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) m[e] = has && ea == e ? ~0u : 0u;
+    int eo = has ? ea : 0;
+    float acc0 = 0.f, acc1 = 0.f;
+    switch (o) {
+        case 0: q6k_loop_a<W, U, TWO, 0>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        case 2: q6k_loop_a<W, U, TWO, 2>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        case 4: q6k_loop_a<W, U, TWO, 4>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        default: q6k_loop_a<W, U, TWO, 6>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+    }
+    store_tile<W, NT>(part, acc0, acc1, y, rows);
+}
+
 // GGML's dequantize_row_q6_K, against the activations, in double.
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
     double acc = 0;
@@ -208,34 +385,36 @@ int main(int argc, char** argv) {
         }
         ProbeData p(hw, rows, blocks, calls, rnd);
         p.reference(hw, ref_row);
-        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl) {
+        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl, int nt = THREADS) {
             int per_sm = 0;
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, 0);
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, 0);
             int grid = (rows + rows_a_block - 1) / rows_a_block;
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
             cudaMemset(p.y, 0, rows * 4);
-            kern<<<grid, THREADS, 0, s>>>(p.ws[0], p.act, p.y, rows, blocks);
+            kern<<<grid, nt, 0, s>>>(p.ws[0], p.act, p.y, rows, blocks);
             cudaStreamSynchronize(s);
             double err = p.max_rel_err();
             double us = graph_us(s, calls, [&](int i) {
-                launch(s, pdl, kern, dim3(grid), dim3(THREADS), 0, (const uint8_t*)p.ws[i % p.ws.size()], p.act, p.y, rows, blocks);
+                launch(s, pdl, kern, dim3(grid), dim3(nt), 0, (const uint8_t*)p.ws[i % p.ws.size()], p.act, p.y, rows, blocks);
             });
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
-            run("MMA6-W8U1", q6k_mma<8, 1>, 16, false);
-            run("MMA6-W8U2", q6k_mma<8, 2>, 16, false);
-            run("MMA6-W8U1-M3", q6k_mma<8, 1, 3>, 16, false);
-            run("MMA6-W8U1-M4", q6k_mma<8, 1, 4>, 16, false);
-            run("MMA6-W8U2-M2", q6k_mma<8, 2, 2>, 16, false);
-            run("MMA6-W8U2-M3", q6k_mma<8, 2, 3>, 16, false);
-            run("MMA6-W4U1", q6k_mma<4, 1>, 32, false);
-            run("MMA6-W4U2-M3", q6k_mma<4, 2, 3>, 32, false);
-            run("MMA6-W8U1-PDL", q6k_mma<8, 1, 0, true>, 16, true);
             run("MMA6-W8U2-PDL", q6k_mma<8, 2, 0, true>, 16, true);
-            run("MMA6-W8U1-M4-PDL", q6k_mma<8, 1, 4, true>, 16, true);
             run("MMA6-W8U2-M3-PDL", q6k_mma<8, 2, 3, true>, 16, true);
+            if (blocks % 4 != 0) continue;
+            run("MMA6A-W8U2", q6k_mma_a<8, 2, 0, false>, 16, true);
+            run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
+            run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+            run("MMA6A-W8U1-M4", q6k_mma_a<8, 1, 4, false>, 16, true);
+            run("MMA6A2-W8U2", q6k_mma_a<8, 2, 0, true>, 16, true);
+            run("MMA6A2-W8U2-M2", q6k_mma_a<8, 2, 2, true>, 16, true);
+            run("MMA6A2-W8U2-M3", q6k_mma_a<8, 2, 3, true>, 16, true);
+            run("MMA6A-W16U2-M1", q6k_mma_a<16, 2, 1, false, 512>, 16, true, 512);
+            run("MMA6A-W16U2-M2", q6k_mma_a<16, 2, 2, false, 512>, 16, true, 512);
+            run("MMA6A2-W16U2-M1", q6k_mma_a<16, 2, 1, true, 512>, 16, true, 512);
+            run("MMA6A2-W16U2-M2", q6k_mma_a<16, 2, 2, true, 512>, 16, true, 512);
         }
     }
     printf("{\"err\":\"%s\"}\n", cudaGetErrorString(cudaGetLastError()));
