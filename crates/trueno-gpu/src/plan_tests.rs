@@ -2,6 +2,7 @@ use super::*;
 use crate::kernels::gemm_mma::{MmaGemmKernel, MmaTileK};
 use crate::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use crate::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
+use crate::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
 
 /// The devices the plans are priced on: Hopper (the fused quantized GEMM) and the A100.
 const H100: &DevicePeak = &DEVICES[0];
@@ -231,7 +232,7 @@ fn a_prefill_runs_every_step_with_the_projections_on_the_tensor_cores() {
     assert_eq!(
         p.epilogue[2].config,
         Some(
-            QgemvQ8kKernel(QuantFormat::Q6K)
+            QgemvQ6kMmaOneKernel(TileBlocks::Three)
                 .launch_config(&[128256, 4096])
                 .unwrap()
         )
@@ -513,10 +514,10 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
     );
 }
 
-/// A Q6_K down projection (4096 rows: 512 blocks of eight) takes the one-step variant on
-/// an H100, as `Stream::qgemv_q8k` does there (only four blocks a multiprocessor fit it
-/// in one wave of 132), and the default kernel on an A100 (108 multiprocessors: one wave
-/// with neither), as does the 1024-row value projection on both (one wave with either).
+/// A Q6_K down projection (4096 rows of 14336 columns: 256 tiles, long rows) takes the
+/// tensor-core kernel at two blocks a multiprocessor on an H100 (one wave of them) and
+/// an A100 (two), as `Stream::qgemv_q8k` does (`q6k_mma_one_for`); the 1024-row value
+/// projection (64 tiles of 4096-column rows) the default `dp4a` kernel on both.
 #[test]
 fn q6_k_products_name_the_kernel_the_stream_runs() {
     let m = llama3_8b();
@@ -525,11 +526,9 @@ fn q6_k_products_name_the_kernel_the_stream_runs() {
         let s = p.layers[0].iter().find(|s| s.what == what).unwrap();
         s.kernel.clone().unwrap()
     };
-    assert_eq!(
-        named(H100, "down projection"),
-        "trueno_qgemv_q6_k_q8k_step1"
-    );
-    assert_eq!(named(A100, "down projection"), "trueno_qgemv_q6_k_q8k");
+    let two = QgemvQ6kMmaOneKernel(TileBlocks::Two).name();
+    assert_eq!(named(H100, "down projection"), two);
+    assert_eq!(named(A100, "down projection"), two);
     assert_eq!(named(H100, "v projection"), "trueno_qgemv_q6_k_q8k");
     assert_eq!(named(A100, "v projection"), "trueno_qgemv_q6_k_q8k");
 }

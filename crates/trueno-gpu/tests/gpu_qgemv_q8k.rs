@@ -12,12 +12,12 @@ mod common;
 use common::device::{POISON, Rng, cpu_format as cpu, ctx, poisoned, small, weight_cases};
 use common::q8k::{assert_rows, quantize_and_multiply, reference};
 use trueno_gpu::driver::{Recording, Stream};
+use trueno_gpu::kernels::Family;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::QgemvQ8kKernel;
 use trueno_gpu::kernels::qgemv_q4k_mma::{
     ActLoads, BatchPath, DIRECT_UP_TO, QgemvQ8kMmaKernel, VectorTiles,
 };
-use trueno_gpu::kernels::{Family, Kernel};
 use trueno_gpu::memory::{DeviceBuffer, Q8kVector, QuantMatrix};
 use trueno_quant::QuantFormat as CpuFormat;
 
@@ -341,11 +341,11 @@ fn overlapped_launches_keep_a_chain_of_products_exact() {
         let x_host = rng.vec(n, -1.0, 1.0);
         let x = ctx.upload(&x_host).unwrap();
         let q = ctx.alloc_q8k(n).unwrap();
+        // The kernel the chain runs (Q4_K and Q6_K: on the tensor cores).
+        let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
         let run = |overlap: bool, graph: bool| {
             ctx.set_overlapped_launches(overlap);
-            let f = ctx
-                .function(Family::Qgemv, &QgemvQ8kKernel(f).name())
-                .unwrap();
+            let f = ctx.function(Family::Qgemv, &chosen).unwrap();
             assert_eq!(f.overlaps_previous(), overlap && ctx.overlapped_launches());
             let ys: Vec<_> = (0..links).map(|_| poisoned(&ctx, n)).collect();
             let mut s = ctx.stream().unwrap();

@@ -14,6 +14,7 @@ use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps, mma_one_for};
+use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_quant::QuantFormat as CpuFormat;
@@ -185,4 +186,43 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
         let chosen = random_product_matches(&ctx, &mut rng, g, (33, 256));
         assert!(dp4a(&chosen), "{}: {chosen}", g.name());
     }
+}
+
+/// Q6_K on the tensor cores where a row is whole 1024-column groups, at the residency
+/// `q6k_mma_one_for` gives, each against the reference: within a wave of tiles at two
+/// blocks a multiprocessor only for rows of 32 super-blocks or more (one row; a tile and
+/// one; ragged), two blocks up to two waves, three past (4 super-blocks a row: fewer than
+/// a tile's eight warps, the first four starting 0, 2, 4 and 6 bytes past an 8-byte
+/// boundary; 8; 36). The `dp4a` kernels: within a wave with shorter rows, rows of 5 or
+/// 3 super-blocks, the tensor cores off.
+#[test]
+fn q6_k_on_the_tensor_cores_matches_the_reference_where_rows_are_whole_1024_columns() {
+    let Some(ctx) = ctx() else { return };
+    let mut rng = Rng(0x6a6b);
+    let f = QuantFormat::Q6K;
+    let sms = ctx.device().multiprocessors as usize;
+    // The rows of a wave of tiles at two blocks a multiprocessor.
+    let wave = 16 * sms * 2;
+    for (blocks, rows, nb) in [
+        (TileBlocks::Two, 1, 32),
+        (TileBlocks::Two, 17, 36),
+        (TileBlocks::Two, 33, 32),
+        (TileBlocks::Two, wave + 1, 4),
+        (TileBlocks::Two, 2 * wave - 15, 8),
+        (TileBlocks::Three, 2 * wave + 1, 4),
+        (TileBlocks::Three, 2 * wave + 31, 8),
+    ] {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
+        let want = QgemvQ6kMmaOneKernel(blocks).name();
+        assert_eq!(chosen, want, "{rows}x{}", nb * 256);
+    }
+    let dp4a = |chosen: &str| !chosen.contains("_mma1");
+    for (rows, nb) in [(wave - 15, 16), (2 * wave + 1, 5), (2 * wave + 1, 3)] {
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
+        assert!(dp4a(&chosen), "{rows}x{}: {chosen}", nb * 256);
+    }
+    ctx.set_qgemv_tensor_cores(false);
+    let chosen = random_product_matches(&ctx, &mut rng, f, (2 * wave + 1, 4 * 256));
+    assert!(dp4a(&chosen), "tensor cores off: {chosen}");
+    ctx.set_qgemv_tensor_cores(true);
 }

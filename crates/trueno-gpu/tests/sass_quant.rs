@@ -171,6 +171,49 @@ fn the_one_vector_k_quant_qgemv_multiplies_on_the_integer_tensor_cores() {
     }
 }
 
+/// Q6_K's one-vector tensor-core kernel (`QgemvQ6kMmaOneKernel`): a loop for each of
+/// the four offsets a warp's super-blocks can start at, each with the first super-block's
+/// pass and the loop's, eight IMMA.16832.U8.S8 a pass, no IDP; among a pass's products
+/// only the activations' sums (one 8-byte load a half) and scale, every weight load
+/// before them; registers within the blocks a multiprocessor each variant asks for (two
+/// blocks of 256 threads 128, three 85), no spill.
+#[test]
+fn the_one_vector_q6_k_qgemv_multiplies_on_the_integer_tensor_cores() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
+    for (blocks, cap) in [(TileBlocks::Two, 128), (TileBlocks::Three, 85)] {
+        for target in [Target::Sm80, Target::Sm90] {
+            let k = QgemvQ6kMmaOneKernel(blocks);
+            let (stem, code) = sass.of(&k, target);
+            let count = |op: &str| code.matches(op).count();
+            assert_eq!(count("IMMA.16832.U8.S8"), 4 * 2 * 8, "{stem}\n{code}");
+            assert_eq!(count("IDP.4A"), 0, "{stem}");
+            // From each pass's first product to its next branch.
+            let lines: Vec<&str> = code.lines().collect();
+            let mut passes = 0;
+            for (i, l) in lines.iter().enumerate() {
+                // A pass's first: no product since the last branch.
+                let since_branch = lines[..i].iter().rev().take_while(|l| !l.contains("BRA"));
+                if !l.contains("IMMA") || since_branch.clone().any(|l| l.contains("IMMA")) {
+                    continue;
+                }
+                passes += 1;
+                let among = lines[i..]
+                    .iter()
+                    .take_while(|l| !l.contains("BRA"))
+                    .filter(|l| l.contains("LDG"))
+                    .count();
+                assert!(
+                    among <= 3,
+                    "{stem}: {among} loads among a pass's products\n{code}"
+                );
+            }
+            assert_eq!(passes, 8, "{stem}\n{code}");
+            assert!(sass.registers(&k, target) <= cap, "{stem}: over {cap}");
+        }
+    }
+}
+
 /// Q4_K's one-pass kernel (`QgemvQ8kWideKernel`): a 4096-wide row's four steps of quants
 /// in four 16-byte loads before it waits for the previous grid, headers and activations
 /// among the products; fewer registers than the default kernel and no more than 56, so
@@ -289,6 +332,11 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
                 .map(|w| Box::new(QgemvQ8kMmaOneKernel(f, w)) as Box<dyn Kernel>),
         );
     }
+    use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
+    kernels.extend(
+        [TileBlocks::Two, TileBlocks::Three]
+            .map(|n| Box::new(QgemvQ6kMmaOneKernel(n)) as Box<dyn Kernel>),
+    );
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
         assert!(

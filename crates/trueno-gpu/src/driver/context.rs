@@ -287,10 +287,11 @@ impl Context {
         self.inner.overlap.load(Ordering::Relaxed)
     }
 
-    /// Whether [`Stream::qgemv_q8k`](crate::driver::Stream::qgemv_q8k) runs Q4_K and
-    /// Q5_K on the integer tensor cores where
-    /// [`mma_one_for`](crate::kernels::qgemv_q4k_mma_one::mma_one_for) says (the default)
-    /// or always on the `dp4a` kernels (`false`: to compare them, or for the `dp4a`
+    /// Whether [`Stream::qgemv_q8k`](crate::driver::Stream::qgemv_q8k) runs Q4_K, Q5_K
+    /// and Q6_K on the integer tensor cores where
+    /// [`mma_one_for`](crate::kernels::qgemv_q4k_mma_one::mma_one_for) and
+    /// [`q6k_mma_one_for`](crate::kernels::qgemv_q6k_mma_one::q6k_mma_one_for) say (the
+    /// default) or always on the `dp4a` kernels (`false`: to compare them, or for the `dp4a`
     /// kernels' order of the f32 sums). The integer dot products are exact
     /// either way; the results differ only in how their scaled sums are added.
     ///

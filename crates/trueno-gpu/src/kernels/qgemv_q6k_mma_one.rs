@@ -1,0 +1,331 @@
+//! One Q8_K activation vector against Q6_K weights on the integer tensor cores
+//! (`mma.sync.m16n8k32.u8.s8`), in the Q4_K kernel's frame (qgemv_mma_tile.rs): a block of eight warps
+//! takes a 16-row tile, warp `w` super-blocks `w, w + 8, ...`, the sub-blocks the product's
+//! N. Why: the `dp4a` kernel spends about 400 SASS instructions on a warp's 4096 weights,
+//! most of them lining up the 2-byte-aligned 210-byte super-blocks (a select and a byte
+//! permute a word) and assembling 6-bit values; here 240-280 by offset (sm_90).
+//!
+//! Where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840 bytes),
+//! a warp's super-blocks all start the same `O` bytes (0, 2, 4 or 6) past an 8-byte
+//! boundary, for all sixteen rows (eight super-blocks a warp's step are 1680 bytes, 0 mod
+//! 8). One warp-uniform branch then picks a loop built for that `O`: an 8-byte piece of
+//! quants is one 8-byte load at `O = 0`, two 4-byte loads at 4, an 8-byte and a 4- or
+//! 8-byte load lined up by two byte permutes at 2 and 6. Other widths keep the `dp4a`
+//! kernels ([`q6k_mma_one_for`]).
+//!
+//! Lane `4g + t` takes rows `g` and `g + 8`, and in each half `h` of a super-block
+//! elements `l = 8t..8t + 8` of its four quarters: `ql` bytes `64h + 8t` (quarters 0 and 2,
+//! low and high nibbles) and `64h + 32 + 8t` (1 and 3), `qh` bytes `128 + 32h + 8t` (bit
+//! pair `2e` for quarter `e`): each byte of the row is loaded by one lane. Step `e` of a
+//! half is quarter `e`: A's first k run holds elements `8t..8t + 4`, its second `8t +
+//! 4..8t + 8`, all of sub-block `2e + t / 2` (of the half's eight), each byte the 6-bit
+//! value `nibble | pair << 4` (0..64, unsigned). B column `n` is the half's sub-block `n`:
+//! lane `4g + t` gives its eight activation bytes only in the step where its k runs are
+//! sub-block `g`, zeros elsewhere. After a half's four steps lane `4g + t` holds rows `g`,
+//! `g + 8` of sub-blocks `2t`, `2t + 1` (quarter `t`): `sc (dot - 32 bsum)` with Q8_K's
+//! sums of 16, and `dx d` once a super-block. H200, µs in a graph (session 56): 15.75 /
+//! 15.69 / 29.86 at 14336x4096 / 4096x14336 / 32000x4096 against the `dp4a` kernels'
+//! 16.91 / 16.02 / 32.58 in the same run (81%, 81%, 95% of torch's copy).
+
+use super::qgemv::QuantFormat;
+use super::qgemv::f16_bits;
+use super::qgemv_k;
+use super::qgemv_mma_tile::{TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes};
+use super::qgemv_q6k::BLOCK_BYTES;
+use super::{Family, Kernel, LaunchConfig, blocks_for};
+use crate::error::Result;
+use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
+
+/// Warps a tile.
+const WARPS: u32 = 8;
+/// Columns a row must hold whole groups of for the kernel: four super-blocks, 840
+/// bytes, 0 mod 8.
+pub const COLS_MULTIPLE: usize = 1024;
+
+/// Blocks of eight warps a multiprocessor asked of ptxas, which caps the registers (and
+/// so how much of a pass's loads ptxas keeps in flight before its products).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TileBlocks {
+    /// Two (up to 128 registers; ptxas takes about 96): every load of a super-block
+    /// before its first product. For products whose tiles fit one wave so (H200, the
+    /// probe's forms: 15.3 against 19.0 µs at 4096x14336, 5.5 against 6.0 at 4096x4096).
+    Two,
+    /// Three (80 registers): more warps in flight for products of several waves (14.8
+    /// against 16.7 µs at 14336x4096, 29.5 against 34.0 at 32000x4096).
+    Three,
+}
+
+impl TileBlocks {
+    /// The blocks a multiprocessor asked of ptxas.
+    ///
+    /// ```
+    /// use trueno_gpu::kernels::qgemv_q6k_mma_one::TileBlocks;
+    ///
+    /// assert_eq!(TileBlocks::Three.per_multiprocessor(), 3);
+    /// ```
+    pub const fn per_multiprocessor(self) -> u32 {
+        match self {
+            TileBlocks::Two => 2,
+            TileBlocks::Three => 3,
+        }
+    }
+}
+
+/// `y = W a` for Q6_K weights `W` whose rows are whole [`COLS_MULTIPLE`]-column groups
+/// and one Q8_K activation vector `a`, on the integer tensor cores (see the module's
+/// doc); parameters as [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k`
+/// takes it as [`q6k_mma_one_for`] says.
+#[derive(Clone, Copy, Debug)]
+pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
+
+/// The tensor-core kernel for a `rows` x `cols` Q6_K product on a device of `sms`
+/// multiprocessors, or `None` where the `dp4a` kernels keep up: rows that are not whole
+/// [`COLS_MULTIPLE`]-column groups (their super-blocks' alignment would differ from row
+/// to row), and tiles that fit one wave at two blocks a multiprocessor with rows of
+/// fewer than [`LONG_ROW_BLOCKS`] super-blocks. Two blocks a multiprocessor up to two
+/// waves of them, three past. The one place `Stream::qgemv_q8k` and `trueno ptx map`
+/// decide it. H200 (132 multiprocessors: 264 tiles a wave at two blocks), `gpu-bench`
+/// in a graph, µs against the `dp4a` kernels in the same run (session 56):
+///
+/// | rows x cols | two blocks | three | `dp4a` |
+/// |---|---:|---:|---:|
+/// | 1024 x 4096 | 3.44 | 3.64 | **3.22** |
+/// | 2048 x 4096 | 4.40 | 4.50 | **4.35** |
+/// | 4096 x 4096 | 5.58 | 5.75 | **5.48** |
+/// | 1024 x 14336 | **9.74** | 10.05 | 10.00 |
+/// | 4096 x 14336 | **15.72** | 19.20 | 15.90 |
+/// | 8192 x 4096 | **9.88** | 10.72 | 10.94 |
+/// | 14336 x 4096 | 17.00 | **15.62** | 16.83 |
+/// | 32000 x 4096 | 33.87 | **29.92** | 32.63 |
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv_q6k_mma_one::{TileBlocks, q6k_mma_one_for};
+///
+/// let blocks = |rows, cols| q6k_mma_one_for(rows, cols, 132).map(|k| k.0);
+/// assert_eq!(blocks(4096, 14336), Some(TileBlocks::Two));
+/// assert_eq!(blocks(8192, 4096), Some(TileBlocks::Two));
+/// assert_eq!(blocks(14336, 4096), Some(TileBlocks::Three));
+/// assert_eq!(blocks(4096, 4096), None);
+/// assert_eq!(blocks(14336, 4352), None);
+/// ```
+pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMmaOneKernel> {
+    if !cols.is_multiple_of(COLS_MULTIPLE) {
+        return None;
+    }
+    let tiles = rows.div_ceil(TILE_ROWS as usize) as u64;
+    let wave = u64::from(sms) * u64::from(TileBlocks::Two.per_multiprocessor());
+    let long = cols / 256 >= LONG_ROW_BLOCKS;
+    let blocks = match tiles {
+        t if t <= wave && !long => return None,
+        t if t <= 2 * wave => TileBlocks::Two,
+        _ => TileBlocks::Three,
+    };
+    Some(QgemvQ6kMmaOneKernel(blocks))
+}
+
+/// Super-blocks a row from which the tensor-core kernel wins even where its tiles fill
+/// less than a wave (14336 columns, 56, in the table above; 4096, 16, loses).
+pub const LONG_ROW_BLOCKS: usize = 32;
+
+impl Kernel for QgemvQ6kMmaOneKernel {
+    fn name(&self) -> String {
+        format!(
+            "trueno_qgemv_q6_k_q8k_mma1_b{}",
+            self.0.per_multiprocessor()
+        )
+    }
+
+    fn family(&self) -> Family {
+        Family::Qgemv
+    }
+
+    fn build(&self) -> KernelIr {
+        build(self.name(), self.0)
+    }
+
+    /// `dims = [rows, cols]`, `cols` a multiple of [`COLS_MULTIPLE`]: a block per 16 rows.
+    fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
+        let name = self.name();
+        let (rows, _) = QuantFormat::Q6K.check_matrix(&name, dims, COLS_MULTIPLE)?;
+        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
+        Ok(LaunchConfig::linear(tiles, 32 * WARPS))
+    }
+}
+
+/// Where a lane's three 8-byte pieces of a half `h` start, from its first (`ql` byte `8t`
+/// of the super-block): `ql` quarters 0 / 2, `ql` quarters 1 / 3, `qh`.
+fn piece_offsets(h: i64) -> [i64; 3] {
+    [64 * h, 64 * h + 32, 128 + 32 * h]
+}
+
+/// The words of an 8-byte piece `o` bytes past the 8-byte boundary `at + off`, as loaded
+/// (lined up later by [`line_up`], so that a pass's loads all come first).
+fn load_piece(b: &mut KernelBuilder, o: u32, at: Reg<U64>, off: i64) -> Vec<Reg<U32>> {
+    let ld4 = |b: &mut KernelBuilder, off| b.ld::<U32, U64>(Space::Global, at, off);
+    let ld8 = |b: &mut KernelBuilder, off| b.ld_vec::<U32, U64, 2>(Space::Global, at, off);
+    match o {
+        0 => ld8(b, off).to_vec(),
+        4 => vec![ld4(b, off + 4), ld4(b, off + 8)],
+        2 => {
+            let [x, y] = ld8(b, off);
+            vec![x, y, ld4(b, off + 8)]
+        }
+        _ => [ld8(b, off), ld8(b, off + 8)].concat(),
+    }
+}
+
+/// The piece's two words from what [`load_piece`] loaded.
+fn line_up(b: &mut KernelBuilder, o: u32, w: &[Reg<U32>]) -> [Reg<U32>; 2] {
+    // Bytes 2-5 of the pair (a, b).
+    const TWO_ON: u32 = 0x5432;
+    match o {
+        0 | 4 => [w[0], w[1]],
+        2 => [b.prmt(w[0], w[1], TWO_ON), b.prmt(w[1], w[2], TWO_ON)],
+        _ => [b.prmt(w[1], w[2], TWO_ON), b.prmt(w[2], w[3], TWO_ON)],
+    }
+}
+
+/// Quarter `e`'s 6-bit values of a word: its nibbles from the `ql` word (low for `e < 2`,
+/// high for `e >= 2`), bit pair `2e` of the `qh` word above them.
+fn quants(b: &mut KernelBuilder, e: u32, ql: Reg<U32>, qh: Reg<U32>) -> Reg<U32> {
+    let nib = match e >= 2 {
+        true => b.shr(ql, 4u32),
+        false => ql,
+    };
+    let lo = b.and(nib, 0x0F0F_0F0Fu32);
+    let hi = match e {
+        0 => b.shl(qh, 4u32),
+        1 => b.shl(qh, 2u32),
+        2 => qh,
+        _ => b.shr(qh, 2u32),
+    };
+    let hi = b.and(hi, 0x3030_3030u32);
+    b.or(lo, hi)
+}
+
+/// Byte `i` (0 or 1) of `w`, sign-extended.
+fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
+    // Selector nibbles: byte i, then its sign (bit 3) three times.
+    let v = b.prmt(w, 0u32, 0x8880 | (0x1111 * i));
+    b.bitcast32::<S32, U32>(v)
+}
+
+fn build(name: String, blocks: TileBlocks) -> KernelIr {
+    let (mut b, p, tl) =
+        TileLane::begin(name, 32 * WARPS, blocks.per_multiprocessor(), BLOCK_BYTES);
+    let TileLane {
+        warp, g, t, heads, ..
+    } = tl;
+    // B: step e's k runs are sub-block 2e + t / 2; lane 4g + t's column g is that where
+    // g == 2e + t / 2, and its activations are quarter g / 2's.
+    let half_t = b.shr(t, 1u32);
+    let masks: [Reg<U32>; 4] = std::array::from_fn(|e| {
+        let n = b.add(half_t, 2 * e as u32);
+        let is = b.setp::<U32>(Cmp::Eq, g, n);
+        b.selp(u32::MAX, 0u32, is)
+    });
+    let quarter = b.shr(g, 1u32);
+    let t8 = b.shl(t, 3u32);
+    let act_off = b.mad(quarter, 32u32, t8);
+    let t2 = b.shl(t, 1u32);
+    let t2_64 = b.cvt::<U64, U32>(t2, None);
+    let t8_64 = b.cvt::<U64, U32>(t8, None);
+    let acc = [b.mov(0.0f32), b.mov(0.0f32)];
+    // The warp's offset past an 8-byte boundary: the same for its rows and super-blocks.
+    let first = b.mul_wide(warp, BLOCK_BYTES);
+    let first = b.add(heads[0], first);
+    let first = b.cvt::<U32, U64>(first, None);
+    let o_warp = b.and(first, 7u32);
+    for o in [0u32, 2, 4, 6] {
+        let is = b.setp::<U32>(Cmp::Eq, o_warp, o);
+        b.if_then(is, true, |b| {
+            // The lane's first piece's 8-byte boundary in each row's first super-block.
+            let pieces = heads.map(|h| {
+                let at = b.add(h, t8_64);
+                b.sub(at, u64::from(o))
+            });
+            let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
+                let wo = b.mul_wide(sb, BLOCK_BYTES);
+                let blk = heads.map(|h| b.add(h, wo));
+                let at = pieces.map(|q| b.add(q, wo));
+                let raw: [[Vec<Vec<Reg<U32>>>; 2]; 2] = [0, 1].map(|h| {
+                    at.map(|q| {
+                        piece_offsets(h)
+                            .iter()
+                            .map(|&off| load_piece(b, o, q, off))
+                            .collect()
+                    })
+                });
+                let d = blk.map(|x| b.ld::<U16, U64>(Space::Global, x, 208));
+                let sc = blk.map(|x| {
+                    let x = b.add(x, t2_64);
+                    [192, 200].map(|off| b.ld::<U16, U64>(Space::Global, x, off))
+                });
+                let a = act_after_weights(b, &p, sb, act_off, wait);
+                let xs = [0, 128].map(|off| b.ld_vec::<U32, U64, 2>(Space::Global, a, off));
+                qgemv_k::end_block(b, (p.y, tl.pin_row), p.blocks, a, acc[0]);
+                let sp = sums_at(b, &p, sb, t2);
+                let dxo = b.mul_wide(sb, 4u32);
+                let dxp = b.add(p.d, dxo);
+                let dx = b.ld::<F32, U64>(Space::Global, dxp, 0);
+                let mut isum: [Option<Reg<S32>>; 2] = [None, None];
+                for (h, raw) in raw.iter().enumerate() {
+                    // words[row][piece] = the piece's two words.
+                    let words = raw
+                        .each_ref()
+                        .map(|r| std::array::from_fn::<_, 3, _>(|i| line_up(b, o, &r[i])));
+                    let mut c = [0i32; 4].map(|v| b.mov(v));
+                    for e in 0..4u32 {
+                        let q = |b: &mut KernelBuilder, row: usize, k: usize| {
+                            let w = &words[row];
+                            quants(b, e, w[(e & 1) as usize][k], w[2][k])
+                        };
+                        let a = [q(b, 0, 0), q(b, 1, 0), q(b, 0, 1), q(b, 1, 1)];
+                        let bf = xs[h].map(|x| b.and(x, masks[e as usize]));
+                        c = b.mma_m16n8k32_u8s8(a, bf, c);
+                    }
+                    let bs = b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64);
+                    let z = bs.map(|s| b.shl(s, 5u32));
+                    for row in 0..2 {
+                        let w = b.cvt::<U32, U16>(sc[row][h], None);
+                        for i in 0..2 {
+                            let s = signed_byte(b, w, i as u32);
+                            let centred = b.sub(c[2 * row + i], z[i]);
+                            isum[row] = Some(match isum[row] {
+                                None => b.mul(s, centred),
+                                Some(acc) => b.mad(s, centred, acc),
+                            });
+                        }
+                    }
+                }
+                for row in 0..2 {
+                    let is = isum[row].expect("two halves");
+                    let is = b.cvt::<F32, S32>(is, Some(Rounding::Rn));
+                    let dd = f16_bits(b, d[row]);
+                    let dd = b.mul(dx, dd);
+                    let next = b.fma(dd, is, acc[row]);
+                    b.assign(acc[row], next);
+                }
+            };
+            tile_passes(b, warp, WARPS, p.blocks, pass);
+        });
+    }
+    tl.store(&mut b, &p, WARPS, acc);
+    b.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_takes_sixteen_rows_of_whole_column_groups() {
+        let k = QgemvQ6kMmaOneKernel(TileBlocks::Three);
+        let cfg = k.launch_config(&[33, 2048]).unwrap();
+        assert_eq!((cfg.grid.0, cfg.block.0), (3, 256));
+        // 256-column multiples that are not 1024's: the rows' alignments differ.
+        assert!(k.launch_config(&[16, 1280]).is_err());
+        assert!(k.launch_config(&[16]).is_err());
+        assert!(q6k_mma_one_for(16, 1280, 132).is_none());
+    }
+}
