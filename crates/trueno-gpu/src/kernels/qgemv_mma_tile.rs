@@ -3,7 +3,7 @@
 //! super-blocks `w, w + W, ...` of its rows, and the warps' sums meet in shared memory.
 
 use super::qgemv_dp4a::{Q8kParams, q8k_params};
-use crate::ptx::{Cmp, F32, KernelBuilder, Reg, ShflMode, Space, U32, U64};
+use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U32, U64};
 
 /// Rows a block: the product's M.
 pub(super) const TILE_ROWS: u32 = 16;
@@ -119,19 +119,32 @@ impl TileLane {
     }
 }
 
-/// A pass's start after its weight loads: in the first pass (`wait`) the wait for the
-/// previous grid (the weights are uploaded, never written by a kernel; the activations
-/// may be the previous kernel's output), then the lane's activation quants, `act_off`
-/// bytes into super-block `sb`'s.
+/// Where a pass waits for the previous grid, after its weight loads (the weights are
+/// uploaded, never written by a kernel; the activations may be the previous kernel's
+/// output).
+#[derive(Clone, Copy)]
+pub(super) enum PassWait {
+    /// Not here (a pass after the first, unrolled apart: [`tile_passes`]).
+    Never,
+    /// Here (the first pass, unrolled apart).
+    Always,
+    /// Where the predicate holds (the first pass of one loop: [`tile_loop`]).
+    Where(Reg<Pred>),
+}
+
+/// A pass's start after its weight loads: the wait for the previous grid as `wait` says,
+/// then the lane's activation quants, `act_off` bytes into super-block `sb`'s.
 pub(super) fn act_after_weights(
     b: &mut KernelBuilder,
     p: &Q8kParams,
     sb: Reg<U32>,
     act_off: Reg<U32>,
-    wait: bool,
+    wait: PassWait,
 ) -> Reg<U64> {
-    if wait {
-        b.wait_for_previous_grid();
+    match wait {
+        PassWait::Never => {}
+        PassWait::Always => b.wait_for_previous_grid(),
+        PassWait::Where(first) => b.predicated(first, |b| b.wait_for_previous_grid()),
     }
     let ao = b.mad(sb, 256u32, act_off);
     let ao = b.cvt::<U64, U32>(ao, None);
@@ -151,22 +164,42 @@ pub(super) fn sums_at(
 }
 
 /// Warp `warp` of `warps` runs `pass(b, sb, wait)` over super-blocks `warp, warp + warps,
-/// ...` below `blocks`; `wait` in the first pass only, which waits for the previous grid
+/// ...` below `blocks`, the first pass unrolled apart to wait for the previous grid
 /// after its weight loads (a warp without super-blocks just waits).
 pub(super) fn tile_passes(
     b: &mut KernelBuilder,
     warp: Reg<U32>,
     warps: u32,
     blocks: Reg<U32>,
-    pass: impl Fn(&mut KernelBuilder, Reg<U32>, bool),
+    pass: impl Fn(&mut KernelBuilder, Reg<U32>, PassWait),
 ) {
     let any = b.setp::<U32>(Cmp::Lt, warp, blocks);
     b.if_else(
         any,
         false,
-        |b| pass(b, warp, true),
+        |b| pass(b, warp, PassWait::Always),
         |b| b.wait_for_previous_grid(),
     );
     let second = b.add(warp, warps);
-    b.for_loop(second, blocks, warps, false, |b, sb| pass(b, sb, false));
+    b.for_loop(second, blocks, warps, false, |b, sb| {
+        pass(b, sb, PassWait::Never)
+    });
+}
+
+/// [`tile_passes`] as one loop, the first pass's wait predicated, then a wait for the
+/// warps without super-blocks (the others' returns at once): half the code, for a kernel
+/// that builds a loop per case. Q6_K's (four, one per misalignment): 1.00-1.02x the
+/// unrolled form on an H200 (session 56).
+pub(super) fn tile_loop(
+    b: &mut KernelBuilder,
+    warp: Reg<U32>,
+    warps: u32,
+    blocks: Reg<U32>,
+    pass: impl FnOnce(&mut KernelBuilder, Reg<U32>, PassWait),
+) {
+    b.for_loop(warp, blocks, warps, false, |b, sb| {
+        let first = b.setp::<U32>(Cmp::Eq, sb, warp);
+        pass(b, sb, PassWait::Where(first))
+    });
+    b.wait_for_previous_grid();
 }

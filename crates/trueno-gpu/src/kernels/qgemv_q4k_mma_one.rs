@@ -34,7 +34,9 @@
 
 use super::qgemv::QuantFormat;
 use super::qgemv_k::{self, half_of};
-use super::qgemv_mma_tile::{TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes};
+use super::qgemv_mma_tile::{
+    PassWait, TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes,
+};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
@@ -290,7 +292,7 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
         [low, b.shl(low, 1u32)]
     });
     let acc = [b.mov(0.0f32), b.mov(0.0f32)];
-    let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
+    let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: PassWait| {
         let wo = b.mul_wide(sb, bb);
         let blk = heads.map(|h| b.add(h, wo));
         let quants = blk.map(|h| {

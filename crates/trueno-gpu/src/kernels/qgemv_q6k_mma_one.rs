@@ -23,14 +23,14 @@
 //! lane `4g + t` gives its eight activation bytes only in the step where its k runs are
 //! sub-block `g`, zeros elsewhere. After a half's four steps lane `4g + t` holds rows `g`,
 //! `g + 8` of sub-blocks `2t`, `2t + 1` (quarter `t`): `sc (dot - 32 bsum)` with Q8_K's
-//! sums of 16, and `dx d` once a super-block. H200, µs in a graph (session 56): 15.75 /
-//! 15.69 / 29.86 at 14336x4096 / 4096x14336 / 32000x4096 against the `dp4a` kernels'
-//! 16.91 / 16.02 / 32.58 in the same run (81%, 81%, 95% of torch's copy).
+//! sums of 16, and `dx d` once a super-block. H200, µs in a graph (session 56): 15.5 /
+//! 15.8 / 30.0 at 14336x4096 / 4096x14336 / 32000x4096 against the `dp4a` kernels' 16.9
+//! / 15.9 / 32.8 in the same runs (80-82%, 81%, 93-95% of torch's copy).
 
 use super::qgemv::QuantFormat;
 use super::qgemv::f16_bits;
 use super::qgemv_k;
-use super::qgemv_mma_tile::{TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes};
+use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, act_after_weights, sums_at, tile_loop};
 use super::qgemv_q6k::BLOCK_BYTES;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
@@ -244,7 +244,7 @@ fn build(name: String, blocks: TileBlocks) -> KernelIr {
                 let at = b.add(h, t8_64);
                 b.sub(at, u64::from(o))
             });
-            let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: bool| {
+            let pass = |b: &mut KernelBuilder, sb: Reg<U32>, wait: PassWait| {
                 let wo = b.mul_wide(sb, BLOCK_BYTES);
                 let blk = heads.map(|h| b.add(h, wo));
                 let at = pieces.map(|q| b.add(q, wo));
@@ -307,7 +307,7 @@ fn build(name: String, blocks: TileBlocks) -> KernelIr {
                     b.assign(acc[row], next);
                 }
             };
-            tile_passes(b, warp, WARPS, p.blocks, pass);
+            tile_loop(b, warp, WARPS, p.blocks, pass);
         });
     }
     tl.store(&mut b, &p, WARPS, acc);
