@@ -173,10 +173,10 @@ fn the_one_vector_k_quant_qgemv_multiplies_on_the_integer_tensor_cores() {
 
 /// Q6_K's one-vector tensor-core kernel (`QgemvQ6kMmaOneKernel`): a loop for each of
 /// the four offsets a warp's super-blocks can start at, eight IMMA.16832.U8.S8 a pass,
-/// no IDP; among a pass's products
-/// only the activations' sums (one 8-byte load a half) and scale, every weight load
-/// before them; registers within the blocks a multiprocessor each variant asks for (two
-/// blocks of 256 threads 128, three 85), no spill.
+/// no IDP; among a pass's products only the activations' sums (one 8-byte load a half)
+/// and scale, every weight load before them; registers within the blocks a
+/// multiprocessor each variant asks for (two blocks of 256 threads 128, three 85), no
+/// spill.
 #[test]
 fn the_one_vector_q6_k_qgemv_multiplies_on_the_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };

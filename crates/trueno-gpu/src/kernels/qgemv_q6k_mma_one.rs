@@ -1,9 +1,10 @@
 //! One Q8_K activation vector against Q6_K weights on the integer tensor cores
-//! (`mma.sync.m16n8k32.u8.s8`), in the Q4_K kernel's frame (qgemv_mma_tile.rs): a block of eight warps
-//! takes a 16-row tile, warp `w` super-blocks `w, w + 8, ...`, the sub-blocks the product's
-//! N. Why: the `dp4a` kernel spends about 400 SASS instructions on a warp's 4096 weights,
-//! most of them lining up the 2-byte-aligned 210-byte super-blocks (a select and a byte
-//! permute a word) and assembling 6-bit values; here 240-280 by offset (sm_90).
+//! (`mma.sync.m16n8k32.u8.s8`), in the Q4_K kernel's frame (qgemv_mma_tile.rs): a block
+//! of eight warps takes a 16-row tile, warp `w` super-blocks `w, w + 8, ...`, the
+//! sub-blocks the product's N. Why: the `dp4a` kernel spends about 400 SASS instructions
+//! on a warp's 4096 weights, most of them lining up the 2-byte-aligned 210-byte
+//! super-blocks (a select and a byte permute a word) and assembling 6-bit values; here
+//! 240-280 by offset (sm_90).
 //!
 //! Where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840 bytes),
 //! a warp's super-blocks all start the same `O` bytes (0, 2, 4 or 6) past an 8-byte
@@ -85,7 +86,8 @@ pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
 /// fewer than [`LONG_ROW_BLOCKS`] super-blocks. Two blocks a multiprocessor up to two
 /// waves of them, three past. The one place `Stream::qgemv_q8k` and `trueno ptx map`
 /// decide it. H200 (132 multiprocessors: 264 tiles a wave at two blocks), `gpu-bench`
-/// in a graph, µs against the `dp4a` kernels in the same run (session 56):
+/// in a graph, µs against the `dp4a` kernels in the same run (session 56, each pass's
+/// first unrolled apart; one loop a case since, 1.00-1.02x):
 ///
 /// | rows x cols | two blocks | three | `dp4a` |
 /// |---|---:|---:|---:|
@@ -159,7 +161,9 @@ fn piece_offsets(h: i64) -> [i64; 3] {
 }
 
 /// The words of an 8-byte piece `o` bytes past the 8-byte boundary `at + off`, as loaded
-/// (lined up later by [`line_up`], so that a pass's loads all come first).
+/// (lined up later by [`line_up`], so that a pass's loads all come first). Never past its
+/// super-block's scales, nor before the matrix (whose first super-block, at the
+/// allocation's start, is at offset 0).
 fn load_piece(b: &mut KernelBuilder, o: u32, at: Reg<U64>, off: i64) -> Vec<Reg<U32>> {
     let ld4 = |b: &mut KernelBuilder, off| b.ld::<U32, U64>(Space::Global, at, off);
     let ld8 = |b: &mut KernelBuilder, off| b.ld_vec::<U32, U64, 2>(Space::Global, at, off);
