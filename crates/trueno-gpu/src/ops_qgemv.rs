@@ -6,12 +6,10 @@ use crate::driver::Context;
 use crate::driver::{KernelArg, Recording, Stream};
 use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QgemvKernel;
-use crate::kernels::qgemv::QuantFormat;
 use crate::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::qgemv_q4k_mma::{BatchPath, MMA_MAX_BATCH};
-use crate::kernels::qgemv_q4k_mma_one::mma_one_for;
-use crate::kernels::qgemv_q6k_mma_one::q6k_mma_one_for;
+use crate::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
 use crate::kernels::qgemv_wide::{QgemvQ8kWideKernel, wide_may_win, wide_wins};
 use crate::kernels::quantize_q8k::{BLOCK, QuantizeQ8kKernel};
 use crate::kernels::{Family, Kernel};
@@ -263,11 +261,10 @@ impl<'a> Stream<Recording<'a>> {
 }
 
 impl Context {
-    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: for Q4_K and Q5_K
-    /// the tensor-core kernel where [`mma_one_for`] gives one (sixteen or eight warps a
-    /// 16-row tile), for Q6_K where [`q6k_mma_one_for`] does, unless
-    /// [`Self::set_qgemv_tensor_cores`] turned them off; else the
-    /// format's one-wave variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
+    /// The kernel [`Stream::qgemv_q8k`] runs for `w` on this device: a tensor-core kernel
+    /// where [`tensor_core_kernel_for`] gives one (Q4_K, Q5_K, Q6_K), unless
+    /// [`Self::set_qgemv_tensor_cores`] turned them off; else the format's one-wave
+    /// variant ([`QgemvQ8kOneWaveKernel`], fewer steps a pass) where the matrix's rows
     /// run in one wave with it and not with the default ([`one_wave_wins`]; occupancy from
     /// the driver, for the kernels as compiled here), else the default: on a device with
     /// the bandwidth a multiprocessor of an H200
@@ -292,14 +289,10 @@ impl Context {
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
         let d = self.device();
-        let on = self.qgemv_tensor_cores();
-        if let Some(k) = mma_one_for(f, w.rows(), d.multiprocessors).filter(|_| on) {
-            return Ok(Box::new(k));
-        }
-        if f == QuantFormat::Q6K
-            && let Some(k) = q6k_mma_one_for(w.rows(), w.cols(), d.multiprocessors).filter(|_| on)
+        if let Some(k) = tensor_core_kernel_for(f, w.rows(), w.cols(), d.multiprocessors)
+            .filter(|_| self.qgemv_tensor_cores())
         {
-            return Ok(Box::new(k));
+            return Ok(k);
         }
         let default = || QgemvQ8kLateKernel::or_default(f, d.peak_bandwidth_gbs, d.multiprocessors);
         let (plain, variant) = (QgemvQ8kKernel(f), QgemvQ8kOneWaveKernel(f));

@@ -16,8 +16,7 @@ use crate::kernels::qgemm_wgmma::QgemmWgmmaKernel;
 use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
-use crate::kernels::qgemv_q4k_mma_one::mma_one_for;
-use crate::kernels::qgemv_q6k_mma_one::q6k_mma_one_for;
+use crate::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -242,26 +241,21 @@ pub(super) fn projections(
     Ok(steps)
 }
 
-/// The integer product `Stream::qgemv_q8k` runs on `device`: the tensor-core kernel
-/// where [`mma_one_for`] gives one (every Q4_K product, Q5_K's up to two waves; Q4_K's
-/// one-pass `dp4a` kernel runs only with the tensor cores turned off, which a plan does
-/// not assume) or [`q6k_mma_one_for`] does (Q6_K rows of whole 1024-column groups past a
-/// wave, or long), else the one-wave variant where only it fits the rows in one wave against
-/// the default kernel ([`one_wave_wins`], with the residency ptxas's register counts
-/// give), else [`QgemvQ8kLateKernel::or_default`].
+/// The integer product `Stream::qgemv_q8k` runs on `device`: a tensor-core kernel where
+/// [`tensor_core_kernel_for`] gives one (every Q4_K product, Q5_K's up to two waves,
+/// Q6_K's of whole 1024-column rows past a wave or long; Q4_K's one-pass `dp4a` kernel
+/// runs only with the tensor cores turned off, which a plan does not assume), else the
+/// one-wave variant where only it fits the rows in one wave against the default kernel
+/// ([`one_wave_wins`], with the residency ptxas's register counts give), else
+/// [`QgemvQ8kLateKernel::or_default`].
 fn integer_product(
     f: QuantFormat,
     dims: [usize; 2],
     device: &DevicePeak,
 ) -> Result<Box<dyn Kernel>> {
     let sms = device.sms as u32;
-    if let Some(k) = mma_one_for(f, dims[0], sms) {
-        return Ok(Box::new(k));
-    }
-    if f == QuantFormat::Q6K
-        && let Some(k) = q6k_mma_one_for(dims[0], dims[1], sms)
-    {
-        return Ok(Box::new(k));
+    if let Some(k) = tensor_core_kernel_for(f, dims[0], dims[1], sms) {
+        return Ok(k);
     }
     let variant = QgemvQ8kOneWaveKernel(f);
     let blocks = QgemvQ8kKernel(f).launch_config(&dims)?.grid.0;

@@ -341,7 +341,8 @@ fn overlapped_launches_keep_a_chain_of_products_exact() {
         let x_host = rng.vec(n, -1.0, 1.0);
         let x = ctx.upload(&x_host).unwrap();
         let q = ctx.alloc_q8k(n).unwrap();
-        // The kernel the chain runs (Q4_K and Q6_K: on the tensor cores).
+        // The kernel the chain runs (Q4_K's on the tensor cores; Q6_K's rows, 4 or 8
+        // super-blocks in one wave, on `dp4a`).
         let chosen = ctx.qgemv_q8k_kernel(&wd).unwrap().name();
         let run = |overlap: bool, graph: bool| {
             ctx.set_overlapped_launches(overlap);

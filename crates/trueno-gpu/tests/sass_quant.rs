@@ -332,11 +332,8 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
                 .map(|w| Box::new(QgemvQ8kMmaOneKernel(f, w)) as Box<dyn Kernel>),
         );
     }
-    use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
-    kernels.extend(
-        [TileBlocks::Two, TileBlocks::Three]
-            .map(|n| Box::new(QgemvQ6kMmaOneKernel(n)) as Box<dyn Kernel>),
-    );
+    use trueno_gpu::kernels::qgemv_q6k_mma_one::QgemvQ6kMmaOneKernel;
+    kernels.extend(QgemvQ6kMmaOneKernel::ALL.map(|k| Box::new(k) as Box<dyn Kernel>));
     for k in &kernels {
         let (stem, code) = sass.of(k.as_ref(), Target::Sm90);
         assert!(

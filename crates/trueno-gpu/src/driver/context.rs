@@ -289,10 +289,9 @@ impl Context {
 
     /// Whether [`Stream::qgemv_q8k`](crate::driver::Stream::qgemv_q8k) runs Q4_K, Q5_K
     /// and Q6_K on the integer tensor cores where
-    /// [`mma_one_for`](crate::kernels::qgemv_q4k_mma_one::mma_one_for) and
-    /// [`q6k_mma_one_for`](crate::kernels::qgemv_q6k_mma_one::q6k_mma_one_for) say (the
-    /// default) or always on the `dp4a` kernels (`false`: to compare them, or for the `dp4a`
-    /// kernels' order of the f32 sums). The integer dot products are exact
+    /// [`tensor_core_kernel_for`](crate::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for)
+    /// says (the default) or always on the `dp4a` kernels (`false`: to compare them, or
+    /// for the `dp4a` kernels' order of the f32 sums). The integer dot products are exact
     /// either way; the results differ only in how their scaled sums are added.
     ///
     /// ```
@@ -307,7 +306,7 @@ impl Context {
         self.inner.qgemv_mma.store(on, Ordering::Relaxed);
     }
 
-    /// Whether one-vector Q4_K and Q5_K products may run on the tensor cores
+    /// Whether one-vector Q4_K, Q5_K and Q6_K products may run on the tensor cores
     /// ([`Self::set_qgemv_tensor_cores`]).
     pub fn qgemv_tensor_cores(&self) -> bool {
         self.inner.qgemv_mma.load(Ordering::Relaxed)

@@ -23,7 +23,7 @@ use super::qgemv_dp4a::{QgemvQ8kBatchKernel, QgemvQ8kKernel, QgemvQ8kOneWaveKern
 use super::qgemv_late::QgemvQ8kLateKernel;
 use super::qgemv_q4k_mma::QgemvQ8kMmaKernel;
 use super::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps};
-use super::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
+use super::qgemv_q6k_mma_one::QgemvQ6kMmaOneKernel;
 use super::qgemv_wide::QgemvQ8kWideKernel;
 use super::quantize_q8k::QuantizeQ8kKernel;
 use super::{Family, Kernel, LaunchConfig, blocks_for, check_dims};
@@ -547,8 +547,6 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
         [TileWarps::Eight, TileWarps::Sixteen]
             .map(|w| Box::new(QgemvQ8kMmaOneKernel(f, w)) as Box<dyn Kernel>)
     });
-    let q6k_mma_one = [TileBlocks::Two, TileBlocks::Three]
-        .map(|n| Box::new(QgemvQ6kMmaOneKernel(n)) as Box<dyn Kernel>);
     f32_act
         .chain(int)
         .chain(one_wave)
@@ -556,7 +554,7 @@ pub fn all() -> Vec<Box<dyn Kernel>> {
         .chain(wide)
         .chain(mma)
         .chain(mma_one)
-        .chain(q6k_mma_one)
+        .chain(QgemvQ6kMmaOneKernel::ALL.map(|k| Box::new(k) as Box<dyn Kernel>))
         .chain(
             QuantizeQ8kKernel::ALL
                 .into_iter()

@@ -8,10 +8,10 @@ use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U32, U64};
 /// Rows a block: the product's M.
 pub(super) const TILE_ROWS: u32 = 16;
 
-/// A lane of a 16-row tile kernel: lane `4g + t` of
-/// warp `warp` holds rows `g` and `g + 8` of tile `tile` (the block), whose first
-/// super-blocks `heads` points at (rows past the last read the last one, their sums
-/// never stored; `pin_row`, the first of them clamped, is [`qgemv_k::end_block`]'s).
+/// A lane of a 16-row tile kernel: lane `4g + t` of warp `warp` holds rows `g` and `g +
+/// 8` of tile `tile` (the block), whose first super-blocks `heads` points at (rows past
+/// the last read the last one, their sums never stored; `pin_row`, the first of them
+/// clamped, is [`super::qgemv_k::end_block`]'s).
 pub(super) struct TileLane {
     pub tid: Reg<U32>,
     pub warp: Reg<U32>,
@@ -161,6 +161,13 @@ pub(super) fn sums_at(
     let so = b.mad(sb, 16u32, first);
     let so = b.mul_wide(so, 4u32);
     b.add(p.bsums, so)
+}
+
+/// The activations' scale of super-block `sb`.
+pub(super) fn scale_at(b: &mut KernelBuilder, p: &Q8kParams, sb: Reg<U32>) -> Reg<F32> {
+    let off = b.mul_wide(sb, 4u32);
+    let at = b.add(p.d, off);
+    b.ld::<F32, U64>(Space::Global, at, 0)
 }
 
 /// Warp `warp` of `warps` runs `pass(b, sb, wait)` over super-blocks `warp, warp + warps,

@@ -35,8 +35,9 @@
 use super::qgemv::QuantFormat;
 use super::qgemv_k::{self, half_of};
 use super::qgemv_mma_tile::{
-    PassWait, TILE_ROWS, TileLane, act_after_weights, sums_at, tile_passes,
+    PassWait, TILE_ROWS, TileLane, act_after_weights, scale_at, sums_at, tile_passes,
 };
+use super::qgemv_q6k_mma_one::q6k_mma_one_for;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
@@ -177,6 +178,33 @@ pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaO
     Some(QgemvQ8kMmaOneKernel(f, warps))
 }
 
+/// The one-vector tensor-core kernel for a `rows` x `cols` product of format `f` on a
+/// device of `sms` multiprocessors, any format: [`mma_one_for`]'s for Q4_K and Q5_K,
+/// [`q6k_mma_one_for`]'s for Q6_K, else `None` (the `dp4a` kernels). What
+/// `Stream::qgemv_q8k` (unless `Context::set_qgemv_tensor_cores(false)`) and `trueno ptx
+/// map` ask first.
+///
+/// ```
+/// use trueno_gpu::kernels::qgemv::QuantFormat;
+/// use trueno_gpu::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
+///
+/// let name = |f, rows, cols| tensor_core_kernel_for(f, rows, cols, 132).map(|k| k.name());
+/// assert_eq!(name(QuantFormat::Q4K, 4096, 4096).unwrap(), "trueno_qgemv_q4_k_q8k_mma1_w16");
+/// assert_eq!(name(QuantFormat::Q6K, 14336, 4096).unwrap(), "trueno_qgemv_q6_k_q8k_mma1_b3");
+/// assert!(name(QuantFormat::Q8_0, 14336, 4096).is_none());
+/// ```
+pub fn tensor_core_kernel_for(
+    f: QuantFormat,
+    rows: usize,
+    cols: usize,
+    sms: u32,
+) -> Option<Box<dyn Kernel>> {
+    match f {
+        QuantFormat::Q6K => q6k_mma_one_for(rows, cols, sms).map(|k| Box::new(k) as _),
+        _ => mma_one_for(f, rows, sms).map(|k| Box::new(k) as _),
+    }
+}
+
 impl Kernel for QgemvQ8kMmaOneKernel {
     fn name(&self) -> String {
         let width = match self.1 {
@@ -314,9 +342,7 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
         // 64 that four blocks a multiprocessor allow, and ptxas spilled.
         let sp = sums_at(b, &p, sb, sums_off);
         let sums = b.ld_vec::<S32, U64, 4>(Space::Global, sp, 0);
-        let dxo = b.mul_wide(sb, 4u32);
-        let dxp = b.add(p.d, dxo);
-        let dx = b.ld::<F32, U64>(Space::Global, dxp, 0);
+        let dx = scale_at(b, &p, sb);
         let mut c = [0i32; 4].map(|v| b.mov(v));
         // Q5_K's fifth bits' products, bit 2t or 2t + 1 in place (2^(2t) or 2^(2t + 1)
         // times theirs, exactly).

@@ -26,12 +26,14 @@
 //! `g + 8` of sub-blocks `2t`, `2t + 1` (quarter `t`): `sc (dot - 32 bsum)` with Q8_K's
 //! sums of 16, and `dx d` once a super-block. H200, µs in a graph (session 56): 15.5 /
 //! 15.8 / 30.0 at 14336x4096 / 4096x14336 / 32000x4096 against the `dp4a` kernels' 16.9
-//! / 15.9 / 32.8 in the same runs (80-82%, 81%, 93-95% of torch's copy).
+//! / 15.9 / 32.8 in the same runs (80-82%, 78-80%, 92-94% of torch's copies that day).
 
 use super::qgemv::QuantFormat;
 use super::qgemv::f16_bits;
 use super::qgemv_k;
-use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, act_after_weights, sums_at, tile_loop};
+use super::qgemv_mma_tile::{
+    PassWait, TILE_ROWS, TileLane, act_after_weights, scale_at, sums_at, tile_loop,
+};
 use super::qgemv_q6k::BLOCK_BYTES;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
@@ -78,6 +80,11 @@ impl TileBlocks {
 /// takes it as [`q6k_mma_one_for`] says.
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
+
+impl QgemvQ6kMmaOneKernel {
+    /// Both residencies.
+    pub const ALL: [Self; 2] = [Self(TileBlocks::Two), Self(TileBlocks::Three)];
+}
 
 /// The tensor-core kernel for a `rows` x `cols` Q6_K product on a device of `sms`
 /// multiprocessors, or `None` where the `dp4a` kernels keep up: rows that are not whole
@@ -269,9 +276,7 @@ fn build(name: String, blocks: TileBlocks) -> KernelIr {
                 let xs = [0, 128].map(|off| b.ld_vec::<U32, U64, 2>(Space::Global, a, off));
                 qgemv_k::end_block(b, (p.y, tl.pin_row), p.blocks, a, acc[0]);
                 let sp = sums_at(b, &p, sb, t2);
-                let dxo = b.mul_wide(sb, 4u32);
-                let dxp = b.add(p.d, dxo);
-                let dx = b.ld::<F32, U64>(Space::Global, dxp, 0);
+                let dx = scale_at(b, &p, sb);
                 let mut isum: [Option<Reg<S32>>; 2] = [None, None];
                 for (h, raw) in raw.iter().enumerate() {
                     // words[row][piece] = the piece's two words.

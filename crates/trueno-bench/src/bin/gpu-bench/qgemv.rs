@@ -6,6 +6,7 @@ use trueno_gpu::Result;
 use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{MAX_BATCH, QgemvQ8kKernel};
 use trueno_gpu::kernels::qgemv_q4k_mma::{BatchPath, QgemvQ8kMmaKernel};
+use trueno_gpu::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
 use trueno_gpu::memory::{DeviceBuffer, QuantMatrix};
 
 use super::{Bench, random, random_blocks};
@@ -87,7 +88,8 @@ impl Bench {
         let graph = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
         // Where the product runs a tensor-core kernel, the `dp4a` kernels it replaced in
         // the same run.
-        let dp4a = match self.ctx.qgemv_q8k_kernel(&ws[0])?.name().contains("_mma1") {
+        let sms = self.ctx.device().multiprocessors;
+        let dp4a = match tensor_core_kernel_for(f, rows, cols, sms).is_some() {
             true => {
                 self.ctx.set_qgemv_tensor_cores(false);
                 let ms = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y));
