@@ -5,9 +5,10 @@
 //! same command and prints the comparison table.
 //!
 //! Usage: `gpu-bench [--quick] [--serialised] [--out FILE] [--only SECTION,...]
-//! [--qgemv-shapes ROWSxCOLS,...]` (`--serialised`: every launch waits for the one before,
-//! no programmatic dependent launch; `--qgemv-shapes`: the quantized products at these
-//! shapes instead of the four; sections: overheads,
+//! [--qgemv-shapes ROWSxCOLS,...] [--qgemv-formats q6_k,...]` (`--serialised`: every
+//! launch waits for the one before, no programmatic dependent launch; `--qgemv-shapes`:
+//! the quantized products at these shapes instead of the four; `--qgemv-formats`:
+//! only these weight formats; sections: overheads,
 //! elementwise, rows, gemm, gemm_mma, gemm_tf32, gemm_split, flash_attention, qgemv, dequant, qgemm, rope,
 //! decode_attention, decode_layer, gemm_tune)
 
@@ -44,6 +45,8 @@ struct Bench {
     quick: bool,
     /// `--qgemv-shapes`, where given.
     qgemv_shapes: Option<Vec<(usize, usize)>>,
+    /// `--qgemv-formats`, where given.
+    qgemv_formats: Option<Vec<QuantFormat>>,
     /// The last [`Bench::time`]'s runs queued back to back between one event pair,
     /// milliseconds a run: GPU time without the host's launch latency, which a single
     /// run's event pair includes (the peer script times PyTorch the same way, in a CUDA
@@ -398,23 +401,33 @@ impl Bench {
     }
 }
 
+/// The list after `flag` in `args`, parsed, or `None` without the flag; exits with a
+/// message where the list is missing or does not parse.
+fn list_arg<T>(
+    args: &[String],
+    flag: &str,
+    item: &str,
+    parse: impl Fn(&str) -> std::result::Result<Vec<T>, String>,
+) -> Option<Vec<T>> {
+    let i = args.iter().position(|a| a == flag)?;
+    match args.get(i + 1).map(|v| parse(v)) {
+        Some(Ok(list)) => Some(list),
+        Some(Err(e)) => {
+            eprintln!("gpu-bench: {flag}: {e}");
+            std::process::exit(2);
+        }
+        None => {
+            eprintln!("gpu-bench: {flag} needs {item},...");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    let qgemv_shapes = match args.iter().position(|a| a == "--qgemv-shapes") {
-        None => None,
-        Some(i) => match args.get(i + 1).map(|v| qgemv::parse_shapes(v)) {
-            Some(Ok(s)) => Some(s),
-            Some(Err(e)) => {
-                eprintln!("gpu-bench: --qgemv-shapes: {e}");
-                std::process::exit(2);
-            }
-            None => {
-                eprintln!("gpu-bench: --qgemv-shapes needs ROWSxCOLS,...");
-                std::process::exit(2);
-            }
-        },
-    };
+    let qgemv_shapes = list_arg(&args, "--qgemv-shapes", "ROWSxCOLS", qgemv::parse_shapes);
+    let qgemv_formats = list_arg(&args, "--qgemv-formats", "NAME", qgemv::parse_formats);
     let ctx = match Context::new(0) {
         Ok(c) => c,
         Err(e) => {
@@ -434,6 +447,7 @@ fn main() {
         out,
         quick,
         qgemv_shapes,
+        qgemv_formats,
         queued: std::cell::Cell::new(0.0),
     };
     b.emit(format!(

@@ -29,6 +29,13 @@ impl Bench {
             let xh = self.ctx.upload(&xh)?;
             let y = self.ctx.alloc::<f32>(rows)?;
             for f in QuantFormat::ALL {
+                if self
+                    .qgemv_formats
+                    .as_ref()
+                    .is_some_and(|only| !only.contains(&f))
+                {
+                    continue;
+                }
                 // A `--qgemv-shapes` width that is not whole super-blocks: nothing to time.
                 let Some(bytes) = f.matrix_bytes(rows, cols).filter(|_| cols % 256 == 0) else {
                     eprintln!("gpu-bench: qgemv {rows}x{cols}: not whole blocks of 256, skipped");
@@ -185,9 +192,32 @@ pub(super) fn parse_shapes(list: &str) -> std::result::Result<Vec<(usize, usize)
         .collect()
 }
 
+/// `"q6_k,Q4_K"` as formats (GGML's names, any case); every name known.
+pub(super) fn parse_formats(list: &str) -> std::result::Result<Vec<QuantFormat>, String> {
+    list.split(',')
+        .map(|s| {
+            QuantFormat::ALL
+                .into_iter()
+                .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+                .ok_or_else(|| format!("{s:?} is not one of q8_0, q4_0, q4_k, q5_k, q6_k"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_shapes;
+    use super::{QuantFormat, parse_formats, parse_shapes};
+
+    #[test]
+    fn format_lists_parse_by_ggml_name_in_any_case() {
+        assert_eq!(
+            parse_formats("q6_k,Q4_K"),
+            Ok(vec![QuantFormat::Q6K, QuantFormat::Q4K])
+        );
+        for bad in ["", "q6", "q6_k,", "q8_1"] {
+            assert!(parse_formats(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn shape_lists_parse_or_say_which_entry_is_wrong() {
