@@ -243,7 +243,7 @@ pub(super) fn projections(
 
 /// The integer product `Stream::qgemv_q8k` runs on `device`: a tensor-core kernel where
 /// [`tensor_core_kernel_for`] gives one (every Q4_K product, Q5_K's up to two waves,
-/// Q6_K's of whole 1024-column rows past a wave or long; Q4_K's one-pass `dp4a` kernel
+/// Q6_K's past a wave or long; Q4_K's one-pass `dp4a` kernel
 /// runs only with the tensor cores turned off, which a plan does not assume), else the
 /// one-wave variant where only it fits the rows in one wave against the default kernel
 /// ([`one_wave_wins`], with the residency ptxas's register counts give), else

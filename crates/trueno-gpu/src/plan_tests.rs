@@ -533,6 +533,31 @@ fn q6_k_products_name_the_kernel_the_stream_runs() {
     assert_eq!(named(A100, "v projection"), "trueno_qgemv_q6_k_q8k");
 }
 
+/// Qwen2-7B's Q6_K products, whose rows are not whole 1024-column groups (3584 and 18944
+/// columns, 4 mod 8 bytes a row), take the tensor-core kernel too: the down projection
+/// (3584 rows of 18944 columns: long rows) at two blocks a multiprocessor, the output
+/// layer (152064 rows, many waves) at three; the 512-row value projection `dp4a`.
+#[test]
+fn q6_k_products_of_rows_off_the_8_byte_grid_name_the_tensor_core_kernel() {
+    let mut m = llama3_8b();
+    (m.arch, m.hidden, m.ffn, m.vocab) = ("qwen2".into(), 3584, 18944, 152064);
+    (m.heads_q, m.heads_kv, m.qkv_bias, m.rope) = (28, 4, true, RopeMode::Neox);
+    let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, H100).unwrap();
+    let named = |what: &str| -> String {
+        let s = p.steps().find(|s| s.what == what).unwrap();
+        s.kernel.clone().unwrap()
+    };
+    assert_eq!(
+        named("down projection"),
+        QgemvQ6kMmaOneKernel(TileBlocks::Two).name()
+    );
+    assert_eq!(
+        named("output projection (logits)"),
+        QgemvQ6kMmaOneKernel(TileBlocks::Three).name()
+    );
+    assert_eq!(named("v projection"), "trueno_qgemv_q6_k_q8k");
+}
+
 /// The residency the plan assumes for the one-wave variants follows from ptxas's register
 /// counts in the snapshot `tests/ptxas.rs` keeps (256 threads a block, 64K registers a
 /// multiprocessor, allocated eight at a time).

@@ -14,7 +14,7 @@ use trueno_gpu::kernels::qgemv::QuantFormat;
 use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps, mma_one_for};
-use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
+use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks, q6k_mma_one_for};
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_quant::QuantFormat as CpuFormat;
@@ -22,6 +22,8 @@ use trueno_quant::QuantFormat as CpuFormat;
 #[test]
 fn rows_in_one_wave_take_the_one_wave_variant() {
     let Some(ctx) = ctx() else { return };
+    // The `dp4a` kernels' routing (Q4_K to Q6_K run on the tensor cores by default).
+    ctx.set_qgemv_tensor_cores(false);
     let mut rng = Rng(0x0e5e);
     // More rows than three eight-warp blocks a multiprocessor hold (Q6_K's two-step
     // kernel, 80 registers), no more than four (its one-step variant, 54; Q5_K's
@@ -53,6 +55,8 @@ fn rows_in_one_wave_take_the_one_wave_variant() {
 #[test]
 fn late_activations_match_the_reference_where_chosen() {
     let Some(ctx) = ctx() else { return };
+    // The `dp4a` kernels' routing (Q6_K runs on the tensor cores by default).
+    ctx.set_qgemv_tensor_cores(false);
     let d = ctx.device();
     if !late_wins(d.peak_bandwidth_gbs, d.multiprocessors) {
         eprintln!(
@@ -188,15 +192,17 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
     }
 }
 
-/// Q6_K on the tensor cores where a row is whole 1024-column groups, at the residency
-/// `q6k_mma_one_for` gives, each against the reference: within a wave of tiles at two
-/// blocks a multiprocessor only for rows of 32 super-blocks or more (one row; a tile and
-/// one; ragged), two blocks up to two waves, three past (4 super-blocks a row: fewer than
-/// a tile's eight warps, the first four starting 0, 2, 4 and 6 bytes past an 8-byte
-/// boundary; 8; 36). The `dp4a` kernels: within a wave with shorter rows, rows of 5 or
-/// 3 super-blocks, the tensor cores off.
+/// Q6_K on the tensor cores at the residency `q6k_mma_one_for` gives, each against the
+/// reference: within a wave of tiles at two blocks a multiprocessor only for rows of 32
+/// super-blocks or more (one row; a tile and one; ragged), two blocks up to two waves,
+/// three past. Rows of whole 1024-column groups (4 super-blocks a row: fewer than a
+/// tile's eight warps, the first four starting 0, 2, 4 and 6 bytes past an 8-byte
+/// boundary; 8; 36), of 4 mod 8 bytes (6, 10, 34 super-blocks: tiles of every other
+/// row) and of 2 or 6 mod 8 (3, 5, 7, 33: every fourth row), row counts that end inside a
+/// group's tiles. The `dp4a` kernels: within a wave with shorter rows, the tensor cores
+/// off.
 #[test]
-fn q6_k_on_the_tensor_cores_matches_the_reference_where_rows_are_whole_1024_columns() {
+fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x6a6b);
     let f = QuantFormat::Q6K;
@@ -207,22 +213,41 @@ fn q6_k_on_the_tensor_cores_matches_the_reference_where_rows_are_whole_1024_colu
         (TileBlocks::Two, 1, 32),
         (TileBlocks::Two, 17, 36),
         (TileBlocks::Two, 33, 32),
+        (TileBlocks::Two, 1, 33),
+        (TileBlocks::Two, 50, 34),
         (TileBlocks::Two, wave + 1, 4),
+        (TileBlocks::Two, wave + 1, 6),
+        (TileBlocks::Two, wave + 17, 5),
         (TileBlocks::Two, 2 * wave - 15, 8),
+        (TileBlocks::Two, 2 * wave - 70, 10),
         (TileBlocks::Three, 2 * wave + 1, 4),
         (TileBlocks::Three, 2 * wave + 31, 8),
+        (TileBlocks::Three, 2 * wave + 1, 5),
+        (TileBlocks::Three, 2 * wave + 3, 3),
+        (TileBlocks::Three, 2 * wave + 45, 7),
+        (TileBlocks::Three, 2 * wave + 9, 6),
     ] {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
+        let cols = nb * 256;
+        assert_eq!(
+            q6k_mma_one_for(rows, cols, sms as u32).map(|k| k.0),
+            Some(blocks)
+        );
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
         let want = QgemvQ6kMmaOneKernel(blocks).name();
-        assert_eq!(chosen, want, "{rows}x{}", nb * 256);
+        assert_eq!(chosen, want, "{rows}x{cols}");
     }
     let dp4a = |chosen: &str| !chosen.contains("_mma1");
-    for (rows, nb) in [(wave - 15, 16), (2 * wave + 1, 5), (2 * wave + 1, 3)] {
-        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, nb * 256));
-        assert!(dp4a(&chosen), "{rows}x{}: {chosen}", nb * 256);
+    for (rows, nb) in [(wave - 15, 16), (wave - 40, 6), (wave - 70, 5)] {
+        let cols = nb * 256;
+        assert!(
+            q6k_mma_one_for(rows, cols, sms as u32).is_none(),
+            "{rows}x{cols}"
+        );
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
+        assert!(dp4a(&chosen), "{rows}x{cols}: {chosen}");
     }
     ctx.set_qgemv_tensor_cores(false);
-    let chosen = random_product_matches(&ctx, &mut rng, f, (2 * wave + 1, 4 * 256));
+    let chosen = random_product_matches(&ctx, &mut rng, f, (2 * wave + 1, 5 * 256));
     assert!(dp4a(&chosen), "tensor cores off: {chosen}");
     ctx.set_qgemv_tensor_cores(true);
 }

@@ -3,15 +3,57 @@
 //! super-blocks `w, w + W, ...` of its rows, and the warps' sums meet in shared memory.
 
 use super::qgemv_dp4a::{Q8kParams, q8k_params};
+use crate::ptx::ir::Label;
 use crate::ptx::{Cmp, F32, KernelBuilder, Pred, Reg, ShflMode, Space, U32, U64};
 
 /// Rows a block: the product's M.
 pub(super) const TILE_ROWS: u32 = 16;
 
+/// Which sixteen rows a tile (a block) takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum TileRows {
+    /// Rows `16 T .. 16 T + 16` of tile `T`.
+    Adjacent,
+    /// Sixteen rows `S` apart that all start at the same offset past an 8-byte boundary:
+    /// `S` is [`row_spacing`] of the row's bytes (1, 2, 4 or 8), and tile `T` takes rows
+    /// `16 S (T / S) + T % S + S i`. For super-blocks only 2-byte aligned (Q6_K's 210
+    /// bytes), whose rows start at up to four offsets mod 8 from one row to the next.
+    SameAlignment,
+}
+
+/// Rows between two rows of `row_bytes` bytes that start at the same offset past an
+/// 8-byte boundary: 8 over the largest power of two (at most 8) dividing `row_bytes`.
+pub(crate) fn row_spacing(row_bytes: usize) -> usize {
+    8 >> row_bytes.trailing_zeros().min(3)
+}
+
+/// log2 of [`row_spacing`] in the kernel: 0, 1, 2 or 3 as `row_bytes` is 0, 4, 2 or 6,
+/// or odd mod 8.
+fn spacing_log2(b: &mut KernelBuilder, row_bytes: Reg<U32>) -> Reg<U32> {
+    let [by8, by4, by2] = [7u32, 3, 1].map(|m| {
+        let low = b.and(row_bytes, m);
+        b.setp::<U32>(Cmp::Eq, low, 0u32)
+    });
+    let odd_or_two = b.selp(2u32, 3u32, by2);
+    let not_eight = b.selp(1u32, odd_or_two, by4);
+    b.selp(0u32, not_eight, by8)
+}
+
+/// Tiles (blocks) that cover `rows` rows of `row_bytes` bytes, as [`TileRows`] lays them.
+pub(crate) fn tiles_for(rows: usize, row_bytes: usize, layout: TileRows) -> usize {
+    match layout {
+        TileRows::Adjacent => rows.div_ceil(TILE_ROWS as usize),
+        TileRows::SameAlignment => {
+            let s = row_spacing(row_bytes);
+            rows.div_ceil(TILE_ROWS as usize * s) * s
+        }
+    }
+}
+
 /// A lane of a 16-row tile kernel: lane `4g + t` of warp `warp` holds rows `g` and `g +
-/// 8` of tile `tile` (the block), whose first super-blocks `heads` points at (rows past
-/// the last read the last one, their sums never stored; `pin_row`, the first of them
-/// clamped, is [`super::qgemv_k::end_block`]'s).
+/// 8` of tile `tile` (the block; which rows those are, [`TileRows`]), whose first
+/// super-blocks `heads` points at (rows past the last read the last one, their sums never
+/// stored; `pin_row`, the first of them clamped, is [`super::qgemv_k::end_block`]'s).
 pub(super) struct TileLane {
     pub tid: Reg<U32>,
     pub warp: Reg<U32>,
@@ -20,6 +62,9 @@ pub(super) struct TileLane {
     pub tile: Reg<U32>,
     pub heads: [Reg<U64>; 2],
     pub pin_row: Reg<U32>,
+    /// For [`TileRows::SameAlignment`]: the tile's first row, log2 of `S`, and where a
+    /// tile without rows goes.
+    spaced: Option<(Reg<U32>, Reg<U32>, Label)>,
 }
 
 impl TileLane {
@@ -28,20 +73,20 @@ impl TileLane {
     /// start), and the lane, over super-blocks of `bb` bytes.
     pub(super) fn begin(
         name: String,
-        threads: u32,
-        min_blocks: u32,
+        (threads, min_blocks): (u32, u32),
         bb: u32,
+        layout: TileRows,
     ) -> (KernelBuilder, Q8kParams, TileLane) {
         let mut b = KernelBuilder::new(name);
         b.max_threads(threads);
         b.min_blocks(min_blocks);
         let p = q8k_params(&mut b, false);
         b.allow_next_grid();
-        let tl = TileLane::new(&mut b, &p, bb);
+        let tl = TileLane::new(&mut b, &p, bb, layout);
         (b, p, tl)
     }
 
-    fn new(b: &mut KernelBuilder, p: &Q8kParams, bb: u32) -> TileLane {
+    fn new(b: &mut KernelBuilder, p: &Q8kParams, bb: u32, layout: TileRows) -> TileLane {
         let tid = b.tid_x();
         let warp = b.shr(tid, 5u32);
         let lane = b.and(tid, 31u32);
@@ -49,10 +94,52 @@ impl TileLane {
         let t = b.and(lane, 3u32);
         let tile = b.ctaid_x();
         let last = b.sub(p.rows, 1u32);
-        let row0 = b.mad(tile, TILE_ROWS, g);
-        let row_bytes = b.mul(p.blocks, bb);
+        // Rows g and g + 8: 16 T + g and 8 on, or base + S g and 8 S on.
+        let (row0, row_bytes, last, spaced) = match layout {
+            TileRows::Adjacent => {
+                let row0 = b.mad(tile, TILE_ROWS, g);
+                (row0, b.mul(p.blocks, bb), last, None)
+            }
+            TileRows::SameAlignment => {
+                let row_bytes = b.mul(p.blocks, bb);
+                let shift = spacing_log2(b, row_bytes);
+                let group = b.shr(tile, shift);
+                let group_first = b.shl(group, shift);
+                let phase = b.sub(tile, group_first);
+                let base = b.shl(group_first, 4u32);
+                let base = b.add(base, phase);
+                // A tile of the last group may hold no row at all (its first row lies
+                // past the end): the whole block leaves (a uniform branch to
+                // [`TileLane::store`]'s end).
+                let none = b.setp::<U32>(Cmp::Gt, base, last);
+                let empty = b.new_label();
+                b.bra_if(none, false, empty, true);
+                // Rows past the end read the last row at the tile's offset, not the
+                // last row (whose 8-byte loads would be misaligned).
+                let past_base = b.sub(last, base);
+                let one = b.mov(1u32);
+                let spacing = b.shl(one, shift);
+                let mask = b.sub(spacing, 1u32);
+                let over = b.and(past_base, mask);
+                let last = b.sub(last, over);
+                let mine = b.shl(g, shift);
+                (
+                    b.add(base, mine),
+                    row_bytes,
+                    last,
+                    Some((base, shift, empty)),
+                )
+            }
+        };
         let heads = [0u32, 8].map(|extra| {
-            let r = b.add(row0, extra);
+            let r = match spaced {
+                Some((_, shift, _)) if extra > 0 => {
+                    let eight = b.mov(extra);
+                    let apart = b.shl(eight, shift);
+                    b.add(row0, apart)
+                }
+                _ => b.add(row0, extra),
+            };
             let r = b.min(r, last);
             let off = b.mul_wide(r, row_bytes);
             b.add(p.w, off)
@@ -65,6 +152,7 @@ impl TileLane {
             tile,
             heads,
             pin_row: b.min(row0, last),
+            spaced,
         }
     }
 
@@ -100,7 +188,13 @@ impl TileLane {
             b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
         });
         b.bar_sync();
-        let row = b.mad(tile, TILE_ROWS, tid);
+        let row = match self.spaced {
+            None => b.mad(tile, TILE_ROWS, tid),
+            Some((base, shift, _)) => {
+                let r = b.shl(tid, shift);
+                b.add(base, r)
+            }
+        };
         let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
         let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
         let keep = b.and_pred(in_tile, in_rows);
@@ -116,6 +210,10 @@ impl TileLane {
             b.st::<F32, U64>(Space::Global, out, 0, sum);
         });
         b.ret();
+        if let Some((_, _, empty)) = self.spaced {
+            b.place(empty);
+            b.ret();
+        }
     }
 }
 
@@ -209,4 +307,33 @@ pub(super) fn tile_loop(
         pass(b, sb, PassWait::Where(first))
     });
     b.wait_for_previous_grid();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_of_a_spaced_tile_start_at_one_offset_and_tiles_cover_every_row() {
+        assert_eq!([840, 420, 210, 630, 105].map(row_spacing), [1, 2, 4, 4, 8]);
+        for row_bytes in [840usize, 420, 210, 630, 1050, 105] {
+            let s = row_spacing(row_bytes);
+            for rows in [1usize, 15, 16, 17, 33, 64, 65, 200] {
+                let tiles = tiles_for(rows, row_bytes, TileRows::SameAlignment);
+                let mut seen = vec![0u32; rows];
+                for tile in 0..tiles {
+                    // The kernel's layout: group tile / S, phase tile % S, rows S apart.
+                    let base = 16 * s * (tile / s) + tile % s;
+                    let mine: Vec<usize> = (0..16).map(|i| base + s * i).collect();
+                    let offset = |r: usize| r * row_bytes % 8;
+                    assert!(mine.iter().all(|&r| offset(r) == offset(base)));
+                    mine.iter()
+                        .filter(|&&r| r < rows)
+                        .for_each(|&r| seen[r] += 1);
+                }
+                assert!(seen.iter().all(|&n| n == 1), "{row_bytes} {rows}: {seen:?}");
+            }
+        }
+        assert_eq!(tiles_for(33, 840, TileRows::Adjacent), 3);
+    }
 }

@@ -35,7 +35,7 @@
 use super::qgemv::QuantFormat;
 use super::qgemv_k::{self, half_of};
 use super::qgemv_mma_tile::{
-    PassWait, TILE_ROWS, TileLane, act_after_weights, scale_at, sums_at, tile_passes,
+    PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_passes,
 };
 use super::qgemv_q6k_mma_one::q6k_mma_one_for;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
@@ -297,7 +297,8 @@ fn build(name: String, format: QuantFormat, tw: TileWarps) -> KernelIr {
     let five_bit = format == QuantFormat::Q5K;
     let (bb, qs_at) = qgemv_k::layout(five_bit);
     let (warps, threads) = (tw.warps(), tw.threads());
-    let (mut b, p, tl) = TileLane::begin(name, threads, tw.min_blocks(format), bb);
+    let residency = (threads, tw.min_blocks(format));
+    let (mut b, p, tl) = TileLane::begin(name, residency, bb, TileRows::Adjacent);
     let TileLane {
         warp, g, t, heads, ..
     } = tl;

@@ -6,13 +6,15 @@
 //! super-blocks (a select and a byte permute a word) and assembling 6-bit values; here
 //! 240-280 by offset (sm_90).
 //!
-//! Where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840 bytes),
-//! a warp's super-blocks all start the same `O` bytes (0, 2, 4 or 6) past an 8-byte
-//! boundary, for all sixteen rows (eight super-blocks a warp's step are 1680 bytes, 0 mod
-//! 8). One warp-uniform branch then picks a loop built for that `O`: an 8-byte piece of
-//! quants is one 8-byte load at `O = 0`, two 4-byte loads at 4, an 8-byte and a 4- or
-//! 8-byte load lined up by two byte permutes at 2 and 6. Other widths keep the `dp4a`
-//! kernels ([`q6k_mma_one_for`]).
+//! A tile's sixteen rows all start at the same offset past an 8-byte boundary: adjacent
+//! rows where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840
+//! bytes), else rows 2 apart (rows 4 mod 8 bytes, e.g. Qwen2-7B's 3584 and 18944
+//! columns) or 4 apart (2 or 6 mod 8), the tiles of a group of 32 or 64 rows taking one
+//! offset each. Eight super-blocks, a warp's step, are 1680 bytes, 0 mod 8, so all of a
+//! warp's super-blocks start the same `O` bytes (0, 2, 4 or 6) past a boundary. One
+//! warp-uniform branch then picks a loop built for that `O`: an 8-byte piece of quants is
+//! one 8-byte load at `O = 0`, two 4-byte loads at 4, an 8-byte and a 4- or 8-byte load
+//! lined up by two byte permutes at 2 and 6.
 //!
 //! Lane `4g + t` takes rows `g` and `g + 8`, and in each half `h` of a super-block
 //! elements `l = 8t..8t + 8` of its four quarters: `ql` bytes `64h + 8t` (quarters 0 and 2,
@@ -26,13 +28,15 @@
 //! `g + 8` of sub-blocks `2t`, `2t + 1` (quarter `t`): `sc (dot - 32 bsum)` with Q8_K's
 //! sums of 16, and `dx d` once a super-block. H200, µs in a graph (session 56): 15.5 /
 //! 15.8 / 30.0 at 14336x4096 / 4096x14336 / 32000x4096 against the `dp4a` kernels' 16.9
-//! / 15.9 / 32.8 in the same runs (80-82%, 78-80%, 92-94% of torch's copies that day).
+//! / 15.9 / 32.8 in the same runs (80-82%, 78-80%, 92-94% of torch's copies that day);
+//! at Qwen2-7B's 3584x18944 / 18944x3584 / 152064x3584 (tiles of every other row) 19.8 /
+//! 18.7 / 125.6 against 20.4 / 21.6 / 150.3 (session 57).
 
 use super::qgemv::QuantFormat;
 use super::qgemv::f16_bits;
 use super::qgemv_k;
 use super::qgemv_mma_tile::{
-    PassWait, TILE_ROWS, TileLane, act_after_weights, scale_at, sums_at, tile_loop,
+    PassWait, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_loop, tiles_for,
 };
 use super::qgemv_q6k::BLOCK_BYTES;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
@@ -41,10 +45,6 @@ use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U
 
 /// Warps a tile.
 const WARPS: u32 = 8;
-/// Columns a row must hold whole groups of for the kernel: four super-blocks, 840
-/// bytes, 0 mod 8.
-pub const COLS_MULTIPLE: usize = 1024;
-
 /// Blocks of eight warps a multiprocessor asked of ptxas, which caps the registers (and
 /// so how much of a pass's loads ptxas keeps in flight before its products).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,9 +74,8 @@ impl TileBlocks {
     }
 }
 
-/// `y = W a` for Q6_K weights `W` whose rows are whole [`COLS_MULTIPLE`]-column groups
-/// and one Q8_K activation vector `a`, on the integer tensor cores (see the module's
-/// doc); parameters as [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k`
+/// `y = W a` for Q6_K weights `W` and one Q8_K activation vector `a`, on the integer
+/// tensor cores (see the module's doc); parameters as [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k`
 /// takes it as [`q6k_mma_one_for`] says.
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
@@ -87,14 +86,13 @@ impl QgemvQ6kMmaOneKernel {
 }
 
 /// The tensor-core kernel for a `rows` x `cols` Q6_K product on a device of `sms`
-/// multiprocessors, or `None` where the `dp4a` kernels keep up: rows that are not whole
-/// [`COLS_MULTIPLE`]-column groups (their super-blocks' alignment would differ from row
-/// to row), and tiles that fit one wave at two blocks a multiprocessor with rows of
-/// fewer than [`LONG_ROW_BLOCKS`] super-blocks. Two blocks a multiprocessor up to two
-/// waves of them, three past. The one place `Stream::qgemv_q8k` and `trueno ptx map`
-/// decide it. H200 (132 multiprocessors: 264 tiles a wave at two blocks), `gpu-bench`
-/// in a graph, µs against the `dp4a` kernels in the same run (session 56, each pass's
-/// first unrolled apart; one loop a case since, 1.00-1.02x):
+/// multiprocessors, or `None` where the `dp4a` kernels keep up: tiles that fit one wave
+/// at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
+/// super-blocks. Two blocks a multiprocessor up to two waves of them, three past. The
+/// one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
+/// multiprocessors: 264 tiles a wave at two blocks), `gpu-bench` in a graph, µs against
+/// the `dp4a` kernels in the same run (session 56, rows of whole 1024-column groups, each
+/// pass's first unrolled apart; one loop a case since, 1.00-1.02x):
 ///
 /// | rows x cols | two blocks | three | `dp4a` |
 /// |---|---:|---:|---:|
@@ -115,13 +113,12 @@ impl QgemvQ6kMmaOneKernel {
 /// assert_eq!(blocks(8192, 4096), Some(TileBlocks::Two));
 /// assert_eq!(blocks(14336, 4096), Some(TileBlocks::Three));
 /// assert_eq!(blocks(4096, 4096), None);
-/// assert_eq!(blocks(14336, 4352), None);
+/// // Qwen2-7B's output layer: rows of 3584 columns, two alignments.
+/// assert_eq!(blocks(152064, 3584), Some(TileBlocks::Three));
 /// ```
 pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMmaOneKernel> {
-    if !cols.is_multiple_of(COLS_MULTIPLE) {
-        return None;
-    }
-    let tiles = rows.div_ceil(TILE_ROWS as usize) as u64;
+    let row_bytes = cols / 256 * BLOCK_BYTES as usize;
+    let tiles = tiles_for(rows, row_bytes, TileRows::SameAlignment) as u64;
     let wave = u64::from(sms) * u64::from(TileBlocks::Two.per_multiprocessor());
     let long = cols / 256 >= LONG_ROW_BLOCKS;
     let blocks = match tiles {
@@ -152,11 +149,14 @@ impl Kernel for QgemvQ6kMmaOneKernel {
         build(self.name(), self.0)
     }
 
-    /// `dims = [rows, cols]`, `cols` a multiple of [`COLS_MULTIPLE`]: a block per 16 rows.
+    /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows (and up to
+    /// three more where the rows' alignments differ, see the module's doc).
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
-        let (rows, _) = QuantFormat::Q6K.check_matrix(&name, dims, COLS_MULTIPLE)?;
-        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
+        let (rows, cols) = QuantFormat::Q6K.check_matrix(&name, dims, 256)?;
+        let row_bytes = cols / 256 * BLOCK_BYTES as usize;
+        let tiles = tiles_for(rows, row_bytes, TileRows::SameAlignment);
+        let tiles = blocks_for(&name, tiles, 1, i32::MAX as u32)?;
         Ok(LaunchConfig::linear(tiles, 32 * WARPS))
     }
 }
@@ -222,8 +222,8 @@ fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
 }
 
 fn build(name: String, blocks: TileBlocks) -> KernelIr {
-    let (mut b, p, tl) =
-        TileLane::begin(name, 32 * WARPS, blocks.per_multiprocessor(), BLOCK_BYTES);
+    let residency = (32 * WARPS, blocks.per_multiprocessor());
+    let (mut b, p, tl) = TileLane::begin(name, residency, BLOCK_BYTES, TileRows::SameAlignment);
     let TileLane {
         warp, g, t, heads, ..
     } = tl;
@@ -332,9 +332,13 @@ mod tests {
         let k = QgemvQ6kMmaOneKernel(TileBlocks::Three);
         let cfg = k.launch_config(&[33, 2048]).unwrap();
         assert_eq!((cfg.grid.0, cfg.block.0), (3, 256));
-        // 256-column multiples that are not 1024's: the rows' alignments differ.
-        assert!(k.launch_config(&[16, 1280]).is_err());
+        // Rows of 5 super-blocks (1050 bytes, 2 mod 8) start at four offsets mod 8, one
+        // a row in turn: 33 rows are one group of 64 in four tiles.
+        let cfg = k.launch_config(&[33, 1280]).unwrap();
+        assert_eq!(cfg.grid.0, 4);
+        // Rows of 6 (1260 bytes, 4 mod 8): two offsets; 65 rows, three groups of 32.
+        assert_eq!(k.launch_config(&[65, 1536]).unwrap().grid.0, 6);
+        assert!(k.launch_config(&[16, 1000]).is_err());
         assert!(k.launch_config(&[16]).is_err());
-        assert!(q6k_mma_one_for(16, 1280, 132).is_none());
     }
 }
