@@ -75,8 +75,9 @@ impl TileBlocks {
 }
 
 /// `y = W a` for Q6_K weights `W` and one Q8_K activation vector `a`, on the integer
-/// tensor cores (see the module's doc); parameters as [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k`
-/// takes it as [`q6k_mma_one_for`] says.
+/// tensor cores (see the module's doc); parameters as
+/// [`super::qgemv_dp4a::QgemvQ8kKernel`]'s. `Stream::qgemv_q8k` takes it as
+/// [`q6k_mma_one_for`] says.
 #[derive(Clone, Copy, Debug)]
 pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
 
