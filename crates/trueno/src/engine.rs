@@ -86,9 +86,11 @@ impl Engine {
     /// Every class on `backend`; an error if this machine (or build) cannot run it.
     ///
     /// `Backend::Gpu` (feature `gpu`) runs every op with a WGSL form on the shared GPU
-    /// ([`crate::gpu::shared`]) at any size; f16/bf16 conversions, and the parts of an op
-    /// that the GPU route leaves to the host (see [`crate::gpu`]), run on the best CPU
-    /// backend. Without the feature, or without an adapter, it is an error.
+    /// ([`crate::gpu::shared`]) at any size whose buffers fit one storage binding of the
+    /// device; larger ones (a 512 MiB operand on a 128 MiB binding), f16/bf16
+    /// conversions, and the parts of an op that the GPU route leaves to the host (see
+    /// [`crate::gpu`]) run on the best CPU backend, as the default engine's routing does.
+    /// Without the feature, or without an adapter, it is an error.
     pub fn new(backend: Backend) -> Result<Engine> {
         if backend == Backend::Gpu {
             backend.check_available()?;
@@ -218,7 +220,9 @@ impl Engine {
         match self.gpu {
             GpuUse::Never => None,
             _ if work == 0 => None,
-            GpuUse::Always => crate::gpu::shared().ok(),
+            GpuUse::Always => crate::gpu::shared()
+                .ok()
+                .filter(|g| crate::gpu::fits_binding(g, largest)),
             GpuUse::Measured => crate::gpu::measured_route(w, work, largest),
             GpuUse::Pinned(c) => crate::gpu::route(&c, w, work, largest),
         }

@@ -96,6 +96,32 @@ fn crossover_routes_by_size_and_the_measurement_backs_it() {
         "gemv=never ran on the GPU"
     );
 
+    // A forced GPU engine runs an input past one storage binding on the CPU (the upload
+    // would fail) and gets it right; the same op on a small input compiles its shader,
+    // so the count above would have seen a GPU run. `max` runs nowhere else before here.
+    let forced = Engine::new(Backend::Gpu).unwrap();
+    let limit = gpu.info().max_binding_bytes;
+    if limit <= 256 << 20 {
+        let n = (limit / 4) as usize + 1;
+        let mut x = rng.vec(n, -1.0, 1.0);
+        x[n / 3] = 2.0;
+        let before = gpu.compiled_pipelines();
+        assert_eq!(forced.max(&x).unwrap(), 2.0);
+        assert_eq!(
+            gpu.compiled_pipelines(),
+            before,
+            "max over the binding on the GPU"
+        );
+        drop(x);
+        assert_eq!(forced.max(&[0.5, -3.0, 1.5]).unwrap(), 1.5);
+        assert!(
+            gpu.compiled_pipelines() > before,
+            "small max not on the GPU"
+        );
+    } else {
+        eprintln!("note: a {limit}-byte binding: the input past it not tried (too large)");
+    }
+
     // The measurement: every workload measured at growing sizes, and each threshold the
     // smallest measured work from which the GPU won every larger measurement.
     let report = Crossover::measure(gpu, &Engine::auto()).unwrap();

@@ -3,8 +3,9 @@
 //!
 //! Two ways in:
 //! - [`Engine::new`](crate::Engine::new)`(Backend::Gpu)` (or `TRUENO_BACKEND=gpu`) runs every
-//!   op that has a WGSL form on the GPU, whatever its size; f16/bf16 conversions stay on the
-//!   CPU (no WGSL form yet).
+//!   op that has a WGSL form on the GPU, whatever its size, as long as its buffers fit one
+//!   storage binding of the device (larger ones run on the CPU, as with the default
+//!   engine); f16/bf16 conversions stay on the CPU (no WGSL form yet).
 //! - The default engine ([`crate::engine()`], [`Engine::auto_with_gpu`](crate::Engine::auto_with_gpu))
 //!   keeps work on the CPU and sends it to the GPU only from the size where the GPU was
 //!   measured faster on this machine: the [`Crossover`], measured once per process on the
@@ -99,9 +100,13 @@ pub(crate) fn route(
     if !c.routes(w, work) {
         return None;
     }
-    let gpu = shared().ok()?;
-    let bytes = (largest as u64).saturating_mul(4);
-    (bytes <= gpu.info().max_binding_bytes).then_some(gpu)
+    shared().ok().filter(|g| fits_binding(g, largest))
+}
+
+/// Whether buffers of `largest` floats fit one storage binding of `gpu` (a larger one
+/// runs on the CPU, which has no such limit, whatever the engine).
+pub(crate) fn fits_binding(gpu: &Gpu, largest: usize) -> bool {
+    (largest as u64).saturating_mul(4) <= gpu.info().max_binding_bytes
 }
 
 /// A trueno-wgpu failure as the engine's error.
