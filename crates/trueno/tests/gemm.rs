@@ -366,3 +366,35 @@ fn batched_matmul_over_3d_and_4d_shapes_and_a_shared_b() {
         Err(TruenoError::LengthMismatch { .. })
     ));
 }
+
+/// A product of more multiply-adds than a 32-bit `usize` counts (1626^3 > 2^32) on
+/// operands of 10 MiB each: on wasm32 the choice of path once overflowed computing that
+/// count (an overflow panic in the test profile). Elements sampled at random against f64
+/// dot products.
+#[test]
+fn a_product_of_more_multiply_adds_than_u32_counts_matches_sampled_references() {
+    let n = 1626;
+    assert!((n as u64).pow(3) > u64::from(u32::MAX));
+    let mut rng = Rng::new(97);
+    let (a, b) = (rng.vec(n * n, -1.0, 1.0), rng.vec(n * n, -1.0, 1.0));
+    let mut c = vec![f32::NAN; n * n];
+    let e = trueno::engine().unwrap();
+    let (av, bv) = (
+        MatRef::new(&a, n, n, n).unwrap(),
+        MatRef::new(&b, n, n, n).unwrap(),
+    );
+    let mut cv = MatMut::new(&mut c, n, n, n).unwrap();
+    e.gemm(1.0, av, Transpose::No, bv, Transpose::No, 0.0, &mut cv)
+        .unwrap();
+    for _ in 0..64 {
+        let (i, j) = (rng.next_u64() as usize % n, rng.next_u64() as usize % n);
+        let terms = (0..n).map(|p| a[i * n + p] as f64 * b[p * n + j] as f64);
+        let (want, mass) = terms.fold((0.0, 0.0), |(s, m), t| (s + t, m + t.abs()));
+        let bound = 2.0 * n as f64 * f32::EPSILON as f64 * mass;
+        let got = c[i * n + j] as f64;
+        assert!(
+            (got - want).abs() <= bound,
+            "C({i},{j}) = {got}, want {want} (bound {bound:e})"
+        );
+    }
+}

@@ -94,7 +94,12 @@ impl Engine {
             self.gemm(1.0, ai, Transpose::No, bi, Transpose::No, 0.0, &mut cv)
         };
         #[cfg(feature = "parallel")]
-        if batch > 1 && crate::parallel::threads_for(crate::OpClass::MatMul, m * n * k) == 1 {
+        if batch > 1
+            && crate::parallel::threads_for(
+                crate::OpClass::MatMul,
+                m.saturating_mul(n).saturating_mul(k),
+            ) == 1
+        {
             use rayon::prelude::*;
             c.par_chunks_mut(c_one)
                 .enumerate()

@@ -211,8 +211,11 @@ pub(crate) const SMALL_MACS: usize = 48 * 48 * 48;
 pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     let try_small = match t.path {
         // A single row or column of C is a matrix-vector product: packing would copy the
-        // whole matrix operand for one use.
-        GemmPath::Auto => t.m * t.n * t.k <= SMALL_MACS || t.m == 1 || t.n == 1,
+        // whole matrix operand for one use. (Saturating: on a 32-bit target the count of
+        // a product whose operands fit memory can pass usize.)
+        GemmPath::Auto => {
+            t.m.saturating_mul(t.n).saturating_mul(t.k) <= SMALL_MACS || t.m == 1 || t.n == 1
+        }
         GemmPath::Packed => false,
         GemmPath::Unpacked => true,
     };
