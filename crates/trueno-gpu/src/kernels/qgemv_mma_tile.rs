@@ -39,7 +39,8 @@ fn spacing_log2(b: &mut KernelBuilder, row_bytes: Reg<U32>) -> Reg<U32> {
     b.selp(0u32, not_eight, by8)
 }
 
-/// Tiles (blocks) that cover `rows` rows of `row_bytes` bytes, as [`TileRows`] lays them.
+/// Tiles (blocks) that cover `rows` rows of `row_bytes` bytes, as [`TileRows`] lays them
+/// (the bytes matter only to [`TileRows::SameAlignment`]): each kernel's grid.
 pub(crate) fn tiles_for(rows: usize, row_bytes: usize, layout: TileRows) -> usize {
     match layout {
         TileRows::Adjacent => rows.div_ceil(TILE_ROWS as usize),

@@ -36,6 +36,7 @@ use super::qgemv::QuantFormat;
 use super::qgemv_k::{self, half_of};
 use super::qgemv_mma_tile::{
     PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_passes,
+    tiles_for,
 };
 use super::qgemv_q6k_mma_one::q6k_mma_one_for;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
@@ -232,7 +233,8 @@ impl Kernel for QgemvQ8kMmaOneKernel {
             );
         }
         let (rows, _) = self.0.check_matrix(&name, dims, 256)?;
-        let tiles = blocks_for(&name, rows, TILE_ROWS as usize, i32::MAX as u32)?;
+        let tiles = tiles_for(rows, 0, TileRows::Adjacent);
+        let tiles = blocks_for(&name, tiles, 1, i32::MAX as u32)?;
         Ok(LaunchConfig::linear(tiles, self.1.threads()))
     }
 }

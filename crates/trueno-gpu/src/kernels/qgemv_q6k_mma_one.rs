@@ -118,8 +118,7 @@ impl QgemvQ6kMmaOneKernel {
 /// assert_eq!(blocks(152064, 3584), Some(TileBlocks::Three));
 /// ```
 pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMmaOneKernel> {
-    let row_bytes = cols / 256 * BLOCK_BYTES as usize;
-    let tiles = tiles_for(rows, row_bytes, TileRows::SameAlignment) as u64;
+    let tiles = tiles(rows, cols) as u64;
     let wave = u64::from(sms) * u64::from(TileBlocks::Two.per_multiprocessor());
     let long = cols / 256 >= LONG_ROW_BLOCKS;
     let blocks = match tiles {
@@ -128,6 +127,16 @@ pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMma
         _ => TileBlocks::Three,
     };
     Some(QgemvQ6kMmaOneKernel(blocks))
+}
+
+/// The kernel's tiles (blocks) for `rows` rows of `cols` columns: the grid, and what the
+/// routing counts waves of.
+fn tiles(rows: usize, cols: usize) -> usize {
+    tiles_for(
+        rows,
+        cols / 256 * BLOCK_BYTES as usize,
+        TileRows::SameAlignment,
+    )
 }
 
 /// Super-blocks a row from which the tensor-core kernel wins even where its tiles fill
@@ -155,9 +164,7 @@ impl Kernel for QgemvQ6kMmaOneKernel {
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
         let (rows, cols) = QuantFormat::Q6K.check_matrix(&name, dims, 256)?;
-        let row_bytes = cols / 256 * BLOCK_BYTES as usize;
-        let tiles = tiles_for(rows, row_bytes, TileRows::SameAlignment);
-        let tiles = blocks_for(&name, tiles, 1, i32::MAX as u32)?;
+        let tiles = blocks_for(&name, tiles(rows, cols), 1, i32::MAX as u32)?;
         Ok(LaunchConfig::linear(tiles, 32 * WARPS))
     }
 }

@@ -199,7 +199,10 @@ pub(super) fn parse_formats(list: &str) -> std::result::Result<Vec<QuantFormat>,
             QuantFormat::ALL
                 .into_iter()
                 .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
-                .ok_or_else(|| format!("{s:?} is not one of q8_0, q4_0, q4_k, q5_k, q6_k"))
+                .ok_or_else(|| {
+                    let names = QuantFormat::ALL.map(|f| f.name()).join(", ");
+                    format!("{s:?} is not one of {names}")
+                })
         })
         .collect()
 }
