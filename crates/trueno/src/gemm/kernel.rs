@@ -81,7 +81,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     let avx = has_avx(S::BACKEND);
     let caches = CacheSizes::detect();
     let l2 = caches.l2;
-    let prefetch_c = !t.c.trans && t.m * t.n * 4 > l2 / 4;
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
@@ -99,7 +98,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let block = Block {
                 kc,
                 beta,
-                prefetch_c,
+                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta),
                 next_b_to_l2: b_direct > 1
                     && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
                     && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
@@ -283,7 +282,14 @@ fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
 /// with a packed A block of up to as much and B's panels. For a smaller C the prefetches
 /// cost more than they save (64^3-384^3, 0.93-0.99x on the Emerald Rapids VM); from a
 /// quarter (C of 1-2 MiB, 256x1024x1024 to 256x2048x1500) they gained 1.02-1.08x against
-/// the old bar of all of L2.
+/// the old bar of all of L2. Never in an update with beta 0 (a product's first k block
+/// when C is overwritten): its tiles only write C, and a prefetch reads lines the stores
+/// would take for themselves after the tile, in the store buffer's time rather than the
+/// loop's. Intel VM (session 58), one thread, against faer, alternated twice with the
+/// prefetch kept: 384^3 0.97x -> 1.02x (`x·Wᵀ` 0.93x -> 0.98-0.99x), 128x1056x256
+/// 0.92-0.93x -> 0.99x, 256x1024x256 0.94-0.95x -> 1.00x, 128x4096x128 0.93-0.94x ->
+/// 1.00-1.01x (two threads 1.04-1.05x -> 1.14x), 64x4096x256 0.77-0.78x -> 0.82x; 512^3
+/// to 2048^3 and the deep products within the noise.
 struct Block {
     kc: usize,
     beta: f32,
@@ -298,6 +304,13 @@ struct Block {
     /// 205-209; 32-64 rows within the noise both ways. Under `NEXT_B_MIN_A_PANELS` A
     /// panels each tile would ask for a quarter of the panel or more at once.
     next_b_to_l2: bool,
+}
+
+/// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` (`transposed`: C is
+/// written through its transpose, whose tiles are not rows of lines) on a core of `l2`
+/// bytes of L2.
+fn prefetches_c(transposed: bool, c_bytes: usize, l2: usize, beta: f32) -> bool {
+    !transposed && c_bytes > l2 / 4 && beta != 0.0
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
@@ -496,6 +509,20 @@ fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn c_is_prefetched_only_where_the_update_reads_a_c_past_a_quarter_of_l2() {
+        let l2 = 2 << 20;
+        // 1024 x 1024 floats: 4 MiB, read by beta 1 or -1.5 (k blocks after the first).
+        assert!(prefetches_c(false, 4 << 20, l2, 1.0));
+        assert!(prefetches_c(false, 4 << 20, l2, -1.5));
+        // The first k block of an overwrite only writes C.
+        assert!(!prefetches_c(false, 4 << 20, l2, 0.0));
+        // A C within a quarter of L2, or written through its transpose.
+        assert!(!prefetches_c(false, l2 / 4, l2, 1.0));
+        assert!(prefetches_c(false, l2 / 4 + 4, l2, 1.0));
+        assert!(!prefetches_c(true, 4 << 20, l2, 1.0));
+    }
 
     #[test]
     fn a_blocks_cover_a_once_and_the_buffer_holds_the_tallest() {
