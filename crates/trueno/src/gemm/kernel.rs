@@ -278,18 +278,24 @@ fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
 }
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
-/// whether C's tiles are prefetched: only when C outgrows a quarter of L2, which it shares
-/// with a packed A block of up to as much and B's panels. For a smaller C the prefetches
-/// cost more than they save (64^3-384^3, 0.93-0.99x on the Emerald Rapids VM); from a
-/// quarter (C of 1-2 MiB, 256x1024x1024 to 256x2048x1500) they gained 1.02-1.08x against
-/// the old bar of all of L2. Never in an update with beta 0 (a product's first k block
-/// when C is overwritten): its tiles only write C, and a prefetch reads lines the stores
-/// would take for themselves after the tile, in the store buffer's time rather than the
-/// loop's. Intel VM (session 58), one thread, against faer, alternated twice with the
-/// prefetch kept: 384^3 0.97x -> 1.02x (`x·Wᵀ` 0.93x -> 0.98-0.99x), 128x1056x256
-/// 0.92-0.93x -> 0.99x, 256x1024x256 0.94-0.95x -> 1.00x, 128x4096x128 0.93-0.94x ->
-/// 1.00-1.01x (two threads 1.04-1.05x -> 1.14x), 64x4096x256 0.77-0.78x -> 0.82x; 512^3
-/// to 2048^3 and the deep products within the noise.
+/// whether C's tiles are prefetched: only where the update reads C (beta not 0) and C
+/// outgrows half of L2, which it shares with a packed A block and B's panels.
+///
+/// For a smaller C the prefetches cost more than they save (64^3-384^3, 0.93-0.99x on
+/// the Emerald Rapids VM). A quarter of L2 was the bar until session 58: on that
+/// session's Intel VM, one thread against faer, two rounds, half took 384^3 (a 576 KiB C)
+/// from 1.02x to 1.05x and 448^3 from 1.01x to 1.04x, with 512^3 and C of 1-2 MiB
+/// (256x1024x1024 to 256x2048x1500) unchanged; no prefetch at all lost 2048^3 (0.95-0.99x
+/// against 1.02x) and 128x11008x4096 (0.81x against 0.83-0.84x).
+///
+/// An update with beta 0 (a product's first k block where C is overwritten) only writes
+/// C: a prefetch there reads lines that the stores after the tile would take for
+/// themselves, in the store buffer's time rather than the loop's. Same VM, alternated
+/// twice with the prefetch kept: 384^3 0.97x -> 1.02x (`x·Wᵀ` 0.93x -> 0.98-0.99x),
+/// 128x1056x256 0.92-0.93x -> 0.99x, 256x1024x256 0.94-0.95x -> 1.00x, 128x4096x128
+/// 0.93-0.94x -> 1.00-1.01x (two threads 1.04-1.05x -> 1.14x), 64x4096x256 0.77-0.78x ->
+/// 0.82x; 512^3 to 2048^3 and the deep products within the noise. A `prefetchw` there
+/// instead lost 2-8% at the same shapes.
 struct Block {
     kc: usize,
     beta: f32,
@@ -310,7 +316,7 @@ struct Block {
 /// written through its transpose, whose tiles are not rows of lines) on a core of `l2`
 /// bytes of L2.
 fn prefetches_c(transposed: bool, c_bytes: usize, l2: usize, beta: f32) -> bool {
-    !transposed && c_bytes > l2 / 4 && beta != 0.0
+    !transposed && c_bytes > l2 / 2 && beta != 0.0
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
@@ -511,16 +517,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn c_is_prefetched_only_where_the_update_reads_a_c_past_a_quarter_of_l2() {
+    fn c_is_prefetched_only_where_the_update_reads_a_c_past_half_of_l2() {
         let l2 = 2 << 20;
         // 1024 x 1024 floats: 4 MiB, read by beta 1 or -1.5 (k blocks after the first).
         assert!(prefetches_c(false, 4 << 20, l2, 1.0));
         assert!(prefetches_c(false, 4 << 20, l2, -1.5));
         // The first k block of an overwrite only writes C.
         assert!(!prefetches_c(false, 4 << 20, l2, 0.0));
-        // A C within a quarter of L2, or written through its transpose.
-        assert!(!prefetches_c(false, l2 / 4, l2, 1.0));
-        assert!(prefetches_c(false, l2 / 4 + 4, l2, 1.0));
+        // A C within half of L2 (512^3: 1 MiB), or written through its transpose.
+        assert!(!prefetches_c(false, l2 / 2, l2, 1.0));
+        assert!(prefetches_c(false, l2 / 2 + 4, l2, 1.0));
         assert!(!prefetches_c(true, 4 << 20, l2, 1.0));
     }
 
