@@ -28,13 +28,26 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// Whether B's whole panels are packed by the first micro-kernel call that reads them
 /// (its B loads stored on to the packed panel, `micro_tile`'s `pack`) instead of in a
 /// pass of their own: the copy then overlaps that call's FMAs. Only for a row-major B
-/// within L2, whose strided rows the call reads from cache; from memory (a layer's
-/// weights) each k step would wait on two new lines, where the pass reads whole rows in
-/// page streams. Zen 5 VM, one thread, against faer, alternated twice with the pass:
+/// within L2 (or four L2, below), whose strided rows the call reads from cache; from
+/// memory (a layer's weights) each k step would wait on two new lines, where the pass
+/// reads whole rows in page streams. Zen 5 VM, one thread, against faer, alternated twice with the pass:
 /// 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x, 384^3-512^3 within
 /// 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
-pub(super) fn fuse_b(t: &GemmTask, c: CacheSizes) -> bool {
-    !t.tb && t.k * t.n * 4 <= c.l2
+///
+/// Where A is one block (`one_block`: each B panel then serves only that block's few A
+/// panels, so a pass of its own is a large share), B up to four times L2, read from L3.
+/// Intel VM (session 58), one thread, against faer, two rounds of each: 128x1056x512
+/// 0.88x -> 0.93x, 128x4096x256 0.96-0.97x -> 0.98-0.99x, 128x2048x512 0.89x -> 0.91x,
+/// 32x4096x512 0.70-0.71x -> 0.76-0.77x, 64x4096x256 0.84x -> 0.85-0.86x, 256x4096x512
+/// within 1% (two threads: all within the noise). From 16 MiB it lost: 128x8192x512
+/// 0.86-0.87x -> 0.77x, 128x16384x256 0.94-0.96x -> 0.84-0.85x, 128x8192x1024
+/// 0.88-0.89x -> 0.66-0.68x.
+pub(super) fn fuse_b(tb: bool, (k, n): (usize, usize), c: CacheSizes, one_block: bool) -> bool {
+    let limit = match one_block {
+        true => 4 * c.l2,
+        false => c.l2,
+    };
+    !tb && k.saturating_mul(n).saturating_mul(4) <= limit
 }
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
@@ -114,6 +127,26 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn b_is_packed_by_its_first_tiles_within_l2_or_four_l2_where_a_is_one_block() {
+        let c = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 105 << 20,
+        };
+        // 256^3 (256 KiB), 128x1056x512 (2.1 MiB), 32x4096x512 (8 MiB).
+        assert!(fuse_b(false, (256, 256), c, false));
+        assert!(!fuse_b(false, (512, 1056), c, false));
+        assert!(fuse_b(false, (512, 1056), c, true));
+        assert!(fuse_b(false, (512, 4096), c, true));
+        // 128x8192x512 (16 MiB) and a B from memory stay with the pass; so does a B
+        // given transposed (its panels are gathered across rows).
+        assert!(!fuse_b(false, (512, 8192), c, true));
+        assert!(!fuse_b(false, (4096, 4096), c, true));
+        assert!(!fuse_b(true, (256, 256), c, true));
+        assert!(!fuse_b(false, (usize::MAX, 2), c, true));
+    }
 
     #[test]
     fn b_is_read_in_place_where_its_panel_cannot_evict_a_packed_one_or_comes_from_memory() {
