@@ -7,7 +7,7 @@
 
 use super::blocking::{Blocking, CacheSizes};
 use super::in_place::{a_in_place, b_in_place, b_in_place_from_memory, fuse_b};
-use super::micro::{APanel, BPanel, LinePrefetch, micro_tile, rows_to_l2};
+use super::micro::{APanel, BPanel, LinePrefetch, NextPanelShare, micro_tile, rows_to_l2};
 use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
@@ -95,14 +95,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             } else {
                 0
             };
-            let block = Block {
-                kc,
-                beta,
-                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta),
-                next_b_to_l2: b_direct > 1
-                    && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
-                    && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
-            };
             // Whole panels of a row-major B, packed by the first micro-kernel call that
             // reads them (see `sweep`).
             let fused = match b_direct == 0 && !thin && fuse_b(t.tb, (t.k, t.n), caches, one_block)
@@ -110,6 +102,16 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 true => nc / nr,
                 false => 0,
             };
+            let block = Block {
+                kc,
+                beta,
+                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta),
+                next_b_to_l2: b_direct > 1
+                    && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
+                    && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
+                next_fill_to_l2: fused > 0 && t.k.saturating_mul(t.n).saturating_mul(4) > l2,
+            };
+
             let packed_first = b_direct + fused;
             if packed_first < nc.div_ceil(nr) {
                 let t0 = t.profile.map(|_| std::time::Instant::now());
@@ -311,6 +313,18 @@ struct Block {
     /// 205-209; 32-64 rows within the noise both ways. Under `NEXT_B_MIN_A_PANELS` A
     /// panels each tile would ask for a quarter of the panel or more at once.
     next_b_to_l2: bool,
+    /// Whether the tiles of each B panel packed by its first tile (`fuse_b`) ask L2 for
+    /// the next such panel's source rows, spread over their k steps (`NextPanelShare`):
+    /// for a B past L2, whose strided rows the next first tile would otherwise wait on
+    /// from L3, its line-fill buffers full. Not where the tile asks for its C tile (that
+    /// loop goes on as it was). Intel VM (session 58), one thread, against faer,
+    /// alternated twice with it off: 64x4096x256 0.85-0.86x -> 0.87-0.90x, 64x4096x512
+    /// 0.78-0.79x -> 0.85-0.86x, 32x2048x512 0.78-0.80x -> 0.87x, 128x2048x512 0.90x ->
+    /// 0.93-0.94x, 128x1056x512 0.93x -> 0.97-0.98x; 32x4096x512, 128x4096x256 and
+    /// 256x4096x512 within 1%. Tried: three lines a 32-float row instead of the two it
+    /// spans (1-4% slower than this), one loop that also asks for the C tile (2-3% slower
+    /// at 128 and 256 rows), the lines spread by a running sum (18% slower at 256^3).
+    next_fill_to_l2: bool,
 }
 
 /// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` (`transposed`: C is
@@ -392,23 +406,38 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     let b_panels = nc.div_ceil(nr);
     for jr in 0..b_panels {
         let at = |ir: usize| (ic + ir * MR, jc + jr * nr);
+        let panels = mc.div_ceil(MR);
+        // Where the next panel is packed by its first tile too, this panel's tiles ask L2
+        // for its source rows (`Block::next_fill_to_l2`). Its buffer slice, unused, is
+        // dropped at once.
+        let next_src = match blk.next_fill_to_l2 && jr + 1 < b_panels {
+            true => b_fill(jr + 1).map(|(src, _)| src),
+            false => None,
+        };
+        let share = |ir: usize| {
+            next_src.map(|src| {
+                let rows = LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr);
+                NextPanelShare::of(rows, ir, panels)
+            })
+        };
         // The first tile packs the panel where `b_fill` says so; the rest read it.
         let first = match b_fill(jr) {
             Some((src, dst)) => {
-                one_tile::<S, MR, NV, true>(s, t, blk, a_panel(0), src, at(0), dst, None);
+                let (a, fetch) = (a_panel(0), (None, share(0)));
+                one_tile::<S, MR, NV, true>(s, t, blk, a, src, at(0), dst, fetch);
                 1
             }
             None => 0,
         };
         let b = b_panel(jr);
-        let panels = mc.div_ceil(MR);
         let next = (blk.next_b_to_l2 && jr + 1 < b_panels).then(|| b_panel(jr + 1));
         for ir in first..panels {
             if let Some(nb) = next {
                 let rows = (blk.kc * ir / panels)..(blk.kc * (ir + 1) / panels);
                 rows_to_l2(nb.data.as_ptr(), nb.stride, rows, nr);
             }
-            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], None);
+            let fetch = (None, share(ir));
+            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], fetch);
         }
     }
 }
@@ -427,12 +456,13 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     b: BPanel,
     (r, c): (usize, usize),
     pack: &mut [f32],
-    next: Option<LinePrefetch>,
+    (next, next_panel): (Option<LinePrefetch>, Option<NextPanelShare>),
 ) {
     if !PACK && MR > EDGE_ROWS && t.m - r <= EDGE_ROWS {
         // `a` may hold more rows than the edge tile (a packed panel of this tile: element
         // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
-        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], next);
+        let fetch = (next, next_panel);
+        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
     }
     let nr = NV * S::LANES;
     let tile = t.c.at(r, c);
@@ -441,7 +471,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         true => Some(LinePrefetch::c_tile(tile, rows, cols, nr)),
         false => next,
     };
-    let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack);
+    let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack, next_panel);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
@@ -471,6 +501,7 @@ fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
         for jr in 0..b_panels {
             let at = (ic + ir * MR, jc + jr * nr);
             let fetch = next.and_then(|a| next_a_rows(a, (jr, b_panels), blk.kc));
+            let fetch = (fetch, None);
             one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut [], fetch);
         }
     }

@@ -72,6 +72,22 @@ impl LinePrefetch {
         }
     }
 
+    /// [`LinePrefetch::rows`] counting only the lines the runs span where every run starts
+    /// at the same offset in its line (`stride` a multiple of 16 floats): a 32-float B
+    /// panel row on a line boundary is two lines, not three.
+    #[inline(always)]
+    pub fn rows_spanned(first: *const f32, stride: usize, rows: usize, len: usize) -> Self {
+        let bytes = len.max(1) * 4;
+        let per_row = match (stride * 4).is_multiple_of(64) {
+            true => (first as usize % 64 + bytes - 1) / 64 + 1,
+            false => bytes / 64 + 1,
+        };
+        LinePrefetch {
+            per_row,
+            ..LinePrefetch::rows(first, stride, rows, len)
+        }
+    }
+
     /// Lines asked for in all.
     #[inline(always)]
     fn lines(self) -> usize {
@@ -82,13 +98,45 @@ impl LinePrefetch {
     /// fixed count a row whatever its alignment, so no loop over it).
     #[inline(always)]
     fn fetch(self, q: usize) {
+        self.fetch_into::<false>(q)
+    }
+
+    /// `fetch`, into L1 or only into L2 (`TO_L2`).
+    #[inline(always)]
+    fn fetch_into<const TO_L2: bool>(self, q: usize) {
         let (row, line) = (q / self.per_row, q % self.per_row);
         let at = self
             .first
             .wrapping_add(row * self.stride + (line * 64).min(self.last));
-        prefetch_line::<false>(at);
+        prefetch_line::<TO_L2>(at);
     }
 }
+
+/// Lines `from..to` of the next B panel's source (`panel`), which one tile of the current
+/// panel asks into L2, one every `NEXT_PANEL_SPACING` k steps (`Block::next_fill_to_l2`).
+#[derive(Clone, Copy)]
+pub(super) struct NextPanelShare {
+    pub panel: LinePrefetch,
+    pub from: usize,
+    pub to: usize,
+}
+
+impl NextPanelShare {
+    /// Share `tile` of `tiles` of `panel`'s lines.
+    #[inline(always)]
+    pub fn of(panel: LinePrefetch, tile: usize, tiles: usize) -> Self {
+        let lines = panel.lines();
+        NextPanelShare {
+            panel,
+            from: lines * tile / tiles,
+            to: lines * (tile + 1) / tiles,
+        }
+    }
+}
+
+/// k steps between two lines of a [`NextPanelShare`]: a KC-deep tile carries KC / 2, a
+/// 256 x 32 panel's 512 lines over four tiles (32 rows of C).
+const NEXT_PANEL_SPACING: usize = 2;
 
 /// Asks for the line holding `at`: into L1, or only into L2 (`TO_L2`); nothing off x86-64.
 #[inline(always)]
@@ -139,13 +187,14 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: 
     b: BPanel,
     c: Option<LinePrefetch>,
     pack: &mut [f32],
+    next: Option<NextPanelShare>,
 ) -> [[S::V; NV]; MR] {
     let out = match PACK {
         // The checked extent of every store in the loop (row p < kc at p * NR).
         true => pack[..kc * NV * S::LANES].as_mut_ptr(),
         false => std::ptr::null_mut(),
     };
-    micro_tile_with::<S, MR, NV, PACK>(s, kc, a, b, c, out)
+    micro_tile_with::<S, MR, NV, PACK>(s, kc, a, b, (c, next), out)
 }
 
 /// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded.
@@ -155,7 +204,7 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     kc: usize,
     a: APanel,
     b: BPanel,
-    c: Option<LinePrefetch>,
+    (c, next): (Option<LinePrefetch>, Option<NextPanelShare>),
     out: *mut f32,
 ) -> [[S::V; NV]; MR] {
     let nr = NV * S::LANES;
@@ -172,6 +221,21 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
     // the loop: measured 7-9% slower at 128-512).
     let bdata = &b.data[..(kc.max(1) - 1) * b.stride + nr];
+    if let (None, Some(nx)) = (c, next) {
+        // The next panel's lines, where the C tile is not asked for (a C tile that is,
+        // the loop below, goes first).
+        let carried = nx.from + kc.div_ceil(NEXT_PANEL_SPACING);
+        (carried.min(nx.to)..nx.to).for_each(|q| nx.panel.fetch_into::<true>(q));
+        let to = nx.to.min(carried);
+        for p in 0..kc {
+            let q = nx.from + p / NEXT_PANEL_SPACING;
+            if p % NEXT_PANEL_SPACING == 0 && q < to {
+                nx.panel.fetch_into::<true>(q);
+            }
+            k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
+        }
+        return acc;
+    }
     let Some(c) = c else {
         // No prefetch: the plain loop. The chunked one below, run with nothing to fetch,
         // cost 3-12% at 64^3-256^3 (interleaved against faer, three rounds of both).
@@ -231,6 +295,62 @@ fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         let ai = s.splat(unsafe { *row.add(p * cs) });
         for v in 0..NV {
             acc[i][v] = s.fma(ai, bv[v], acc[i][v]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The distinct lines a prefetch asks for, as byte offsets from `base`.
+    fn lines_asked(p: LinePrefetch, base: *const f32) -> Vec<usize> {
+        let mut at: Vec<usize> = (0..p.lines())
+            .map(|q| {
+                let (row, line) = (q / p.per_row, q % p.per_row);
+                (p.first as usize + row * p.stride + (line * 64).min(p.last)) / 64 * 64
+                    - base as usize
+            })
+            .collect();
+        at.sort_unstable();
+        at.dedup();
+        at
+    }
+
+    #[test]
+    fn a_panel_row_on_a_line_is_asked_for_as_the_lines_it_spans() {
+        let buf = vec![0.0f32; 64 * 40 + 32];
+        let base = buf.as_ptr().wrapping_add(buf.as_ptr().align_offset(64));
+        for (skip, stride) in [(0, 64), (0, 80), (3, 64), (16, 1024), (5, 37)] {
+            let first = base.wrapping_add(skip);
+            let p = LinePrefetch::rows_spanned(first, stride, 8, 32);
+            // Every line of every row's 32 floats, from the addresses themselves.
+            let mut want: Vec<usize> = (0..8)
+                .flat_map(|r| (0..32).map(move |c| (skip + r * stride + c) * 4 / 64 * 64))
+                .collect();
+            want.sort_unstable();
+            want.dedup();
+            assert_eq!(lines_asked(p, base), want, "skip {skip} stride {stride}");
+            // On a line and a whole number of lines apart: exactly two a row.
+            if (skip * 4) % 64 == 0 && (stride * 4) % 64 == 0 {
+                assert_eq!(p.lines(), 16, "skip {skip} stride {stride}");
+            }
+        }
+    }
+
+    #[test]
+    fn next_panel_shares_split_its_lines_among_the_tiles() {
+        let buf = [0.0f32; 16];
+        let p = LinePrefetch::rows_spanned(buf.as_ptr(), 1024, 256, 32);
+        for tiles in [1, 3, 4, 16, 17] {
+            let shares: Vec<_> = (0..tiles)
+                .map(|i| NextPanelShare::of(p, i, tiles))
+                .collect();
+            assert_eq!(shares[0].from, 0);
+            assert_eq!(shares[tiles - 1].to, p.lines());
+            for w in shares.windows(2) {
+                assert_eq!(w[0].to, w[1].from, "{tiles} tiles");
+            }
         }
     }
 }
