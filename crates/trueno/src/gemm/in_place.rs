@@ -35,19 +35,27 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
 ///
 /// Where A is one block (`one_block`: each B panel then serves only that block's few A
-/// panels, so a pass of its own is a large share), B up to four times L2, read from L3.
+/// panels, so a pass of its own is a large share), B up to four times L2, read from L3:
+/// only where the whole B (`whole_k` rows of `ldb` floats: a thread's range of k or of
+/// columns is judged by it, as `b_in_place_from_memory` does) is within half of L3, and
+/// so not from memory.
 /// Intel VM (session 58), one thread, against faer, two rounds of each: 128x1056x512
 /// 0.88x -> 0.93x, 128x4096x256 0.96-0.97x -> 0.98-0.99x, 128x2048x512 0.89x -> 0.91x,
 /// 32x4096x512 0.70-0.71x -> 0.76-0.77x, 64x4096x256 0.84x -> 0.85-0.86x, 256x4096x512
 /// within 1% (two threads: all within the noise). From 16 MiB it lost: 128x8192x512
 /// 0.86-0.87x -> 0.77x, 128x16384x256 0.94-0.96x -> 0.84-0.85x, 128x8192x1024
 /// 0.88-0.89x -> 0.66-0.68x.
-pub(super) fn fuse_b(tb: bool, (k, n): (usize, usize), c: CacheSizes, one_block: bool) -> bool {
-    let limit = match one_block {
-        true => 4 * c.l2,
-        false => c.l2,
-    };
-    !tb && k.saturating_mul(n).saturating_mul(4) <= limit
+pub(super) fn fuse_b(
+    tb: bool,
+    (k, n): (usize, usize),
+    (whole_k, ldb): (usize, usize),
+    c: CacheSizes,
+    one_block: bool,
+) -> bool {
+    let bytes = |rows: usize, cols: usize| rows.saturating_mul(cols).saturating_mul(4);
+    let part = bytes(k, n);
+    let from_l3 = one_block && part <= 4 * c.l2 && bytes(whole_k, ldb) <= c.l3 / 2;
+    !tb && (part <= c.l2 || from_l3)
 }
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
@@ -135,17 +143,26 @@ mod tests {
             l2: 2 << 20,
             l3: 105 << 20,
         };
+        let fuse = |tb, (k, n), one_block| fuse_b(tb, (k, n), (k, n), c, one_block);
         // 256^3 (256 KiB), 128x1056x512 (2.1 MiB), 32x4096x512 (8 MiB).
-        assert!(fuse_b(false, (256, 256), c, false));
-        assert!(!fuse_b(false, (512, 1056), c, false));
-        assert!(fuse_b(false, (512, 1056), c, true));
-        assert!(fuse_b(false, (512, 4096), c, true));
+        assert!(fuse(false, (256, 256), false));
+        assert!(!fuse(false, (512, 1056), false));
+        assert!(fuse(false, (512, 1056), true));
+        assert!(fuse(false, (512, 4096), true));
         // 128x8192x512 (16 MiB) and a B from memory stay with the pass; so does a B
         // given transposed (its panels are gathered across rows).
-        assert!(!fuse_b(false, (512, 8192), c, true));
-        assert!(!fuse_b(false, (4096, 4096), c, true));
-        assert!(!fuse_b(true, (256, 256), c, true));
-        assert!(!fuse_b(false, (usize::MAX, 2), c, true));
+        assert!(!fuse(false, (512, 8192), true));
+        assert!(!fuse(false, (4096, 4096), true));
+        assert!(!fuse(true, (256, 256), true));
+        assert!(!fuse(false, (usize::MAX, 2), true));
+        // A thread's 8 MiB of a 16 MiB B (half its k, or half its columns), past half of
+        // an 8 MiB L3: from memory.
+        let small_l3 = CacheSizes { l3: 8 << 20, ..c };
+        assert!(fuse_b(false, (512, 4096), (1024, 4096), c, true));
+        assert!(!fuse_b(false, (512, 4096), (1024, 4096), small_l3, true));
+        assert!(!fuse_b(false, (1024, 2048), (1024, 4096), small_l3, true));
+        // Within L2 a range is packed by its first tiles whatever the whole B.
+        assert!(fuse_b(false, (128, 1024), (1 << 20, 1024), small_l3, false));
     }
 
     #[test]

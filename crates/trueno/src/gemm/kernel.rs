@@ -97,7 +97,9 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             };
             // Whole panels of a row-major B, packed by the first micro-kernel call that
             // reads them (see `sweep`).
-            let fused = match b_direct == 0 && !thin && fuse_b(t.tb, (t.k, t.n), caches, one_block)
+            let fused = match b_direct == 0
+                && !thin
+                && fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), caches, one_block)
             {
                 true => nc / nr,
                 false => 0,
