@@ -50,6 +50,40 @@ fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
 }
 
 #[test]
+fn a_last_column_panel_of_one_vector_runs_the_narrow_tile_and_matches_the_reference() {
+    // A last panel of C's columns at most one vector wide runs the one-vector tile on
+    // the padded panel: edges of 4, 8, 9 and 16 columns (every ISA's vector or less on
+    // some), plain and swapped (x·Wᵀ, where the edge is C's last rows), beta 0 over NaN
+    // and beta != 0, k within one block and past it.
+    let mut rng = Rng::new(67);
+    let engines = engines();
+    for (i, &(m, n, k, tb)) in [
+        (48, 300, 256, Transpose::Yes),
+        (100, 517, 700, Transpose::Yes),
+        (200, 200, 200, Transpose::No),
+        (129, 1040, 300, Transpose::No),
+        (33, 1001, 64, Transpose::No),
+        (70, 260, 520, Transpose::No),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (alpha, beta) = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)][i % 3];
+        let case = Case {
+            m,
+            n,
+            k,
+            ta: Transpose::No,
+            tb,
+            alpha,
+            beta,
+            pad: i % 3,
+        };
+        check_each(&engines, &mut rng, &case, "narrow last panel", false);
+    }
+}
+
+#[test]
 fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
     // At most four B panels wide: A is read in place however many rows it has (more than
     // any MC block here), panel by panel across B's panels; row strides of 1024 floats

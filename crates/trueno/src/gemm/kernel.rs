@@ -466,6 +466,18 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         let fetch = (next, next_panel);
         return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
     }
+    if !PACK && NV == 2 && t.n - c <= S::LANES {
+        // A last column panel of at most one vector runs the one-vector tile, on the
+        // first half of each k step's NR floats (the panel's stride stays NR): half the
+        // FMAs of a padded full tile. Intel VM (session 58), one thread, against faer,
+        // alternated twice with the full tile: `x·Wᵀ` (swapped, so the edge is C's last
+        // rows) 100x4096x4096 0.90-0.91x -> 0.97-0.99x, 72x4096x4096 0.87-0.88x ->
+        // 0.99-1.01x, 80x4096x256 0.77-0.79x -> 0.91x, 112x4096x512 0.82-0.83x -> 0.92x,
+        // 48x4096x256 0.71-0.72x -> 0.91-0.92x; 200^3 1.03-1.04x -> 1.08-1.09x, 300^3
+        // 0.99x -> 1.02-1.03x; 128x4096x4096 (no edge) unchanged.
+        let fetch = (next, next_panel);
+        return one_tile::<S, MR, 1, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
+    }
     let nr = NV * S::LANES;
     let tile = t.c.at(r, c);
     let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
