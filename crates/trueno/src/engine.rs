@@ -86,10 +86,10 @@ impl Engine {
     /// Every class on `backend`; an error if this machine (or build) cannot run it.
     ///
     /// `Backend::Gpu` (feature `gpu`) runs every op with a WGSL form on the shared GPU
-    /// ([`crate::gpu::shared`]) at any size whose buffers fit one storage binding of the
+    /// (`gpu::shared`) at any size whose buffers fit one storage binding of the
     /// device; larger ones (a 512 MiB operand on a 128 MiB binding), f16/bf16
     /// conversions, and the parts of an op that the GPU route leaves to the host (see
-    /// [`crate::gpu`]) run on the best CPU backend, as the default engine's routing does.
+    /// the `gpu` module) run on the best CPU backend, as the default engine's routing does.
     /// Without the feature, or without an adapter, it is an error.
     pub fn new(backend: Backend) -> Result<Engine> {
         if backend == Backend::Gpu {
@@ -155,7 +155,7 @@ impl Engine {
     }
 
     /// [`Engine::new`] with the backend named by `TRUENO_BACKEND`, else [`Engine::auto`]
-    /// (with the `gpu` feature, [`Engine::auto_with_gpu`]; an unparsable
+    /// (with the `gpu` feature, `Engine::auto_with_gpu`; an unparsable
     /// `TRUENO_GPU_CROSSOVER` is then an error here).
     pub fn from_env() -> Result<Engine> {
         match backend_override()? {
@@ -187,7 +187,7 @@ impl Engine {
 
     /// Whether `work` units of `class` (elements; multiply-adds for `MatMul`) run on the
     /// GPU on this engine. On an engine that routes by size, asking may measure the
-    /// crossover (see [`Engine::auto_with_gpu`]). Always false without the `gpu` feature.
+    /// crossover (see `Engine::auto_with_gpu`). Always false without the `gpu` feature.
     pub fn on_gpu(&self, class: OpClass, work: usize) -> bool {
         #[cfg(feature = "gpu")]
         {
