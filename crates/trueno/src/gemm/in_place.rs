@@ -30,21 +30,20 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// pass of their own: the copy then overlaps that call's FMAs. Only for a row-major B
 /// within L2 (or four L2, below), whose strided rows the call reads from cache; from
 /// memory (a layer's weights) each k step would wait on two new lines, where the pass
-/// reads whole rows in page streams. Zen 5 VM, one thread, against faer, alternated twice with the pass:
-/// 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x, 384^3-512^3 within
-/// 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
+/// reads whole rows in page streams. Zen 5 VM, one thread, against faer, alternated
+/// twice with the pass: 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x,
+/// 384^3-512^3 within 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
 ///
 /// Where A is one block (`one_block`: each B panel then serves only that block's few A
 /// panels, so a pass of its own is a large share), B up to four times L2, read from L3:
 /// only where the whole B (`whole_k` rows of `ldb` floats: a thread's range of k or of
 /// columns is judged by it, as `b_in_place_from_memory` does) is within half of L3, and
-/// so not from memory.
-/// Intel VM (session 58), one thread, against faer, two rounds of each: 128x1056x512
-/// 0.88x -> 0.93x, 128x4096x256 0.96-0.97x -> 0.98-0.99x, 128x2048x512 0.89x -> 0.91x,
-/// 32x4096x512 0.70-0.71x -> 0.76-0.77x, 64x4096x256 0.84x -> 0.85-0.86x, 256x4096x512
-/// within 1% (two threads: all within the noise). From 16 MiB it lost: 128x8192x512
-/// 0.86-0.87x -> 0.77x, 128x16384x256 0.94-0.96x -> 0.84-0.85x, 128x8192x1024
-/// 0.88-0.89x -> 0.66-0.68x.
+/// so not from memory. Intel VM (session 58), one thread, against faer, the rule and
+/// the L2 bar alternated twice: 128x1056x512 0.88-0.89x -> 0.93x, 128x4096x256
+/// 0.94-0.95x -> 0.96-0.98x, 128x2048x512 0.88x -> 0.90x, 32x4096x512 0.71-0.72x ->
+/// 0.74x, 64x4096x256 0.84x -> 0.86x, 256x4096x512 within 1% (two threads: all within
+/// the noise). From 16 MiB it lost: 128x8192x512 0.86-0.87x -> 0.77x, 128x16384x256
+/// 0.94-0.96x -> 0.84-0.85x, 128x8192x1024 0.88-0.89x -> 0.66-0.68x.
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),

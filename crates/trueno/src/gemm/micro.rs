@@ -104,11 +104,15 @@ impl LinePrefetch {
     /// `fetch`, into L1 or only into L2 (`TO_L2`).
     #[inline(always)]
     fn fetch_into<const TO_L2: bool>(self, q: usize) {
+        prefetch_line::<TO_L2>(self.line_at(q));
+    }
+
+    /// The address line `q` is asked for at.
+    #[inline(always)]
+    fn line_at(self, q: usize) -> *const i8 {
         let (row, line) = (q / self.per_row, q % self.per_row);
-        let at = self
-            .first
-            .wrapping_add(row * self.stride + (line * 64).min(self.last));
-        prefetch_line::<TO_L2>(at);
+        self.first
+            .wrapping_add(row * self.stride + (line * 64).min(self.last))
     }
 }
 
@@ -306,11 +310,7 @@ mod tests {
     /// The distinct lines a prefetch asks for, as byte offsets from `base`.
     fn lines_asked(p: LinePrefetch, base: *const f32) -> Vec<usize> {
         let mut at: Vec<usize> = (0..p.lines())
-            .map(|q| {
-                let (row, line) = (q / p.per_row, q % p.per_row);
-                (p.first as usize + row * p.stride + (line * 64).min(p.last)) / 64 * 64
-                    - base as usize
-            })
+            .map(|q| p.line_at(q) as usize / 64 * 64 - base as usize)
             .collect();
         at.sort_unstable();
         at.dedup();

@@ -13,6 +13,7 @@ mod pack;
 mod peak;
 mod small;
 mod store;
+mod sweep;
 pub(crate) mod task;
 mod transpose;
 mod transpose8;

@@ -1,0 +1,300 @@
+//! The micro-kernel swept over one block of the packed loops (`kernel.rs`): the block's
+//! parameters (`Block`: its depth, beta, and what its tiles ask the caches for), the two
+//! sweep orders, and the tile each step runs, its ragged edges included.
+
+use super::micro::{APanel, BPanel, LinePrefetch, NextPanelShare, micro_tile, rows_to_l2};
+use super::store::store_tile;
+use super::task::GemmTask;
+use crate::simd::{OutOfLine, Simd};
+
+/// The depth of C's current update, the beta it applies (beta only on the first), and
+/// whether C's tiles are prefetched: only where the update reads C (beta not 0) and C
+/// outgrows half of L2, which it shares with a packed A block and B's panels.
+///
+/// For a smaller C the prefetches cost more than they save (64^3-384^3, 0.93-0.99x on
+/// the Emerald Rapids VM). A quarter of L2 was the bar until session 58: on that
+/// session's Intel VM, one thread against faer, two rounds, half took 384^3 (a 576 KiB C)
+/// from 1.02x to 1.05x and 448^3 from 1.01x to 1.04x, with 512^3 and C of 1-2 MiB
+/// (256x1024x1024 to 256x2048x1500) unchanged; no prefetch at all lost 2048^3 (0.95-0.99x
+/// against 1.02x) and 128x11008x4096 (0.81x against 0.83-0.84x).
+///
+/// An update with beta 0 (a product's first k block where C is overwritten) only writes
+/// C: a prefetch there reads lines that the stores after the tile would take for
+/// themselves, in the store buffer's time rather than the loop's. Same VM, alternated
+/// twice with the prefetch kept: 384^3 0.97x -> 1.02x (`x·Wᵀ` 0.93x -> 0.98-0.99x),
+/// 128x1056x256 0.92-0.93x -> 0.99x, 256x1024x256 0.94-0.95x -> 1.00x, 128x4096x128
+/// 0.93-0.94x -> 1.00-1.01x (two threads 1.04-1.05x -> 1.14x), 64x4096x256 0.77-0.78x ->
+/// 0.82x; 512^3 to 2048^3 and the deep products within the noise. A `prefetchw` there
+/// instead lost 2-8% at the same shapes.
+pub(super) struct Block {
+    pub kc: usize,
+    pub beta: f32,
+    pub prefetch_c: bool,
+    /// Whether each tile of a B panel read in place from memory first asks L2 for its
+    /// share of the next panel's rows (`sweep`): that panel's KC rows are far apart
+    /// (a row a page or more), so no hardware prefetcher runs ahead of its first tile.
+    /// Zen 4 VM, against faer, four rounds alternated with it off: one thread
+    /// 128x4096x4096 0.95-0.97x -> 0.99-1.01x, 128x4096x11008 1.01x -> 1.03-1.07x
+    /// (102-104 -> 104-108 GFLOP/s); two threads, trueno's GFLOP/s (faer's drifted by
+    /// 5% between rounds) 128x4096x4096 196-199 -> 199-209, 128x4096x11008 200-205 ->
+    /// 205-209; 32-64 rows within the noise both ways. Under `NEXT_B_MIN_A_PANELS` A
+    /// panels each tile would ask for a quarter of the panel or more at once.
+    pub next_b_to_l2: bool,
+    /// Whether the tiles of each B panel packed by its first tile (`fuse_b`) ask L2 for
+    /// the next such panel's source rows, spread over their k steps (`NextPanelShare`):
+    /// for a B past L2, whose strided rows the next first tile would otherwise wait on
+    /// from L3, its line-fill buffers full. Not where the tile asks for its C tile (that
+    /// loop goes on as it was). Intel VM (session 58), one thread, against faer,
+    /// alternated twice with it off: 64x4096x256 0.85-0.86x -> 0.87-0.90x, 64x4096x512
+    /// 0.78-0.79x -> 0.85-0.86x, 32x2048x512 0.78-0.80x -> 0.87x, 128x2048x512 0.90x ->
+    /// 0.93-0.94x, 128x1056x512 0.93x -> 0.97-0.98x; 32x4096x512, 128x4096x256 and
+    /// 256x4096x512 within 1%. Tried: three lines a 32-float row instead of the two it
+    /// spans (1-4% slower than this), one loop that also asks for the C tile (2-3% slower
+    /// at 128 and 256 rows), the lines spread by a running sum (18% slower at 256^3).
+    pub next_fill_to_l2: bool,
+}
+
+/// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` (`transposed`: C is
+/// written through its transpose, whose tiles are not rows of lines) on a core of `l2`
+/// bytes of L2.
+pub(super) fn prefetches_c(transposed: bool, c_bytes: usize, l2: usize, beta: f32) -> bool {
+    !transposed && c_bytes > l2 / 2 && beta != 0.0
+}
+
+/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
+/// of line (`Simd::outlined`). Inlined into the one GEMM function with every kernel
+/// shape's loops, the register allocator kept one of AVX2's twelve 6x16 accumulators on
+/// the stack in the loop that reads A in place (a load, FMA and store a k step: half
+/// speed), and where it did so moved with unrelated changes (a 4-row tile for ragged last
+/// panels made 64^3 spill: 0.94x -> 0.49x faer). Out of line, a block a call, with the C
+/// prefetch's single loop (`micro_tile`), no loop spills; Zen 3 VM, one thread,
+/// interleaved against faer, two rounds against the inlined sweep: 64^3 0.92-0.94x ->
+/// 1.04-1.05x, 100^3 0.86-0.87x -> 0.89x, 2048x8x2048 2.50-2.65x -> 2.83x, 128^3-1024^3
+/// and 32x4096x4096 within the noise. One call a tile instead cost 64^3 5%.
+pub(super) struct Sweep<'t, 'g, const MR: usize, const NV: usize, const A_OUTER: bool, AP, BP, BF> {
+    pub t: &'t GemmTask<'g>,
+    pub blk: &'t Block,
+    pub a_panel: AP,
+    pub b_panel: BP,
+    pub b_fill: BF,
+    pub rows: (usize, usize),
+    pub cols: (usize, usize),
+}
+
+impl<'a, 'b, 'c, S, const MR: usize, const NV: usize, const A_OUTER: bool, AP, BP, BF> OutOfLine<S>
+    for Sweep<'_, '_, MR, NV, A_OUTER, AP, BP, BF>
+where
+    S: Simd,
+    AP: Fn(usize) -> APanel<'a>,
+    BP: Fn(usize) -> BPanel<'b>,
+    BF: Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+{
+    type Out = ();
+    #[inline(always)]
+    fn run(self, s: S) {
+        let Sweep {
+            t, blk, rows, cols, ..
+        } = self;
+        match A_OUTER {
+            true => sweep_a_outer::<S, MR, NV>(s, t, blk, self.a_panel, self.b_panel, rows, cols),
+            false => {
+                let b = (self.b_panel, self.b_fill);
+                sweep::<S, MR, NV>(s, t, blk, self.a_panel, b, rows, cols)
+            }
+        }
+    }
+}
+
+/// `b_fill` for a sweep that packs no B panel.
+pub(super) fn no_fill<'b, 'c>(_: usize) -> Option<(BPanel<'b>, &'c mut [f32])> {
+    None
+}
+
+/// The micro-kernel over every tile of the `rows.1 x cols.1` block at (`rows.0`,
+/// `cols.0`) of C: packed B panels outside (each stays in L1 while the A panels of the
+/// block stream past it), A panels inside, `a_panel(ir)` giving the ir-th. Where
+/// `b_fill(jr)` gives panel jr's source and its place in the buffer, the first tile
+/// packs it there (`fuse_b`) and the others read `b_panel(jr)`, the packed copy.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    a_panel: impl Fn(usize) -> APanel<'a>,
+    (b_panel, b_fill): (
+        impl Fn(usize) -> BPanel<'b>,
+        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
+    (ic, mc): (usize, usize),
+    (jc, nc): (usize, usize),
+) {
+    let nr = NV * S::LANES;
+    let b_panels = nc.div_ceil(nr);
+    for jr in 0..b_panels {
+        let at = |ir: usize| (ic + ir * MR, jc + jr * nr);
+        let panels = mc.div_ceil(MR);
+        // Where the next panel is packed by its first tile too, this panel's tiles ask L2
+        // for its source rows (`Block::next_fill_to_l2`). Its buffer slice, unused, is
+        // dropped at once.
+        let next_rows = match blk.next_fill_to_l2 && jr + 1 < b_panels {
+            true => b_fill(jr + 1).map(|(src, _)| {
+                LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr)
+            }),
+            false => None,
+        };
+        let share = |ir: usize| next_rows.map(|rows| NextPanelShare::of(rows, ir, panels));
+        // The first tile packs the panel where `b_fill` says so; the rest read it.
+        let first = match b_fill(jr) {
+            Some((src, dst)) => {
+                let (a, fetch) = (a_panel(0), (None, share(0)));
+                one_tile::<S, MR, NV, true>(s, t, blk, a, src, at(0), dst, fetch);
+                1
+            }
+            None => 0,
+        };
+        let b = b_panel(jr);
+        let next = (blk.next_b_to_l2 && jr + 1 < b_panels).then(|| b_panel(jr + 1));
+        for ir in first..panels {
+            if let Some(nb) = next {
+                let rows = (blk.kc * ir / panels)..(blk.kc * (ir + 1) / panels);
+                rows_to_l2(nb.data.as_ptr(), nb.stride, rows, nr);
+            }
+            let fetch = (None, share(ir));
+            one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], fetch);
+        }
+    }
+}
+
+/// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
+/// as in `micro_tile`; `next`, lines its k steps ask into L1 where C's are not. A last
+/// row panel of at most `EDGE_ROWS` rows runs the `EDGE_ROWS`-row tile instead of MR
+/// rows of which the repeated ones are thrown away.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    a: APanel,
+    b: BPanel,
+    (r, c): (usize, usize),
+    pack: &mut [f32],
+    (next, next_panel): (Option<LinePrefetch>, Option<NextPanelShare>),
+) {
+    if !PACK && MR > EDGE_ROWS && t.m - r <= EDGE_ROWS {
+        // `a` may hold more rows than the edge tile (a packed panel of this tile: element
+        // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
+        let fetch = (next, next_panel);
+        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
+    }
+    if !PACK && NV == 2 && t.n - c <= S::LANES {
+        // A last column panel of at most one vector runs the one-vector tile, on the
+        // first half of each k step's NR floats (the panel's stride stays NR): half the
+        // FMAs of a padded full tile. Intel VM (session 58), one thread, against faer,
+        // alternated twice with the full tile: `x·Wᵀ` (swapped, so the edge is C's last
+        // rows) 100x4096x4096 0.90-0.91x -> 0.97-0.99x, 72x4096x4096 0.87-0.88x ->
+        // 0.99-1.01x, 80x4096x256 0.77-0.79x -> 0.91x, 112x4096x512 0.82-0.83x -> 0.92x,
+        // 48x4096x256 0.71-0.72x -> 0.91-0.92x; 200^3 1.03-1.04x -> 1.08-1.09x, 300^3
+        // 0.99x -> 1.02-1.03x; 128x4096x4096 (no edge) unchanged.
+        let fetch = (next, next_panel);
+        return one_tile::<S, MR, 1, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
+    }
+    let nr = NV * S::LANES;
+    let tile = t.c.at(r, c);
+    let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
+    let pf = match blk.prefetch_c {
+        true => Some(LinePrefetch::c_tile(tile, rows, cols, nr)),
+        false => next,
+    };
+    let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack, next_panel);
+    store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
+}
+
+/// Rows of the tile that a ragged last row panel runs (`one_tile`).
+const EDGE_ROWS: usize = 4;
+
+/// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
+/// panels, in L2, pass it), B panels inside; for an A read in place that is read once.
+/// Each tile also asks a share of the next A panel's rows into L1 over its k steps
+/// (`next_a_rows`).
+#[inline(always)]
+fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    t: &GemmTask,
+    blk: &Block,
+    a_panel: impl Fn(usize) -> APanel<'a>,
+    b_panel: impl Fn(usize) -> BPanel<'b>,
+    (ic, mc): (usize, usize),
+    (jc, nc): (usize, usize),
+) {
+    let nr = NV * S::LANES;
+    let (panels, b_panels) = (mc.div_ceil(MR), nc.div_ceil(nr));
+    let fetch_next = MR.div_ceil(b_panels) <= NEXT_A_ROWS_A_TILE;
+    for ir in 0..panels {
+        let apan = a_panel(ir);
+        let next = (fetch_next && ir + 1 < panels).then(|| a_panel(ir + 1));
+        for jr in 0..b_panels {
+            let at = (ic + ir * MR, jc + jr * nr);
+            let fetch = next.and_then(|a| next_a_rows(a, (jr, b_panels), blk.kc));
+            let fetch = (fetch, None);
+            one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut [], fetch);
+        }
+    }
+}
+
+/// The fewest A panels over which `sweep` spreads asking L2 for the next B panel.
+pub(super) const NEXT_B_MIN_A_PANELS: usize = 4;
+
+/// Rows of the next A panel one tile of `sweep_a_outer` asks into L1, at most.
+const NEXT_A_ROWS_A_TILE: usize = 2;
+
+/// The rows of the A panel `a` (read in place, rows `rs` apart) that tile `jr` of
+/// `b_panels` asks into L1 while it runs: the panel's rows split evenly over the tiles
+/// before it is needed. The hardware prefetchers see each row of an A from memory as a
+/// short stream (KC floats) that starts anew for every panel, and the first tile of each
+/// panel waited on them. Zen 4 VM (AVX-512, 8x32: four B panels, two rows a tile), one
+/// thread, alternated four times against faer, `x·Wᵀ`: 128x4096x4096 0.96-0.97x ->
+/// 0.99-1.01x, 128x4096x11008 0.96-0.98x -> 0.98-1.00x, 128x11008x4096 0.99-1.00x ->
+/// 1.01-1.04x (two threads, twice: within the noise, 0.95-1.04x both ways);
+/// the 6x16 tile forced (three or four B panels): 48x4096x11008 0.90-0.93x -> 0.99-1.00x,
+/// 64 rows within 1%. Three rows a tile or more (96 rows, 32, 64 on the 8x32 tile: up to
+/// 328 lines asked over 80 slots, a next panel as big as the one L1 must keep) lost
+/// 3-20%, so those tiles ask for nothing (`NEXT_A_ROWS_A_TILE`).
+#[inline(always)]
+fn next_a_rows(a: APanel, (jr, b_panels): (usize, usize), kc: usize) -> Option<LinePrefetch> {
+    let (r0, r1) = (a.rows * jr / b_panels, a.rows * (jr + 1) / b_panels);
+    // A packed panel (cs = MR) sits in L2 already; an empty share asks for nothing.
+    (a.cs == 1 && r1 > r0)
+        .then(|| LinePrefetch::rows(a.data[r0 * a.rs..].as_ptr(), a.rs, r1 - r0, kc))
+}
+
+/// The ir-th MR-row panel of a packed A block (zero-padded, so all MR rows are valid).
+#[inline(always)]
+pub(super) fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) -> APanel<'_> {
+    APanel {
+        data: &ap[ir * kc * MR..],
+        rs: 1,
+        cs: MR,
+        rows: MR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_is_prefetched_only_where_the_update_reads_a_c_past_half_of_l2() {
+        let l2 = 2 << 20;
+        // 1024 x 1024 floats: 4 MiB, read by beta 1 or -1.5 (k blocks after the first).
+        assert!(prefetches_c(false, 4 << 20, l2, 1.0));
+        assert!(prefetches_c(false, 4 << 20, l2, -1.5));
+        // The first k block of an overwrite only writes C.
+        assert!(!prefetches_c(false, 4 << 20, l2, 0.0));
+        // A C within half of L2 (512^3: 1 MiB), or written through its transpose.
+        assert!(!prefetches_c(false, l2 / 2, l2, 1.0));
+        assert!(prefetches_c(false, l2 / 2 + 4, l2, 1.0));
+        assert!(!prefetches_c(true, 4 << 20, l2, 1.0));
+    }
+}
