@@ -64,7 +64,18 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
     let blocks = (kc_max, mc_max, nc_max);
     let a = &mut ap[..a_len];
-    packed_loops::<S, MR, NV>(s, t, a, bp, blocks, thin, bl.pack_b_rows_one_stream);
+    // When A is one block, operands that suit it are read in place (see `a_in_place`,
+    // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
+    // KC x NC, reading each of its rows once. Judged once for the whole product, by its
+    // KC and depth: a shallower last block, or a part of k that `run_split_k` gives a
+    // thread or its lead call, reads B as the other blocks do (such a block had been
+    // packed wherever its thinner panel fit L1, a strided copy that no A panel but the
+    // first might reuse).
+    let caches = CacheSizes::detect();
+    let b_in_place =
+        one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches);
+    let modes = (thin, b_in_place);
+    packed_loops::<S, MR, NV>(s, t, a, bp, blocks, modes, bl.pack_b_rows_one_stream);
     return_pack_buffer(buf);
 }
 
@@ -76,27 +87,20 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     ap: &mut [f32],
     bp: &mut [f32],
     (kc_max, mc_max, nc_max): (usize, usize, usize),
-    thin: bool,
+    (thin, b_reads_in_place): (bool, bool),
     pack_b_rows_one_stream: usize,
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
     let caches = CacheSizes::detect();
     let l2 = caches.l2;
+    let one_block = t.m <= mc_max;
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
             let kc = kc_max.min(t.k - pc);
             let beta = if pc == 0 { t.beta } else { 1.0 };
-            // When A is one block, operands that suit it are read in place (see
-            // `a_in_place`, `b_in_place`; B's ragged last panel is still packed). B is
-            // otherwise packed whole, KC x NC, reading each of its rows once.
-            let one_block = t.m <= mc_max;
-            let b_direct = if one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc, nr, caches) {
-                nc / nr
-            } else {
-                0
-            };
+            let b_direct = if b_reads_in_place { nc / nr } else { 0 };
             // Whole panels of a row-major B, packed by the first micro-kernel call that
             // reads them (see `sweep`).
             let fused = match b_direct == 0
