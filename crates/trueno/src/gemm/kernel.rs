@@ -133,12 +133,15 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 stride: t.ldb,
             };
             let (bptr, blen) = (bp.as_mut_ptr(), bp.len());
-            let packed_at = |jr: usize| (jr - b_direct) * panel_stride(kc, nr);
+            let panels = (b_direct, packed_first, one_block);
+            let packed_at = |jr: usize| packed_panel_at(jr, panels, panel_stride(kc, nr));
             let b_panel = |jr: usize| match jr < b_direct {
                 true => bsrc(jr),
                 false => BPanel {
                     // SAFETY: panel jr of the buffer `bp` (exclusively borrowed here),
-                    // read after `b_fill` packed it, whose slice is then out of use.
+                    // read after `b_fill` packed it, whose slice is then out of use; a
+                    // panel sharing its slot (`packed_panel_at`) is filled only after
+                    // the sweep has done with this one.
                     data: unsafe {
                         std::slice::from_raw_parts(bptr.add(packed_at(jr)), blen - packed_at(jr))
                     },
@@ -148,7 +151,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let b_fill = |jr: usize| {
                 (jr >= b_direct && jr < packed_first).then(|| {
                     // SAFETY: panel jr of `bp`, kc x NR floats no other live slice covers
-                    // (`b_panel(jr)` is asked for only after this one is written).
+                    // (`b_panel(jr)` is asked for only after this one is written, and the
+                    // sweep drops a panel before it fills the next one in its slot).
                     let dst =
                         unsafe { std::slice::from_raw_parts_mut(bptr.add(packed_at(jr)), kc * nr) };
                     (bsrc(jr), dst)
@@ -213,6 +217,28 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 ic += mc;
             }
         }
+    }
+}
+
+/// Where panel `jr` of a block goes in the packing buffer (floats from its start, slots
+/// `stride` apart) when the first `b_direct` panels are read in place and those before
+/// `packed_first` are packed by their first tiles (`fuse_b`). Where A is one block
+/// (`one_block`), such a panel is dead once that block's A panels have passed it, so
+/// all of them take the first slot, which stays in L1; a panel packed by the pass
+/// before the sweep (past `packed_first`) keeps its own slot after theirs. Before, each
+/// took a slot of its own: a KC x NC copy of B (1-4 MiB) streamed through L2 beside the
+/// A panels and C. Intel VM (session 59), one thread, against faer, alternated twice
+/// with a slot a panel: 128x1024x256 0.98x -> 1.06x, 128x1056x512 0.96-0.97x -> 1.02x,
+/// 128x4096x256 0.95-0.97x -> 0.99-1.01x, 64x4096x512 0.82-0.84x -> 0.88x, 512^3
+/// 1.02-1.04x -> 1.05-1.07x; 256^3 and 384^3 unchanged.
+fn packed_panel_at(
+    jr: usize,
+    (b_direct, packed_first, one_block): (usize, usize, bool),
+    stride: usize,
+) -> usize {
+    match one_block && jr < packed_first {
+        true => 0,
+        false => (jr - b_direct) * stride,
     }
 }
 
@@ -290,6 +316,21 @@ fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn panels_packed_by_their_first_tiles_share_one_slot_only_where_a_is_one_block() {
+        let stride = 256 * 32 + 16;
+        // Seven panels packed by their first tiles, the ragged eighth by the pass.
+        let at = |jr, one_block| packed_panel_at(jr, (0, 7, one_block), stride);
+        assert!((0..7).all(|jr| at(jr, true) == 0));
+        assert_eq!(at(7, true), 7 * stride);
+        // Several A blocks read every packed panel again: a slot each.
+        let own: Vec<usize> = (0..8).map(|jr| at(jr, false)).collect();
+        assert_eq!(own, (0..8).map(|jr| jr * stride).collect::<Vec<_>>());
+        // Panels read in place take no slot; the pass's start at the first.
+        assert_eq!(packed_panel_at(5, (5, 5, true), stride), 0);
+        assert_eq!(packed_panel_at(6, (5, 5, true), stride), stride);
+    }
 
     #[test]
     fn a_blocks_cover_a_once_and_the_buffer_holds_the_tallest() {
