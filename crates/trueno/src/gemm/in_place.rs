@@ -28,22 +28,31 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// Whether B's whole panels are packed by the first micro-kernel call that reads them
 /// (its B loads stored on to the packed panel, `micro_tile`'s `pack`) instead of in a
 /// pass of their own: the copy then overlaps that call's FMAs. Only for a row-major B
-/// within L2 (or four L2, below), whose strided rows the call reads from cache; from
+/// within L2 (or eight L2, below), whose strided rows the call reads from cache; from
 /// memory (a layer's weights) each k step would wait on two new lines, where the pass
 /// reads whole rows in page streams. Zen 5 VM, one thread, against faer, alternated
 /// twice with the pass: 192^3 0.92-0.93x -> 0.97-0.99x, 256^3 0.94-0.95x -> 0.98-0.99x,
 /// 384^3-512^3 within 1%; for B from memory, 32x4096x4096 0.91x -> 0.73-0.74x.
 ///
 /// Where A is one block (`one_block`: each B panel then serves only that block's few A
-/// panels, so a pass of its own is a large share), B up to four times L2, read from L3:
+/// panels, so a pass of its own is a large share), B up to eight times L2, read from L3:
 /// only where the whole B (`whole_k` rows of `ldb` floats: a thread's range of k or of
 /// columns is judged by it, as `b_in_place_from_memory` does) is within half of L3, and
 /// so not from memory. Intel VM (session 58), one thread, against faer, the rule and
 /// the L2 bar alternated twice: 128x1056x512 0.88-0.89x -> 0.93x, 128x4096x256
 /// 0.94-0.95x -> 0.96-0.98x, 128x2048x512 0.88x -> 0.90x, 32x4096x512 0.71-0.72x ->
 /// 0.74x, 64x4096x256 0.84x -> 0.86x, 256x4096x512 within 1% (two threads: all within
-/// the noise). From 16 MiB it lost: 128x8192x512 0.86-0.87x -> 0.77x, 128x16384x256
-/// 0.94-0.96x -> 0.84-0.85x, 128x8192x1024 0.88-0.89x -> 0.66-0.68x.
+/// the noise). From 16 MiB it lost then: 128x8192x512 0.86-0.87x -> 0.77x,
+/// 128x16384x256 0.94-0.96x -> 0.84-0.85x, 128x8192x1024 0.88-0.89x -> 0.66-0.68x.
+/// Since those panels share one slot (`packed_panel_at`, session 59) instead of
+/// streaming a packed copy of B through L2, up to eight L2 wins: same VM, one thread,
+/// four L2 and eight alternated twice, 32x8192x512 0.68-0.70x -> 0.92-0.93x,
+/// 64x8192x512 0.75-0.76x -> 0.85-0.86x, 128x8192x512 0.87-0.88x -> 0.91-0.92x,
+/// 128x6144x512 0.91x -> 0.95-0.97x, 256x8192x512 0.92x -> 0.96x, 64x16384x256
+/// 0.82-0.83x -> 0.87x, 128x16384x256 0.93x -> 0.95-0.96x; 128x12288x256 unchanged; two
+/// threads (whose halves were fused already) within the noise. Past it, still a loss
+/// with the one slot: 128x11008x1024 (45 MB) 0.83-0.85x -> 0.79-0.81x, 128x4096x4096
+/// 0.87-0.90x -> 0.75-0.76x; 128x8192x1024 (32 MiB) even.
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
@@ -53,7 +62,7 @@ pub(super) fn fuse_b(
 ) -> bool {
     let bytes = |rows: usize, cols: usize| rows.saturating_mul(cols).saturating_mul(4);
     let part = bytes(k, n);
-    let from_l3 = one_block && part <= 4 * c.l2 && bytes(whole_k, ldb) <= c.l3 / 2;
+    let from_l3 = one_block && part <= 8 * c.l2 && bytes(whole_k, ldb) <= c.l3 / 2;
     !tb && (part <= c.l2 || from_l3)
 }
 
@@ -136,7 +145,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn b_is_packed_by_its_first_tiles_within_l2_or_four_l2_where_a_is_one_block() {
+    fn b_is_packed_by_its_first_tiles_within_l2_or_eight_l2_where_a_is_one_block() {
         let c = CacheSizes {
             l1: 48 << 10,
             l2: 2 << 20,
@@ -148,9 +157,11 @@ mod tests {
         assert!(!fuse(false, (512, 1056), false));
         assert!(fuse(false, (512, 1056), true));
         assert!(fuse(false, (512, 4096), true));
-        // 128x8192x512 (16 MiB) and a B from memory stay with the pass; so does a B
-        // given transposed (its panels are gathered across rows).
-        assert!(!fuse(false, (512, 8192), true));
+        // 128x8192x512 (16 MiB) is fused; 128x8192x1024 (32 MiB) and a B from memory
+        // stay with the pass; so does a B given transposed (its panels are gathered
+        // across rows).
+        assert!(fuse(false, (512, 8192), true));
+        assert!(!fuse(false, (1024, 8192), true));
         assert!(!fuse(false, (4096, 4096), true));
         assert!(!fuse(true, (256, 256), true));
         assert!(!fuse(false, (usize::MAX, 2), true));
