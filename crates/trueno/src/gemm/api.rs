@@ -315,8 +315,8 @@ fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
 #[cfg(feature = "parallel")]
 fn stagger_block(t: &GemmTask<'_>, backend: crate::backend::Backend) -> Option<usize> {
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
-    (b_bytes > super::CacheSizes::detect().l3 / 2)
-        .then(|| super::blocking_for(backend).kc_one_block)
+    let c = super::CacheSizes::detect();
+    (b_bytes > c.l3 / 2).then(|| super::kernel::one_block_kc(t, super::blocking_for(backend), c))
 }
 
 /// Steps of k that part `i` of `threads` runs first: `i / threads` of a `kc` block, in

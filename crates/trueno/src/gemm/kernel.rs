@@ -36,7 +36,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let one_block = one_block(MR, t, bl);
     let kc = match (thin, one_block) {
         (true, _) => bl.kc_thin_b,
-        (false, true) => bl.kc_one_block,
+        (false, true) => one_block_kc(t, bl, CacheSizes::detect()),
         (false, false) => bl.kc,
     };
     let nc = match one_block {
@@ -220,6 +220,29 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
+/// KC of a one-block product (A at most MC rows): `kc_one_block`, or half of it where
+/// a row-major B is packed by the pass before each block's sweep (neither packed by its
+/// first tiles, `fuse_b`, nor read in place: a B past eight L2, a layer's weights). The
+/// pass then reads the block's KC rows in 4 KiB pieces (NC 1024) into a block of half
+/// the size. Intel VM (session 59; 48 KiB L1, 2 MiB L2: KC 256 -> 128), `gemm-probe`,
+/// 32x4096x4096: pack B 3.46 -> 2.97 ms, the kernel 5.45 -> 5.15 ms; NC 512 at KC 256
+/// (a block of the same size in 2 KiB pieces) packed in 3.85 ms, NC 2048 at KC 128 in
+/// 3.31. One thread, against faer, alternated twice (trueno's GFLOP/s; faer's moved 10%
+/// between runs): 8x4096x4096 47 -> 51-52, 16x4096x4096 75-76 -> 82, 32x4096x4096
+/// 108-110 -> 117-119, 64x4096x4096 135-139 -> 147; two threads 92-94 -> 102-103,
+/// 150-153 -> 162-167, 214-216 -> 228-230, 277 -> 284; 128 rows (4096x4096, 11008x4096,
+/// 4096x11008) and 32x11008x4096 within 1% on both. Not measured on another machine.
+pub(super) fn one_block_kc(t: &GemmTask, bl: Blocking, c: CacheSizes) -> usize {
+    let kc = bl.kc_one_block;
+    let by_pass = !t.tb
+        && !fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), c, true)
+        && !b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
+    match by_pass {
+        true => (kc / 2 / 8 * 8).max(8),
+        false => kc,
+    }
+}
+
 /// Where panel `jr` of a block goes in the packing buffer (floats from its start, slots
 /// `stride` apart) when the first `b_direct` panels are read in place and those before
 /// `packed_first` are packed by their first tiles (`fuse_b`). Where A is one block
@@ -316,6 +339,39 @@ fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_block_product_halves_its_depth_only_where_a_pass_packs_b() {
+        use super::super::blocking::CoreFamily;
+        let intel = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 480 << 20,
+        };
+        let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
+        assert_eq!(bl.kc_one_block, 256);
+        let mut c = [0.0f32];
+        let c = c.as_mut_ptr();
+        let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
+        // A layer's weights (64 MiB, 180 MB): packed by the pass, so KC 128.
+        assert_eq!(one_block_kc(&task(32, 4096, 4096), bl, intel), 128);
+        assert_eq!(one_block_kc(&task(128, 11008, 4096), bl, intel), 128);
+        // Within eight L2 its first tiles pack it; given transposed it is not the pass
+        // measured: KC 256 for both.
+        assert_eq!(one_block_kc(&task(128, 8192, 512), bl, intel), 256);
+        let mut transposed = task(32, 4096, 4096);
+        transposed.tb = true;
+        assert_eq!(one_block_kc(&transposed, bl, intel), 256);
+        // Read in place from memory where L1 cannot keep a packed panel: KC stays.
+        let small = CacheSizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            l3: 8 << 20,
+        };
+        let bl = Blocking::new(8, 32, small, CoreFamily::Other);
+        let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
+        assert_eq!(one_block_kc(&past_l3, bl, small), bl.kc_one_block);
+    }
 
     #[test]
     fn panels_packed_by_their_first_tiles_share_one_slot_only_where_a_is_one_block() {
