@@ -226,7 +226,8 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
 #[test]
 fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_place_or_packed() {
     // The same B past L3 on two and three threads: each takes a range of k (a part of
-    // B that alone may fit L3) and is judged by the whole B, which streams from memory;
+    // B that alone may fit L3) where the core packs B's rows as one stream (Zen), a band
+    // of B's columns elsewhere, and is judged by the whole B, which streams from memory;
     // the staggered parts' lead calls too. Every ISA, beta 0 over NaN and beta != 0.
     if cfg!(target_arch = "wasm32") {
         return;

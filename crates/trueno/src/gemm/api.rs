@@ -246,7 +246,8 @@ impl Engine {
             let threads = crate::parallel::threads_for(OpClass::MatMul, macs);
             if threads > 1 {
                 let (mr, nr) = super::micro_shape(k.backend());
-                if split_k_pays(task, threads) {
+                let whole_rows = super::blocking_for(k.backend()).pack_b_rows_one_stream == 1;
+                if whole_rows && split_k_pays(task, threads) {
                     let stagger = stagger_block(task, k.backend());
                     return run_split_k(k, task, threads, stagger);
                 }
@@ -286,6 +287,19 @@ fn bands(tiles: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
 /// rows. On the Zen 4 VM, two threads, 32x4096x4096: pack B 8.0 -> 4.0 ms (summed over
 /// threads), 122 -> 150 GFLOP/s. The copies of C cost `threads - 1` m x n buffers and one
 /// pass to sum them, small beside 2mnk flops when each thread gets 256 steps of k or more.
+///
+/// Only where the pass packs B's rows as one stream (`Blocking::pack_b_rows_one_stream`,
+/// Zen). Elsewhere a one-block product packs B in 4 KiB row pieces whichever way it is
+/// split (`nc_one_block`), and since those products' fused panels share one slot
+/// (`packed_panel_at`) a band of columns won: Intel VM (session 59), two threads,
+/// against faer, split-k and column bands alternated twice in one binary: 128x1056x512
+/// 0.91-0.92x -> 1.04-1.06x, 128x4096x1024 0.93-0.95x -> 1.02-1.04x, 128x2048x2048
+/// 0.99x -> 1.04-1.07x, 128x8192x512 0.91-0.92x -> 1.00-1.01x, 64x4096x512 0.88-0.89x ->
+/// 0.94-0.96x, 32x8192x512 0.91-0.92x -> 0.94-0.97x; B from memory 128x4096x4096
+/// 0.90x -> 0.96x, 64x4096x4096 0.88-0.89x -> 0.92-0.93x, 128x4096x11008 0.91x ->
+/// 0.94-0.95x, 32x4096x4096 0.92-0.95x -> 0.96-0.97x, 128x11008x4096 0.87x ->
+/// 0.88-0.89x; 8x4096x4096 and 16x4096x4096 within 2% (106-107 -> 104-105 GFLOP/s and
+/// 166-167 -> 164-172).
 #[cfg(feature = "parallel")]
 fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
     const MAX_ROWS: usize = 128;
