@@ -246,8 +246,10 @@ impl Engine {
             let threads = crate::parallel::threads_for(OpClass::MatMul, macs);
             if threads > 1 {
                 let (mr, nr) = super::micro_shape(k.backend());
+                // Whole rows of B a thread: where the pass packs them as one stream, or
+                // for a GEMV (one row of C), which reads B itself (see `split_k_pays`).
                 let whole_rows = super::blocking_for(k.backend()).pack_b_rows_one_stream == 1;
-                if whole_rows && split_k_pays(task, threads) {
+                if (whole_rows || task.m == 1) && split_k_pays(task, threads) {
                     let stagger = stagger_block(task, k.backend());
                     return run_split_k(k, task, threads, stagger);
                 }
@@ -298,8 +300,11 @@ fn bands(tiles: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
 /// 0.94-0.96x, 32x8192x512 0.91-0.92x -> 0.94-0.97x; B from memory 128x4096x4096
 /// 0.90x -> 0.96x, 64x4096x4096 0.88-0.89x -> 0.92-0.93x, 128x4096x11008 0.91x ->
 /// 0.94-0.95x, 32x4096x4096 0.92-0.95x -> 0.96-0.97x, 128x11008x4096 0.87x ->
-/// 0.88-0.89x; 8x4096x4096 and 16x4096x4096 within 2% (106-107 -> 104-105 GFLOP/s and
-/// 166-167 -> 164-172).
+/// 0.88-0.89x; 2-16 rows within 2% (8x4096x4096 106-107 -> 104-105 GFLOP/s,
+/// 16x4096x4096 166-167 -> 164-172). A GEMV (one row of C, which reads B itself, not
+/// through the pass) keeps the ranges of k: 1x4096x4096 23.6-25.0 GFLOP/s split over k
+/// against 18.7-21.3 in column bands (1x11008x4096 went the other way, 17.6-17.8
+/// against 18.3-19.6; the GEMV cell is the former).
 #[cfg(feature = "parallel")]
 fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
     const MAX_ROWS: usize = 128;
