@@ -335,7 +335,7 @@ fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
 fn stagger_block(t: &GemmTask<'_>, backend: crate::backend::Backend) -> Option<usize> {
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
     let c = super::CacheSizes::detect();
-    (b_bytes > c.l3 / 2).then(|| super::kernel::one_block_kc(t, super::blocking_for(backend), c))
+    (b_bytes > c.l3 / 2).then(|| super::kernel::one_block_b(t, super::blocking_for(backend), c).0)
 }
 
 /// Steps of k that part `i` of `threads` runs first: `i / threads` of a `kc` block, in

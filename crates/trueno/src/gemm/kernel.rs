@@ -32,15 +32,29 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     if t.k == 0 {
         return scale_c(t);
     }
+    let caches = CacheSizes::detect();
     let thin = thin_b(MR, NV * S::LANES, t, bl);
     let one_block = one_block(MR, t, bl);
-    let kc = match (thin, one_block) {
-        (true, _) => bl.kc_thin_b,
-        (false, true) => one_block_kc(t, bl, CacheSizes::detect()),
-        (false, false) => bl.kc,
+    // When A is one block, operands that suit it are read in place (see `a_in_place`,
+    // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
+    // KC x NC, reading each of its rows once. Judged once for the whole product, by its
+    // KC and depth: a shallower last block, or a part of k that `run_split_k` gives a
+    // thread or its lead call, reads B as the other blocks do (such a block had been
+    // packed wherever its thinner panel fit L1, a strided copy that no A panel but the
+    // first might reuse).
+    let (kc, b_in_place) = match (thin, one_block) {
+        (true, _) => {
+            let kc = bl.kc_thin_b;
+            (
+                kc,
+                one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
+            )
+        }
+        (false, true) => one_block_b(t, bl, caches),
+        (false, false) => (bl.kc, false),
     };
     let nc = match one_block {
-        true => one_block_nc(t, bl, kc.min(t.k), CacheSizes::detect()),
+        true => one_block_nc(t, bl, kc.min(t.k), caches),
         false => bl.nc,
     };
     // MC rows a block, or all of a one-block A.
@@ -64,16 +78,6 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
     let blocks = (kc_max, mc_max, nc_max);
     let a = &mut ap[..a_len];
-    // When A is one block, operands that suit it are read in place (see `a_in_place`,
-    // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
-    // KC x NC, reading each of its rows once. Judged once for the whole product, by its
-    // KC and depth: a shallower last block, or a part of k that `run_split_k` gives a
-    // thread or its lead call, reads B as the other blocks do (such a block had been
-    // packed wherever its thinner panel fit L1, a strided copy that no A panel but the
-    // first might reuse).
-    let caches = CacheSizes::detect();
-    let b_in_place =
-        one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches);
     let modes = (thin, b_in_place);
     packed_loops::<S, MR, NV>(s, t, a, bp, blocks, modes, bl.pack_b_rows_one_stream);
     return_pack_buffer(buf);
@@ -232,14 +236,16 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 /// 108-110 -> 117-119, 64x4096x4096 135-139 -> 147; two threads 92-94 -> 102-103,
 /// 150-153 -> 162-167, 214-216 -> 228-230, 277 -> 284; 128 rows (4096x4096, 11008x4096,
 /// 4096x11008) and 32x11008x4096 within 1% on both. Not measured on another machine.
-pub(super) fn one_block_kc(t: &GemmTask, bl: Blocking, c: CacheSizes) -> usize {
+///
+/// With it, whether B is read in place (`b_in_place`, judged at `kc_one_block`): the
+/// one decision both come from.
+pub(super) fn one_block_b(t: &GemmTask, bl: Blocking, c: CacheSizes) -> (usize, bool) {
     let kc = bl.kc_one_block;
-    let by_pass = !t.tb
-        && !fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), c, true)
-        && !b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
+    let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
+    let by_pass = !t.tb && !in_place && !fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), c, true);
     match by_pass {
-        true => (kc / 2 / 8 * 8).max(8),
-        false => kc,
+        true => ((kc / 2 / 8 * 8).max(8), false),
+        false => (kc, in_place),
     }
 }
 
@@ -354,14 +360,17 @@ mod tests {
         let c = c.as_mut_ptr();
         let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
         // A layer's weights (64 MiB, 180 MB): packed by the pass, so KC 128.
-        assert_eq!(one_block_kc(&task(32, 4096, 4096), bl, intel), 128);
-        assert_eq!(one_block_kc(&task(128, 11008, 4096), bl, intel), 128);
+        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (128, false));
+        assert_eq!(
+            one_block_b(&task(128, 11008, 4096), bl, intel),
+            (128, false)
+        );
         // Within eight L2 its first tiles pack it; given transposed it is not the pass
         // measured: KC 256 for both.
-        assert_eq!(one_block_kc(&task(128, 8192, 512), bl, intel), 256);
+        assert_eq!(one_block_b(&task(128, 8192, 512), bl, intel), (256, false));
         let mut transposed = task(32, 4096, 4096);
         transposed.tb = true;
-        assert_eq!(one_block_kc(&transposed, bl, intel), 256);
+        assert_eq!(one_block_b(&transposed, bl, intel), (256, false));
         // Read in place from memory where L1 cannot keep a packed panel: KC stays.
         let small = CacheSizes {
             l1: 32 << 10,
@@ -370,7 +379,7 @@ mod tests {
         };
         let bl = Blocking::new(8, 32, small, CoreFamily::Other);
         let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
-        assert_eq!(one_block_kc(&past_l3, bl, small), bl.kc_one_block);
+        assert_eq!(one_block_b(&past_l3, bl, small), (bl.kc_one_block, true));
     }
 
     #[test]

@@ -55,6 +55,33 @@ pub struct Case {
     pub pad: usize,
 }
 
+/// The (alpha, beta) pairs the path tests take in turn: beta 0 over a NaN-filled C,
+/// then C read back with beta 1 and with a negative beta.
+pub const ALPHA_BETA: [(f32, f32); 3] = [(1.0, 0.0), (-1.5, 1.0), (0.5, -1.5)];
+
+impl Case {
+    /// `op(A) op(B)` with op(A) `m x k`, op(B) `k x n` and rows `pad` floats past their
+    /// width; alpha and beta are `ALPHA_BETA[turn % 3]`.
+    pub fn taking_turn(
+        (m, n, k): (usize, usize, usize),
+        (ta, tb): (Transpose, Transpose),
+        turn: usize,
+        pad: usize,
+    ) -> Case {
+        let (alpha, beta) = ALPHA_BETA[turn % 3];
+        Case {
+            m,
+            n,
+            k,
+            ta,
+            tb,
+            alpha,
+            beta,
+            pad,
+        }
+    }
+}
+
 pub fn op_at(x: &Strided, t: Transpose, i: usize, j: usize) -> f32 {
     if t == Transpose::Yes {
         x.at(j, i)
