@@ -23,6 +23,11 @@
 //          selects; one load a piece at offset 0). MMA6A2: its 6-bit values never
 //          assembled, the high bit pairs a second `mma` (see the form). W16: sixteen
 //          warps a tile (512 threads).
+//   MMA6P  MMA6A's tiles taken by a persistent grid (as many blocks as fit), MMA6PP with
+//          each warp's next step loaded before this step's products, across tiles; and
+//          LOADS, MMA6A's loads alone (the products replaced by an xor: not a product).
+//          Run with PERSIST=1 (LOADS_ONLY=1: the committed residencies and LOADS only);
+//          FORM=NAME runs one form, for a profiler.
 //
 // 20 calls in a CUDA graph over enough weight sets that each call misses L2, µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
@@ -30,7 +35,9 @@
 // "Sixteen warps a tile where the tiles fit a wave; Q6_K on the tensor cores tried"
 // (session 55: MMA6 0.98-1.05x trueno's `dp4a` kernels, not ported) and "Q6_K on the
 // tensor cores where rows are whole 1024-column groups" (session 56: MMA6A, ported as
-// trueno's QgemvQ6kMmaOneKernel; the main loop runs MMA6 only as the baseline now).
+// trueno's QgemvQ6kMmaOneKernel; the main loop runs MMA6 only as the baseline now) and
+// "Where Q6_K's time goes against a plain read" (session 60: the persistent forms slower,
+// LOADS at 1.10x a plain read at 14336x4096, the products 12% more).
 //
 //   nvcc -O3 -arch=sm_90 -o qgemv_q6k_mma_forms scripts/qgemv_q6k_mma_forms.cu && ./qgemv_q6k_mma_forms [ROWS COLS]...
 //
@@ -276,7 +283,23 @@ __device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 
     }
 }
 
-template <int W, int U, bool TWO, int O>
+// LOADS: every load of MMA6A, the products replaced by an xor of what was loaded (a
+// timing probe of the load pattern alone; its sums are not the product's).
+template <int H, int O>
+__device__ __forceinline__ void half_loads_only(const HalfRaw<O> (&L)[2], uint2 x, const uint8_t* b0, const uint8_t* b1,
+                                                const int32_t* s16, int t, int (&isum)[2]) {
+    uint32_t acc = x.x ^ x.y;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+#pragma unroll
+        for (int p = 0; p < 3; p++) acc ^= L[r].p[p].w(0) ^ L[r].p[p].w(1);
+    int2 bs = *(const int2*)(s16 + 8 * H + 2 * t);
+    int sc0 = (int)ld2(b0 + 192 + 8 * H + 2 * t), sc1 = (int)ld2(b1 + 192 + 8 * H + 2 * t);
+    isum[0] += (int)acc ^ sc0 ^ bs.x;
+    isum[1] += sc1 ^ bs.y;
+}
+
+template <int W, int U, bool TWO, int O, bool LOADS = false>
 __device__ __forceinline__ void q6k_loop_a(const uint8_t* w0, const uint8_t* w1, const Act& a, int blocks, int kw, int t,
                                            const uint32_t (&m)[4], int eo, float& acc0, float& acc1) {
     // Lanes t >= 2 of the two-`mma` form hold 16 times their dot products.
@@ -303,12 +326,17 @@ __device__ __forceinline__ void q6k_loop_a(const uint8_t* w0, const uint8_t* w1,
         const int32_t* s16 = a.s16 + (size_t)sb * 16;
         float dx = a.d[sb] * fs;
         int isum[2] = {0, 0};
-        half_products_a<0, O, TWO>(L0, x0, m, b0, b1, s16, t, isum);
-        if (U == 1) {
-            L1[0] = load_half_a<O>(p0, 1, t);
-            L1[1] = load_half_a<O>(p1, 1, t);
+        if (LOADS) {
+            half_loads_only<0, O>(L0, x0, b0, b1, s16, t, isum);
+            half_loads_only<1, O>(L1, x1, b0, b1, s16, t, isum);
+        } else {
+            half_products_a<0, O, TWO>(L0, x0, m, b0, b1, s16, t, isum);
+            if (U == 1) {
+                L1[0] = load_half_a<O>(p0, 1, t);
+                L1[1] = load_half_a<O>(p1, 1, t);
+            }
+            half_products_a<1, O, TWO>(L1, x1, m, b0, b1, s16, t, isum);
         }
-        half_products_a<1, O, TWO>(L1, x1, m, b0, b1, s16, t, isum);
         float df0, df1;
         asm("cvt.f32.f16 %0, %1;" : "=f"(df0) : "h"((unsigned short)d0));
         asm("cvt.f32.f16 %0, %1;" : "=f"(df1) : "h"((unsigned short)d1));
@@ -317,7 +345,7 @@ __device__ __forceinline__ void q6k_loop_a(const uint8_t* w0, const uint8_t* w1,
     }
 }
 
-template <int W, int U, int MINB, bool TWO, int NT = THREADS>
+template <int W, int U, int MINB, bool TWO, int NT = THREADS, bool LOADS = false>
 __global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     static_assert(W % 4 == 0, "W super-blocks must be 0 mod 8 bytes");
     __shared__ float part[NT / 32][16];
@@ -333,13 +361,15 @@ __global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict_
     int eo = has ? ea : 0;
     float acc0 = 0.f, acc1 = 0.f;
     switch (o) {
-        case 0: q6k_loop_a<W, U, TWO, 0>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
-        case 2: q6k_loop_a<W, U, TWO, 2>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
-        case 4: q6k_loop_a<W, U, TWO, 4>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
-        default: q6k_loop_a<W, U, TWO, 6>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        case 0: q6k_loop_a<W, U, TWO, 0, LOADS>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        case 2: q6k_loop_a<W, U, TWO, 2, LOADS>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        case 4: q6k_loop_a<W, U, TWO, 4, LOADS>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
+        default: q6k_loop_a<W, U, TWO, 6, LOADS>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
     }
     store_tile<W, NT>(part, acc0, acc1, y, rows);
 }
+
+#include "qgemv_q6k_persist_forms.cuh"
 
 // GGML's dequantize_row_q6_K, against the activations, in double.
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
@@ -385,10 +415,15 @@ int main(int argc, char** argv) {
         }
         ProbeData p(hw, rows, blocks, calls, rnd);
         p.reference(hw, ref_row);
-        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl, int nt = THREADS) {
+        int sms = 0;
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl, int nt = THREADS, bool persist = false) {
+            // FORM=NAME runs that form alone (for a profiler).
+            if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
             int per_sm = 0;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, 0);
             int grid = (rows + rows_a_block - 1) / rows_a_block;
+            if (persist) grid = std::min(grid, per_sm * sms);
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
             cudaMemset(p.y, 0, rows * 4);
@@ -401,6 +436,20 @@ int main(int argc, char** argv) {
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
+            if (getenv("PERSIST") && blocks % 8 == 0) {
+                run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
+                run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+                run("LOADS-W8U2-M2", q6k_mma_a<8, 2, 2, false, THREADS, true>, 16, true);
+                run("LOADS-W8U2-M3", q6k_mma_a<8, 2, 3, false, THREADS, true>, 16, true);
+                run("LOADS-W8U2-M4", q6k_mma_a<8, 2, 4, false, THREADS, true>, 16, true);
+                if (getenv("LOADS_ONLY")) continue;
+                run("MMA6P-M2", q6k_persist<2>, 16, true, THREADS, true);
+                run("MMA6P-M3", q6k_persist<3>, 16, true, THREADS, true);
+                run("MMA6PP-M1", q6k_persist_pipe<1>, 16, true, THREADS, true);
+                run("MMA6PP-M2", q6k_persist_pipe<2>, 16, true, THREADS, true);
+                run("MMA6PP-M3", q6k_persist_pipe<3>, 16, true, THREADS, true);
+                continue;
+            }
             run("MMA6-W8U2-PDL", q6k_mma<8, 2, 0, true>, 16, true);
             run("MMA6-W8U2-M3-PDL", q6k_mma<8, 2, 3, true>, 16, true);
             if (blocks % 4 != 0) continue;

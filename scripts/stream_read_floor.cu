@@ -6,10 +6,12 @@
 // asked into L2 before that wait. Not part of trueno (which generates its own PTX): a
 // probe of the hardware, built with the device machine's nvcc.
 //
-//   nvcc -O3 -arch=sm_90 -o stream_read_floor scripts/stream_read_floor.cu && ./stream_read_floor
+//   nvcc -O3 -arch=sm_90 -o stream_read_floor scripts/stream_read_floor.cu && ./stream_read_floor [BYTES...]
 //
+// With no sizes, those of Q4_K 4096x4096, Q8_0 4096x4096, Q4_K 14336x4096 and 32000x4096.
 // Prints one JSON line per size, mode (0 plain, 1 PDL, 2 PDL + L2 prefetch) and block size.
 #include <cstdio>
+#include <cstdlib>
 #include <cuda_runtime.h>
 #include <vector>
 
@@ -35,8 +37,12 @@ __global__ void stream_read(const uint4* __restrict__ src, size_t n16, float* ou
     if (tid == 0) out[0] = 1.0f;
 }
 
-int main() {
-    size_t sizes[] = {9437184, 17825792, 33030144, 73728000};
+int main(int argc, char** argv) {
+    std::vector<size_t> sizes = {9437184, 17825792, 33030144, 73728000};
+    if (argc > 1) {
+        sizes.clear();
+        for (int i = 1; i < argc; i++) sizes.push_back(strtoull(argv[i], nullptr, 10) / 16 * 16);
+    }
     const int sets = 8, copies = 32;
     cudaStream_t s; cudaStreamCreate(&s);
     float* out; cudaMalloc(&out, 1 << 24);

@@ -3,7 +3,8 @@
 //! `TRUENO_GEMM_MICRO=RxC` picks a micro-kernel shape; `TRUENO_PROBE_BT=1` stores B as
 //! n x k and multiplies by its transpose (`x·Wᵀ`); `TRUENO_PROBE_EVICT=MiB` reads that
 //! many MiB of other data before each call, as the interleaved comparison's peer calls
-//! do (its operands then come from L3, not L2).
+//! do (its operands then come from L3, not L2); `TRUENO_PROBE_LDC=FLOATS` gives C (both
+//! the timed and the profiled calls' C) that row stride instead of its width.
 
 use std::time::Instant;
 use trueno::{Matrix, Transpose};
@@ -33,10 +34,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Matrix::from_fn(kk, nn, |i, j| ((i * 5 + j * 11) % 17) as f32 * 0.1 - 0.8)?,
         ),
     };
-    let mut c = Matrix::zeros(m, nn)?;
+    let ldc: usize = std::env::var("TRUENO_PROBE_LDC")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(nn)
+        .max(nn);
+    let mut c = vec![0.0f32; m * ldc];
     let mut best = f64::MAX;
     let align = std::env::var("TRUENO_PROBE_ALIGN").is_ok();
-    let mut cbuf = vec![0.0f32; m * nn + 16];
+    let mut cbuf = vec![0.0f32; m * ldc + 16];
     let off = if align {
         cbuf.as_ptr().align_offset(64)
     } else {
@@ -54,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let other = vec![1.0f32; evict_mib << 18];
     let evict = || std::hint::black_box(other.iter().sum::<f32>());
     for _ in 0..reps {
-        let mut cv = trueno::MatMut::new(&mut cbuf[off..], m, nn, nn)?;
+        let mut cv = trueno::MatMut::new(&mut cbuf[off..], m, nn, ldc)?;
         evict();
         let t = Instant::now();
         e.gemm(1.0, a.view(), Transpose::No, b.view(), tb, 0.0, &mut cv)?;
@@ -75,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             b.view(),
             tb,
             0.0,
-            &mut c.view_mut(),
+            &mut trueno::MatMut::new(&mut c, m, nn, ldc)?,
         )?;
         p = Some(match p {
             None => q,
