@@ -17,7 +17,8 @@
 //          k runs are sub-block g, zeros elsewhere. After a half's four steps lane 4g + t
 //          holds rows g, g + 8 of sub-blocks 2t, 2t + 1: `sc (dot - 32 bsum)` with Q8_K's
 //          sums of 16, then `d dx` a super-block. U halves' loads a pass (U = 2: the
-//          whole super-block's before its products).
+//          whole super-block's before its products; U = 4, MMA6A only: two
+//          super-blocks' loads a pass).
 //   MMA6A  MMA6 where rows are whole 1024-column groups: a warp's offset past the 8-byte
 //          boundary is then warp-uniform, and a branch picks a loop built for it (no
 //          selects; one load a piece at offset 0). MMA6A2: its 6-bit values never
@@ -299,10 +300,57 @@ __device__ __forceinline__ void half_loads_only(const HalfRaw<O> (&L)[2], uint2 
     isum[1] += sc1 ^ bs.y;
 }
 
+// U = 4: two super-blocks' loads (sb and sb + W) a pass, all before either's products.
+template <int W, int O>
+__device__ __forceinline__ void q6k_loop_pair(const uint8_t* w0, const uint8_t* w1, const Act& a, int blocks, int kw, int t,
+                                              const uint32_t (&m)[4], int eo, float& acc0, float& acc1) {
+    bool first = true;
+#pragma unroll 1
+    for (int sb = kw; sb < blocks; sb += 2 * W) {
+        const int sb2 = sb + W < blocks ? sb + W : sb;
+        const int at[2] = {sb, sb2};
+        HalfRaw<O> L[2][2][2];  // [super-block][half][row]
+        uint32_t d[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            const uint8_t* b0 = w0 + (size_t)at[j] * QB;
+            const uint8_t* b1 = w1 + (size_t)at[j] * QB;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                L[j][h][0] = load_half_a<O>(b0 - O, h, t);
+                L[j][h][1] = load_half_a<O>(b1 - O, h, t);
+            }
+            d[j][0] = ld2(b0 + 208);
+            d[j][1] = ld2(b1 + 208);
+        }
+        if (first) asm volatile("griddepcontrol.wait;" ::: "memory");
+        first = false;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            if (j == 1 && sb2 == sb) break;
+            const uint8_t* b0 = w0 + (size_t)at[j] * QB;
+            const uint8_t* b1 = w1 + (size_t)at[j] * QB;
+            const int8_t* aq = a.q + (size_t)at[j] * 256 + 32 * eo + 8 * t;
+            uint2 x0 = ld8(aq), x1 = ld8(aq + 128);
+            const int32_t* s16 = a.s16 + (size_t)at[j] * 16;
+            float dx = a.d[at[j]];
+            int isum[2] = {0, 0};
+            half_products_a<0, O, false>(L[j][0], x0, m, b0, b1, s16, t, isum);
+            half_products_a<1, O, false>(L[j][1], x1, m, b0, b1, s16, t, isum);
+            float df0, df1;
+            asm("cvt.f32.f16 %0, %1;" : "=f"(df0) : "h"((unsigned short)d[j][0]));
+            asm("cvt.f32.f16 %0, %1;" : "=f"(df1) : "h"((unsigned short)d[j][1]));
+            acc0 += dx * df0 * (float)isum[0];
+            acc1 += dx * df1 * (float)isum[1];
+        }
+    }
+}
+
 template <int W, int U, bool TWO, int O, bool LOADS = false>
 __device__ __forceinline__ void q6k_loop_a(const uint8_t* w0, const uint8_t* w1, const Act& a, int blocks, int kw, int t,
                                            const uint32_t (&m)[4], int eo, float& acc0, float& acc1) {
     // Lanes t >= 2 of the two-`mma` form hold 16 times their dot products.
+    if (U == 4) return q6k_loop_pair<W, O>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1);
     const float fs = TWO && t >= 2 ? 0.0625f : 1.0f;
     bool first = true;
 #pragma unroll 1
@@ -439,6 +487,9 @@ int main(int argc, char** argv) {
             if (getenv("PERSIST") && blocks % 8 == 0) {
                 run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+                run("MMA6A-W8U4-M1", q6k_mma_a<8, 4, 1, false>, 16, true);
+                run("MMA6A-W8U4-M2", q6k_mma_a<8, 4, 2, false>, 16, true);
+                run("MMA6A-W8U4-M3", q6k_mma_a<8, 4, 3, false>, 16, true);
                 run("LOADS-W8U2-M2", q6k_mma_a<8, 2, 2, false, THREADS, true>, 16, true);
                 run("LOADS-W8U2-M3", q6k_mma_a<8, 2, 3, false, THREADS, true>, 16, true);
                 run("LOADS-W8U2-M4", q6k_mma_a<8, 2, 4, false, THREADS, true>, 16, true);
