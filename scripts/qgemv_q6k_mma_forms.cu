@@ -23,7 +23,7 @@
 //          boundary is then warp-uniform, and a branch picks a loop built for it (no
 //          selects; one load a piece at offset 0). MMA6A2: its 6-bit values never
 //          assembled, the high bit pairs a second `mma` (see the form). W16: sixteen
-//          warps a tile (512 threads).
+//          warps a tile (512 threads); W4: four (W4_ONLY=1 with PERSIST=1 stops there).
 //   MMA6P  MMA6A's tiles taken by a persistent grid (as many blocks as fit), MMA6PP with
 //          each warp's next step loaded before this step's products, across tiles; and
 //          LOADS, MMA6A's loads alone (the products replaced by an xor: not a product).
@@ -487,6 +487,10 @@ int main(int argc, char** argv) {
             if (getenv("PERSIST") && blocks % 8 == 0) {
                 run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+                run("MMA6A-W4U2-M6-T128", q6k_mma_a<4, 2, 6, false, 128>, 16, true, 128);
+                run("MMA6A-W4U2-M3-T256", q6k_mma_a<4, 2, 3, false, 256>, 32, true, 256);
+                run("MMA6A-W4U2-M8-T128", q6k_mma_a<4, 2, 8, false, 128>, 16, true, 128);
+                if (getenv("W4_ONLY")) continue;
                 run("MMA6A-W8U4-M1", q6k_mma_a<8, 4, 1, false>, 16, true);
                 run("MMA6A-W8U4-M2", q6k_mma_a<8, 4, 2, false>, 16, true);
                 run("MMA6A-W8U4-M3", q6k_mma_a<8, 4, 3, false>, 16, true);
