@@ -43,9 +43,10 @@ __device__ __forceinline__ void mma_u8s8(int (&c)[4], uint32_t a0, uint32_t a1, 
 }
 
 // The one-vector tensor-core forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
-// pairs), then over the tile's W warps in shared memory, into y (blocks of NT threads).
+// pairs), then over the tile's W warps in shared memory, into y (blocks of NT threads, the first of
+// their NT / 32 / W tiles `first_tile`).
 template <int W, int NT = THREADS>
-__device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
+__device__ __forceinline__ void store_tile_from(float (*part)[16], float acc0, float acc1, float* y, int rows, int first_tile) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
     acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
@@ -62,9 +63,15 @@ __device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float 
         float sum = 0.f;
 #pragma unroll
         for (int k = 0; k < W; k++) sum += part[lt * W + k][r];
-        int row = (blockIdx.x * (NT / 32 / W) + lt) * 16 + r;
+        int row = (first_tile + lt) * 16 + r;
         if (row < rows) y[row] = sum;
     }
+}
+
+// `store_tile_from` for the block's own tiles.
+template <int W, int NT = THREADS>
+__device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
+    store_tile_from<W, NT>(part, acc0, acc1, y, rows, blockIdx.x * (NT / 32 / W));
 }
 
 // IEEE half <-> float on the host (normal values only: the probes' scales are).

@@ -119,6 +119,23 @@ __device__ __forceinline__ void half_products(const HalfLoads (&L)[2], const Lin
     isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
 }
 
+// Lane 4g + t's B fragment masks: step e's k runs are sub-block 2e + t / 2, and column g
+// is that in the step e = (g - t / 2) / 2 where that is whole, else never; `eo` that
+// step (0 where none: its activations are then masked off in every step).
+struct BMask {
+    uint32_t m[4];
+    int eo;
+};
+__device__ __forceinline__ BMask b_mask(int g, int t) {
+    int ea = (g - (t >> 1)) >> 1;
+    bool has = ((g - (t >> 1)) & 1) == 0;
+    BMask b;
+#pragma unroll
+    for (int e = 0; e < 4; e++) b.m[e] = has && ea == e ? ~0u : 0u;
+    b.eo = has ? ea : 0;
+    return b;
+}
+
 // Lane 4g + t of warp `kw` (of W) in its tile, and its rows g and g + 8 (past the last:
 // the last), in blocks of NT threads.
 struct TileRows {
@@ -144,14 +161,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_mma(const uint8_t* __restri
     // kw + 2W, ... and for row g + 8 (eight rows are 0 mod 8 bytes).
     int o = (int)(((uintptr_t)w0 + (size_t)kw * QB) & 7);
     Line line{o >= 4, (o & 2) ? 0x5432u : 0x3210u};
-    // B: step e's k runs are sub-block 2e + t / 2; lane 4g + t's column g is that in the
-    // step e = (g - t / 2) / 2 where that is whole, else never.
-    int ea = (g - (t >> 1)) >> 1;
-    bool has = ((g - (t >> 1)) & 1) == 0;
-    uint32_t m[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) m[e] = has && ea == e ? ~0u : 0u;
-    int eo = has ? ea : 0;
+    const auto [m, eo] = b_mask(g, t);
     float acc0 = 0.f, acc1 = 0.f;
     bool first = true;
 #pragma unroll 1
@@ -243,31 +253,46 @@ __device__ __forceinline__ HalfRaw<O> load_half_a(const uint8_t* p8, int h, int 
     return r;
 }
 
-template <int H, int O, bool TWO>
-__device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 x, const uint32_t (&m)[4], const uint8_t* b0,
-                                                const uint8_t* b1, const int32_t* s16, int t, int (&isum)[2]) {
-    uint32_t q[2][3][2];
+// The lane's two rows' words of a half, lined up.
+template <int O>
+__device__ __forceinline__ void half_words(const HalfRaw<O> (&L)[2], uint32_t (&q)[2][3][2]) {
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
         for (int p = 0; p < 3; p++)
 #pragma unroll
             for (int i = 0; i < 2; i++) q[r][p][i] = L[r].p[p].w(i);
-    int2 bs = *(const int2*)(s16 + 8 * H + 2 * t);
-    int sc0 = (int)(int16_t)ld2(b0 + 192 + 8 * H + 2 * t), sc1 = (int)(int16_t)ld2(b1 + 192 + 8 * H + 2 * t);
-    int lo0 = (int)(int8_t)(sc0 & 255), hi0 = sc0 >> 8, lo1 = (int)(int8_t)(sc1 & 255), hi1 = sc1 >> 8;
-    if (!TWO) {
-        int c[4] = {0, 0, 0, 0};
+}
+
+// MMA6A's half: four `mma` steps on the 6-bit values, then `isum[row] += sc (dot - 32
+// bsum)` with the rows' 16-bit scale pairs `sc0`, `sc1` and the sums of 16 `bs`.
+template <int O>
+__device__ __forceinline__ void half_mma(const HalfRaw<O> (&L)[2], uint2 x, const uint32_t (&m)[4], int sc0, int sc1, int2 bs,
+                                         int (&isum)[2]) {
+    uint32_t q[2][3][2];
+    half_words<O>(L, q);
+    int c[4] = {0, 0, 0, 0};
 #define STEP(E)                                                                                                                 \
     mma_u8s8(c, quants<E>(q[0][E & 1][0], q[0][2][0]), quants<E>(q[1][E & 1][0], q[1][2][0]), quants<E>(q[0][E & 1][1], q[0][2][1]), \
              quants<E>(q[1][E & 1][1], q[1][2][1]), x.x & m[E], x.y & m[E]);
-        STEP(0) STEP(1) STEP(2) STEP(3)
+    STEP(0) STEP(1) STEP(2) STEP(3)
 #undef STEP
-        int z0 = 32 * bs.x, z1 = 32 * bs.y;
-        isum[0] += lo0 * (c[0] - z0) + hi0 * (c[1] - z1);
-        isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
-    } else {
-        int cn[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
+    int lo0 = (int)(int8_t)(sc0 & 255), hi0 = sc0 >> 8, lo1 = (int)(int8_t)(sc1 & 255), hi1 = sc1 >> 8;
+    int z0 = 32 * bs.x, z1 = 32 * bs.y;
+    isum[0] += lo0 * (c[0] - z0) + hi0 * (c[1] - z1);
+    isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
+}
+
+template <int H, int O, bool TWO>
+__device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 x, const uint32_t (&m)[4], const uint8_t* b0,
+                                                const uint8_t* b1, const int32_t* s16, int t, int (&isum)[2]) {
+    int2 bs = *(const int2*)(s16 + 8 * H + 2 * t);
+    int sc0 = (int)(int16_t)ld2(b0 + 192 + 8 * H + 2 * t), sc1 = (int)(int16_t)ld2(b1 + 192 + 8 * H + 2 * t);
+    if (!TWO) return half_mma<O>(L, x, m, sc0, sc1, bs, isum);
+    uint32_t q[2][3][2];
+    half_words<O>(L, q);
+    int lo0 = (int)(int8_t)(sc0 & 255), hi0 = sc0 >> 8, lo1 = (int)(int8_t)(sc1 & 255), hi1 = sc1 >> 8;
+    int cn[4] = {0, 0, 0, 0}, ch[4] = {0, 0, 0, 0};
 #define STEP2(E)                                                                                                               \
     {                                                                                                                          \
         const uint32_t nm = E >= 2 ? 0xF0F0F0F0u : 0x0F0F0F0Fu, hm = 0x03030303u << (2 * E);                                  \
@@ -275,13 +300,12 @@ __device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 
         mma_u8s8(cn, q[0][E & 1][0] & nm, q[1][E & 1][0] & nm, q[0][E & 1][1] & nm, q[1][E & 1][1] & nm, b0w, b1w);           \
         mma_u8s8(ch, q[0][2][0] & hm, q[1][2][0] & hm, q[0][2][1] & hm, q[1][2][1] & hm, b0w, b1w);                           \
     }
-        STEP2(0) STEP2(1) STEP2(2) STEP2(3)
+    STEP2(0) STEP2(1) STEP2(2) STEP2(3)
 #undef STEP2
-        int f = (t & 1) ? 4 : 16, zs = t >= 2 ? 9 : 5;
-        int z0 = bs.x << zs, z1 = bs.y << zs;
-        isum[0] += lo0 * (cn[0] + f * ch[0] - z0) + hi0 * (cn[1] + f * ch[1] - z1);
-        isum[1] += lo1 * (cn[2] + f * ch[2] - z0) + hi1 * (cn[3] + f * ch[3] - z1);
-    }
+    int f = (t & 1) ? 4 : 16, zs = t >= 2 ? 9 : 5;
+    int z0 = bs.x << zs, z1 = bs.y << zs;
+    isum[0] += lo0 * (cn[0] + f * ch[0] - z0) + hi0 * (cn[1] + f * ch[1] - z1);
+    isum[1] += lo1 * (cn[2] + f * ch[2] - z0) + hi1 * (cn[3] + f * ch[3] - z1);
 }
 
 // LOADS: every load of MMA6A, the products replaced by an xor of what was loaded (a
@@ -289,11 +313,13 @@ __device__ __forceinline__ void half_products_a(const HalfRaw<O> (&L)[2], uint2 
 template <int H, int O>
 __device__ __forceinline__ void half_loads_only(const HalfRaw<O> (&L)[2], uint2 x, const uint8_t* b0, const uint8_t* b1,
                                                 const int32_t* s16, int t, int (&isum)[2]) {
+    uint32_t q[2][3][2];
+    half_words<O>(L, q);
     uint32_t acc = x.x ^ x.y;
 #pragma unroll
     for (int r = 0; r < 2; r++)
 #pragma unroll
-        for (int p = 0; p < 3; p++) acc ^= L[r].p[p].w(0) ^ L[r].p[p].w(1);
+        for (int p = 0; p < 3; p++) acc ^= q[r][p][0] ^ q[r][p][1];
     int2 bs = *(const int2*)(s16 + 8 * H + 2 * t);
     int sc0 = (int)ld2(b0 + 192 + 8 * H + 2 * t), sc1 = (int)ld2(b1 + 192 + 8 * H + 2 * t);
     isum[0] += (int)acc ^ sc0 ^ bs.x;
@@ -401,12 +427,7 @@ __global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict_
     auto [g, t, kw, w0, w1] = tile_rows<W, NT>(w, rows, blocks);
     // Warp-uniform where rows are 0 mod 8 bytes (the caller's promise: blocks % 4 == 0).
     int o = (int)(((uintptr_t)w + (size_t)kw * QB) & 7);
-    int ea = (g - (t >> 1)) >> 1;
-    bool has = ((g - (t >> 1)) & 1) == 0;
-    uint32_t m[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) m[e] = has && ea == e ? ~0u : 0u;
-    int eo = has ? ea : 0;
+    const auto [m, eo] = b_mask(g, t);
     float acc0 = 0.f, acc1 = 0.f;
     switch (o) {
         case 0: q6k_loop_a<W, U, TWO, 0, LOADS>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;

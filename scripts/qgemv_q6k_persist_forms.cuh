@@ -9,28 +9,6 @@
 // weights, scales and activations are loaded before this step's products, so a tile's
 // end (its sums and barrier) and the next tile's first loads overlap. Both need rows
 // of whole 2048-column groups (each warp the same count of steps a tile).
-template <int W>
-__device__ __forceinline__ void store_tile_at(float (*part)[16], float acc0, float acc1, float* y, int rows, int tile) {
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 1);
-    acc0 += __shfl_xor_sync(0xffffffffu, acc0, 2);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 1);
-    acc1 += __shfl_xor_sync(0xffffffffu, acc1, 2);
-    if (t == 0) {
-        part[warp][g] = acc0;
-        part[warp][g + 8] = acc1;
-    }
-    __syncthreads();
-    int i = threadIdx.x;
-    if (i < 16) {
-        float sum = 0.f;
-#pragma unroll
-        for (int k = 0; k < W; k++) sum += part[k][i];
-        int row = tile * 16 + i;
-        if (row < rows) y[row] = sum;
-    }
-}
-
 template <int MINB>
 __global__ void __launch_bounds__(THREADS, MINB) q6k_persist(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     __shared__ float part[2][THREADS / 32][16];
@@ -38,12 +16,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_persist(const uint8_t* __re
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
     size_t row_bytes = (size_t)blocks * QB;
     int o = (int)(((uintptr_t)w + (size_t)kw * QB) & 7);
-    int ea = (g - (t >> 1)) >> 1;
-    bool has = ((g - (t >> 1)) & 1) == 0;
-    uint32_t m[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) m[e] = has && ea == e ? ~0u : 0u;
-    int eo = has ? ea : 0;
+    const auto [m, eo] = b_mask(g, t);
     int ntiles = (rows + 15) / 16, it = 0;
 #pragma unroll 1
     for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x, it++) {
@@ -56,7 +29,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_persist(const uint8_t* __re
             case 4: q6k_loop_a<8, 2, false, 4>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
             default: q6k_loop_a<8, 2, false, 6>(w0, w1, a, blocks, kw, t, m, eo, acc0, acc1); break;
         }
-        store_tile_at<8>(part[it & 1], acc0, acc1, y, rows, tile);
+        store_tile_from<8>(part[it & 1], acc0, acc1, y, rows, tile);
     }
 }
 
@@ -102,25 +75,7 @@ __device__ __forceinline__ void load_x(StepX& x, const Act& a, int sb, int eo, i
 
 template <int H, int O>
 __device__ __forceinline__ void half_p(const StepW<O>& s, const StepX& x, const uint32_t (&m)[4], int (&isum)[2]) {
-    uint32_t q[2][3][2];
-#pragma unroll
-    for (int r = 0; r < 2; r++)
-#pragma unroll
-        for (int p = 0; p < 3; p++)
-#pragma unroll
-            for (int i = 0; i < 2; i++) q[r][p][i] = s.h[H][r].p[p].w(i);
-    int c[4] = {0, 0, 0, 0};
-    uint2 xv = x.x[H];
-#define STEP(E)                                                                                                                 \
-    mma_u8s8(c, quants<E>(q[0][E & 1][0], q[0][2][0]), quants<E>(q[1][E & 1][0], q[1][2][0]), quants<E>(q[0][E & 1][1], q[0][2][1]), \
-             quants<E>(q[1][E & 1][1], q[1][2][1]), xv.x & m[E], xv.y & m[E]);
-    STEP(0) STEP(1) STEP(2) STEP(3)
-#undef STEP
-    int sc0 = (int)(int16_t)s.sc[H][0], sc1 = (int)(int16_t)s.sc[H][1];
-    int lo0 = (int)(int8_t)(sc0 & 255), hi0 = sc0 >> 8, lo1 = (int)(int8_t)(sc1 & 255), hi1 = sc1 >> 8;
-    int z0 = 32 * x.bs[H].x, z1 = 32 * x.bs[H].y;
-    isum[0] += lo0 * (c[0] - z0) + hi0 * (c[1] - z1);
-    isum[1] += lo1 * (c[2] - z0) + hi1 * (c[3] - z1);
+    half_mma<O>(s.h[H], x.x[H], m, (int)(int16_t)s.sc[H][0], (int)(int16_t)s.sc[H][1], x.bs[H], isum);
 }
 
 template <int O>
@@ -159,7 +114,7 @@ __device__ __forceinline__ void pipe_loop(const uint8_t* w, const Act& a, float*
         acc0 += cx.dx * df0 * (float)isum[0];
         acc1 += cx.dx * df1 * (float)isum[1];
         if (end) {
-            store_tile_at<8>(part[it & 1], acc0, acc1, y, rows, tile);
+            store_tile_from<8>(part[it & 1], acc0, acc1, y, rows, tile);
             acc0 = acc1 = 0.f;
             it++;
         }
@@ -177,12 +132,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_persist_pipe(const uint8_t*
     asm volatile("griddepcontrol.launch_dependents;");
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
     int o = (int)(((uintptr_t)w + (size_t)kw * QB) & 7);
-    int ea = (g - (t >> 1)) >> 1;
-    bool has = ((g - (t >> 1)) & 1) == 0;
-    uint32_t m[4];
-#pragma unroll
-    for (int e = 0; e < 4; e++) m[e] = has && ea == e ? ~0u : 0u;
-    int eo = has ? ea : 0;
+    const auto [m, eo] = b_mask(g, t);
     switch (o) {
         case 0: pipe_loop<0>(w, a, y, rows, blocks, part, m, eo, g, t, kw); break;
         case 2: pipe_loop<2>(w, a, y, rows, blocks, part, m, eo, g, t, kw); break;
