@@ -1,5 +1,6 @@
 //! GEMM's shape-specific paths against the f64 reference: thin products with B
-//! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), an A past one block read in place for a thin B
+//! transposed (run as Cᵀ = op(B)ᵀ op(A)ᵀ), thin products of one or two B panels past
+//! their deeper blocks, an A past one block read in place for a thin B
 //! (in cache, and streaming from memory with the thin tile), thin products wider than
 //! their packed B block, a C whose tiles are prefetched and an A packed for its far-apart
 //! rows, B's panels packed by the micro-kernel's first pass over them, a B from memory
@@ -81,6 +82,28 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
             let case = Case::taking_turn((m, n, k), (Transpose::No, tb), i, pad);
             check_each(&engines, &mut rng, &case, "thin B", false);
         }
+    }
+}
+
+#[test]
+fn thin_products_of_one_or_two_b_panels_past_their_deeper_blocks_match_the_reference() {
+    // A B of one or two panels runs blocks four or two times `kc_thin_b` deep (up to
+    // 8192 on the machines we know): k past two such blocks with a ragged last one, B
+    // of 3, 20 and 40 columns (one or two panels on every ISA), plain and `x·Wᵀ`
+    // (swapped: C's rows are the thin side), beta 0 over NaN and beta != 0.
+    let mut rng = Rng::new(73);
+    let engines = engines();
+    for (i, &(m, n, k, tb)) in [
+        (37, 3, 17_000, Transpose::No),
+        (50, 20, 9_000, Transpose::No),
+        (45, 40, 5_000, Transpose::Yes),
+        (20, 90, 9_000, Transpose::Yes),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let case = Case::taking_turn((m, n, k), (Transpose::No, tb), i, i % 3);
+        check_each(&engines, &mut rng, &case, "thin B, deep", false);
     }
 }
 

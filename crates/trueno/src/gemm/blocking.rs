@@ -160,9 +160,10 @@ pub struct Blocking {
     /// rows into pieces under a 4 KiB page; then NC.
     pub nc_one_block: usize,
     /// Depth of the blocks of a thin product (B at most four panels wide, A read in place
-    /// whatever its size): each MR-row panel of A is then what stays in L1 across B's
-    /// few panels, so KC is as deep as keeps it in two thirds of L1 with the packed
-    /// KC x 4 NR of B in half of L2 (never under `kc`).
+    /// whatever its size) of three or four B panels: each MR-row panel of A is then what
+    /// stays in L1 across B's few panels, so KC is as deep as keeps it in two thirds of
+    /// L1 with the packed KC x 4 NR of B in half of L2 (never under `kc`). A B of one
+    /// or two panels runs four or two times as deep (`thin_kc` in the kernel).
     pub kc_thin_b: usize,
     /// Rows of a row-major B its packing reads side by side, each front to back, when
     /// the packed rows follow one another in memory (a block spanning B's whole rows):

@@ -44,7 +44,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     // first might reuse).
     let (kc, b_in_place) = match (thin, one_block) {
         (true, _) => {
-            let kc = bl.kc_thin_b;
+            let kc = thin_kc(bl, t.n);
             (
                 kc,
                 one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
@@ -326,6 +326,26 @@ fn tallest_a_block(m: usize, mc: usize, mr: usize) -> usize {
 /// B panels up to which `thin_b` holds.
 pub(super) const THIN_PANELS: usize = 4;
 
+/// KC of a thin product (`thin_b`) whose B is `n` columns: `kc_thin_b`, sized for
+/// `THIN_PANELS` B panels, times the whole number of times B's panels fit in that many
+/// (four times as deep for one panel, twice for two). Each A panel, read in place, serves
+/// only B's few panels, so it matters less that L1 keeps it than that each of its MR rows
+/// is read in a long run (a new hardware-prefetch stream every KC floats) and that C is
+/// updated fewer times; B's panels stay within half of L2 as before. Intel VM (session
+/// 60; `kc_thin_b` 1024), trueno's GFLOP/s, two rounds each, one thread: `x·Wᵀ`
+/// 8x4096x4096 42-44 -> 53-54, 16x4096x4096 84 -> 106-107, 32x4096x4096 149-152 ->
+/// 172-176, 32x11008x4096 147-153 -> 172-174, 32x4096x11008 113-118 -> 141-143,
+/// 64x4096x4096 175 -> 180-184, 48x4096x4096 even; B thin, 4096x32x4096 153-162 ->
+/// 179-180, 11008x32x4096 139-149 -> 174-178, 4096x24x3000 122-124 -> 143-146,
+/// 1500x40x1500 149-150 -> 161-162; two threads `x·Wᵀ` 32x4096x4096 313-320 ->
+/// 365-367, B thin 11008x32x4096 295-308 -> 348-354; AVX2 (its 4x16 tile) 4096x16x4096
+/// 75-78 -> 94-95. Three panels a third deeper (96 rows, KC 1344) lost 1-3%, so three
+/// and four keep `kc_thin_b`. More in BENCHMARKS.md (session 60).
+pub(super) fn thin_kc(bl: Blocking, n: usize) -> usize {
+    let panels = n.div_ceil(bl.nr).clamp(1, THIN_PANELS);
+    bl.kc_thin_b * (THIN_PANELS / panels)
+}
+
 /// NC of a one-block product (A at most MC rows): `nc_one_block`, or all of B's columns
 /// where its packing reads a row-major B one row after another when the rows make one
 /// stream (`Blocking::pack_b_rows_one_stream`, Zen) and a KC-deep block of whole rows
@@ -380,6 +400,28 @@ mod tests {
         let bl = Blocking::new(8, 32, small, CoreFamily::Other);
         let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
         assert_eq!(one_block_b(&past_l3, bl, small), (bl.kc_one_block, true));
+    }
+
+    #[test]
+    fn a_thin_product_of_one_or_two_b_panels_runs_deeper_blocks() {
+        use super::super::blocking::CoreFamily;
+        let intel = CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3: 480 << 20,
+        };
+        let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
+        assert_eq!(bl.kc_thin_b, 1024);
+        // One panel (up to 32 columns, an empty B included), two, then three and four.
+        let kc: Vec<usize> = [0, 1, 32, 33, 64, 65, 96, 128, 129]
+            .map(|n| thin_kc(bl, n))
+            .to_vec();
+        assert_eq!(kc, [4096, 4096, 4096, 2048, 2048, 1024, 1024, 1024, 1024]);
+        // B's panels stay within half of L2 at every width.
+        for n in 1..=128usize {
+            let panels = n.div_ceil(bl.nr);
+            assert!(thin_kc(bl, n) * panels * bl.nr * 4 <= intel.l2 / 2, "{n}");
+        }
     }
 
     #[test]
