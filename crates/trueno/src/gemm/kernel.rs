@@ -366,14 +366,19 @@ fn one_block_nc(t: &GemmTask, bl: Blocking, kc: usize, c: CacheSizes) -> usize {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_one_block_product_halves_its_depth_only_where_a_pass_packs_b() {
-        use super::super::blocking::CoreFamily;
-        let intel = CacheSizes {
+    /// The caches of the Intel VM the one-block and thin depths were measured on.
+    fn intel_vm() -> CacheSizes {
+        CacheSizes {
             l1: 48 << 10,
             l2: 2 << 20,
             l3: 480 << 20,
-        };
+        }
+    }
+
+    #[test]
+    fn a_one_block_product_halves_its_depth_only_where_a_pass_packs_b() {
+        use super::super::blocking::CoreFamily;
+        let intel = intel_vm();
         let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
         assert_eq!(bl.kc_one_block, 256);
         let mut c = [0.0f32];
@@ -405,11 +410,7 @@ mod tests {
     #[test]
     fn a_thin_product_of_one_or_two_b_panels_runs_deeper_blocks() {
         use super::super::blocking::CoreFamily;
-        let intel = CacheSizes {
-            l1: 48 << 10,
-            l2: 2 << 20,
-            l3: 480 << 20,
-        };
+        let intel = intel_vm();
         let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
         assert_eq!(bl.kc_thin_b, 1024);
         // One panel (up to 32 columns, an empty B included), two, then three and four.
