@@ -88,9 +88,11 @@ fn a_past_one_block_read_in_place_for_a_thin_b_matches_the_reference() {
 #[test]
 fn thin_products_of_one_or_two_b_panels_past_their_deeper_blocks_match_the_reference() {
     // A B of one or two panels runs blocks four or two times `kc_thin_b` deep (up to
-    // 8192 on the machines we know): k past two such blocks with a ragged last one, B
-    // of 3, 20 and 40 columns (one or two panels on every ISA), plain and `x·Wᵀ`
-    // (swapped: C's rows are the thin side), beta 0 over NaN and beta != 0.
+    // 8192 on the machines we know): k past two such blocks with a ragged last one, a
+    // thin side of 3 and 20 columns (plain) and of 45 and 20 rows (`x·Wᵀ`, swapped: C's
+    // rows are the thin side), one or two panels of the AVX-512 and AVX2 tiles (more on
+    // the narrower ones, which then keep `kc_thin_b` or are not thin), beta 0 over NaN
+    // and beta != 0.
     let mut rng = Rng::new(73);
     let engines = engines();
     for (i, &(m, n, k, tb)) in [
