@@ -44,7 +44,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     // first might reuse).
     let (kc, b_in_place) = match (thin, one_block) {
         (true, _) => {
-            let kc = thin_kc(bl, t.n);
+            let kc = thin_kc(bl, t.n, caches.l2);
             (
                 kc,
                 one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
@@ -326,12 +326,13 @@ fn tallest_a_block(m: usize, mc: usize, mr: usize) -> usize {
 /// B panels up to which `thin_b` holds.
 pub(super) const THIN_PANELS: usize = 4;
 
-/// KC of a thin product (`thin_b`) whose B is `n` columns: `kc_thin_b`, sized for
-/// `THIN_PANELS` B panels, times the whole number of times B's panels fit in that many
-/// (four times as deep for one panel, twice for two). Each A panel, read in place, serves
-/// only B's few panels, so it matters less that L1 keeps it than that each of its MR rows
-/// is read in a long run (a new hardware-prefetch stream every KC floats) and that C is
-/// updated fewer times; B's panels stay within half of L2 as before. Intel VM (session
+/// KC of a thin product (`thin_b`) whose B is `n` columns, on a core of `l2` bytes of L2:
+/// `kc_thin_b`, sized for `THIN_PANELS` B panels, times the whole number of times B's
+/// panels fit in that many (four times as deep for one panel, twice for two), as far as
+/// B's panels stay within half of L2 (never under `kc_thin_b`). Each A panel, read in
+/// place, serves only B's few panels, so it matters less that L1 keeps it than that each
+/// of its MR rows is read in a long run (a new hardware-prefetch stream every KC floats)
+/// and that C is updated fewer times. Intel VM (session
 /// 60; `kc_thin_b` 1024), trueno's GFLOP/s, two rounds each, one thread: `x·Wᵀ`
 /// 8x4096x4096 42-44 -> 53-54, 16x4096x4096 84 -> 106-107, 32x4096x4096 149-152 ->
 /// 172-176, 32x11008x4096 147-153 -> 172-174, 32x4096x11008 113-118 -> 141-143,
@@ -341,9 +342,12 @@ pub(super) const THIN_PANELS: usize = 4;
 /// 365-367, B thin 11008x32x4096 295-308 -> 348-354; AVX2 (its 4x16 tile) 4096x16x4096
 /// 75-78 -> 94-95. Three panels a third deeper (96 rows, KC 1344) lost 1-3%, so three
 /// and four keep `kc_thin_b`. More in BENCHMARKS.md (session 60).
-pub(super) fn thin_kc(bl: Blocking, n: usize) -> usize {
+pub(super) fn thin_kc(bl: Blocking, n: usize, l2: usize) -> usize {
     let panels = n.div_ceil(bl.nr).clamp(1, THIN_PANELS);
-    bl.kc_thin_b * (THIN_PANELS / panels)
+    let in_l2 = l2 / 2 / (panels * bl.nr * 4) / 64 * 64;
+    (bl.kc_thin_b * (THIN_PANELS / panels))
+        .min(in_l2)
+        .max(bl.kc_thin_b)
 }
 
 /// NC of a one-block product (A at most MC rows): `nc_one_block`, or all of B's columns
@@ -415,14 +419,31 @@ mod tests {
         assert_eq!(bl.kc_thin_b, 1024);
         // One panel (up to 32 columns, an empty B included), two, then three and four.
         let kc: Vec<usize> = [0, 1, 32, 33, 64, 65, 96, 128, 129]
-            .map(|n| thin_kc(bl, n))
+            .map(|n| thin_kc(bl, n, intel.l2))
             .to_vec();
         assert_eq!(kc, [4096, 4096, 4096, 2048, 2048, 1024, 1024, 1024, 1024]);
-        // B's panels stay within half of L2 at every width.
-        for n in 1..=128usize {
-            let panels = n.div_ceil(bl.nr);
-            assert!(thin_kc(bl, n) * panels * bl.nr * 4 <= intel.l2 / 2, "{n}");
+        // B's panels stay within half of L2 at every width, also where the L1 rule or
+        // the `kc` floor, not L2, set `kc_thin_b` (a 32 KiB L1 with a 256 KiB L2).
+        let small = CacheSizes {
+            l1: 32 << 10,
+            l2: 256 << 10,
+            l3: 8 << 20,
+        };
+        for c in [intel, small] {
+            let bl = Blocking::new(8, 32, c, CoreFamily::Other);
+            for n in 1..=128usize {
+                let (kc, panels) = (thin_kc(bl, n, c.l2), n.div_ceil(bl.nr));
+                assert!(kc >= bl.kc_thin_b, "{n}");
+                assert!(
+                    kc == bl.kc_thin_b || kc * panels * bl.nr * 4 <= c.l2 / 2,
+                    "{n}"
+                );
+            }
         }
+        // There the `kc` floor sets `kc_thin_b` (512, where L2 alone would give 256):
+        // one panel runs 1024, B's 128 KiB, not four times 512, all of L2.
+        let bl = Blocking::new(8, 32, small, CoreFamily::Other);
+        assert_eq!((bl.kc_thin_b, thin_kc(bl, 20, small.l2)), (512, 1024));
     }
 
     #[test]
