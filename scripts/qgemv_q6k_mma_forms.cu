@@ -29,6 +29,11 @@
 //          LOADS, MMA6A's loads alone (the products replaced by an xor: not a product).
 //          Run with PERSIST=1 (LOADS_ONLY=1: the committed residencies and LOADS only);
 //          FORM=NAME runs one form, for a profiler.
+//   MMA6S  MMA6A's products with the weights copied into shared memory by `cp.async` (S
+//          slots a warp, steps j + 1 .. j + S - 1 in flight during step j's products, no
+//          register held for them); W4: four warps a tile; MMA6SP over a persistent grid
+//          (STAGED_P=1). Run with STAGED=1 (qgemv_q6k_staged_forms.cuh; session 61:
+//          MMA6S S2 at two blocks ported as trueno's staged kernel).
 //
 // 20 calls in a CUDA graph over enough weight sets that each call misses L2, µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
@@ -439,6 +444,7 @@ __global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict_
 }
 
 #include "qgemv_q6k_persist_forms.cuh"
+#include "qgemv_q6k_staged_forms.cuh"
 
 // GGML's dequantize_row_q6_K, against the activations, in double.
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
@@ -486,25 +492,43 @@ int main(int argc, char** argv) {
         p.reference(hw, ref_row);
         int sms = 0;
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl, int nt = THREADS, bool persist = false) {
+        auto run = [&](const char* name, auto kern, int rows_a_block, bool pdl, int nt = THREADS, bool persist = false, size_t smem = 0) {
             // FORM=NAME runs that form alone (for a profiler).
             if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
             int per_sm = 0;
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, 0);
+            if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, smem);
             int grid = (rows + rows_a_block - 1) / rows_a_block;
             if (persist) grid = std::min(grid, per_sm * sms);
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
             cudaMemset(p.y, 0, rows * 4);
-            kern<<<grid, nt, 0, s>>>(p.ws[0], p.act, p.y, rows, blocks);
+            kern<<<grid, nt, smem, s>>>(p.ws[0], p.act, p.y, rows, blocks);
             cudaStreamSynchronize(s);
             double err = p.max_rel_err();
             double us = graph_us(s, calls, [&](int i) {
-                launch(s, pdl, kern, dim3(grid), dim3(nt), 0, (const uint8_t*)p.ws[i % p.ws.size()], p.act, p.y, rows, blocks);
+                launch(s, pdl, kern, dim3(grid), dim3(nt), smem, (const uint8_t*)p.ws[i % p.ws.size()], p.act, p.y, rows, blocks);
             });
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
+            if (getenv("STAGED") && blocks % 8 == 0) {
+                run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
+                run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+                run("MMA6S-S2-M3", q6k_mma_s<2, 3>, 16, true, THREADS, false, staged_smem(2));
+                run("MMA6S-S2-M2", q6k_mma_s<2, 2>, 16, true, THREADS, false, staged_smem(2));
+                run("MMA6S-S3-M2", q6k_mma_s<3, 2>, 16, true, THREADS, false, staged_smem(3));
+                run("MMA6S-S4-M1", q6k_mma_s<4, 1>, 16, true, THREADS, false, staged_smem(4));
+                run("MMA6S-W4S2-M6", q6k_mma_s<2, 6, 4>, 16, true, 128, false, staged_smem(2, 4));
+                run("MMA6S-W4S3-M5", q6k_mma_s<3, 5, 4>, 16, true, 128, false, staged_smem(3, 4));
+                run("MMA6S-W4S2-M4", q6k_mma_s<2, 4, 4>, 16, true, 128, false, staged_smem(2, 4));
+                run("MMA6S-W4S4-M3", q6k_mma_s<4, 3, 4>, 16, true, 128, false, staged_smem(4, 4));
+                if (getenv("STAGED_P")) {
+                    run("MMA6SP-S2-M3", q6k_mma_sp<2, 3>, 16, true, THREADS, true, staged_smem(2));
+                    run("MMA6SP-S2-M2", q6k_mma_sp<2, 2>, 16, true, THREADS, true, staged_smem(2));
+                }
+                continue;
+            }
             if (getenv("PERSIST") && blocks % 8 == 0) {
                 run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
