@@ -86,6 +86,19 @@ __device__ __forceinline__ void step_s(const uint8_t* s0, const StepAct& x, cons
     acc1 += x.dx * df1 * (float)isum[1];
 }
 
+// The first S - 1 of a warp's `n` steps' copies (`issue(j)`), a group each (empty past
+// the last, so the loop's waits count alike), then the wait for the previous grid (the
+// weights are never a kernel's output; the activations may be).
+template <int S, typename F>
+__device__ __forceinline__ void start_ring(int n, F issue) {
+#pragma unroll
+    for (int s = 0; s + 1 < S; s++) {
+        if (s < n) issue(s);
+        cp_commit();
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 template <int S, int O8, int W>
 __device__ __forceinline__ void q6k_loop_s(const uint8_t* tb, const uint32_t (&src)[7], uint32_t slots, const uint8_t* my, int o, const Act& a,
                                            int blocks, int kw, int g, int t, const uint32_t (&m)[4], int eo, float& acc0, float& acc1) {
@@ -98,12 +111,7 @@ __device__ __forceinline__ void q6k_loop_s(const uint8_t* tb, const uint32_t (&s
 #pragma unroll
         for (int i = 0; i < 7; i++) cp16(dst + 512 * i, base + src[i]);
     };
-#pragma unroll
-    for (int s = 0; s + 1 < S; s++) {
-        if (s < n) issue(s);
-        cp_commit();
-    }
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    start_ring<S>(n, issue);
     StepAct x = step_act(a, kw, eo, t);
 #pragma unroll 1
     for (int j = 0; j < n; j++) {
@@ -173,12 +181,7 @@ __device__ __forceinline__ void q6k_loop_sp(const uint8_t* w, const uint32_t (&r
 #pragma unroll
         for (int i = 0; i < 7; i++) cp16(dst + 512 * i, base + min((int)(rc[i] >> 4), last) * row_bytes + 16 * (rc[i] & 15));
     };
-#pragma unroll
-    for (int s = 0; s + 1 < S; s++) {
-        if (s < steps) issue(s);
-        cp_commit();
-    }
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    start_ring<S>(steps, issue);
     StepAct x = step_act(a, kw, eo, t);
     float acc0 = 0.f, acc1 = 0.f;
     int k = 0, s = 0;
