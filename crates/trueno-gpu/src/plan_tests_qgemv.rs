@@ -65,8 +65,8 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
 }
 
 /// A Q6_K down projection (4096 rows of 14336 columns: 256 tiles, long rows) takes the
-/// tensor-core kernel at two blocks a multiprocessor on an H100 (one wave of them) and
-/// an A100 (two), as `Stream::qgemv_q8k` does (`q6k_mma_one_for`); the 1024-row value
+/// tensor-core kernel at two blocks a multiprocessor, its weights staged in shared
+/// memory, on an H100 (one wave of them) and an A100 (two), as `Stream::qgemv_q8k` does (`q6k_mma_one_for`); the 1024-row value
 /// projection (64 tiles of 4096-column rows) the default `dp4a` kernel on both.
 #[test]
 fn q6_k_products_name_the_kernel_the_stream_runs() {
@@ -76,7 +76,7 @@ fn q6_k_products_name_the_kernel_the_stream_runs() {
         let s = p.layers[0].iter().find(|s| s.what == what).unwrap();
         s.kernel.clone().unwrap()
     };
-    let two = QgemvQ6kMmaOneKernel(TileBlocks::Two).name();
+    let two = QgemvQ6kMmaOneKernel(TileBlocks::StagedTwo).name();
     assert_eq!(named(H100, "down projection"), two);
     assert_eq!(named(A100, "down projection"), two);
     assert_eq!(named(H100, "v projection"), "trueno_qgemv_q6_k_q8k");
@@ -85,7 +85,7 @@ fn q6_k_products_name_the_kernel_the_stream_runs() {
 
 /// Qwen2-7B's Q6_K products, whose rows are not whole 1024-column groups (3584 and 18944
 /// columns, 4 mod 8 bytes a row), take the tensor-core kernel too: the down projection
-/// (3584 rows of 18944 columns: long rows) at two blocks a multiprocessor, the output
+/// (3584 rows of 18944 columns: long rows) at two blocks a multiprocessor, staged, the output
 /// layer (152064 rows, many waves) at three; the 512-row value projection `dp4a`.
 #[test]
 fn q6_k_products_of_rows_off_the_8_byte_grid_name_the_tensor_core_kernel() {
@@ -99,7 +99,7 @@ fn q6_k_products_of_rows_off_the_8_byte_grid_name_the_tensor_core_kernel() {
     };
     assert_eq!(
         named("down projection"),
-        QgemvQ6kMmaOneKernel(TileBlocks::Two).name()
+        QgemvQ6kMmaOneKernel(TileBlocks::StagedTwo).name()
     );
     assert_eq!(
         named("output projection (logits)"),

@@ -194,12 +194,12 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
 
 /// Q6_K on the tensor cores at the residency `q6k_mma_one_for` gives, each against the
 /// reference: within a wave of tiles at two blocks a multiprocessor only for rows of 32
-/// super-blocks or more (one row; a tile and one; ragged), two blocks up to two waves,
-/// three past. Rows of whole 1024-column groups (4 super-blocks a row: fewer than a
-/// tile's eight warps, the first four starting 0, 2, 4 and 6 bytes past an 8-byte
-/// boundary; 8; 36), of 4 mod 8 bytes (6, 10, 34 super-blocks: tiles of every other
-/// row) and of 2 or 6 mod 8 (3, 5, 7, 33: every fourth row), row counts that end inside a
-/// group's tiles. The `dp4a` kernels: within a wave with shorter rows, the tensor cores
+/// super-blocks or more (one row; a tile and one; ragged), two blocks up to two waves
+/// (staged in shared memory for such rows), three past. Rows of whole 1024-column groups
+/// (4 super-blocks a row: fewer than a tile's eight warps, the first four starting 0, 2,
+/// 4 and 6 bytes past an 8-byte boundary; 8; 32 and 36, 0 and 8 mod 16), of 4 mod 8
+/// bytes (6, 10, 34 super-blocks: tiles of every other row) and of 2 or 6 mod 8 (3, 5,
+/// 7, 33, 35, 37, 39: every fourth row), row counts that end inside a group's tiles. The `dp4a` kernels: within a wave with shorter rows, the tensor cores
 /// off.
 #[test]
 fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
@@ -210,11 +210,15 @@ fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
     // The rows of a wave of tiles at two blocks a multiprocessor.
     let wave = 16 * sms * 2;
     for (blocks, rows, nb) in [
-        (TileBlocks::Two, 1, 32),
-        (TileBlocks::Two, 17, 36),
-        (TileBlocks::Two, 33, 32),
-        (TileBlocks::Two, 1, 33),
-        (TileBlocks::Two, 50, 34),
+        (TileBlocks::StagedTwo, 1, 32),
+        (TileBlocks::StagedTwo, 17, 36),
+        (TileBlocks::StagedTwo, 33, 32),
+        (TileBlocks::StagedTwo, 1, 33),
+        (TileBlocks::StagedTwo, 50, 34),
+        (TileBlocks::StagedTwo, 20, 35),
+        (TileBlocks::StagedTwo, 40, 37),
+        (TileBlocks::StagedTwo, wave + 17, 39),
+        (TileBlocks::StagedTwo, 2 * wave - 40, 33),
         (TileBlocks::Two, wave + 1, 4),
         (TileBlocks::Two, wave + 1, 6),
         (TileBlocks::Two, wave + 17, 5),

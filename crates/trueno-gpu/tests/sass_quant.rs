@@ -176,12 +176,16 @@ fn the_one_vector_k_quant_qgemv_multiplies_on_the_integer_tensor_cores() {
 /// no IDP; among a pass's products only the activations' sums (one 8-byte load a half)
 /// and scale, every weight load before them; registers within the blocks a
 /// multiprocessor each variant asks for (two blocks of 256 threads 128, three 85), no
-/// spill.
+/// spill. The staged form's weights arrive by `cp.async` (LDGSTS), 16 bytes at a time.
 #[test]
 fn the_one_vector_q6_k_qgemv_multiplies_on_the_integer_tensor_cores() {
     let Some(sass) = Sass::find() else { return };
     use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
-    for (blocks, cap) in [(TileBlocks::Two, 128), (TileBlocks::Three, 85)] {
+    for (blocks, cap) in [
+        (TileBlocks::Two, 128),
+        (TileBlocks::Three, 85),
+        (TileBlocks::StagedTwo, 128),
+    ] {
         for target in [Target::Sm80, Target::Sm90] {
             let k = QgemvQ6kMmaOneKernel(blocks);
             let (stem, code) = sass.of(&k, target);
@@ -210,6 +214,14 @@ fn the_one_vector_q6_k_qgemv_multiplies_on_the_integer_tensor_cores() {
             }
             assert_eq!(passes, 4, "{stem}\n{code}");
             assert!(sass.registers(&k, target) <= cap, "{stem}: over {cap}");
+            // The staged form's weights: seven 16-byte copies a lane and step, for the
+            // first step and in the loop, a loop per offset; the others load them.
+            let copies = match blocks {
+                TileBlocks::StagedTwo => 4 * 2 * 7,
+                TileBlocks::Two | TileBlocks::Three => 0,
+            };
+            assert_eq!(count("LDGSTS.E.BYPASS.128"), copies, "{stem}\n{code}");
+            assert_eq!(count("LDGSTS"), copies, "{stem}");
         }
     }
 }

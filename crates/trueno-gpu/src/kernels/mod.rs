@@ -50,6 +50,7 @@ mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 mod qgemv_q6k_mma;
 pub mod qgemv_q6k_mma_one;
+pub mod qgemv_q6k_mma_one_staged;
 pub mod qgemv_wide;
 pub mod quantize_q8k;
 pub mod reduce;

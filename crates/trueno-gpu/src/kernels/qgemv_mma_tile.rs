@@ -66,6 +66,8 @@ pub(super) struct TileLane {
     /// For [`TileRows::SameAlignment`]: the tile's first row, log2 of `S`, and where a
     /// tile without rows goes.
     spaced: Option<(Reg<U32>, Reg<U32>, Label)>,
+    /// The last row a lane reads (rows past it read it) and a row's bytes.
+    rows_at: (Reg<U32>, Reg<U32>),
 }
 
 impl TileLane {
@@ -154,7 +156,24 @@ impl TileLane {
             heads,
             pin_row: b.min(row0, last),
             spaced,
+            rows_at: (last, row_bytes),
         }
+    }
+
+    /// Where the tile's row `r` (0..16) starts in `w`, as [`TileLane::heads`] are for the
+    /// lane's own two: for a kernel whose lanes copy rows other than their own.
+    pub(super) fn row_head(&self, b: &mut KernelBuilder, w: Reg<U64>, r: Reg<U32>) -> Reg<U64> {
+        let (last, row_bytes) = self.rows_at;
+        let row = match self.spaced {
+            Some((base, shift, _)) => {
+                let apart = b.shl(r, shift);
+                b.add(base, apart)
+            }
+            None => b.mad(self.tile, TILE_ROWS, r),
+        };
+        let row = b.min(row, last);
+        let off = b.mul_wide(row, row_bytes);
+        b.add(w, off)
     }
 
     /// Rows `g` and `g + 8`'s sums `acc` over the four lanes `t` (their sub-blocks),

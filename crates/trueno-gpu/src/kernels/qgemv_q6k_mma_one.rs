@@ -4,7 +4,9 @@
 //! sub-blocks the product's N. Why: the `dp4a` kernel spends about 400 SASS instructions
 //! on a warp's 4096 weights, most of them lining up the 2-byte-aligned 210-byte
 //! super-blocks (a select and a byte permute a word) and assembling 6-bit values; here
-//! 240-280 by offset (sm_90).
+//! 240-280 by offset (sm_90). Loaded into registers ([`TileBlocks::Two`],
+//! [`TileBlocks::Three`]), or, for long rows at two blocks a multiprocessor, copied into
+//! shared memory first ([`TileBlocks::StagedTwo`], qgemv_q6k_mma_one_staged.rs).
 //!
 //! A tile's sixteen rows all start at the same offset past an 8-byte boundary: adjacent
 //! rows where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840
@@ -34,6 +36,7 @@
 
 use super::qgemv::QuantFormat;
 use super::qgemv::f16_bits;
+use super::qgemv_dp4a::Q8kParams;
 use super::qgemv_k;
 use super::qgemv_mma_tile::{
     PassWait, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_loop, tiles_for,
@@ -41,12 +44,15 @@ use super::qgemv_mma_tile::{
 use super::qgemv_q6k::BLOCK_BYTES;
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::Result;
-use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U16, U32, U64};
+use crate::ptx::{
+    Cmp, F32, KernelBuilder, KernelIr, Reg, RegType, Rounding, S32, Space, U16, U32, U64,
+};
 
 /// Warps a tile.
-const WARPS: u32 = 8;
+pub(super) const WARPS: u32 = 8;
 /// Blocks of eight warps a multiprocessor asked of ptxas, which caps the registers (and
-/// so how much of a pass's loads ptxas keeps in flight before its products).
+/// so how much of a pass's loads ptxas keeps in flight before its products), and where
+/// the weights wait for their products.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TileBlocks {
     /// Two (up to 128 registers; ptxas takes about 96): every load of a super-block
@@ -56,6 +62,13 @@ pub enum TileBlocks {
     /// Three (80 registers): more warps in flight for products of several waves (14.8
     /// against 16.7 µs at 14336x4096, 29.5 against 34.0 at 32000x4096).
     Three,
+    /// Two, the weights copied into shared memory by `cp.async` a step ahead of their
+    /// products ([`super::qgemv_q6k_mma_one_staged`]): for long rows, where a warp has
+    /// many steps to overlap (H200, µs in a graph against [`TileBlocks::Two`] in the same
+    /// runs: 14.4 against 15.8 at 4096x14336, 7.4 against 9.8 at 1024x14336, 18.1 against
+    /// 19.9 at 3584x18944; with rows of 16 super-blocks, two steps a warp, a first build
+    /// lost, 10.8 against 9.9 at 8192x4096).
+    StagedTwo,
 }
 
 impl TileBlocks {
@@ -68,7 +81,7 @@ impl TileBlocks {
     /// ```
     pub const fn per_multiprocessor(self) -> u32 {
         match self {
-            TileBlocks::Two => 2,
+            TileBlocks::Two | TileBlocks::StagedTwo => 2,
             TileBlocks::Three => 3,
         }
     }
@@ -82,15 +95,19 @@ impl TileBlocks {
 pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
 
 impl QgemvQ6kMmaOneKernel {
-    /// Both residencies.
-    pub const ALL: [Self; 2] = [Self(TileBlocks::Two), Self(TileBlocks::Three)];
+    /// Every form.
+    pub const ALL: [Self; 3] = [
+        Self(TileBlocks::Two),
+        Self(TileBlocks::Three),
+        Self(TileBlocks::StagedTwo),
+    ];
 }
 
 /// The tensor-core kernel for a `rows` x `cols` Q6_K product on a device of `sms`
 /// multiprocessors, or `None` where the `dp4a` kernels keep up: tiles that fit one wave
 /// at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
-/// super-blocks. Two blocks a multiprocessor up to two waves of them, three past. The
-/// one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
+/// super-blocks. Two blocks a multiprocessor up to two waves of them (the weights staged
+/// in shared memory where rows are that long), three past. The one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
 /// multiprocessors: 264 tiles a wave at two blocks), `gpu-bench` in a graph, µs against
 /// the `dp4a` kernels in the same run (session 56, rows of whole 1024-column groups, each
 /// pass's first unrolled apart; one loop a case since, 1.00-1.02x):
@@ -106,11 +123,15 @@ impl QgemvQ6kMmaOneKernel {
 /// | 14336 x 4096 | 17.00 | **15.62** | 16.83 |
 /// | 32000 x 4096 | 33.87 | **29.92** | 32.63 |
 ///
+/// Where rows are long the two blocks stage their weights since session 61
+/// ([`TileBlocks::StagedTwo`]; 1.10-1.31x the register form at 4096 x 14336, 1024 x 14336
+/// and 3584 x 18944).
+///
 /// ```
 /// use trueno_gpu::kernels::qgemv_q6k_mma_one::{TileBlocks, q6k_mma_one_for};
 ///
 /// let blocks = |rows, cols| q6k_mma_one_for(rows, cols, 132).map(|k| k.0);
-/// assert_eq!(blocks(4096, 14336), Some(TileBlocks::Two));
+/// assert_eq!(blocks(4096, 14336), Some(TileBlocks::StagedTwo));
 /// assert_eq!(blocks(8192, 4096), Some(TileBlocks::Two));
 /// assert_eq!(blocks(14336, 4096), Some(TileBlocks::Three));
 /// assert_eq!(blocks(4096, 4096), None);
@@ -123,6 +144,7 @@ pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMma
     let long = cols / 256 >= LONG_ROW_BLOCKS;
     let blocks = match tiles {
         t if t <= wave && !long => return None,
+        t if t <= 2 * wave && long => TileBlocks::StagedTwo,
         t if t <= 2 * wave => TileBlocks::Two,
         _ => TileBlocks::Three,
     };
@@ -145,8 +167,12 @@ pub const LONG_ROW_BLOCKS: usize = 32;
 
 impl Kernel for QgemvQ6kMmaOneKernel {
     fn name(&self) -> String {
+        let staged = match self.0 {
+            TileBlocks::StagedTwo => "_staged",
+            _ => "",
+        };
         format!(
-            "trueno_qgemv_q6_k_q8k_mma1_b{}",
+            "trueno_qgemv_q6_k_q8k_mma1_b{}{staged}",
             self.0.per_multiprocessor()
         )
     }
@@ -156,7 +182,10 @@ impl Kernel for QgemvQ6kMmaOneKernel {
     }
 
     fn build(&self) -> KernelIr {
-        build(self.name(), self.0)
+        match self.0 {
+            TileBlocks::StagedTwo => super::qgemv_q6k_mma_one_staged::build(self.name()),
+            TileBlocks::Two | TileBlocks::Three => build_registers(self.name(), self.0),
+        }
     }
 
     /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows (and up to
@@ -165,23 +194,33 @@ impl Kernel for QgemvQ6kMmaOneKernel {
         let name = self.name();
         let (rows, cols) = QuantFormat::Q6K.check_matrix(&name, dims, 256)?;
         let tiles = blocks_for(&name, tiles(rows, cols), 1, i32::MAX as u32)?;
-        Ok(LaunchConfig::linear(tiles, 32 * WARPS))
+        let mut cfg = LaunchConfig::linear(tiles, 32 * WARPS);
+        if self.0 == TileBlocks::StagedTwo {
+            cfg.shared_bytes = super::qgemv_q6k_mma_one_staged::SHARED_BYTES;
+        }
+        Ok(cfg)
     }
 }
 
 /// Where a lane's three 8-byte pieces of a half `h` start, from its first (`ql` byte `8t`
 /// of the super-block): `ql` quarters 0 / 2, `ql` quarters 1 / 3, `qh`.
-fn piece_offsets(h: i64) -> [i64; 3] {
+pub(super) fn piece_offsets(h: i64) -> [i64; 3] {
     [64 * h, 64 * h + 32, 128 + 32 * h]
 }
 
-/// The words of an 8-byte piece `o` bytes past the 8-byte boundary `at + off`, as loaded
-/// (lined up later by [`line_up`], so that a pass's loads all come first). Never past its
-/// super-block's scales, nor before the matrix (whose first super-block, at the
-/// allocation's start, is at offset 0).
-fn load_piece(b: &mut KernelBuilder, o: u32, at: Reg<U64>, off: i64) -> Vec<Reg<U32>> {
-    let ld4 = |b: &mut KernelBuilder, off| b.ld::<U32, U64>(Space::Global, at, off);
-    let ld8 = |b: &mut KernelBuilder, off| b.ld_vec::<U32, U64, 2>(Space::Global, at, off);
+/// The words of an 8-byte piece `o` bytes past the 8-byte boundary `at + off` (in
+/// `space`: global memory, or a stage of shared memory, [`super::qgemv_q6k_mma_one_staged`]),
+/// as loaded (lined up later by [`line_up`], so that a pass's loads all come first).
+/// Never past its super-block's scales, nor before the matrix (whose first super-block,
+/// at the allocation's start, is at offset 0).
+pub(super) fn load_piece<A: RegType>(
+    b: &mut KernelBuilder,
+    (space, o): (Space, u32),
+    at: Reg<A>,
+    off: i64,
+) -> Vec<Reg<U32>> {
+    let ld4 = |b: &mut KernelBuilder, off| b.ld::<U32, A>(space, at, off);
+    let ld8 = |b: &mut KernelBuilder, off| b.ld_vec::<U32, A, 2>(space, at, off);
     match o {
         0 => ld8(b, off).to_vec(),
         4 => vec![ld4(b, off + 4), ld4(b, off + 8)],
@@ -229,26 +268,135 @@ fn signed_byte(b: &mut KernelBuilder, w: Reg<U32>, i: u32) -> Reg<S32> {
     b.bitcast32::<S32, U32>(v)
 }
 
-fn build(name: String, blocks: TileBlocks) -> KernelIr {
+/// What lane `4g + t` keeps for the whole kernel: B's masks for steps 0-3 (step `e`'s k
+/// runs are sub-block `2e + t / 2`; lane `4g + t`'s column `g` is that where `g == 2e +
+/// t / 2`), `8t` (its first piece's offset), its activations' offset in a super-block's
+/// (quarter `g / 2`'s, `8t` on), and `2t` (its scales' and sums' offset).
+pub(super) struct LaneB {
+    pub masks: [Reg<U32>; 4],
+    pub t8: Reg<U32>,
+    pub act_off: Reg<U32>,
+    pub t2: Reg<U32>,
+}
+
+impl LaneB {
+    pub(super) fn new(b: &mut KernelBuilder, g: Reg<U32>, t: Reg<U32>) -> LaneB {
+        let half_t = b.shr(t, 1u32);
+        let masks: [Reg<U32>; 4] = std::array::from_fn(|e| {
+            let n = b.add(half_t, 2 * e as u32);
+            let is = b.setp::<U32>(Cmp::Eq, g, n);
+            b.selp(u32::MAX, 0u32, is)
+        });
+        let quarter = b.shr(g, 1u32);
+        let t8 = b.shl(t, 3u32);
+        LaneB {
+            masks,
+            t8,
+            act_off: b.mad(quarter, 32u32, t8),
+            t2: b.shl(t, 1u32),
+        }
+    }
+}
+
+/// A super-block's weights as the lane loaded them for its two rows: `raw[h][row]` the
+/// three pieces of half `h` ([`load_piece`]), `d[row]`, `sc[row][h]` (the 16-bit pair of
+/// 8-bit scales of the lane's sub-blocks `2t`, `2t + 1` in half `h`).
+pub(super) struct Weights {
+    pub raw: [[Vec<Vec<Reg<U32>>>; 2]; 2],
+    pub d: [Reg<U16>; 2],
+    pub sc: [[Reg<U16>; 2]; 2],
+}
+
+/// The lane's activation quants of a super-block, half by half, from its pointer
+/// ([`act_after_weights`]).
+pub(super) fn act_words(b: &mut KernelBuilder, act: Reg<U64>) -> [[Reg<U32>; 2]; 2] {
+    [0, 128].map(|off| b.ld_vec::<U32, U64, 2>(Space::Global, act, off))
+}
+
+/// The lane's activation sums of 16 (a pair a half) and scale of a super-block.
+pub(super) type ActSums = ([[Reg<S32>; 2]; 2], Reg<F32>);
+
+/// Super-block `sb`'s [`ActSums`].
+pub(super) fn act_sums(
+    b: &mut KernelBuilder,
+    (p, lane): (&Q8kParams, &LaneB),
+    sb: Reg<U32>,
+) -> ActSums {
+    let sp = sums_at(b, p, sb, lane.t2);
+    let bs = [0, 1].map(|h| b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64));
+    (bs, scale_at(b, p, sb))
+}
+
+/// Super-block `sb`'s products for the lane's two rows, added into `acc`: `o` the
+/// pieces' offset past their 8-byte boundary, `xs` the lane's activations
+/// ([`act_words`]), and its sums and scale where loaded ahead ([`act_sums`]; else
+/// loaded here, each half's sums before its scales).
+pub(super) fn super_block(
+    b: &mut KernelBuilder,
+    (p, lane, o): (&Q8kParams, &LaneB, u32),
+    (sb, xs, ahead): (Reg<U32>, [[Reg<U32>; 2]; 2], Option<ActSums>),
+    w: &Weights,
+    acc: [Reg<F32>; 2],
+) {
+    let (sp, dx) = match ahead {
+        Some((_, dx)) => (None, dx),
+        None => (Some(sums_at(b, p, sb, lane.t2)), scale_at(b, p, sb)),
+    };
+    let mut isum: [Option<Reg<S32>>; 2] = [None, None];
+    for (h, raw) in w.raw.iter().enumerate() {
+        // words[row][piece] = the piece's two words.
+        let words = raw
+            .each_ref()
+            .map(|r| std::array::from_fn::<_, 3, _>(|i| line_up(b, o, &r[i])));
+        let mut c = [0i32; 4].map(|v| b.mov(v));
+        for e in 0..4u32 {
+            let q = |b: &mut KernelBuilder, row: usize, k: usize| {
+                let w = &words[row];
+                quants(b, e, w[(e & 1) as usize][k], w[2][k])
+            };
+            let a = [q(b, 0, 0), q(b, 1, 0), q(b, 0, 1), q(b, 1, 1)];
+            let bf = xs[h].map(|x| b.and(x, lane.masks[e as usize]));
+            c = b.mma_m16n8k32_u8s8(a, bf, c);
+        }
+        let bs = match (ahead, sp) {
+            (Some((bs, _)), _) => bs[h],
+            (None, Some(sp)) => b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64),
+            (None, None) => unreachable!("sums loaded ahead or here"),
+        };
+        let z = bs.map(|s| b.shl(s, 5u32));
+        for row in 0..2 {
+            let w = b.cvt::<U32, U16>(w.sc[row][h], None);
+            for i in 0..2 {
+                let s = signed_byte(b, w, i as u32);
+                let centred = b.sub(c[2 * row + i], z[i]);
+                isum[row] = Some(match isum[row] {
+                    None => b.mul(s, centred),
+                    Some(acc) => b.mad(s, centred, acc),
+                });
+            }
+        }
+    }
+    for row in 0..2 {
+        let is = isum[row].expect("two halves");
+        let is = b.cvt::<F32, S32>(is, Some(Rounding::Rn));
+        let dd = f16_bits(b, w.d[row]);
+        let dd = b.mul(dx, dd);
+        let next = b.fma(dd, is, acc[row]);
+        b.assign(acc[row], next);
+    }
+}
+
+/// The kernel with every load of a super-block in registers before its products
+/// ([`TileBlocks::Two`], [`TileBlocks::Three`]).
+fn build_registers(name: String, blocks: TileBlocks) -> KernelIr {
     let residency = (32 * WARPS, blocks.per_multiprocessor());
     let (mut b, p, tl) = TileLane::begin(name, residency, BLOCK_BYTES, TileRows::SameAlignment);
     let TileLane {
         warp, g, t, heads, ..
     } = tl;
-    // B: step e's k runs are sub-block 2e + t / 2; lane 4g + t's column g is that where
-    // g == 2e + t / 2, and its activations are quarter g / 2's.
-    let half_t = b.shr(t, 1u32);
-    let masks: [Reg<U32>; 4] = std::array::from_fn(|e| {
-        let n = b.add(half_t, 2 * e as u32);
-        let is = b.setp::<U32>(Cmp::Eq, g, n);
-        b.selp(u32::MAX, 0u32, is)
-    });
-    let quarter = b.shr(g, 1u32);
-    let t8 = b.shl(t, 3u32);
-    let act_off = b.mad(quarter, 32u32, t8);
-    let t2 = b.shl(t, 1u32);
-    let t2_64 = b.cvt::<U64, U32>(t2, None);
-    let t8_64 = b.cvt::<U64, U32>(t8, None);
+    let lane = LaneB::new(&mut b, g, t);
+    let t2_64 = b.cvt::<U64, U32>(lane.t2, None);
+    let t8_64 = b.cvt::<U64, U32>(lane.t8, None);
     let acc = [b.mov(0.0f32), b.mov(0.0f32)];
     // The warp's offset past an 8-byte boundary: the same for its rows and super-blocks.
     let first = b.mul_wide(warp, BLOCK_BYTES);
@@ -267,11 +415,11 @@ fn build(name: String, blocks: TileBlocks) -> KernelIr {
                 let wo = b.mul_wide(sb, BLOCK_BYTES);
                 let blk = heads.map(|h| b.add(h, wo));
                 let at = pieces.map(|q| b.add(q, wo));
-                let raw: [[Vec<Vec<Reg<U32>>>; 2]; 2] = [0, 1].map(|h| {
+                let raw = [0, 1].map(|h| {
                     at.map(|q| {
                         piece_offsets(h)
                             .iter()
-                            .map(|&off| load_piece(b, o, q, off))
+                            .map(|&off| load_piece(b, (Space::Global, o), q, off))
                             .collect()
                     })
                 });
@@ -280,49 +428,11 @@ fn build(name: String, blocks: TileBlocks) -> KernelIr {
                     let x = b.add(x, t2_64);
                     [192, 200].map(|off| b.ld::<U16, U64>(Space::Global, x, off))
                 });
-                let a = act_after_weights(b, &p, sb, act_off, wait);
-                let xs = [0, 128].map(|off| b.ld_vec::<U32, U64, 2>(Space::Global, a, off));
+                let a = act_after_weights(b, &p, sb, lane.act_off, wait);
+                let xs = act_words(b, a);
                 qgemv_k::end_block(b, (p.y, tl.pin_row), p.blocks, a, acc[0]);
-                let sp = sums_at(b, &p, sb, t2);
-                let dx = scale_at(b, &p, sb);
-                let mut isum: [Option<Reg<S32>>; 2] = [None, None];
-                for (h, raw) in raw.iter().enumerate() {
-                    // words[row][piece] = the piece's two words.
-                    let words = raw
-                        .each_ref()
-                        .map(|r| std::array::from_fn::<_, 3, _>(|i| line_up(b, o, &r[i])));
-                    let mut c = [0i32; 4].map(|v| b.mov(v));
-                    for e in 0..4u32 {
-                        let q = |b: &mut KernelBuilder, row: usize, k: usize| {
-                            let w = &words[row];
-                            quants(b, e, w[(e & 1) as usize][k], w[2][k])
-                        };
-                        let a = [q(b, 0, 0), q(b, 1, 0), q(b, 0, 1), q(b, 1, 1)];
-                        let bf = xs[h].map(|x| b.and(x, masks[e as usize]));
-                        c = b.mma_m16n8k32_u8s8(a, bf, c);
-                    }
-                    let bs = b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64);
-                    let z = bs.map(|s| b.shl(s, 5u32));
-                    for row in 0..2 {
-                        let w = b.cvt::<U32, U16>(sc[row][h], None);
-                        for i in 0..2 {
-                            let s = signed_byte(b, w, i as u32);
-                            let centred = b.sub(c[2 * row + i], z[i]);
-                            isum[row] = Some(match isum[row] {
-                                None => b.mul(s, centred),
-                                Some(acc) => b.mad(s, centred, acc),
-                            });
-                        }
-                    }
-                }
-                for row in 0..2 {
-                    let is = isum[row].expect("two halves");
-                    let is = b.cvt::<F32, S32>(is, Some(Rounding::Rn));
-                    let dd = f16_bits(b, d[row]);
-                    let dd = b.mul(dx, dd);
-                    let next = b.fma(dd, is, acc[row]);
-                    b.assign(acc[row], next);
-                }
+                let w = Weights { raw, d, sc };
+                super_block(b, (&p, &lane, o), (sb, xs, None), &w, acc);
             };
             tile_loop(b, warp, WARPS, p.blocks, pass);
         });

@@ -7,9 +7,9 @@ use crate::error::{Result, shape_err};
 use crate::kernels::qgemv::QuantFormat;
 
 /// Zero bytes after a matrix's last block in its buffer: a kernel that copies rows in
-/// aligned 16-byte chunks (the staged tensor-core batches: Q6_K's 210-byte blocks start
-/// anywhere even past a boundary) may read up to 16 bytes over the last row's end and
-/// stay inside the allocation.
+/// aligned 16-byte chunks (the staged tensor-core batches and Q6_K's staged one-vector
+/// kernel: Q6_K's 210-byte blocks start anywhere even past a boundary) may read up to 16
+/// bytes over the last row's end and stay inside the allocation.
 pub const SLACK_BYTES: usize = 16;
 
 /// A row-major `rows x cols` matrix of [`QuantFormat`] blocks in device memory (GGML's
