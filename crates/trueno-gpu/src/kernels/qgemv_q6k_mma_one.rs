@@ -107,7 +107,8 @@ impl QgemvQ6kMmaOneKernel {
 /// multiprocessors, or `None` where the `dp4a` kernels keep up: tiles that fit one wave
 /// at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
 /// super-blocks. Two blocks a multiprocessor up to two waves of them (the weights staged
-/// in shared memory where rows are that long), three past. The one place `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
+/// in shared memory where rows are that long), three past. The one place
+/// `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
 /// multiprocessors: 264 tiles a wave at two blocks), `gpu-bench` in a graph, µs against
 /// the `dp4a` kernels in the same run (session 56, rows of whole 1024-column groups, each
 /// pass's first unrolled apart; one loop a case since, 1.00-1.02x):
@@ -204,8 +205,25 @@ impl Kernel for QgemvQ6kMmaOneKernel {
 
 /// Where a lane's three 8-byte pieces of a half `h` start, from its first (`ql` byte `8t`
 /// of the super-block): `ql` quarters 0 / 2, `ql` quarters 1 / 3, `qh`.
-pub(super) fn piece_offsets(h: i64) -> [i64; 3] {
+fn piece_offsets(h: i64) -> [i64; 3] {
     [64 * h, 64 * h + 32, 128 + 32 * h]
+}
+
+/// [`Weights::raw`]: both halves' three pieces for the lane's two rows, whose first
+/// pieces' 8-byte boundaries are `at` (in `space`, `o` bytes before the pieces).
+pub(super) fn load_halves<A: RegType>(
+    b: &mut KernelBuilder,
+    (space, o): (Space, u32),
+    at: [Reg<A>; 2],
+) -> [[Vec<Vec<Reg<U32>>>; 2]; 2] {
+    [0, 1].map(|h| {
+        at.map(|q| {
+            piece_offsets(h)
+                .iter()
+                .map(|&off| load_piece(b, (space, o), q, off))
+                .collect()
+        })
+    })
 }
 
 /// The words of an 8-byte piece `o` bytes past the 8-byte boundary `at + off` (in
@@ -213,7 +231,7 @@ pub(super) fn piece_offsets(h: i64) -> [i64; 3] {
 /// as loaded (lined up later by [`line_up`], so that a pass's loads all come first).
 /// Never past its super-block's scales, nor before the matrix (whose first super-block,
 /// at the allocation's start, is at offset 0).
-pub(super) fn load_piece<A: RegType>(
+fn load_piece<A: RegType>(
     b: &mut KernelBuilder,
     (space, o): (Space, u32),
     at: Reg<A>,
@@ -316,6 +334,13 @@ pub(super) fn act_words(b: &mut KernelBuilder, act: Reg<U64>) -> [[Reg<U32>; 2];
 /// The lane's activation sums of 16 (a pair a half) and scale of a super-block.
 pub(super) type ActSums = ([[Reg<S32>; 2]; 2], Reg<F32>);
 
+/// Where [`super_block`] finds the lane's sums and scale: loaded a step ahead, or at their
+/// pointer and scale (each half's pair then loaded just before its scaling).
+enum Sums {
+    Ahead(ActSums),
+    At(Reg<U64>, Reg<F32>),
+}
+
 /// Super-block `sb`'s [`ActSums`].
 pub(super) fn act_sums(
     b: &mut KernelBuilder,
@@ -338,9 +363,15 @@ pub(super) fn super_block(
     w: &Weights,
     acc: [Reg<F32>; 2],
 ) {
-    let (sp, dx) = match ahead {
-        Some((_, dx)) => (None, dx),
-        None => (Some(sums_at(b, p, sb, lane.t2)), scale_at(b, p, sb)),
+    let sums = match ahead {
+        Some(loaded) => Sums::Ahead(loaded),
+        None => {
+            let sp = sums_at(b, p, sb, lane.t2);
+            Sums::At(sp, scale_at(b, p, sb))
+        }
+    };
+    let dx = match sums {
+        Sums::Ahead((_, dx)) | Sums::At(_, dx) => dx,
     };
     let mut isum: [Option<Reg<S32>>; 2] = [None, None];
     for (h, raw) in w.raw.iter().enumerate() {
@@ -358,10 +389,9 @@ pub(super) fn super_block(
             let bf = xs[h].map(|x| b.and(x, lane.masks[e as usize]));
             c = b.mma_m16n8k32_u8s8(a, bf, c);
         }
-        let bs = match (ahead, sp) {
-            (Some((bs, _)), _) => bs[h],
-            (None, Some(sp)) => b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64),
-            (None, None) => unreachable!("sums loaded ahead or here"),
+        let bs = match sums {
+            Sums::Ahead((bs, _)) => bs[h],
+            Sums::At(sp, _) => b.ld_vec::<S32, U64, 2>(Space::Global, sp, 32 * h as i64),
         };
         let z = bs.map(|s| b.shl(s, 5u32));
         for row in 0..2 {
@@ -415,14 +445,7 @@ fn build_registers(name: String, blocks: TileBlocks) -> KernelIr {
                 let wo = b.mul_wide(sb, BLOCK_BYTES);
                 let blk = heads.map(|h| b.add(h, wo));
                 let at = pieces.map(|q| b.add(q, wo));
-                let raw = [0, 1].map(|h| {
-                    at.map(|q| {
-                        piece_offsets(h)
-                            .iter()
-                            .map(|&off| load_piece(b, (Space::Global, o), q, off))
-                            .collect()
-                    })
-                });
+                let raw = load_halves(b, (Space::Global, o), at);
                 let d = blk.map(|x| b.ld::<U16, U64>(Space::Global, x, 208));
                 let sc = blk.map(|x| {
                     let x = b.add(x, t2_64);

@@ -32,7 +32,7 @@ use super::qgemv_mma_staged::{STAGES, drain, prefetch, swap_stages, wait_stage};
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights};
 use super::qgemv_q6k::BLOCK_BYTES;
 use super::qgemv_q6k_mma_one::{
-    ActSums, LaneB, WARPS, Weights, act_sums, act_words, load_piece, piece_offsets, super_block,
+    ActSums, LaneB, WARPS, Weights, act_sums, act_words, load_halves, super_block,
 };
 use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, Space, U16, U32, U64};
 
@@ -100,10 +100,10 @@ pub(super) fn build(name: String) -> KernelIr {
         let at = b.add(h, warp_off);
         b.cvt::<U32, U64>(at, None)
     });
-    let rows = [0u32, 8].map(|extra| {
-        let r = b.add(g, extra);
+    let rows = [0, 1].map(|k| {
+        let r = b.add(g, 8 * k as u32);
         let slot = b.mul(r, SLOT);
-        let eight = b.and(starts[(extra / 8) as usize], 8u32);
+        let eight = b.and(starts[k], 8u32);
         b.add(slot, eight)
     });
     let o_warp = b.and(starts[0], 7u32);
@@ -144,23 +144,17 @@ pub(super) fn build(name: String) -> KernelIr {
                 wait_stage(b);
                 let at = rows.map(|r| b.add(cur, r));
                 let pieces = at.map(|a| b.add(a, lane_b.t8));
-                let raw = [0, 1].map(|h| {
-                    pieces.map(|q| {
-                        piece_offsets(h)
-                            .iter()
-                            .map(|&off| load_piece(b, (Space::Shared, o), q, off))
-                            .collect()
-                    })
-                });
-                let o = i64::from(o);
-                let d = at.map(|a| b.ld::<U16, U32>(Space::Shared, a, o + 208));
+                let raw = load_halves(b, (Space::Shared, o), pieces);
+                // d and the scales at their bytes past the pieces' boundary.
+                let past = |off: i64| i64::from(o) + off;
+                let d = at.map(|a| b.ld::<U16, U32>(Space::Shared, a, past(208)));
                 let sc = at.map(|a| {
                     let a = b.add(a, lane_b.t2);
-                    [192, 200].map(|off| b.ld::<U16, U32>(Space::Shared, a, o + off))
+                    [192, 200].map(|off| b.ld::<U16, U32>(Space::Shared, a, past(off)))
                 });
                 let w = Weights { raw, d, sc };
                 let (xs, sums) = acts;
-                super_block(b, (&p, &lane_b, o as u32), (sb, xs, Some(sums)), &w, acc);
+                super_block(b, (&p, &lane_b, o), (sb, xs, Some(sums)), &w, acc);
                 assign_acts(b, &acts, &coming);
                 swap_stages(b, [cur, next]);
             });
