@@ -359,7 +359,7 @@ __device__ __forceinline__ float mma_scaled(uint4 h, const LaneScales& k, int c0
 
 // The MMA forms' place: lane 4g + t of warp `kw` of its 16-row tile (W warps a tile),
 // and its rows g and g + 8 (past the last, the last: their sums are never stored).
-template <int W>
+template <int W, int NT = THREADS>
 struct MmaPlace {
     int g, t, kw;
     const uint8_t* w0;
@@ -369,7 +369,7 @@ struct MmaPlace {
         g = lane >> 2;
         t = lane & 3;
         kw = warp % W;
-        int tile = blockIdx.x * (THREADS / 32 / W) + warp / W;
+        int tile = blockIdx.x * (NT / 32 / W) + warp / W;
         size_t row_bytes = (size_t)blocks * BB;
         w0 = w + (size_t)min(tile * 16 + g, rows - 1) * row_bytes;
         w1 = w + (size_t)min(tile * 16 + g + 8, rows - 1) * row_bytes;
@@ -389,11 +389,11 @@ __device__ __forceinline__ void ldv_if(bool p, uint32_t* r, const void* ptr) {
                  : "+r"(r[0]), "+r"(r[1]), "+r"(r[2]), "+r"(r[3]) : "r"((uint32_t)p), "l"(ptr));
 }
 
-template <int W, int U, int MINB = 0, bool PDL = false>
-__global__ void __launch_bounds__(THREADS, MINB) q4k_mma1(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
-    __shared__ float part[THREADS / 32][16];
+template <int W, int U, int MINB = 0, bool PDL = false, int NT = THREADS>
+__global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    __shared__ float part[NT / 32][16];
     if (PDL) asm volatile("griddepcontrol.launch_dependents;");
-    MmaPlace<W> at(w, rows, blocks);
+    MmaPlace<W, NT> at(w, rows, blocks);
     int g = at.g, t = at.t, kw = at.kw;
     const uint8_t *w0 = at.w0, *w1 = at.w1;
     bool first = g == 2 * t, second = g == 2 * t + 1;
@@ -471,7 +471,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma1(const uint8_t* __restr
             acc1 += mma_scaled(h1[u], ls, c[2], c[3], s0, s1, dx[u]);
         }
     }
-    store_tile<W>(part, acc0, acc1, y, rows);
+    store_tile<W, NT>(part, acc0, acc1, y, rows);
 }
 
 // MMA2: MMA1 with both k runs of a step in one sub-block (steps 0-3 the group's low
@@ -754,6 +754,8 @@ __global__ void __launch_bounds__(THREADS) q4k_bulk(const uint8_t* __restrict__ 
     }
 }
 
+#include "qgemv_q4k_staged_forms.cuh"
+
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
     double acc = 0;
     for (int gb = 0; gb < blocks; gb++) {
@@ -825,6 +827,40 @@ int main(int argc, char** argv) {
             });
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
+        // A tile's forms: one 16-row tile a block of `nt` threads, `smem` dynamic bytes.
+        auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl) {
+            if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
+            if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            int per_sm = 0;
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, smem);
+            int grid = (rows + 15) / 16;
+            cudaFuncAttributes fa;
+            cudaFuncGetAttributes(&fa, kern);
+            cudaMemset(y, 0, rows * 4);
+            kern<<<grid, nt, smem, s>>>(ws[0], act, y, rows, blocks);
+            cudaStreamSynchronize(s);
+            double err = p.max_rel_err();
+            double us = graph_us(s, calls, [&](int i) {
+                launch(s, pdl, kern, dim3(grid), dim3(nt), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
+            });
+            print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
+        };
+        // STAGED=1: trueno's two register forms (eight warps at four blocks, sixteen at
+        // two) against the staged forms, two rounds.
+        for (int round = 0; getenv("STAGED") && round < 2; round++) {
+            run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+            run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
+            run_tile("MMA1S-W8-S2-M2", q4k_mma_s<8, 2, 2>, 256, q4k_staged_smem(8, 2), true);
+            run_tile("MMA1S-W8-S2-M3", q4k_mma_s<8, 2, 3>, 256, q4k_staged_smem(8, 2), true);
+            run_tile("MMA1S-W8-S2-M4", q4k_mma_s<8, 2, 4>, 256, q4k_staged_smem(8, 2), true);
+            run_tile("MMA1S-W8-S3-M2", q4k_mma_s<8, 3, 2>, 256, q4k_staged_smem(8, 3), true);
+            run_tile("MMA1S-W8-S3-M3", q4k_mma_s<8, 3, 3>, 256, q4k_staged_smem(8, 3), true);
+            run_tile("MMA1S-W8-S4-M2", q4k_mma_s<8, 4, 2>, 256, q4k_staged_smem(8, 4), true);
+            run_tile("MMA1S-W16-S2-M1", q4k_mma_s<16, 2, 1>, 512, q4k_staged_smem(16, 2), true);
+            run_tile("MMA1S-W16-S2-M2", q4k_mma_s<16, 2, 2>, 512, q4k_staged_smem(16, 2), true);
+            run_tile("MMA1S-W4-S2-M6", q4k_mma_s<4, 2, 6>, 128, q4k_staged_smem(4, 2), true);
+            run_tile("MMA1S-W4-S3-M6", q4k_mma_s<4, 3, 6>, 128, q4k_staged_smem(4, 3), true);
+        }
         // MMA=1: REG against the one-vector tensor-core form, three rounds.
         for (int round = 0; getenv("MMA") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -886,7 +922,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);

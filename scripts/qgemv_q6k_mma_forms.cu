@@ -34,6 +34,9 @@
 //          register held for them); W4: four warps a tile; MMA6SP over a persistent grid
 //          (STAGED_P=1). Run with STAGED=1 (qgemv_q6k_staged_forms.cuh; session 61:
 //          MMA6S S2 at two blocks ported as trueno's staged kernel).
+//   MMA6B  a persistent grid, each block's tiles copied whole by the copy engine
+//          (`cp.async.bulk`) into a ring of S stages, MMA6A's products read from them
+//          (qgemv_q6k_bulk_forms.cuh; BULK=1).
 //
 // 20 calls in a CUDA graph over enough weight sets that each call misses L2, µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
@@ -445,6 +448,7 @@ __global__ void __launch_bounds__(NT, MINB) q6k_mma_a(const uint8_t* __restrict_
 
 #include "qgemv_q6k_persist_forms.cuh"
 #include "qgemv_q6k_staged_forms.cuh"
+#include "qgemv_q6k_bulk_forms.cuh"
 
 // GGML's dequantize_row_q6_K, against the activations, in double.
 static float ref_row(const uint8_t* w, const int8_t* aq, const float* ad, int row, int blocks) {
@@ -512,6 +516,22 @@ int main(int argc, char** argv) {
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
+            if (getenv("BULK") && blocks % 8 == 0) {
+                run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
+                run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
+                if (blocks >= 32) run("MMA6S-S2-M2", q6k_mma_s<2, 2>, 16, true, THREADS, false, staged_smem(2));
+                auto bulk = [&](const char* name, auto kern, int stages, int minb) {
+                    if ((bulk_smem(stages, blocks) + 2048) * minb <= 227 * 1024) run(name, kern, 16, true, THREADS, true, bulk_smem(stages, blocks));
+                };
+                bulk("MMA6B-S1-M4", q6k_mma_b<1, 4>, 1, 4);
+                bulk("MMA6B-S1-M3", q6k_mma_b<1, 3>, 1, 3);
+                bulk("MMA6B-S2-M2", q6k_mma_b<2, 2>, 2, 2);
+                bulk("MMA6B-S2-M1", q6k_mma_b<2, 1>, 2, 1);
+                bulk("MMA6B-S3-M1", q6k_mma_b<3, 1>, 3, 1);
+                bulk("MMA6B-S4-M1", q6k_mma_b<4, 1>, 4, 1);
+                bulk("MMA6B-S1-M2", q6k_mma_b<1, 2>, 1, 2);
+                continue;
+            }
             if (getenv("STAGED") && blocks % 8 == 0) {
                 run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);

@@ -69,8 +69,8 @@ __device__ __forceinline__ StepAct step_act(const Act& a, int sb, int eo, int t)
 // Step j's products from slot `s0` (row g, its 16-byte boundary) and `s0 + 8 SPITCH`
 // (row g + 8); O8 the data's offset past the 8-byte boundary `s0 + (o & 8)`.
 template <int O8>
-__device__ __forceinline__ void step_s(const uint8_t* s0, const StepAct& x, const uint32_t (&m)[4], int t, float& acc0, float& acc1) {
-    const uint8_t* s1 = s0 + 8 * SPITCH;
+__device__ __forceinline__ void step_s(const uint8_t* s0, const uint8_t* s1, const StepAct& x, const uint32_t (&m)[4], int t, float& acc0,
+                                       float& acc1) {
     int isum[2] = {0, 0};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -84,6 +84,10 @@ __device__ __forceinline__ void step_s(const uint8_t* s0, const StepAct& x, cons
     asm("cvt.f32.f16 %0, %1;" : "=f"(df1) : "h"(d1));
     acc0 += x.dx * df0 * (float)isum[0];
     acc1 += x.dx * df1 * (float)isum[1];
+}
+template <int O8>
+__device__ __forceinline__ void step_s(const uint8_t* s0, const StepAct& x, const uint32_t (&m)[4], int t, float& acc0, float& acc1) {
+    step_s<O8>(s0, s0 + 8 * SPITCH, x, m, t, acc0, acc1);
 }
 
 // The first S - 1 of a warp's `n` steps' copies (`issue(j)`), a group each (empty past

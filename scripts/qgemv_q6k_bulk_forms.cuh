@@ -1,0 +1,98 @@
+// The copy-engine form of qgemv_q6k_mma_forms.cu (included there after the staged forms,
+// whose step products it reuses; `BULK=1`). Not part of trueno: a probe for the device
+// machine's nvcc.
+#pragma once
+
+// MMA6B: a persistent grid whose blocks take tiles blockIdx.x, + gridDim.x, ...; a tile's
+// 16 rows are contiguous (16 row lengths, 16-byte aligned at every width), so thread 0
+// asks the copy engine for a whole tile in one `cp.async.bulk` into a ring of S stages
+// (one mbarrier a stage), S tiles in flight a block from the start; the eight warps
+// compute the tile in hand from its stage with MMA6A's products (warp w: super-blocks w,
+// w + 8, ...), meet in shared memory, and thread 0 refills the stage with the tile S on.
+// The memory sees one sequential stream a block, never a wave of warps that load and then
+// all compute. Rows of whole 2048-column groups (a row 0 mod 16 bytes): a warp's offset
+// past the 8-byte boundary is that of its super-blocks alone.
+__device__ __forceinline__ uint32_t smem32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void bulk_into(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src), "r"(bytes),
+                 "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
+template <int O8>
+__device__ __forceinline__ void tile_b(const uint8_t* st, uint32_t row_bytes, const Act& a, int blocks, int kw, int g, int t,
+                                       const uint32_t (&m)[4], int eo, int last, float& acc0, float& acc1) {
+    // Rows g and g + 8 (past the tile's last row: its last).
+    const uint8_t* r0 = st + (size_t)min(g, last) * row_bytes;
+    const uint8_t* r1 = st + (size_t)min(g + 8, last) * row_bytes;
+#pragma unroll 1
+    for (int sb = kw; sb < blocks; sb += 8) {
+        StepAct x = step_act(a, sb, eo, t);
+        int at = sb * QB, b8 = at & ~7;
+        step_s<O8>(r0 + b8, r1 + b8, x, m, t, acc0, acc1);
+    }
+}
+
+template <int S, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) q6k_mma_b(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    extern __shared__ __align__(128) uint8_t stg[];
+    __shared__ float part[2][THREADS / 32][16];
+    __shared__ __align__(8) uint64_t full[S];
+    asm volatile("griddepcontrol.launch_dependents;");
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
+    uint32_t row_bytes = (uint32_t)blocks * QB;
+    uint32_t tile_bytes = 16 * row_bytes;
+    int ntiles = (rows + 15) / 16;
+    int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    uint32_t st0 = smem32(stg), bar0 = smem32(full);
+    auto fill = [&](int i) {
+        int tile = (int)blockIdx.x + i * (int)gridDim.x;
+        int n = min(16, rows - 16 * tile);
+        bulk_into(st0 + (i % S) * tile_bytes, w + (size_t)tile * tile_bytes, (uint32_t)n * row_bytes, bar0 + 8 * (i % S));
+    };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        // The weights are never a kernel's output: their copies go before the wait.
+        for (int i = 0; i < S && i < mine; i++) fill(i);
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    const auto [m, eo] = b_mask(g, t);
+    int o8 = (kw * QB) & 7;
+    for (int i = 0; i < mine; i++) {
+        int tile = (int)blockIdx.x + i * (int)gridDim.x;
+        bar_wait(bar0 + 8 * (i % S), (i / S) & 1);
+        const uint8_t* st = stg + (size_t)(i % S) * tile_bytes;
+        int last = min(15, rows - 1 - 16 * tile);
+        float acc0 = 0.f, acc1 = 0.f;
+        switch (o8) {
+            case 0: tile_b<0>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
+            case 2: tile_b<2>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
+            case 4: tile_b<4>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
+            default: tile_b<6>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
+        }
+        // Every warp's reads of the stage are done once the tile's sums meet (a block
+        // barrier inside): the stage takes the tile S on.
+        store_tile_from<8>(part[i & 1], acc0, acc1, y, rows, tile);
+        if (threadIdx.x == 0 && i + S < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            fill(i + S);
+        }
+    }
+}
+
+// Dynamic shared bytes of MMA6B with S stages of a `blocks`-super-block row's tiles.
+inline size_t bulk_smem(int S, int blocks) { return (size_t)S * 16 * blocks * QB; }
