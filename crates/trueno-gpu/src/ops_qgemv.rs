@@ -289,7 +289,7 @@ impl Context {
     pub fn qgemv_q8k_kernel(&self, w: &QuantMatrix) -> Result<Box<dyn Kernel>> {
         let (f, dims) = (w.format(), [w.rows(), w.cols()]);
         let d = self.device();
-        if let Some(k) = tensor_core_kernel_for(f, w.rows(), w.cols(), d.multiprocessors)
+        if let Some(k) = tensor_core_kernel_for(f, w.rows(), w.cols(), d.qgemv_device())
             .filter(|_| self.qgemv_tensor_cores())
         {
             return Ok(k);

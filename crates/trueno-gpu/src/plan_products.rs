@@ -17,6 +17,7 @@ use crate::kernels::qgemv::{QgemvKernel, QuantFormat};
 use crate::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel, one_wave_wins};
 use crate::kernels::qgemv_late::QgemvQ8kLateKernel;
 use crate::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
+use crate::kernels::qgemv_q6k_mma_one::QgemvDevice;
 use crate::kernels::quantize_q8k::QuantizeQ8kKernel;
 use crate::ops_gemm::wgmma_tile_for;
 use crate::ops_gemm_split::{SplitShape, split_count};
@@ -254,7 +255,13 @@ fn integer_product(
     device: &DevicePeak,
 ) -> Result<Box<dyn Kernel>> {
     let sms = device.sms as u32;
-    if let Some(k) = tensor_core_kernel_for(f, dims[0], dims[1], sms) {
+    // The plan's Hopper parts (`wgmma`) are the devices with bulk copies.
+    let dev = QgemvDevice {
+        sms,
+        shared_per_block: device.max_shared_per_block,
+        bulk_copies: device.wgmma,
+    };
+    if let Some(k) = tensor_core_kernel_for(f, dims[0], dims[1], dev) {
         return Ok(k);
     }
     let variant = QgemvQ8kOneWaveKernel(f);

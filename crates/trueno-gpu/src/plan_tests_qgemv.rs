@@ -83,6 +83,34 @@ fn q6_k_products_name_the_kernel_the_stream_runs() {
     assert_eq!(named(A100, "v projection"), "trueno_qgemv_q6_k_q8k");
 }
 
+/// Llama-3 8B's Q6_K output layer (128256 rows of 4096 columns) takes the copy engine's
+/// tiles in a persistent ring of two on an H100 (bulk copies), the three-block register
+/// form on an A100, as `Stream::qgemv_q8k` does (`bulk_ring_for`), its launch included.
+#[test]
+fn a_q6_k_output_layer_of_4096_columns_takes_the_copy_engines_tiles_on_hopper() {
+    use crate::kernels::qgemv_q6k_mma_one_bulk::BulkRing;
+    let m = llama3_8b();
+    let logits = |d: &DevicePeak| {
+        let p = plan(&m, Phase::Decode { context: 512 }, FloatType::F16, d).unwrap();
+        let s = p
+            .epilogue
+            .iter()
+            .find(|s| s.what == "output projection (logits)");
+        let s = s.unwrap();
+        (s.kernel.clone().unwrap(), s.config.unwrap())
+    };
+    let ring = QgemvQ6kMmaOneKernel(TileBlocks::Bulk(BulkRing::RING_OF_TWO.on(132)));
+    let (name, config) = logits(H100);
+    assert_eq!(name, ring.name());
+    assert_eq!(
+        (config.grid.0, config.shared_bytes),
+        (264, 2 * 16 * 16 * 210)
+    );
+    assert_eq!(config, ring.launch_config(&[128256, 4096]).unwrap());
+    let three = QgemvQ6kMmaOneKernel(TileBlocks::Three);
+    assert_eq!(logits(A100).0, three.name());
+}
+
 /// Qwen2-7B's Q6_K products, whose rows are not whole 1024-column groups (3584 and 18944
 /// columns, 4 mod 8 bytes a row), take the tensor-core kernel too: the down projection
 /// (3584 rows of 18944 columns: long rows) at two blocks a multiprocessor, staged, the output

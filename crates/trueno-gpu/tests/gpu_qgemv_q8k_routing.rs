@@ -15,6 +15,7 @@ use trueno_gpu::kernels::qgemv_dp4a::{QgemvQ8kKernel, QgemvQ8kOneWaveKernel};
 use trueno_gpu::kernels::qgemv_late::{QgemvQ8kLateKernel, late_wins};
 use trueno_gpu::kernels::qgemv_q4k_mma_one::{QgemvQ8kMmaOneKernel, TileWarps, mma_one_for};
 use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks, q6k_mma_one_for};
+use trueno_gpu::kernels::qgemv_q6k_mma_one_bulk::BulkRing;
 use trueno_gpu::kernels::qgemv_wide::{QgemvQ8kWideKernel, WIDE_MIN_WAVES};
 use trueno_gpu::kernels::{Family, Kernel};
 use trueno_quant::QuantFormat as CpuFormat;
@@ -195,7 +196,8 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
 /// Q6_K on the tensor cores at the residency `q6k_mma_one_for` gives, each against the
 /// reference: within a wave of tiles at two blocks a multiprocessor only for rows of 32
 /// super-blocks or more (one row; a tile and one; ragged), two blocks up to two waves
-/// (staged in shared memory for such rows), three past. Rows of whole 1024-column groups
+/// (staged in shared memory for such rows), three past. (Rows of 4096 columns on a device
+/// with bulk copies: the next test.) Rows of whole 1024-column groups
 /// (4 super-blocks a row: fewer than a tile's eight warps, the first four starting 0, 2,
 /// 4 and 6 bytes past an 8-byte boundary; 8; 32 and 36, 0 and 8 mod 16), of 4 mod 8
 /// bytes (6, 10, 34 super-blocks: tiles of every other row) and of 2 or 6 mod 8 (3, 5,
@@ -206,7 +208,8 @@ fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
     let Some(ctx) = ctx() else { return };
     let mut rng = Rng(0x6a6b);
     let f = QuantFormat::Q6K;
-    let sms = ctx.device().multiprocessors as usize;
+    let dev = ctx.device().qgemv_device();
+    let sms = dev.sms as usize;
     // The rows of a wave of tiles at two blocks a multiprocessor.
     let wave = 16 * sms * 2;
     for (blocks, rows, nb) in [
@@ -232,21 +235,15 @@ fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
         (TileBlocks::Three, 2 * wave + 9, 6),
     ] {
         let cols = nb * 256;
-        assert_eq!(
-            q6k_mma_one_for(rows, cols, sms as u32).map(|k| k.0),
-            Some(blocks)
-        );
+        assert_eq!(q6k_mma_one_for(rows, cols, dev).map(|k| k.0), Some(blocks));
         let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
         let want = QgemvQ6kMmaOneKernel(blocks).name();
         assert_eq!(chosen, want, "{rows}x{cols}");
     }
     let dp4a = |chosen: &str| !chosen.contains("_mma1");
-    for (rows, nb) in [(wave - 15, 16), (wave - 40, 6), (wave - 70, 5)] {
+    for (rows, nb) in [(wave - 15, 12), (wave - 40, 6), (wave - 70, 5)] {
         let cols = nb * 256;
-        assert!(
-            q6k_mma_one_for(rows, cols, sms as u32).is_none(),
-            "{rows}x{cols}"
-        );
+        assert!(q6k_mma_one_for(rows, cols, dev).is_none(), "{rows}x{cols}");
         let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
         assert!(dp4a(&chosen), "{rows}x{cols}: {chosen}");
     }
@@ -254,4 +251,44 @@ fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
     let chosen = random_product_matches(&ctx, &mut rng, f, (2 * wave + 1, 5 * 256));
     assert!(dp4a(&chosen), "tensor cores off: {chosen}");
     ctx.set_qgemv_tensor_cores(true);
+}
+
+/// Q6_K rows of 4096 columns on a device with bulk copies take the copy engine's tiles
+/// (`bulk_ring_for`), each against the reference: a tile a multiprocessor (the fewest
+/// rows that take them), one tile a block at three blocks a multiprocessor up to three
+/// tiles each and at four up to four, the last tile ragged; a persistent ring of two
+/// past that, with blocks of two tiles and some of three, and with every block's ring
+/// around three times and more (both stages' barriers through several phases). Every
+/// warp's offset past an 8-byte boundary comes up (super-blocks `w` and `w + 8` of warp
+/// `w` start `210 w mod 8` bytes past one). Fewer tiles than multiprocessors: not taken.
+#[test]
+fn q6_k_rows_of_4096_columns_take_the_copy_engines_tiles() {
+    let Some(ctx) = ctx() else { return };
+    let dev = ctx.device().qgemv_device();
+    if !dev.bulk_copies {
+        eprintln!("SKIPPED: {} has no bulk copies", ctx.device().name);
+        return;
+    }
+    let mut rng = Rng(0xb01c);
+    let f = QuantFormat::Q6K;
+    let (sms, cols) = (dev.sms as usize, 4096);
+    let ring = BulkRing::RING_OF_TWO.on(dev.sms);
+    let mut cases = vec![
+        (BulkRing::ONE_OF_THREE, 16 * sms),
+        (BulkRing::ONE_OF_THREE, 48 * sms - 5),
+        (BulkRing::ONE_OF_FOUR, 64 * sms - 9),
+        (ring, 64 * sms + 1),
+        (ring, 80 * sms - 7),
+    ];
+    if !small() {
+        cases.push((ring, 112 * sms + 3));
+    }
+    for (want, rows) in cases {
+        let got = q6k_mma_one_for(rows, cols, dev).map(|k| k.0);
+        assert_eq!(got, Some(TileBlocks::Bulk(want)), "{rows}x{cols}");
+        let chosen = random_product_matches(&ctx, &mut rng, f, (rows, cols));
+        assert_eq!(chosen, QgemvQ6kMmaOneKernel(TileBlocks::Bulk(want)).name());
+    }
+    let rows = 16 * sms - 16;
+    assert!(q6k_mma_one_for(rows, cols, dev).is_none(), "{rows} rows");
 }

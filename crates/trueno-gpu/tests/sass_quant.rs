@@ -216,13 +216,45 @@ fn the_one_vector_q6_k_qgemv_multiplies_on_the_integer_tensor_cores() {
             assert!(sass.registers(&k, target) <= cap, "{stem}: over {cap}");
             // The staged form's weights: seven 16-byte copies a lane and step, for the
             // first step and in the loop, a loop per offset; the others load them.
-            let copies = match blocks {
-                TileBlocks::StagedTwo => 4 * 2 * 7,
-                TileBlocks::Two | TileBlocks::Three => 0,
+            let copies = if blocks == TileBlocks::StagedTwo {
+                4 * 2 * 7
+            } else {
+                0
             };
             assert_eq!(count("LDGSTS.E.BYPASS.128"), copies, "{stem}\n{code}");
             assert_eq!(count("LDGSTS"), copies, "{stem}");
         }
+    }
+}
+
+/// Q6_K's copy-engine form (`TileBlocks::Bulk`, sm_90): its weights arrive by bulk
+/// copies (UBLKCP: the first tiles', one a stage, and the refill), never by the other
+/// forms' loads or `cp.async` (its only global loads are the activations', five a
+/// super-block in each of the four offset loops), read from shared memory; eight
+/// IMMA.16832.U8.S8 a super-block in each loop; registers within the blocks a
+/// multiprocessor it asks for (three: 85, four: 64, two: 128).
+#[test]
+fn the_q6_k_copy_engine_form_takes_its_weights_by_bulk_copies() {
+    let Some(sass) = Sass::find() else { return };
+    use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvQ6kMmaOneKernel, TileBlocks};
+    use trueno_gpu::kernels::qgemv_q6k_mma_one_bulk::BulkRing;
+    for (ring, cap) in [
+        (BulkRing::ONE_OF_THREE, 85),
+        (BulkRing::ONE_OF_FOUR, 64),
+        (BulkRing::RING_OF_TWO, 128),
+    ] {
+        let k = QgemvQ6kMmaOneKernel(TileBlocks::Bulk(ring));
+        let (stem, code) = sass.of(&k, Target::Sm90);
+        let count = |op: &str| code.matches(op).count();
+        assert_eq!(count("IMMA.16832.U8.S8"), 4 * 8, "{stem}\n{code}");
+        assert_eq!(count("UBLKCP"), ring.stages as usize + 1, "{stem}\n{code}");
+        assert_eq!(count("LDG"), 4 * 5, "{stem}\n{code}");
+        assert_eq!(count("LDGSTS"), 0, "{stem}");
+        assert!(count("LDS") >= 4 * 2 * 8, "{stem}\n{code}");
+        assert!(
+            sass.registers(&k, Target::Sm90) <= cap,
+            "{stem}: over {cap}"
+        );
     }
 }
 
@@ -306,9 +338,10 @@ fn dequantized_rows_leave_in_16_byte_stores() {
 }
 
 /// Overlapped launches (sm_90): the integer products let the next kernel start
-/// (`PREEXIT`) and issue their first pass's weight loads before they wait for the
-/// previous grid (`ACQBULK`), their activations after; the activations' quantization
-/// waits before its first load. sm_80 code has neither instruction.
+/// (`PREEXIT`) and issue their first pass's weight loads (or copies: `cp.async`, the copy
+/// engine's UBLKCP) before they wait for the previous grid (`ACQBULK`), their activations
+/// after; the activations' quantization waits before its first load. sm_80 code has
+/// neither instruction.
 #[test]
 fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     let Some(sass) = Sass::find() else { return };
@@ -321,7 +354,7 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
     let loads_before_wait = |code: &str| {
         code.lines()
             .take_while(|l| !l.contains("ACQBULK"))
-            .filter(|l| l.contains("LDG"))
+            .filter(|l| l.contains("LDG") || l.contains("UBLKCP"))
             .count()
     };
     let mut kernels: Vec<Box<dyn Kernel>> = QgemvQ8kKernel::FORMATS
@@ -353,7 +386,15 @@ fn the_integer_qgemv_loads_weights_before_waiting_for_the_previous_grid() {
             "{stem}\n{code}"
         );
         let early = loads_before_wait(&code);
-        assert!(early >= 2, "{stem}: {early} loads before the wait\n{code}");
+        // A copy-engine kernel's first tile (or two): one copy each.
+        let least = if code.contains("UBLKCP") { 1 } else { 2 };
+        assert!(
+            early >= least,
+            "{stem}: {early} loads before the wait\n{code}"
+        );
+        if !k.targets().contains(&Target::Sm80) {
+            continue;
+        }
         let (stem, code) = sass.of(k.as_ref(), Target::Sm80);
         assert!(
             !code.contains("ACQBULK") && !code.contains("PREEXIT"),

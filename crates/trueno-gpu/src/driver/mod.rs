@@ -19,6 +19,7 @@ use std::ffi::c_char;
 use std::sync::OnceLock;
 
 use crate::error::{GpuError, Result};
+use crate::kernels::qgemv_q6k_mma_one::QgemvDevice;
 
 /// What a device is.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +40,19 @@ pub struct DeviceInfo {
     pub max_shared_per_block: u32,
     /// Peak memory bandwidth from the clocks and bus width (GB/s), a datasheet figure.
     pub peak_bandwidth_gbs: f64,
+}
+
+impl DeviceInfo {
+    /// What the quantized GEMV's routing asks of this device (`Stream::qgemv_q8k`'s
+    /// kernel choice): its multiprocessors, a block's shared memory, and whether it has
+    /// the copy engine's bulk copies (sm_90 and later).
+    pub fn qgemv_device(&self) -> QgemvDevice {
+        QgemvDevice {
+            sms: self.multiprocessors,
+            shared_per_block: self.max_shared_per_block,
+            bulk_copies: self.compute_capability.0 >= 9,
+        }
+    }
 }
 
 /// Initialises the driver once.

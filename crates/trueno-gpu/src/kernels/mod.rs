@@ -50,6 +50,7 @@ mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 mod qgemv_q6k_mma;
 pub mod qgemv_q6k_mma_one;
+pub mod qgemv_q6k_mma_one_bulk;
 pub mod qgemv_q6k_mma_one_staged;
 pub mod qgemv_wide;
 pub mod quantize_q8k;
@@ -309,7 +310,9 @@ pub struct FamilyModule {
     pub kernels: Vec<CompiledKernel>,
 }
 
-/// The family's module for `target`, built on first use and cached for the process.
+/// The family's module for `target`, built on first use and cached for the process: its
+/// kernels written for that target (one written only for later targets, such as Q6_K's
+/// copy-engine GEMV on sm_90, is left out of an sm_80 module).
 pub fn family_module(family: Family, target: Target) -> Result<Arc<FamilyModule>> {
     type Cache = Mutex<HashMap<(Family, Target), Arc<FamilyModule>>>;
     static CACHE: OnceLock<Cache> = OnceLock::new();
@@ -324,6 +327,7 @@ pub fn family_module(family: Family, target: Target) -> Result<Arc<FamilyModule>
     let kernels = family
         .kernels()
         .iter()
+        .filter(|k| k.targets().contains(&target))
         .map(|k| ptx::compile(k.build()))
         .collect::<Result<Vec<_>>>()?;
     let ptx = ptx::emit_module(target, &kernels);

@@ -193,48 +193,66 @@ impl TileLane {
             tile,
             ..
         } = *self;
-        let sums = acc.map(|a| {
-            let x = b.shfl(ShflMode::Bfly, a, 1u32);
-            let a = b.add(a, x);
-            let x = b.shfl(ShflMode::Bfly, a, 2u32);
-            b.add(a, x)
-        });
-        let partial = b.shared_array("partial", warps * TILE_ROWS * 4, 16);
-        let mine = b.mad(warp, TILE_ROWS, g);
-        let mine = b.mad(mine, 4u32, partial);
-        let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
-        b.predicated(lane_t0, |b| {
-            b.st::<F32, U32>(Space::Shared, mine, 0, sums[0]);
-            b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
-        });
-        b.bar_sync();
-        let row = match self.spaced {
+        let partial = |b: &mut KernelBuilder| b.shared_array("partial", warps * TILE_ROWS * 4, 16);
+        let spaced = self.spaced;
+        let row = |b: &mut KernelBuilder| match spaced {
             None => b.mad(tile, TILE_ROWS, tid),
             Some((base, shift, _)) => {
                 let r = b.shl(tid, shift);
                 b.add(base, r)
             }
         };
-        let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
-        let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
-        let keep = b.and_pred(in_tile, in_rows);
-        b.if_then(keep, false, |b| {
-            let at = b.mad(tid, 4u32, partial);
-            let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
-            for w in 1..warps {
-                let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
-                sum = b.add(sum, x);
-            }
-            let off = b.mul_wide(row, 4u32);
-            let out = b.add(p.y, off);
-            b.st::<F32, U64>(Space::Global, out, 0, sum);
-        });
+        meet_and_store(b, p, [tid, warp, g, t], (warps, partial), acc, row);
         b.ret();
         if let Some((_, _, empty)) = self.spaced {
             b.place(empty);
             b.ret();
         }
     }
+}
+
+/// Rows `g` and `g + 8`'s sums `acc` (lane `4g + t` of warp `warp`, thread `tid`) over
+/// the four lanes `t`, then over `warps` warps in shared memory at `partial(b)` (`warps`
+/// x 16 floats, after a block barrier), stored into `y` by threads `tid < 16` at row
+/// `row(b)` where it is below the product's rows.
+pub(super) fn meet_and_store(
+    b: &mut KernelBuilder,
+    p: &Q8kParams,
+    [tid, warp, g, t]: [Reg<U32>; 4],
+    (warps, partial): (u32, impl FnOnce(&mut KernelBuilder) -> Reg<U32>),
+    acc: [Reg<F32>; 2],
+    row: impl FnOnce(&mut KernelBuilder) -> Reg<U32>,
+) {
+    let sums = acc.map(|a| {
+        let x = b.shfl(ShflMode::Bfly, a, 1u32);
+        let a = b.add(a, x);
+        let x = b.shfl(ShflMode::Bfly, a, 2u32);
+        b.add(a, x)
+    });
+    let partial = partial(b);
+    let mine = b.mad(warp, TILE_ROWS, g);
+    let mine = b.mad(mine, 4u32, partial);
+    let lane_t0 = b.setp::<U32>(Cmp::Eq, t, 0u32);
+    b.predicated(lane_t0, |b| {
+        b.st::<F32, U32>(Space::Shared, mine, 0, sums[0]);
+        b.st::<F32, U32>(Space::Shared, mine, 32, sums[1]);
+    });
+    b.bar_sync();
+    let row = row(b);
+    let in_tile = b.setp::<U32>(Cmp::Lt, tid, TILE_ROWS);
+    let in_rows = b.setp::<U32>(Cmp::Lt, row, p.rows);
+    let keep = b.and_pred(in_tile, in_rows);
+    b.if_then(keep, false, |b| {
+        let at = b.mad(tid, 4u32, partial);
+        let mut sum = b.ld::<F32, U32>(Space::Shared, at, 0);
+        for w in 1..warps {
+            let x = b.ld::<F32, U32>(Space::Shared, at, i64::from(w * TILE_ROWS * 4));
+            sum = b.add(sum, x);
+        }
+        let off = b.mul_wide(row, 4u32);
+        let out = b.add(p.y, off);
+        b.st::<F32, U64>(Space::Global, out, 0, sum);
+    });
 }
 
 /// Where a pass waits for the previous grid, after its weight loads (the weights are

@@ -38,7 +38,7 @@ use super::qgemv_mma_tile::{
     PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_passes,
     tiles_for,
 };
-use super::qgemv_q6k_mma_one::q6k_mma_one_for;
+use super::qgemv_q6k_mma_one::{QgemvDevice, q6k_mma_one_for};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
 use crate::error::{Result, shape_err};
 use crate::ptx::{Cmp, F32, KernelBuilder, KernelIr, Reg, Rounding, S32, Space, U32, U64};
@@ -179,30 +179,39 @@ pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaO
     Some(QgemvQ8kMmaOneKernel(f, warps))
 }
 
-/// The one-vector tensor-core kernel for a `rows` x `cols` product of format `f` on a
-/// device of `sms` multiprocessors, any format: [`mma_one_for`]'s for Q4_K and Q5_K,
-/// [`q6k_mma_one_for`]'s for Q6_K, else `None` (the `dp4a` kernels). What
-/// `Stream::qgemv_q8k` (unless `Context::set_qgemv_tensor_cores(false)`) and `trueno ptx
-/// map` ask first.
+/// The one-vector tensor-core kernel for a `rows` x `cols` product of format `f` on
+/// device `dev`, any format: [`mma_one_for`]'s for Q4_K and Q5_K, [`q6k_mma_one_for`]'s
+/// for Q6_K, else `None` (the `dp4a` kernels). What `Stream::qgemv_q8k` (unless
+/// `Context::set_qgemv_tensor_cores(false)`) and `trueno ptx map` ask first.
 ///
 /// ```
 /// use trueno_gpu::kernels::qgemv::QuantFormat;
 /// use trueno_gpu::kernels::qgemv_q4k_mma_one::tensor_core_kernel_for;
+/// use trueno_gpu::kernels::qgemv_q6k_mma_one::QgemvDevice;
 ///
-/// let name = |f, rows, cols| tensor_core_kernel_for(f, rows, cols, 132).map(|k| k.name());
+/// let on = |dev, f, rows, cols| tensor_core_kernel_for(f, rows, cols, dev).map(|k| k.name());
+/// let name = |f, rows, cols| on(QgemvDevice::HOPPER_132, f, rows, cols);
 /// assert_eq!(name(QuantFormat::Q4K, 4096, 4096).unwrap(), "trueno_qgemv_q4_k_q8k_mma1_w16");
-/// assert_eq!(name(QuantFormat::Q6K, 14336, 4096).unwrap(), "trueno_qgemv_q6_k_q8k_mma1_b3");
+/// assert_eq!(
+///     name(QuantFormat::Q6K, 14336, 4096).unwrap(),
+///     "trueno_qgemv_q6_k_q8k_mma1_b2_bulk_s2"
+/// );
+/// let a100 = QgemvDevice::without_bulk(108);
+/// assert_eq!(
+///     on(a100, QuantFormat::Q6K, 14336, 4096).unwrap(),
+///     "trueno_qgemv_q6_k_q8k_mma1_b3"
+/// );
 /// assert!(name(QuantFormat::Q8_0, 14336, 4096).is_none());
 /// ```
 pub fn tensor_core_kernel_for(
     f: QuantFormat,
     rows: usize,
     cols: usize,
-    sms: u32,
+    dev: QgemvDevice,
 ) -> Option<Box<dyn Kernel>> {
     match f {
-        QuantFormat::Q6K => q6k_mma_one_for(rows, cols, sms).map(|k| Box::new(k) as _),
-        _ => mma_one_for(f, rows, sms).map(|k| Box::new(k) as _),
+        QuantFormat::Q6K => q6k_mma_one_for(rows, cols, dev).map(|k| Box::new(k) as _),
+        _ => mma_one_for(f, rows, dev.sms).map(|k| Box::new(k) as _),
     }
 }
 

@@ -6,7 +6,9 @@
 //! super-blocks (a select and a byte permute a word) and assembling 6-bit values; here
 //! 240-280 by offset (sm_90). Loaded into registers ([`TileBlocks::Two`],
 //! [`TileBlocks::Three`]), or, for long rows at two blocks a multiprocessor, copied into
-//! shared memory first ([`TileBlocks::StagedTwo`], qgemv_q6k_mma_one_staged.rs).
+//! shared memory first ([`TileBlocks::StagedTwo`], qgemv_q6k_mma_one_staged.rs), or, for
+//! rows of 4096 columns on sm_90, each tile copied whole by the copy engine
+//! ([`TileBlocks::Bulk`], qgemv_q6k_mma_one_bulk.rs).
 //!
 //! A tile's sixteen rows all start at the same offset past an 8-byte boundary: adjacent
 //! rows where a row is 0 mod 8 bytes (whole 1024-column groups: four super-blocks, 840
@@ -39,13 +41,15 @@ use super::qgemv::f16_bits;
 use super::qgemv_dp4a::Q8kParams;
 use super::qgemv_k;
 use super::qgemv_mma_tile::{
-    PassWait, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_loop, tiles_for,
+    PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights, scale_at, sums_at, tile_loop,
+    tiles_for,
 };
 use super::qgemv_q6k::BLOCK_BYTES;
+use super::qgemv_q6k_mma_one_bulk::{BulkRing, bulk_ring_for};
 use super::{Family, Kernel, LaunchConfig, blocks_for};
-use crate::error::Result;
+use crate::error::{Result, shape_err};
 use crate::ptx::{
-    Cmp, F32, KernelBuilder, KernelIr, Reg, RegType, Rounding, S32, Space, U16, U32, U64,
+    Cmp, F32, KernelBuilder, KernelIr, Reg, RegType, Rounding, S32, Space, Target, U16, U32, U64,
 };
 
 /// Warps a tile.
@@ -69,6 +73,14 @@ pub enum TileBlocks {
     /// 19.9 at 3584x18944; with rows of 16 super-blocks, two steps a warp, a first build
     /// lost, 10.8 against 9.9 at 8192x4096).
     StagedTwo,
+    /// Whole tiles copied into shared memory by the copy engine, `stages` a block
+    /// ([`super::qgemv_q6k_mma_one_bulk`]; sm_90 and later, rows of whole 1024-column
+    /// groups): where rows are 4096 columns and the tiles fill every multiprocessor (H200,
+    /// µs in a graph against the kernels routed before, alternated in one call: 13.8
+    /// against 15.2 at 14336x4096, 28.4 against 30.2 at 32000x4096, 8.9 against 9.9 at
+    /// 8192x4096, 5.0 against 5.5 at 4096x4096, 107.7 against 110.9 at Llama-3's
+    /// 128256x4096 output layer).
+    Bulk(BulkRing),
 }
 
 impl TileBlocks {
@@ -83,6 +95,37 @@ impl TileBlocks {
         match self {
             TileBlocks::Two | TileBlocks::StagedTwo => 2,
             TileBlocks::Three => 3,
+            TileBlocks::Bulk(ring) => ring.blocks,
+        }
+    }
+}
+
+/// What the tensor-core GEMV's routing asks of a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QgemvDevice {
+    /// Multiprocessors.
+    pub sms: u32,
+    /// Shared memory a block may take (opt-in), bytes.
+    pub shared_per_block: u32,
+    /// sm_90 or later: the copy engine's bulk copies (`cp.async.bulk`).
+    pub bulk_copies: bool,
+}
+
+impl QgemvDevice {
+    /// An H100 or H200: 132 multiprocessors, 227 KiB a block, bulk copies.
+    pub const HOPPER_132: QgemvDevice = QgemvDevice {
+        sms: 132,
+        shared_per_block: 227 * 1024,
+        bulk_copies: true,
+    };
+
+    /// A device of `sms` multiprocessors without bulk copies (sm_80 and sm_86-89): the
+    /// register and `cp.async` kernels only.
+    pub const fn without_bulk(sms: u32) -> QgemvDevice {
+        QgemvDevice {
+            sms,
+            shared_per_block: 0,
+            bulk_copies: false,
         }
     }
 }
@@ -96,17 +139,21 @@ pub struct QgemvQ6kMmaOneKernel(pub TileBlocks);
 
 impl QgemvQ6kMmaOneKernel {
     /// Every form.
-    pub const ALL: [Self; 3] = [
+    pub const ALL: [Self; 6] = [
         Self(TileBlocks::Two),
         Self(TileBlocks::Three),
         Self(TileBlocks::StagedTwo),
+        Self(TileBlocks::Bulk(BulkRing::ONE_OF_THREE)),
+        Self(TileBlocks::Bulk(BulkRing::ONE_OF_FOUR)),
+        Self(TileBlocks::Bulk(BulkRing::RING_OF_TWO)),
     ];
 }
 
-/// The tensor-core kernel for a `rows` x `cols` Q6_K product on a device of `sms`
-/// multiprocessors, or `None` where the `dp4a` kernels keep up: tiles that fit one wave
-/// at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
-/// super-blocks. Two blocks a multiprocessor up to two waves of them (the weights staged
+/// The tensor-core kernel for a `rows` x `cols` Q6_K product on device `dev`, or `None`
+/// where the `dp4a` kernels keep up. Rows of 4096 columns take the copy engine's tiles
+/// where the device has them ([`bulk_ring_for`]). Else: `None` for tiles that fit one
+/// wave at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
+/// super-blocks; two blocks a multiprocessor up to two waves of them (the weights staged
 /// in shared memory where rows are that long), three past. The one place
 /// `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
 /// multiprocessors: 264 tiles a wave at two blocks), `gpu-bench` in a graph, µs against
@@ -129,19 +176,30 @@ impl QgemvQ6kMmaOneKernel {
 /// and 3584 x 18944).
 ///
 /// ```
-/// use trueno_gpu::kernels::qgemv_q6k_mma_one::{TileBlocks, q6k_mma_one_for};
+/// use trueno_gpu::kernels::qgemv_q6k_mma_one::{QgemvDevice, TileBlocks, q6k_mma_one_for};
+/// use trueno_gpu::kernels::qgemv_q6k_mma_one_bulk::BulkRing;
 ///
-/// let blocks = |rows, cols| q6k_mma_one_for(rows, cols, 132).map(|k| k.0);
-/// assert_eq!(blocks(4096, 14336), Some(TileBlocks::StagedTwo));
-/// assert_eq!(blocks(8192, 4096), Some(TileBlocks::Two));
-/// assert_eq!(blocks(14336, 4096), Some(TileBlocks::Three));
-/// assert_eq!(blocks(4096, 4096), None);
+/// let blocks = |rows, cols, dev| q6k_mma_one_for(rows, cols, dev).map(|k| k.0);
+/// // An H200, and a device of as many multiprocessors without bulk copies.
+/// let (h200, sm80) = (QgemvDevice::HOPPER_132, QgemvDevice::without_bulk(132));
+/// assert_eq!(blocks(4096, 14336, h200), Some(TileBlocks::StagedTwo));
+/// let ring = BulkRing::RING_OF_TWO.on(132);
+/// assert_eq!(blocks(14336, 4096, h200), Some(TileBlocks::Bulk(ring)));
+/// assert_eq!(blocks(8192, 4096, h200), Some(TileBlocks::Bulk(BulkRing::ONE_OF_FOUR)));
+/// assert_eq!(blocks(4096, 4096, h200), Some(TileBlocks::Bulk(BulkRing::ONE_OF_THREE)));
+/// // Without bulk copies, the register forms.
+/// assert_eq!(blocks(8192, 4096, sm80), Some(TileBlocks::Two));
+/// assert_eq!(blocks(14336, 4096, sm80), Some(TileBlocks::Three));
+/// assert_eq!(blocks(4096, 4096, sm80), None);
 /// // Qwen2-7B's output layer: rows of 3584 columns, two alignments.
-/// assert_eq!(blocks(152064, 3584), Some(TileBlocks::Three));
+/// assert_eq!(blocks(152064, 3584, h200), Some(TileBlocks::Three));
 /// ```
-pub fn q6k_mma_one_for(rows: usize, cols: usize, sms: u32) -> Option<QgemvQ6kMmaOneKernel> {
+pub fn q6k_mma_one_for(rows: usize, cols: usize, dev: QgemvDevice) -> Option<QgemvQ6kMmaOneKernel> {
+    if let Some(ring) = bulk_ring_for(rows, cols, dev) {
+        return Some(QgemvQ6kMmaOneKernel(TileBlocks::Bulk(ring)));
+    }
     let tiles = tiles(rows, cols) as u64;
-    let wave = u64::from(sms) * u64::from(TileBlocks::Two.per_multiprocessor());
+    let wave = u64::from(dev.sms) * u64::from(TileBlocks::Two.per_multiprocessor());
     let long = cols / 256 >= LONG_ROW_BLOCKS;
     let blocks = match tiles {
         t if t <= wave && !long => return None,
@@ -168,12 +226,13 @@ pub const LONG_ROW_BLOCKS: usize = 32;
 
 impl Kernel for QgemvQ6kMmaOneKernel {
     fn name(&self) -> String {
-        let staged = match self.0 {
-            TileBlocks::StagedTwo => "_staged",
-            _ => "",
+        let form = match self.0 {
+            TileBlocks::StagedTwo => "_staged".into(),
+            TileBlocks::Bulk(ring) => format!("_bulk_s{}", ring.stages),
+            _ => String::new(),
         };
         format!(
-            "trueno_qgemv_q6_k_q8k_mma1_b{}{staged}",
+            "trueno_qgemv_q6_k_q8k_mma1_b{}{form}",
             self.0.per_multiprocessor()
         )
     }
@@ -185,15 +244,28 @@ impl Kernel for QgemvQ6kMmaOneKernel {
     fn build(&self) -> KernelIr {
         match self.0 {
             TileBlocks::StagedTwo => super::qgemv_q6k_mma_one_staged::build(self.name()),
+            TileBlocks::Bulk(ring) => super::qgemv_q6k_mma_one_bulk::build(self.name(), ring),
             TileBlocks::Two | TileBlocks::Three => build_registers(self.name(), self.0),
         }
     }
 
+    /// The copy engine's bulk copies: sm_90 and later.
+    fn targets(&self) -> &'static [Target] {
+        match self.0 {
+            TileBlocks::Bulk(_) => &[Target::Sm90, Target::Sm90a],
+            _ => &[Target::Sm80, Target::Sm90, Target::Sm90a],
+        }
+    }
+
     /// `dims = [rows, cols]`, `cols` a multiple of 256: a block per 16 rows (and up to
-    /// three more where the rows' alignments differ, see the module's doc).
+    /// three more where the rows' alignments differ, see the module's doc); for
+    /// [`TileBlocks::Bulk`], `cols` a multiple of 1024 and at most its ring's grid.
     fn launch_config(&self, dims: &[usize]) -> Result<LaunchConfig> {
         let name = self.name();
         let (rows, cols) = QuantFormat::Q6K.check_matrix(&name, dims, 256)?;
+        if let TileBlocks::Bulk(ring) = self.0 {
+            return bulk_launch(&name, ring, rows, cols);
+        }
         let tiles = blocks_for(&name, tiles(rows, cols), 1, i32::MAX as u32)?;
         let mut cfg = LaunchConfig::linear(tiles, 32 * WARPS);
         if self.0 == TileBlocks::StagedTwo {
@@ -201,6 +273,27 @@ impl Kernel for QgemvQ6kMmaOneKernel {
         }
         Ok(cfg)
     }
+}
+
+/// [`QgemvQ6kMmaOneKernel::launch_config`] for the copy engine's tiles.
+fn bulk_launch(name: &str, ring: BulkRing, rows: usize, cols: usize) -> Result<LaunchConfig> {
+    if !cols.is_multiple_of(1024) {
+        return shape_err(
+            name,
+            format!("{cols} columns: rows of whole 1024-column groups"),
+        );
+    }
+    let grid = ring.grid(rows.div_ceil(TILE_ROWS as usize));
+    let grid = blocks_for(name, grid, 1, i32::MAX as u32)?;
+    let shared = u32::try_from(ring.shared_bytes(cols / 256)).or_else(|_| {
+        shape_err(
+            name,
+            format!("{cols} columns: tiles past any shared memory"),
+        )
+    })?;
+    let mut cfg = LaunchConfig::linear(grid, 32 * WARPS);
+    cfg.shared_bytes = shared;
+    Ok(cfg)
 }
 
 /// Where a lane's three 8-byte pieces of a half `h` start, from its first (`ql` byte `8t`

@@ -229,6 +229,7 @@ fn mnemonic(i: &Instr) -> String {
         Op::TmaLoad2d => "cp.async.bulk.tensor.2d.shared::cluster.global.tile\
                           .mbarrier::complete_tx::bytes"
             .into(),
+        Op::BulkCopy => "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes".into(),
         Op::TmaPrefetch2d => "cp.async.bulk.prefetch.tensor.2d.L2.global.tile".into(),
         Op::CvtaParam => "cvta.param.u64".into(),
         Op::WgmmaFence => "wgmma.fence.sync.aligned".into(),

@@ -406,6 +406,11 @@ pub enum Op {
     /// its bytes counted on the barrier (srcs: shared dst, map address (u64 generic),
     /// x (innermost coordinate), y, barrier address).
     TmaLoad2d,
+    /// `cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [dst], [src],
+    /// bytes, [bar]`: `bytes` (a multiple of 16, both addresses 16-byte aligned) copied
+    /// by the copy engine, counted on the barrier (srcs: shared dst, global src (u64),
+    /// bytes (u32), barrier address). sm_90 and later.
+    BulkCopy,
     /// `cp.async.bulk.prefetch.tensor.2d.L2.global.tile [map, {x, y}]`: one box of a
     /// tensor map asked into L2 by the copy engine; nothing waits for it (srcs: map
     /// address (u64 generic), x (innermost coordinate), y).
@@ -484,6 +489,7 @@ impl Op {
                 | Op::FenceMbarInit
                 | Op::FenceProxyAsync
                 | Op::TmaLoad2d
+                | Op::BulkCopy
                 | Op::TmaPrefetch2d
                 | Op::WgmmaFence
                 | Op::WgmmaCommit

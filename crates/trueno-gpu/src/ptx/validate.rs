@@ -238,6 +238,8 @@ fn check_types(i: &Instr) -> Result<(), String> {
                         Err(format!("{:?} operands {:?}", i.op, i.srcs))
                     }
                     None | Some(Operand::Imm(Imm::Int(1..))) => Ok(()),
+                    // A byte count known only at run time.
+                    Some(o) if i.op == Op::MbarArriveExpectTx && reg_ok(PtxType::U32, o) => Ok(()),
                     Some(o) => Err(format!("{:?} count {o:?}", i.op)),
                 }
             }
@@ -259,6 +261,14 @@ fn check_types(i: &Instr) -> Result<(), String> {
                     address_ok(Space::Shared, Some(bar))
                 }
                 s => Err(format!("tensor copy operands {s:?}")),
+            },
+            Op::BulkCopy => match i.srcs.as_slice() {
+                [dst, src, bytes, bar] if reg_ok(PtxType::U32, bytes) => {
+                    address_ok(Space::Shared, Some(dst))?;
+                    address_ok(Space::Global, Some(src))?;
+                    address_ok(Space::Shared, Some(bar))
+                }
+                s => Err(format!("bulk copy operands {s:?}")),
             },
             Op::TmaPrefetch2d => match i.srcs.as_slice() {
                 [map, x, y]
@@ -426,6 +436,7 @@ fn check_types(i: &Instr) -> Result<(), String> {
         | Op::GridDepWait
         | Op::GridDepLaunch
         | Op::TmaLoad2d
+        | Op::BulkCopy
         | Op::TmaPrefetch2d
         | Op::WgmmaFence
         | Op::WgmmaCommit

@@ -256,3 +256,27 @@ fn grid_dependency_control_is_written_for_sm_90_only() {
         );
     }
 }
+
+#[test]
+fn a_bulk_copy_takes_a_u32_byte_count_and_its_barrier_a_run_time_one() {
+    let mut b = KernelBuilder::new("bulk");
+    let src = b.param_ptr("src", PtxType::U32);
+    let n = b.param_u32("n");
+    let smem = b.dynamic_shared();
+    let bar = b.shared_array("bar", 8, 8);
+    b.mbar_init(bar, 0, 1);
+    b.fence_mbar_init();
+    b.mbar_arrive_expect_tx_reg(bar, 0, n);
+    b.bulk_copy(smem, src, n, bar);
+    let parity = b.mov(0u32);
+    b.mbar_wait(bar, parity);
+    b.ret();
+    let mut k = b.finish();
+    assert_eq!(messages(&k), "");
+    // The byte count as a 64-bit register: rejected.
+    let wide = src.vreg();
+    let copy = k.body.iter_mut().find(|i| i.op == Op::BulkCopy).unwrap();
+    copy.srcs[2] = Operand::Reg(wide);
+    let m = messages(&k);
+    assert!(m.contains("bulk copy operands"), "{m}");
+}

@@ -101,6 +101,12 @@ fn scheduled_apart(name: &str) -> Option<&'static str> {
     if name.starts_with("trueno_qgemv_q4_k_q8k_mma1") {
         return Some("ptxas masks each step's fragments beside its product, at its cap");
     }
+    // Q6_K's copy-engine form at four blocks a multiprocessor: its pieces read from
+    // shared memory next to their products under the cap of 64 registers (96 estimated;
+    // no spill, tests/ptxas.rs).
+    if name == "trueno_qgemv_q6_k_q8k_mma1_b4_bulk_s1" {
+        return Some("ptxas reads each piece from shared memory beside its product, at its cap");
+    }
     (name.starts_with("trueno_decode_attn_") || name.starts_with("trueno_decode_merge_"))
         .then_some("ptxas sinks the value loads to their uses")
 }

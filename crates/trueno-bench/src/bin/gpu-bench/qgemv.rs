@@ -95,8 +95,8 @@ impl Bench {
         let graph = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y))?;
         // Where the product runs a tensor-core kernel, the `dp4a` kernels it replaced in
         // the same run.
-        let sms = self.ctx.device().multiprocessors;
-        let dp4a = match tensor_core_kernel_for(f, rows, cols, sms).is_some() {
+        let dev = self.ctx.device().qgemv_device();
+        let dp4a = match tensor_core_kernel_for(f, rows, cols, dev).is_some() {
             true => {
                 self.ctx.set_qgemv_tensor_cores(false);
                 let ms = self.graph_ms((ws.len(), copies), |s, i| s.qgemv_q8k(&ws[i], &q, y));

@@ -66,6 +66,38 @@ impl KernelBuilder {
         self.bar_op(Op::MbarArriveExpectTx, bar, off, Some(bytes));
     }
 
+    /// [`mbar_arrive_expect_tx`](Self::mbar_arrive_expect_tx) with a byte count known
+    /// only at run time.
+    pub fn mbar_arrive_expect_tx_reg(&mut self, bar: Reg<U32>, off: i64, bytes: Reg<U32>) {
+        self.push(Instr::new(
+            Op::MbarArriveExpectTx,
+            None,
+            Vec::new(),
+            vec![
+                Operand::Addr(AddrBase::Reg(bar.vreg()), off),
+                Operand::Reg(bytes.vreg()),
+            ],
+        ));
+    }
+
+    /// Asks the copy engine for `bytes` (a multiple of 16) from global `src` into shared
+    /// `dst` (both 16-byte aligned); they complete on barrier `bar`, whose phase must
+    /// expect them ([`mbar_arrive_expect_tx_reg`](Self::mbar_arrive_expect_tx_reg)).
+    /// sm_90 and later.
+    pub fn bulk_copy(&mut self, dst: Reg<U32>, src: Reg<U64>, bytes: Reg<U32>, bar: Reg<U32>) {
+        self.push(Instr::new(
+            Op::BulkCopy,
+            None,
+            Vec::new(),
+            vec![
+                Operand::Addr(AddrBase::Reg(dst.vreg()), 0),
+                Operand::Addr(AddrBase::Reg(src.vreg()), 0),
+                Operand::Reg(bytes.vreg()),
+                Operand::Addr(AddrBase::Reg(bar.vreg()), 0),
+            ],
+        ));
+    }
+
     /// Arrives on `[bar + off]`.
     pub fn mbar_arrive(&mut self, bar: Reg<U32>, off: i64) {
         self.bar_op(Op::MbarArrive, bar, off, None);
