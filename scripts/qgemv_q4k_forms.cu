@@ -29,6 +29,10 @@
 //           (16 rows a warp, W warps a tile, U super-blocks a pass); MMA2 with both k
 //           runs of a step in one sub-block and two accumulators (`MMA=1`, against REG
 //           and PDL; the form trueno took as `QgemvQ8kMmaOneKernel`).
+//   MMA1S   MMA1 with each warp's step copied into a ring of S slots by `cp.async`
+//           (`STAGED=1`); MMA1B whole 16-row tiles copied by the copy engine into a ring
+//           of S stages of a persistent grid (`BULK=1`), as Q6_K's MMA6B
+//           (qgemv_q4k_staged_forms.cuh; session 62: neither ported).
 // 20 calls in a CUDA graph over four weight sets or more (160 MB: each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
@@ -861,6 +865,37 @@ int main(int argc, char** argv) {
             run_tile("MMA1S-W4-S2-M6", q4k_mma_s<4, 2, 6>, 128, q4k_staged_smem(4, 2), true);
             run_tile("MMA1S-W4-S3-M6", q4k_mma_s<4, 3, 6>, 128, q4k_staged_smem(4, 3), true);
         }
+        // BULK=1: trueno's register forms against the copy engine's whole tiles, two rounds.
+        for (int round = 0; getenv("BULK") && round < 2; round++) {
+            run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+            run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
+            auto bulk = [&](const char* name, auto kern, int stages, int minb) {
+                size_t smem = q4k_bulk_smem(stages, blocks);
+                if ((smem + 2048) * minb > 227 * 1024) return;
+                if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
+                if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+                int per_sm = 0;
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
+                int grid = std::min((rows + 15) / 16, per_sm * sms);
+                cudaFuncAttributes fa;
+                cudaFuncGetAttributes(&fa, kern);
+                cudaMemset(y, 0, rows * 4);
+                kern<<<grid, THREADS, smem, s>>>(ws[0], act, y, rows, blocks);
+                cudaStreamSynchronize(s);
+                double err = p.max_rel_err();
+                double us = graph_us(s, calls, [&](int i) {
+                    launch(s, true, kern, dim3(grid), dim3(THREADS), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
+                });
+                print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
+            };
+            bulk("MMA1B-S1-M3", q4k_mma_b<1, 3>, 1, 3);
+            bulk("MMA1B-S1-M4", q4k_mma_b<1, 4>, 1, 4);
+            bulk("MMA1B-S1-M5", q4k_mma_b<1, 5>, 1, 5);
+            bulk("MMA1B-S2-M2", q4k_mma_b<2, 2>, 2, 2);
+            bulk("MMA1B-S2-M3", q4k_mma_b<2, 3>, 2, 3);
+            bulk("MMA1B-S3-M2", q4k_mma_b<3, 2>, 3, 2);
+            bulk("MMA1B-S4-M1", q4k_mma_b<4, 1>, 4, 1);
+        }
         // MMA=1: REG against the one-vector tensor-core form, three rounds.
         for (int round = 0; getenv("MMA") && round < 3; round++) {
             run("REG", q4k_reg<>, 0, false);
@@ -922,7 +957,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);

@@ -25,6 +25,23 @@ __device__ __forceinline__ StepActK step_act_k(const Act& a, int sb, int g, int 
     return StepActK{*(const uint4*)aq, *(const uint4*)(aq + 16), sm.x + sm.y, sm.z + sm.w, a.d[sb]};
 }
 
+// A step's products from rows g and g + 8 of a stage (`r0`, `r1`: their super-blocks).
+__device__ __forceinline__ void q4k_step_s(const uint8_t* r0, const uint8_t* r1, const StepActK& x, const LaneScales& ls, int t, uint32_t m0,
+                                           uint32_t m1, float& acc0, float& acc1) {
+    uint4 q0a = *(const uint4*)(r0 + 16 + 32 * t), q0b = *(const uint4*)(r0 + 32 + 32 * t);
+    uint4 q1a = *(const uint4*)(r1 + 16 + 32 * t), q1b = *(const uint4*)(r1 + 32 + 32 * t);
+    uint32_t r0w[8] = {q0a.x, q0a.y, q0a.z, q0a.w, q0b.x, q0b.y, q0b.z, q0b.w};
+    uint32_t r1w[8] = {q1a.x, q1a.y, q1a.z, q1a.w, q1b.x, q1b.y, q1b.z, q1b.w};
+    uint32_t xs[8] = {x.x0.x, x.x0.y, x.x0.z, x.x0.w, x.x1.x, x.x1.y, x.x1.z, x.x1.w};
+    int c[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        mma_u8s8(c, r0w[e] & 0x0F0F0F0F, r1w[e] & 0x0F0F0F0F, r0w[e] & 0xF0F0F0F0, r1w[e] & 0xF0F0F0F0, xs[e] & m0, xs[e] & m1);
+    uint4 h0 = *(const uint4*)r0, h1 = *(const uint4*)r1;
+    acc0 += mma_scaled(h0, ls, c[0], c[1], x.s0, x.s1, x.dx);
+    acc1 += mma_scaled(h1, ls, c[2], c[3], x.s0, x.s1, x.dx);
+}
+
 template <int W, int S, int MINB>
 __global__ void __launch_bounds__(32 * W, MINB) q4k_mma_s(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     constexpr int NT = 32 * W;  // one 16-row tile of W warps a block
@@ -71,19 +88,7 @@ __global__ void __launch_bounds__(32 * W, MINB) q4k_mma_s(const uint8_t* __restr
         commit();
         StepActK xn = j + 1 < n ? step_act_k(a, kw + W * (j + 1), g, t) : x;
         const uint8_t* r0 = my + (j % S) * KSTEP + g * BB;
-        const uint8_t* r1 = r0 + 8 * BB;
-        uint4 q0a = *(const uint4*)(r0 + 16 + 32 * t), q0b = *(const uint4*)(r0 + 32 + 32 * t);
-        uint4 q1a = *(const uint4*)(r1 + 16 + 32 * t), q1b = *(const uint4*)(r1 + 32 + 32 * t);
-        uint32_t r0w[8] = {q0a.x, q0a.y, q0a.z, q0a.w, q0b.x, q0b.y, q0b.z, q0b.w};
-        uint32_t r1w[8] = {q1a.x, q1a.y, q1a.z, q1a.w, q1b.x, q1b.y, q1b.z, q1b.w};
-        uint32_t xs[8] = {x.x0.x, x.x0.y, x.x0.z, x.x0.w, x.x1.x, x.x1.y, x.x1.z, x.x1.w};
-        int c[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int e = 0; e < 8; e++)
-            mma_u8s8(c, r0w[e] & 0x0F0F0F0F, r1w[e] & 0x0F0F0F0F, r0w[e] & 0xF0F0F0F0, r1w[e] & 0xF0F0F0F0, xs[e] & m0, xs[e] & m1);
-        uint4 h0 = *(const uint4*)r0, h1 = *(const uint4*)r1;
-        acc0 += mma_scaled(h0, ls, c[0], c[1], x.s0, x.s1, x.dx);
-        acc1 += mma_scaled(h1, ls, c[2], c[3], x.s0, x.s1, x.dx);
+        q4k_step_s(r0, r0 + 8 * BB, x, ls, t, m0, m1, acc0, acc1);
         x = xn;
     }
     wait_group<0>();
@@ -92,3 +97,61 @@ __global__ void __launch_bounds__(32 * W, MINB) q4k_mma_s(const uint8_t* __restr
 
 // Dynamic shared bytes of MMA1S with W warps of S slots.
 constexpr size_t q4k_staged_smem(int W, int S) { return (size_t)W * S * KSTEP; }
+
+// MMA1B: qgemv_q6k_bulk_forms.cuh's MMA6B for Q4_K: a persistent grid, each block's
+// 16-row tiles (contiguous; 144-byte super-blocks, so any width) copied whole by the copy
+// engine into a ring of S stages, MMA1's products read from the stage (warp w:
+// super-blocks w, w + 8, ...), the tile's sums met in shared memory, then the stage
+// refilled with the tile S on.
+template <int S, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB) q4k_mma_b(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    extern __shared__ __align__(128) uint8_t stg[];
+    __shared__ float part[2][THREADS / 32][16];
+    __shared__ __align__(8) uint64_t full[S];
+    asm volatile("griddepcontrol.launch_dependents;");
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
+    uint32_t row_bytes = (uint32_t)blocks * BB, tile_bytes = 16 * row_bytes;
+    int ntiles = (rows + 15) / 16;
+    int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    uint32_t st0 = (uint32_t)__cvta_generic_to_shared(stg), bar0 = (uint32_t)__cvta_generic_to_shared(full);
+    auto fill = [&](int i) {
+        int tile = (int)blockIdx.x + i * (int)gridDim.x, n = min(16, rows - 16 * tile);
+        uint32_t bar = bar0 + 8 * (i % S), bytes = (uint32_t)n * row_bytes;
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(st0 + (i % S) * tile_bytes),
+                     "l"(w + (size_t)tile * tile_bytes), "r"(bytes), "r"(bar)
+                     : "memory");
+    };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int i = 0; i < S && i < mine; i++) fill(i);
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    uint32_t m0 = g == 2 * t ? ~0u : 0u, m1 = g == 2 * t + 1 ? ~0u : 0u;
+    LaneScales ls(t);
+    for (int i = 0; i < mine; i++) {
+        int tile = (int)blockIdx.x + i * (int)gridDim.x;
+        uint32_t done = 0;
+        while (!done)
+            asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
+                         : "=r"(done)
+                         : "r"(bar0 + 8 * (i % S)), "r"((i / S) & 1)
+                         : "memory");
+        const uint8_t* st = stg + (size_t)(i % S) * tile_bytes;
+        int last = min(15, rows - 1 - 16 * tile);
+        const uint8_t* r0 = st + (size_t)min(g, last) * row_bytes;
+        const uint8_t* r1 = st + (size_t)min(g + 8, last) * row_bytes;
+        float acc0 = 0.f, acc1 = 0.f;
+#pragma unroll 1
+        for (int sb = kw; sb < blocks; sb += 8) q4k_step_s(r0 + sb * BB, r1 + sb * BB, step_act_k(a, sb, g, t), ls, t, m0, m1, acc0, acc1);
+        store_tile_from<8>(part[i & 1], acc0, acc1, y, rows, tile);
+        if (threadIdx.x == 0 && i + S < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            fill(i + S);
+        }
+    }
+}
+
+inline size_t q4k_bulk_smem(int S, int blocks) { return (size_t)S * 16 * blocks * BB; }
