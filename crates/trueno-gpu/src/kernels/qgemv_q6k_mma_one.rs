@@ -304,7 +304,7 @@ fn piece_offsets(h: i64) -> [i64; 3] {
 
 /// [`Weights::raw`]: both halves' three pieces for the lane's two rows, whose first
 /// pieces' 8-byte boundaries are `at` (in `space`, `o` bytes before the pieces).
-pub(super) fn load_halves<A: RegType>(
+fn load_halves<A: RegType>(
     b: &mut KernelBuilder,
     (space, o): (Space, u32),
     at: [Reg<A>; 2],
@@ -416,6 +416,29 @@ pub(super) struct Weights {
     pub raw: [[Vec<Vec<Reg<U32>>>; 2]; 2],
     pub d: [Reg<U16>; 2],
     pub sc: [[Reg<U16>; 2]; 2],
+}
+
+impl Weights {
+    /// A super-block's weights from a stage of shared memory: `at` each of the lane's two
+    /// rows' 8-byte boundary `o` bytes before the super-block (the staged and copy-engine
+    /// kernels).
+    pub(super) fn from_stage(
+        b: &mut KernelBuilder,
+        lane: &LaneB,
+        o: u32,
+        at: [Reg<U32>; 2],
+    ) -> Weights {
+        let pieces = at.map(|a| b.add(a, lane.t8));
+        let raw = load_halves(b, (Space::Shared, o), pieces);
+        // d and the scales at their bytes past the pieces' boundary.
+        let past = |off: i64| i64::from(o) + off;
+        let d = at.map(|a| b.ld::<U16, U32>(Space::Shared, a, past(208)));
+        let sc = at.map(|a| {
+            let a = b.add(a, lane.t2);
+            [192, 200].map(|off| b.ld::<U16, U32>(Space::Shared, a, past(off)))
+        });
+        Weights { raw, d, sc }
+    }
 }
 
 /// The lane's activation quants of a super-block, half by half, from its pointer

@@ -26,10 +26,8 @@
 use super::qgemv_dp4a::q8k_params;
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, act_after_weights, meet_and_store};
 use super::qgemv_q6k::BLOCK_BYTES;
-use super::qgemv_q6k_mma_one::{
-    LaneB, QgemvDevice, WARPS, Weights, act_words, load_halves, super_block,
-};
-use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, Space, U16, U32};
+use super::qgemv_q6k_mma_one::{LaneB, QgemvDevice, WARPS, Weights, act_words, super_block};
+use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, U32};
 
 /// Tiles a block holds in shared memory at once, blocks a multiprocessor, and the
 /// multiprocessors its grid is capped at (a persistent grid of `blocks` a multiprocessor;
@@ -231,17 +229,9 @@ pub(super) fn build(name: String, ring: BulkRing) -> KernelIr {
                         let x = b.add(h, off);
                         b.sub(x, o)
                     });
-                    let pieces = at.map(|a| b.add(a, lane_b.t8));
-                    let raw = load_halves(b, (Space::Shared, o), pieces);
-                    let past = |off: i64| i64::from(o) + off;
-                    let d = at.map(|a| b.ld::<U16, U32>(Space::Shared, a, past(208)));
-                    let sc = at.map(|a| {
-                        let a = b.add(a, lane_b.t2);
-                        [192, 200].map(|off| b.ld::<U16, U32>(Space::Shared, a, past(off)))
-                    });
+                    let w = Weights::from_stage(b, &lane_b, o, at);
                     let act = act_after_weights(b, &p, sb, lane_b.act_off, PassWait::Never);
                     let xs = act_words(b, act);
-                    let w = Weights { raw, d, sc };
                     super_block(b, (&p, &lane_b, o), (sb, xs, None), &w, acc);
                 });
             });

@@ -31,10 +31,8 @@ use super::qgemv_dp4a::Q8kParams;
 use super::qgemv_mma_staged::{STAGES, drain, prefetch, swap_stages, wait_stage};
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights};
 use super::qgemv_q6k::BLOCK_BYTES;
-use super::qgemv_q6k_mma_one::{
-    ActSums, LaneB, WARPS, Weights, act_sums, act_words, load_halves, super_block,
-};
-use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, Space, U16, U32, U64};
+use super::qgemv_q6k_mma_one::{ActSums, LaneB, WARPS, Weights, act_sums, act_words, super_block};
+use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, U32, U64};
 
 /// A row's slot in a stage: up to 14 bytes before its super-block, the 210 bytes.
 const SLOT: u32 = 224;
@@ -143,16 +141,7 @@ pub(super) fn build(name: String) -> KernelIr {
                 let coming = step_acts(b, (&p, &lane_b), then);
                 wait_stage(b);
                 let at = rows.map(|r| b.add(cur, r));
-                let pieces = at.map(|a| b.add(a, lane_b.t8));
-                let raw = load_halves(b, (Space::Shared, o), pieces);
-                // d and the scales at their bytes past the pieces' boundary.
-                let past = |off: i64| i64::from(o) + off;
-                let d = at.map(|a| b.ld::<U16, U32>(Space::Shared, a, past(208)));
-                let sc = at.map(|a| {
-                    let a = b.add(a, lane_b.t2);
-                    [192, 200].map(|off| b.ld::<U16, U32>(Space::Shared, a, past(off)))
-                });
-                let w = Weights { raw, d, sc };
+                let w = Weights::from_stage(b, &lane_b, o, at);
                 let (xs, sums) = acts;
                 super_block(b, (&p, &lane_b, o), (sb, xs, Some(sums)), &w, acc);
                 assign_acts(b, &acts, &coming);
