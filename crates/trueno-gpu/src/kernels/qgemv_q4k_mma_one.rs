@@ -196,7 +196,7 @@ pub fn mma_one_for(f: QuantFormat, rows: usize, sms: u32) -> Option<QgemvQ8kMmaO
 ///     name(QuantFormat::Q6K, 14336, 4096).unwrap(),
 ///     "trueno_qgemv_q6_k_q8k_mma1_b2_bulk_s2"
 /// );
-/// let a100 = QgemvDevice::without_bulk(108);
+/// let a100 = QgemvDevice::A100_108;
 /// assert_eq!(
 ///     on(a100, QuantFormat::Q6K, 14336, 4096).unwrap(),
 ///     "trueno_qgemv_q6_k_q8k_mma1_b3"

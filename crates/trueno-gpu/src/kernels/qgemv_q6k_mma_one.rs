@@ -119,15 +119,12 @@ impl QgemvDevice {
         bulk_copies: true,
     };
 
-    /// A device of `sms` multiprocessors without bulk copies (sm_80 and sm_86-89): the
-    /// register and `cp.async` kernels only.
-    pub const fn without_bulk(sms: u32) -> QgemvDevice {
-        QgemvDevice {
-            sms,
-            shared_per_block: 0,
-            bulk_copies: false,
-        }
-    }
+    /// An A100: 108 multiprocessors, 163 KiB a block, no bulk copies.
+    pub const A100_108: QgemvDevice = QgemvDevice {
+        sms: 108,
+        shared_per_block: 163 * 1024,
+        bulk_copies: false,
+    };
 }
 
 /// `y = W a` for Q6_K weights `W` and one Q8_K activation vector `a`, on the integer
@@ -154,7 +151,8 @@ impl QgemvQ6kMmaOneKernel {
 /// where the device has them ([`bulk_ring_for`]). Else: `None` for tiles that fit one
 /// wave at two blocks a multiprocessor with rows of fewer than [`LONG_ROW_BLOCKS`]
 /// super-blocks; two blocks a multiprocessor up to two waves of them (the weights staged
-/// in shared memory where rows are that long), three past. The one place
+/// in shared memory where rows are that long and two such blocks fit the device's
+/// shared memory), three past. The one place
 /// `Stream::qgemv_q8k` and `trueno ptx map` decide it. H200 (132
 /// multiprocessors: 264 tiles a wave at two blocks), `gpu-bench` in a graph, µs against
 /// the `dp4a` kernels in the same run (session 56, rows of whole 1024-column groups, each
@@ -181,7 +179,8 @@ impl QgemvQ6kMmaOneKernel {
 ///
 /// let blocks = |rows, cols, dev| q6k_mma_one_for(rows, cols, dev).map(|k| k.0);
 /// // An H200, and a device of as many multiprocessors without bulk copies.
-/// let (h200, sm80) = (QgemvDevice::HOPPER_132, QgemvDevice::without_bulk(132));
+/// let h200 = QgemvDevice::HOPPER_132;
+/// let sm80 = QgemvDevice { bulk_copies: false, ..h200 };
 /// assert_eq!(blocks(4096, 14336, h200), Some(TileBlocks::StagedTwo));
 /// let ring = BulkRing::RING_OF_TWO.on(132);
 /// assert_eq!(blocks(14336, 4096, h200), Some(TileBlocks::Bulk(ring)));
@@ -193,6 +192,9 @@ impl QgemvQ6kMmaOneKernel {
 /// assert_eq!(blocks(4096, 4096, sm80), None);
 /// // Qwen2-7B's output layer: rows of 3584 columns, two alignments.
 /// assert_eq!(blocks(152064, 3584, h200), Some(TileBlocks::Three));
+/// // Long rows on a device where two staged blocks do not fit (sm_89: 99 KiB a block).
+/// let sm89 = QgemvDevice { shared_per_block: 99 * 1024, ..sm80 };
+/// assert_eq!(blocks(4096, 14336, sm89), Some(TileBlocks::Two));
 /// ```
 pub fn q6k_mma_one_for(rows: usize, cols: usize, dev: QgemvDevice) -> Option<QgemvQ6kMmaOneKernel> {
     if let Some(ring) = bulk_ring_for(rows, cols, dev) {
@@ -203,7 +205,9 @@ pub fn q6k_mma_one_for(rows: usize, cols: usize, dev: QgemvDevice) -> Option<Qge
     let long = cols / 256 >= LONG_ROW_BLOCKS;
     let blocks = match tiles {
         t if t <= wave && !long => return None,
-        t if t <= 2 * wave && long => TileBlocks::StagedTwo,
+        t if t <= 2 * wave && long && super::qgemv_q6k_mma_one_staged::fits(dev) => {
+            TileBlocks::StagedTwo
+        }
         t if t <= 2 * wave => TileBlocks::Two,
         _ => TileBlocks::Three,
     };

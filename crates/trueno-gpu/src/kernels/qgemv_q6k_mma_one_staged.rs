@@ -31,7 +31,9 @@ use super::qgemv_dp4a::Q8kParams;
 use super::qgemv_mma_staged::{STAGES, drain, prefetch, swap_stages, wait_stage};
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights};
 use super::qgemv_q6k::BLOCK_BYTES;
-use super::qgemv_q6k_mma_one::{ActSums, LaneB, WARPS, Weights, act_sums, act_words, super_block};
+use super::qgemv_q6k_mma_one::{
+    ActSums, LaneB, QgemvDevice, WARPS, Weights, act_sums, act_words, super_block,
+};
 use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, U32, U64};
 
 /// A row's slot in a stage: up to 14 bytes before its super-block, the 210 bytes.
@@ -56,6 +58,14 @@ const _: () = assert!(14 + BLOCK_BYTES <= SLOT);
 const _: () = assert!((SLOT - BLOCK_BYTES) as usize <= crate::memory::SLACK_BYTES);
 const _: () = assert!(LANE_CHUNKS * 32 == TILE_ROWS * CHUNKS);
 const _: () = assert!(BLOCKS * (SHARED_BYTES + 1024 + 512) <= 164 * 1024);
+
+/// Whether two of the kernel's blocks fit a multiprocessor of `dev` (its blocks may take
+/// `shared_per_block`, a multiprocessor that and one block's 1 KiB reserve): the
+/// residency it was measured at. Not on sm_86 / sm_89 (99 KiB a block).
+pub(super) fn fits(dev: QgemvDevice) -> bool {
+    let block = SHARED_BYTES + WARPS * TILE_ROWS * 4 + 1024;
+    BLOCKS * block <= dev.shared_per_block + 1024
+}
 
 /// The kernel (see the module's doc).
 pub(super) fn build(name: String) -> KernelIr {
@@ -180,6 +190,17 @@ fn assign_acts(b: &mut KernelBuilder, to: &StepActs, from: &StepActs) {
 mod tests {
     use super::*;
     use crate::analyze::report::bank_ways_at;
+
+    #[test]
+    fn two_staged_blocks_fit_an_a100_or_h100_and_not_an_sm_89() {
+        assert!(fits(QgemvDevice::HOPPER_132));
+        assert!(fits(QgemvDevice::A100_108));
+        let sm89 = QgemvDevice {
+            shared_per_block: 99 * 1024,
+            ..QgemvDevice::A100_108
+        };
+        assert!(!fits(sm89));
+    }
 
     #[test]
     fn a_half_warps_reads_of_a_stage_miss_each_others_banks() {
