@@ -244,7 +244,8 @@ pub(super) fn projections(
 
 /// The integer product `Stream::qgemv_q8k` runs on `device`: a tensor-core kernel where
 /// [`tensor_core_kernel_for`] gives one (every Q4_K product, Q5_K's up to two waves,
-/// Q6_K's past a wave or long; Q4_K's one-pass `dp4a` kernel
+/// Q6_K's past a wave or long, or of 4096-column rows filling the device on a Hopper part,
+/// by the copy engine; Q4_K's one-pass `dp4a` kernel
 /// runs only with the tensor cores turned off, which a plan does not assume), else the
 /// one-wave variant where only it fits the rows in one wave against the default kernel
 /// ([`one_wave_wins`], with the residency ptxas's register counts give), else
