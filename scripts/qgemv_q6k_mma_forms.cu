@@ -36,7 +36,8 @@
 //          MMA6S S2 at two blocks ported as trueno's staged kernel).
 //   MMA6B  a persistent grid, each block's tiles copied whole by the copy engine
 //          (`cp.async.bulk`) into a ring of S stages, MMA6A's products read from them
-//          (qgemv_q6k_bulk_forms.cuh; BULK=1).
+//          (qgemv_q6k_bulk_forms.cuh; BULK=1); MMA6BK long rows' tiles in chunks of C
+//          super-blocks, 16 row copies a stage, with stage-release barriers (BULK_LONG=1).
 //
 // 20 calls in a CUDA graph over enough weight sets that each call misses L2, µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
@@ -516,6 +517,17 @@ int main(int argc, char** argv) {
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
+            if (getenv("BULK_LONG") && blocks % 8 == 0) {
+                run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
+                run("MMA6S-S2-M2", q6k_mma_s<2, 2>, 16, true, THREADS, false, staged_smem(2));
+                run("MMA6BK-C8-S2-M2", q6k_mma_bk<8, 2, 2>, 16, true, THREADS, false, bulk_chunk_smem(8, 2));
+                run("MMA6BK-C8-S3-M2", q6k_mma_bk<8, 3, 2>, 16, true, THREADS, false, bulk_chunk_smem(8, 3));
+                run("MMA6BK-C8-S4-M2", q6k_mma_bk<8, 4, 2>, 16, true, THREADS, false, bulk_chunk_smem(8, 4));
+                if (blocks % 16 == 0) run("MMA6BK-C16-S2-M2", q6k_mma_bk<16, 2, 2>, 16, true, THREADS, false, bulk_chunk_smem(16, 2));
+                run("MMA6BK-C8-S6-M1", q6k_mma_bk<8, 6, 1>, 16, true, THREADS, false, bulk_chunk_smem(8, 6));
+                if (blocks % 16 == 0) run("MMA6BK-C16-S3-M1", q6k_mma_bk<16, 3, 1>, 16, true, THREADS, false, bulk_chunk_smem(16, 3));
+                continue;
+            }
             if (getenv("BULK") && blocks % 8 == 0) {
                 run("MMA6A-W8U2-M2", q6k_mma_a<8, 2, 2, false>, 16, true);
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
