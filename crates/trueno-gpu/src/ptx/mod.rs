@@ -5,6 +5,7 @@ mod builder;
 pub mod cfg;
 mod emit;
 pub mod ir;
+mod ir_kernel;
 pub mod optimize;
 pub mod regalloc;
 mod types;
