@@ -43,8 +43,7 @@ pub fn half_type(ty: FloatType) -> Option<HalfType> {
 /// that much over the block's limit): shared memory is the bound at every dimension
 /// (registers would allow 5, 4 and 2 at 64, 128 and 256: ptxas's counts).
 pub fn blocks_per_sm(dim: u32, max_shared_per_block: u32) -> usize {
-    let per_sm = max_shared_per_block as usize + 1024;
-    (per_sm / (shared_bytes(dim) as usize + 1024)).max(1)
+    super::blocks_by_shared_memory(shared_bytes(dim) as usize, max_shared_per_block).max(1)
 }
 
 /// The most chunks a cache is split into (the merge reads each).

@@ -343,6 +343,24 @@ pub fn family_module(family: Family, target: Target) -> Result<Arc<FamilyModule>
     Ok(m)
 }
 
+/// Blocks that take `block_bytes` of shared memory each (dynamic and static) a
+/// multiprocessor holds, on a device whose blocks may take `max_shared_per_block` bytes:
+/// the driver reserves 1 KiB a block, and a multiprocessor has the block limit and one
+/// reserve (H100: 227 + 1 KiB, A100: 163 + 1). Shared memory alone; registers may bind
+/// first.
+///
+/// ```
+/// use trueno_gpu::kernels::blocks_by_shared_memory;
+///
+/// assert_eq!(blocks_by_shared_memory(53_760 + 1040, 227 * 1024), 4);
+/// assert_eq!(blocks_by_shared_memory(113 * 1024, 227 * 1024), 2);
+/// assert_eq!(blocks_by_shared_memory(100 * 1024, 99 * 1024), 0);
+/// ```
+pub fn blocks_by_shared_memory(block_bytes: usize, max_shared_per_block: u32) -> usize {
+    const RESERVED: usize = 1024;
+    (max_shared_per_block as usize + RESERVED) / (block_bytes + RESERVED)
+}
+
 /// `ceil(a / b)` as a grid dimension, or an error when it exceeds the hardware limit.
 pub(crate) fn blocks_for(kernel: &str, work: usize, per_block: usize, limit: u32) -> Result<u32> {
     let b = work.div_ceil(per_block);

@@ -44,8 +44,6 @@ pub struct BulkRing {
 
 /// Static shared memory a block: the tile's sums in two buffers, the stages' barriers.
 const STATIC_BYTES: u32 = 2 * WARPS * TILE_ROWS * 4 + 16;
-/// Shared memory the driver reserves a block.
-const RESERVED_BYTES: u32 = 1024;
 
 impl BulkRing {
     /// One tile a block, three blocks a multiprocessor: up to three tiles a multiprocessor.
@@ -84,9 +82,9 @@ impl BulkRing {
         self.stages as usize * TILE_ROWS as usize * row_blocks * BLOCK_BYTES as usize
     }
 
-    /// Whether a device whose blocks may take `per_block` bytes of shared memory (opt-in;
-    /// a multiprocessor has that and one block's reserve) holds `blocks` of these blocks
-    /// for rows of `row_blocks` super-blocks.
+    /// Whether a device whose blocks may take `per_block` bytes of shared memory (opt-in)
+    /// holds `blocks` of these blocks a multiprocessor for rows of `row_blocks`
+    /// super-blocks ([`super::blocks_by_shared_memory`]).
     ///
     /// ```
     /// use trueno_gpu::kernels::qgemv_q6k_mma_one_bulk::BulkRing;
@@ -95,9 +93,8 @@ impl BulkRing {
     /// assert!(!BulkRing::RING_OF_TWO.fits(16, 99 * 1024)); // sm_89
     /// ```
     pub fn fits(self, row_blocks: usize, per_block: u32) -> bool {
-        let block = self.shared_bytes(row_blocks) + (STATIC_BYTES + RESERVED_BYTES) as usize;
-        self.shared_bytes(row_blocks) <= per_block as usize
-            && block * self.blocks as usize <= (per_block + RESERVED_BYTES) as usize
+        let block = self.shared_bytes(row_blocks) + STATIC_BYTES as usize;
+        super::blocks_by_shared_memory(block, per_block) >= self.blocks as usize
     }
 
     /// The grid for `tiles` tiles: every tile a block, or at most `blocks` a

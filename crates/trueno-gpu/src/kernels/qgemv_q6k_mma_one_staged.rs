@@ -59,12 +59,12 @@ const _: () = assert!((SLOT - BLOCK_BYTES) as usize <= crate::memory::SLACK_BYTE
 const _: () = assert!(LANE_CHUNKS * 32 == TILE_ROWS * CHUNKS);
 const _: () = assert!(BLOCKS * (SHARED_BYTES + 1024 + 512) <= 164 * 1024);
 
-/// Whether two of the kernel's blocks fit a multiprocessor of `dev` (its blocks may take
-/// `shared_per_block`, a multiprocessor that and one block's 1 KiB reserve): the
-/// residency it was measured at. Not on sm_86 / sm_89 (99 KiB a block).
+/// Whether two of the kernel's blocks fit a multiprocessor of `dev`
+/// ([`super::blocks_by_shared_memory`]): the residency it was measured at. Not on sm_86 /
+/// sm_89 (99 KiB a block).
 pub(super) fn fits(dev: QgemvDevice) -> bool {
-    let block = SHARED_BYTES + WARPS * TILE_ROWS * 4 + 1024;
-    BLOCKS * block <= dev.shared_per_block + 1024
+    let block = (SHARED_BYTES + WARPS * TILE_ROWS * 4) as usize;
+    super::blocks_by_shared_memory(block, dev.shared_per_block) >= BLOCKS as usize
 }
 
 /// The kernel (see the module's doc).
