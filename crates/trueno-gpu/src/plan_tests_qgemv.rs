@@ -66,8 +66,9 @@ fn q8_0_projections_take_the_integer_path_where_inputs_are_whole_q8k_blocks() {
 
 /// A Q6_K down projection (4096 rows of 14336 columns: 256 tiles, long rows) takes the
 /// tensor-core kernel at two blocks a multiprocessor, its weights staged in shared
-/// memory, on an H100 (one wave of them) and an A100 (two), as `Stream::qgemv_q8k` does (`q6k_mma_one_for`); the 1024-row value
-/// projection (64 tiles of 4096-column rows) the default `dp4a` kernel on both.
+/// memory, on an H100 (one wave of them) and an A100 (two), as `Stream::qgemv_q8k` does
+/// (`q6k_mma_one_for`); the 1024-row value projection (64 tiles of 4096-column rows) the
+/// default `dp4a` kernel on both.
 #[test]
 fn q6_k_products_name_the_kernel_the_stream_runs() {
     let m = llama3_8b();

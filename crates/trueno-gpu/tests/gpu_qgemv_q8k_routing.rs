@@ -197,12 +197,13 @@ fn q4_k_and_q5_k_on_the_tensor_cores_match_the_reference_at_ragged_tiles() {
 /// reference: within a wave of tiles at two blocks a multiprocessor only for rows of 32
 /// super-blocks or more (one row; a tile and one; ragged), two blocks up to two waves
 /// (staged in shared memory for such rows), three past. (Rows of 4096 columns on a device
-/// with bulk copies: the next test.) Rows of whole 1024-column groups
-/// (4 super-blocks a row: fewer than a tile's eight warps, the first four starting 0, 2,
-/// 4 and 6 bytes past an 8-byte boundary; 8; 32 and 36, 0 and 8 mod 16), of 4 mod 8
-/// bytes (6, 10, 34 super-blocks: tiles of every other row) and of 2 or 6 mod 8 (3, 5,
-/// 7, 33, 35, 37, 39: every fourth row), row counts that end inside a group's tiles. The `dp4a` kernels: within a wave with shorter rows, the tensor cores
-/// off.
+/// with bulk copies: the next test.) Rows of whole 1024-column groups (4 super-blocks a
+/// row: fewer than a tile's eight warps, the first four starting 0, 2, 4 and 6 bytes
+/// past an 8-byte boundary; 8; 32 and 36, 0 and 8 mod 16), of 4 mod 8 bytes (6, 10, 34
+/// super-blocks: tiles of every other row) and of 2 or 6 mod 8 (3, 5, 7, 33, 35, 37, 39:
+/// every fourth row), row counts that end inside a group's tiles. The `dp4a` kernels:
+/// within a wave with shorter rows (12 super-blocks: 4096 columns would take the copy
+/// engine's tiles on sm_90), the tensor cores off.
 #[test]
 fn q6_k_on_the_tensor_cores_matches_the_reference_at_every_row_alignment() {
     let Some(ctx) = ctx() else { return };

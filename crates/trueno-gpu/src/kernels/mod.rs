@@ -49,6 +49,7 @@ pub mod qgemv_q4k_mma_one;
 mod qgemv_q6k;
 mod qgemv_q6k_dp4a;
 mod qgemv_q6k_mma;
+mod qgemv_q6k_mma_lane;
 pub mod qgemv_q6k_mma_one;
 pub mod qgemv_q6k_mma_one_bulk;
 pub mod qgemv_q6k_mma_one_staged;

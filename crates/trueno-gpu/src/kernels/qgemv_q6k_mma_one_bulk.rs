@@ -26,7 +26,8 @@
 use super::qgemv_dp4a::q8k_params;
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, act_after_weights, meet_and_store};
 use super::qgemv_q6k::BLOCK_BYTES;
-use super::qgemv_q6k_mma_one::{LaneB, QgemvDevice, WARPS, Weights, act_words, super_block};
+use super::qgemv_q6k_mma_lane::{LaneB, Weights, act_words, super_block};
+use super::qgemv_q6k_mma_one::{QgemvDevice, WARPS};
 use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, U32};
 
 /// Tiles a block holds in shared memory at once, blocks a multiprocessor, and the
@@ -112,7 +113,8 @@ impl BulkRing {
 /// [`BULK_ROW_BLOCKS`] super-blocks, at least a tile a multiprocessor; one tile a block at
 /// three blocks a multiprocessor up to three tiles each, at four up to four, then a
 /// persistent ring of two at two; `None` elsewhere, or where `dev`'s shared memory does
-/// not hold the ring ([`BulkRing::fits`]). H200, the probe's forms (`scripts/qgemv_q6k_bulk_forms.cuh`), µs in a graph:
+/// not hold the ring ([`BulkRing::fits`]). H200, the probe's forms
+/// (`scripts/qgemv_q6k_bulk_forms.cuh`), µs in a graph:
 ///
 /// | rows x 4096 | one of three | one of four | ring of two | registers (as routed before) |
 /// |---|---:|---:|---:|---:|

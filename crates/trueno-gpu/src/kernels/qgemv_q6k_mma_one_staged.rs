@@ -31,9 +31,8 @@ use super::qgemv_dp4a::Q8kParams;
 use super::qgemv_mma_staged::{STAGES, drain, prefetch, swap_stages, wait_stage};
 use super::qgemv_mma_tile::{PassWait, TILE_ROWS, TileLane, TileRows, act_after_weights};
 use super::qgemv_q6k::BLOCK_BYTES;
-use super::qgemv_q6k_mma_one::{
-    ActSums, LaneB, QgemvDevice, WARPS, Weights, act_sums, act_words, super_block,
-};
+use super::qgemv_q6k_mma_lane::{ActSums, LaneB, Weights, act_sums, act_words, super_block};
+use super::qgemv_q6k_mma_one::{QgemvDevice, WARPS};
 use crate::ptx::{Cmp, KernelBuilder, KernelIr, Reg, U32, U64};
 
 /// A row's slot in a stage: up to 14 bytes before its super-block, the 210 bytes.
