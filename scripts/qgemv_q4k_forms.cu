@@ -832,12 +832,14 @@ int main(int argc, char** argv) {
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         // A tile's forms: one 16-row tile a block of `nt` threads, `smem` dynamic bytes.
-        auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl) {
+        // `persist`: a grid of as many blocks as fit, each taking tiles b, b + grid, ...
+        auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl, bool persist = false) {
             if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
             if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, smem);
             int grid = (rows + 15) / 16;
+            if (persist) grid = std::min(grid, per_sm * sms);
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
             cudaMemset(y, 0, rows * 4);
@@ -871,22 +873,7 @@ int main(int argc, char** argv) {
             run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
             auto bulk = [&](const char* name, auto kern, int stages, int minb) {
                 size_t smem = q4k_bulk_smem(stages, blocks);
-                if ((smem + 2048) * minb > 227 * 1024) return;
-                if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
-                if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-                int per_sm = 0;
-                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
-                int grid = std::min((rows + 15) / 16, per_sm * sms);
-                cudaFuncAttributes fa;
-                cudaFuncGetAttributes(&fa, kern);
-                cudaMemset(y, 0, rows * 4);
-                kern<<<grid, THREADS, smem, s>>>(ws[0], act, y, rows, blocks);
-                cudaStreamSynchronize(s);
-                double err = p.max_rel_err();
-                double us = graph_us(s, calls, [&](int i) {
-                    launch(s, true, kern, dim3(grid), dim3(THREADS), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
-                });
-                print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
+                if ((smem + 2048) * minb <= 227 * 1024) run_tile(name, kern, THREADS, smem, true, true);
             };
             bulk("MMA1B-S1-M3", q4k_mma_b<1, 3>, 1, 3);
             bulk("MMA1B-S1-M4", q4k_mma_b<1, 4>, 1, 4);

@@ -113,14 +113,10 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma_b(const uint8_t* __rest
     uint32_t row_bytes = (uint32_t)blocks * BB, tile_bytes = 16 * row_bytes;
     int ntiles = (rows + 15) / 16;
     int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    uint32_t st0 = (uint32_t)__cvta_generic_to_shared(stg), bar0 = (uint32_t)__cvta_generic_to_shared(full);
+    uint32_t st0 = smem32(stg), bar0 = smem32(full);
     auto fill = [&](int i) {
         int tile = (int)blockIdx.x + i * (int)gridDim.x, n = min(16, rows - 16 * tile);
-        uint32_t bar = bar0 + 8 * (i % S), bytes = (uint32_t)n * row_bytes;
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(st0 + (i % S) * tile_bytes),
-                     "l"(w + (size_t)tile * tile_bytes), "r"(bytes), "r"(bar)
-                     : "memory");
+        bulk_into(st0 + (i % S) * tile_bytes, w + (size_t)tile * tile_bytes, (uint32_t)n * row_bytes, bar0 + 8 * (i % S));
     };
     if (threadIdx.x == 0) {
         for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
@@ -133,12 +129,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma_b(const uint8_t* __rest
     LaneScales ls(t);
     for (int i = 0; i < mine; i++) {
         int tile = (int)blockIdx.x + i * (int)gridDim.x;
-        uint32_t done = 0;
-        while (!done)
-            asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                         : "=r"(done)
-                         : "r"(bar0 + 8 * (i % S)), "r"((i / S) & 1)
-                         : "memory");
+        bar_wait(bar0 + 8 * (i % S), (i / S) & 1);
         const uint8_t* st = stg + (size_t)(i % S) * tile_bytes;
         int last = min(15, rows - 1 - 16 * tile);
         const uint8_t* r0 = st + (size_t)min(g, last) * row_bytes;

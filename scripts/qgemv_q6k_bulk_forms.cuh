@@ -12,24 +12,6 @@
 // The memory sees one sequential stream a block, never a wave of warps that load and then
 // all compute. Rows of whole 2048-column groups (a row 0 mod 16 bytes): a warp's offset
 // past the 8-byte boundary is that of its super-blocks alone.
-__device__ __forceinline__ uint32_t smem32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void bulk_into(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst), "l"(src), "r"(bytes),
-                 "r"(bar)
-                 : "memory");
-}
-
-__device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{ .reg .pred q; mbarrier.try_wait.parity.shared::cta.b64 q, [%1], %2; selp.u32 %0, 1, 0, q; }"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
-
 template <int O8>
 __device__ __forceinline__ void tile_b(const uint8_t* st, uint32_t row_bytes, const Act& a, int blocks, int kw, int g, int t,
                                        const uint32_t (&m)[4], int eo, int last, float& acc0, float& acc1) {
