@@ -33,6 +33,8 @@
 //           (`STAGED=1`); MMA1B whole 16-row tiles copied by the copy engine into a ring
 //           of S stages of a persistent grid (`BULK=1`), as Q6_K's MMA6B
 //           (qgemv_q4k_staged_forms.cuh; session 62: neither ported).
+//   SWEEP   MMA1 at sixteen, fourteen and eight warps a tile, for rows whose super-blocks
+//           do or do not split evenly among the warps (`SWEEP=1`, session 63).
 // 20 calls in a CUDA graph over four weight sets or more (160 MB: each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
@@ -868,6 +870,13 @@ int main(int argc, char** argv) {
             run_tile("MMA1S-W4-S3-M6", q4k_mma_s<4, 3, 6>, 128, q4k_staged_smem(4, 3), true);
         }
         // BULK=1: trueno's register forms against the copy engine's whole tiles, two rounds.
+        // SWEEP=1: the register forms at rows whose super-blocks do or do not divide
+        // evenly among a tile's warps (sixteen; fourteen for 56 super-blocks a row).
+        for (int round = 0; getenv("SWEEP") && round < 2; round++) {
+            run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
+            run_tile("MMA1-W14-M2", q4k_mma1<14, 1, 2, true, 448>, 448, 0, true);
+            run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+        }
         for (int round = 0; getenv("BULK") && round < 2; round++) {
             run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
             run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
@@ -944,7 +953,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && !getenv("SWEEP") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
