@@ -35,6 +35,9 @@
 //           (qgemv_q4k_staged_forms.cuh; session 62: neither ported).
 //   SWEEP   MMA1 at sixteen, fourteen and eight warps a tile, for rows whose super-blocks
 //           do or do not split evenly among the warps (`SWEEP=1`, session 63).
+//   WAIT    MMA1 around the wait for the previous kernel: serialised, its activations
+//           loaded before the wait (a measurement only), nothing before it, the next
+//           passes asked into L2 or copied into shared memory, rotated rows (`WAIT=1`).
 // 20 calls in a CUDA graph over four weight sets or more (160 MB: each call misses L2), µs a call,
 // against cudaMemcpy of 1 GiB in the same process. Not part of trueno (which generates
 // its own PTX): a probe, built with the device machine's nvcc. Findings: BENCHMARKS.md,
@@ -395,14 +398,21 @@ __device__ __forceinline__ void ldv_if(bool p, uint32_t* r, const void* ptr) {
                  : "+r"(r[0]), "+r"(r[1]), "+r"(r[2]), "+r"(r[3]) : "r"((uint32_t)p), "l"(ptr));
 }
 
-template <int W, int U, int MINB = 0, bool PDL = false, int NT = THREADS>
+template <int W, int U, int MINB = 0, bool PDL = false, int NT = THREADS, bool ACT_EARLY = false, int L2NEXT = 0, int STASH = 0, bool WAIT_FIRST = false, int ROT = 0>
 __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
     __shared__ float part[NT / 32][16];
+    extern __shared__ uint4 stash[];
     if (PDL) asm volatile("griddepcontrol.launch_dependents;");
+    // WAIT_FIRST: nothing loaded before the wait (the weights then go out with the
+    // activations, in one round trip).
+    if (PDL && WAIT_FIRST) asm volatile("griddepcontrol.wait;" ::: "memory");
     MmaPlace<W, NT> at(w, rows, blocks);
     int g = at.g, t = at.t, kw = at.kw;
     const uint8_t *w0 = at.w0, *w1 = at.w1;
     bool first = g == 2 * t, second = g == 2 * t + 1;
+    // ROT: tile b starts its row at super-block (b * ROT) mod blocks, so the blocks that
+    // leave the wait together read different parts of the activation vector.
+    int rot = ROT ? (int)(((long long)blockIdx.x * ROT) % blocks) : 0;
     LaneScales ls(t);
     // B: the lane's sub-block g of activations, kept in the k run that is sub-block g
     // (first or second) and zeroed in the other (and in both where neither is).
@@ -412,9 +422,17 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
     for (int sb = kw; sb < blocks; sb += U * W) {
         int n = min(U, (blocks - sb + W - 1) / W);
         uint4 h0[U], h1[U], q0a[U], q0b[U], q1a[U], q1b[U];
+        if (STASH && U == 1 && sb == kw + W) {
+            // The second pass: its weights were copied into the lane's stash before the
+            // wait (below).
+            asm volatile("cp.async.wait_all;" ::: "memory");
+            const uint4* st = stash + threadIdx.x * 6;
+            q0a[0] = st[0]; q0b[0] = st[1]; q1a[0] = st[2]; q1b[0] = st[3]; h0[0] = st[4]; h1[0] = st[5];
+        } else {
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int s = u < n ? sb + u * W : sb;
+            if (ROT) s = s + rot < blocks ? s + rot : s + rot - blocks;
             const uint8_t* p0 = w0 + (size_t)s * BB;
             const uint8_t* p1 = w1 + (size_t)s * BB;
             q0a[u] = ldv(p0 + 16 + 32 * t);
@@ -424,14 +442,52 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
             h0[u] = ldv(p0);
             h1[u] = ldv(p1);
         }
+        }
+        // STASH: the second pass's weights copied by `cp.async` into the lane's six
+        // 16-byte slots of shared memory before the wait, so they stream in while the
+        // first pass's activations make their round trip after it (no registers held).
+        auto stash_next = [&]() {
+            const uint8_t* p0 = w0 + (size_t)(sb + W) * BB;
+            const uint8_t* p1 = w1 + (size_t)(sb + W) * BB;
+            const uint8_t* src[6] = {p0 + 16 + 32 * t, p0 + 32 + 32 * t, p1 + 16 + 32 * t, p1 + 32 + 32 * t, p0, p1};
+            uint32_t dst = smem32(stash + threadIdx.x * 6);
+#pragma unroll
+            for (int i = 0; i < 6; i++) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 16 * i), "l"(src[i]));
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        };
+        if (STASH == 1 && U == 1 && sb == kw && sb + W < blocks) stash_next();
         // Overlapped launches: the first pass's weights leave before the wait (no kernel
         // writes weights), the activations after it.
-        if (PDL && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
+        // L2NEXT: the lane's bytes of the next L2NEXT passes asked into L2 before the
+        // wait (weights are never written, so this is safe), so the memory stays busy
+        // while the first pass's activations make their round trip after it.
+        auto ask_next = [&]() {
+#pragma unroll
+            for (int j = 1; j <= (L2NEXT < 0 ? -L2NEXT : L2NEXT); j++) {
+                int s2 = sb + j * U * W;
+                if (s2 < blocks) {
+                    const uint8_t* p0 = w0 + (size_t)s2 * BB;
+                    const uint8_t* p1 = w1 + (size_t)s2 * BB;
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(p0 + 16 + 32 * t));
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(p0 + 32 + 32 * t));
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(p1 + 16 + 32 * t));
+                    asm volatile("prefetch.global.L2 [%0];" ::"l"(p1 + 32 + 32 * t));
+                    if (t == 0) {
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(p0));
+                        asm volatile("prefetch.global.L2 [%0];" ::"l"(p1));
+                    }
+                }
+            }
+        };
+        // L2NEXT < 0: the same asks after the wait and the first pass's activation loads.
+        if (PDL && L2NEXT > 0 && sb == kw) ask_next();
+        if (PDL && !ACT_EARLY && !WAIT_FIRST && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
         int4 sm[U];
         float dx[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int s = u < n ? sb + u * W : sb;
+            if (ROT) s = s + rot < blocks ? s + rot : s + rot - blocks;
             const int8_t* aq = a.q + (size_t)s * 256 + 32 * g;
             // One vector's B: only the super-block in hand's (U > 1 overwrites them, so
             // U > 1 loads them again after the first product; see below).
@@ -444,6 +500,12 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
             sm[u] = make_int4((int)v.x, (int)v.y, (int)v.z, (int)v.w);
             dx[u] = a.d[s];
         }
+        // ACT_EARLY (a measurement only: the activations are then read before the
+        // previous kernel is known done, which only this probe's constant vector allows).
+        if (PDL && ACT_EARLY && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
+        if (PDL && L2NEXT < 0 && sb == kw) ask_next();
+        // STASH == 2: the same copies after the wait, behind the first pass's activations.
+        if (STASH == 2 && U == 1 && sb == kw && sb + W < blocks) stash_next();
         // The pin: a branch never taken that reads every loaded word, so ptxas cannot
         // sink a load below it among the products (as trueno's kernels pin a pass).
         if (rows < 0) {
@@ -837,7 +899,7 @@ int main(int argc, char** argv) {
         // `persist`: a grid of as many blocks as fit, each taking tiles b, b + grid, ...
         auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl, bool persist = false) {
             if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
-            if (smem > 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (smem >= 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, smem);
             int grid = (rows + 15) / 16;
@@ -876,6 +938,35 @@ int main(int argc, char** argv) {
             run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
             run_tile("MMA1-W14-M2", q4k_mma1<14, 1, 2, true, 448>, 448, 0, true);
             run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+        }
+        // WAIT=1 (session 63): around the wait for the previous kernel, the sixteen- and
+        // eight-warp forms as trueno runs them, serialised, with the activations loaded
+        // before the wait (ACT-EARLY: a measurement only, the activations then being read
+        // before the kernel that writes them is known done, which only this probe's
+        // constant vector allows), with nothing loaded before it, with the next one or two
+        // passes asked into L2 before or after it, with the next pass copied into shared
+        // memory before or after it, and with each tile's row started at a rotated
+        // super-block.
+        for (int round = 0; getenv("WAIT") && round < 2; round++) {
+            run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
+            run_tile("MMA1-W16-M2-SERIAL", q4k_mma1<16, 1, 2, false, 512>, 512, 0, false);
+            run_tile("MMA1-W16-M2-ACT-EARLY", q4k_mma1<16, 1, 2, true, 512, true>, 512, 0, true);
+            run_tile("MMA1-W16-M2-WAIT-FIRST", q4k_mma1<16, 1, 2, true, 512, false, 0, 0, true>, 512, 0, true);
+            run_tile("MMA1-W16-M2-L2N1", q4k_mma1<16, 1, 2, true, 512, false, 1>, 512, 0, true);
+            run_tile("MMA1-W16-M2-L2N2", q4k_mma1<16, 1, 2, true, 512, false, 2>, 512, 0, true);
+            run_tile("MMA1-W16-M2-L2N1-AFTER", q4k_mma1<16, 1, 2, true, 512, false, -1>, 512, 0, true);
+            run_tile("MMA1-W16-M2-STASH", q4k_mma1<16, 1, 2, true, 512, false, 0, 1>, 512, 512 * 96, true);
+            run_tile("MMA1-W16-M2-STASH-AFTER", q4k_mma1<16, 1, 2, true, 512, false, 0, 2>, 512, 512 * 96, true);
+            run_tile("MMA1-W16-M2-ROT1", q4k_mma1<16, 1, 2, true, 512, false, 0, 0, false, 1>, 512, 0, true);
+            run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+            run_tile("MMA1-W8-M4-SERIAL", q4k_mma1<8, 1, 4, false>, 256, 0, false);
+            run_tile("MMA1-W8-M4-ACT-EARLY", q4k_mma1<8, 1, 4, true, THREADS, true>, 256, 0, true);
+            run_tile("MMA1-W8-M4-WAIT-FIRST", q4k_mma1<8, 1, 4, true, THREADS, false, 0, 0, true>, 256, 0, true);
+            run_tile("MMA1-W8-M4-L2N1", q4k_mma1<8, 1, 4, true, THREADS, false, 1>, 256, 0, true);
+            run_tile("MMA1-W8-M4-L2N1-AFTER", q4k_mma1<8, 1, 4, true, THREADS, false, -1>, 256, 0, true);
+            run_tile("MMA1-W8-M4-STASH", q4k_mma1<8, 1, 4, true, THREADS, false, 0, 1>, 256, 256 * 96, true);
+            run_tile("MMA1-W8-M4-STASH-AFTER", q4k_mma1<8, 1, 4, true, THREADS, false, 0, 2>, 256, 256 * 96, true);
+            run_tile("MMA1-W8-M4-ROT1", q4k_mma1<8, 1, 4, true, THREADS, false, 0, 0, false, 1>, 256, 0, true);
         }
         for (int round = 0; getenv("BULK") && round < 2; round++) {
             run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
@@ -953,7 +1044,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && !getenv("SWEEP") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && !getenv("SWEEP") && !getenv("WAIT") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);

@@ -8,15 +8,19 @@
 // trueno's integer qgemv issues its first pass's weights. Not part of trueno (which
 // generates its own PTX): a probe of the hardware, built with the device machine's nvcc.
 //
-//   nvcc -O3 -arch=sm_90 -o stream_read_overlap scripts/stream_read_overlap.cu && ./stream_read_overlap
+//   nvcc -O3 -arch=sm_90 -o stream_read_overlap scripts/stream_read_overlap.cu && ./stream_read_overlap [BYTES...]
 //
 // Prints one JSON line per size and occupancy.
+#include <cstdlib>
 #include "stream_read_common.cuh"
-int main() {
+int main(int argc, char** argv) {
     cudaStream_t s; cudaStreamCreate(&s);
     float* out; cudaMalloc(&out, 1 << 24);
     int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-    for (size_t bytes : {9437184ul, 13784128ul, 17825792ul}) {
+    std::vector<size_t> sizes = {9437184ul, 13784128ul, 17825792ul};
+    if (argc > 1) sizes.clear();
+    for (int i = 1; i < argc; i++) sizes.push_back(strtoull(argv[i], nullptr, 10));
+    for (size_t bytes : sizes) {
         auto bufs = buffers(bytes);
         size_t n16 = bytes / 16;
         for (int per_sm : {512, 1024, 2048}) {
