@@ -430,22 +430,23 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
             q0a[0] = st[0]; q0b[0] = st[1]; q1a[0] = st[2]; q1b[0] = st[3]; h0[0] = st[4]; h1[0] = st[5];
         } else {
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            int s = u < n ? sb + u * W : sb;
-            if (ROT) s = s + rot < blocks ? s + rot : s + rot - blocks;
-            const uint8_t* p0 = w0 + (size_t)s * BB;
-            const uint8_t* p1 = w1 + (size_t)s * BB;
-            q0a[u] = ldv(p0 + 16 + 32 * t);
-            q0b[u] = ldv(p0 + 32 + 32 * t);
-            q1a[u] = ldv(p1 + 16 + 32 * t);
-            q1b[u] = ldv(p1 + 32 + 32 * t);
-            h0[u] = ldv(p0);
-            h1[u] = ldv(p1);
-        }
+            for (int u = 0; u < U; u++) {
+                int s = u < n ? sb + u * W : sb;
+                if (ROT) s = s + rot < blocks ? s + rot : s + rot - blocks;
+                const uint8_t* p0 = w0 + (size_t)s * BB;
+                const uint8_t* p1 = w1 + (size_t)s * BB;
+                q0a[u] = ldv(p0 + 16 + 32 * t);
+                q0b[u] = ldv(p0 + 32 + 32 * t);
+                q1a[u] = ldv(p1 + 16 + 32 * t);
+                q1b[u] = ldv(p1 + 32 + 32 * t);
+                h0[u] = ldv(p0);
+                h1[u] = ldv(p1);
+            }
         }
         // STASH: the second pass's weights copied by `cp.async` into the lane's six
-        // 16-byte slots of shared memory before the wait, so they stream in while the
-        // first pass's activations make their round trip after it (no registers held).
+        // 16-byte slots of shared memory, before the wait (1) or after it and the first
+        // pass's activation loads (2), so they stream in while those activations make
+        // their round trip (no registers held).
         auto stash_next = [&]() {
             const uint8_t* p0 = w0 + (size_t)(sb + W) * BB;
             const uint8_t* p1 = w1 + (size_t)(sb + W) * BB;
@@ -456,11 +457,10 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
             asm volatile("cp.async.commit_group;" ::: "memory");
         };
         if (STASH == 1 && U == 1 && sb == kw && sb + W < blocks) stash_next();
-        // Overlapped launches: the first pass's weights leave before the wait (no kernel
-        // writes weights), the activations after it.
-        // L2NEXT: the lane's bytes of the next L2NEXT passes asked into L2 before the
-        // wait (weights are never written, so this is safe), so the memory stays busy
-        // while the first pass's activations make their round trip after it.
+        // L2NEXT: the lane's bytes of the next |L2NEXT| passes asked into L2, before the
+        // wait (L2NEXT > 0; weights are never written, so this is safe) or after it and
+        // the first pass's activation loads (L2NEXT < 0), so the memory stays busy while
+        // those activations make their round trip.
         auto ask_next = [&]() {
 #pragma unroll
             for (int j = 1; j <= (L2NEXT < 0 ? -L2NEXT : L2NEXT); j++) {
@@ -481,6 +481,8 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
         };
         // L2NEXT < 0: the same asks after the wait and the first pass's activation loads.
         if (PDL && L2NEXT > 0 && sb == kw) ask_next();
+        // Overlapped launches: the first pass's weights leave before the wait (no kernel
+        // writes weights), the activations after it.
         if (PDL && !ACT_EARLY && !WAIT_FIRST && sb == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
         int4 sm[U];
         float dx[U];
