@@ -35,6 +35,8 @@
 //           (qgemv_q4k_staged_forms.cuh; session 62: neither ported).
 //   SWEEP   MMA1 at sixteen, fourteen and eight warps a tile, for rows whose super-blocks
 //           do or do not split evenly among the warps (`SWEEP=1`, session 63).
+//   MMA1H   MMA1 in half super-blocks (half the weights a unit in registers), at 8-32
+//           warps a tile and 1-6 blocks a multiprocessor (`HALF=1`, session 63);
 //   WAIT    MMA1 around the wait for the previous kernel: serialised, its activations
 //           loaded before the wait (a measurement only), nothing before it, the next
 //           passes asked into L2 or copied into shared memory, rotated rows (`WAIT=1`).
@@ -544,6 +546,56 @@ __global__ void __launch_bounds__(NT, MINB) q4k_mma1(const uint8_t* __restrict__
     store_tile<W, NT>(part, acc0, acc1, y, rows);
 }
 
+// MMA1H: MMA1 in half super-blocks, for more warps a tile at fewer registers. Unit u of
+// a row's 2 * blocks is super-block u / 2, half u % 2: the lane's first or second 16
+// bytes of quant group t (steps 0-3 or 4-7 of MMA1) against the matching 16 bytes of its
+// activations, so a unit holds half MMA1's weights in registers. A unit's partial dots
+// are scaled as MMA1's whole ones (the sum of the halves' `sc c` terms is the whole's);
+// the mins' term goes with half 0 alone. W warps a 16-row tile (W = 24: 768 threads, two
+// blocks a multiprocessor at 42 registers or fewer).
+template <int W, int MINB, int NT>
+__global__ void __launch_bounds__(NT, MINB) q4k_mma1h(const uint8_t* __restrict__ w, Act a, float* y, int rows, int blocks) {
+    __shared__ float part[NT / 32][16];
+    asm volatile("griddepcontrol.launch_dependents;");
+    MmaPlace<W, NT> at(w, rows, blocks);
+    int g = at.g, t = at.t, kw = at.kw;
+    const uint8_t *w0 = at.w0, *w1 = at.w1;
+    bool first = g == 2 * t, second = g == 2 * t + 1;
+    LaneScales ls(t);
+    uint32_t m0 = first ? ~0u : 0u, m1 = second ? ~0u : 0u;
+    float acc0 = 0.f, acc1 = 0.f;
+    int units = 2 * blocks;
+    for (int u = kw; u < units; u += W) {
+        int sb = u >> 1, h = u & 1;
+        const uint8_t* p0 = w0 + (size_t)sb * BB;
+        const uint8_t* p1 = w1 + (size_t)sb * BB;
+        uint4 q0 = ldv(p0 + 16 + 32 * t + 16 * h);
+        uint4 q1 = ldv(p1 + 16 + 32 * t + 16 * h);
+        uint4 h0 = ldv(p0), h1 = ldv(p1);
+        // The first unit's weights leave before the wait, the activations after it.
+        if (u == kw) asm volatile("griddepcontrol.wait;" ::: "memory");
+        uint4 x = ldv(a.q + (size_t)sb * 256 + 32 * g + 16 * h);
+        uint4 v = ldv(a.s16 + (size_t)sb * 16 + 4 * t);
+        float dx = a.d[sb];
+        if (rows < 0) {
+            y[0] = __uint_as_float(q0.x ^ q0.y ^ q0.z ^ q0.w ^ q1.x ^ q1.y ^ q1.z ^ q1.w ^ h0.x ^ h0.y ^ h0.z ^ h0.w ^ h1.x ^ h1.y ^ h1.z ^ h1.w ^
+                                   x.x ^ x.y ^ x.z ^ x.w ^ v.x ^ v.w ^ __float_as_uint(dx));
+        }
+        uint32_t r0w[4] = {q0.x, q0.y, q0.z, q0.w};
+        uint32_t r1w[4] = {q1.x, q1.y, q1.z, q1.w};
+        uint32_t xs[4] = {x.x, x.y, x.z, x.w};
+        int c[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            mma_u8s8(c, r0w[e] & 0x0F0F0F0F, r1w[e] & 0x0F0F0F0F, r0w[e] & 0xF0F0F0F0, r1w[e] & 0xF0F0F0F0, xs[e] & m0, xs[e] & m1);
+        int s0 = h ? 0 : (int)v.x + (int)v.y, s1 = h ? 0 : (int)v.z + (int)v.w;
+        acc0 += mma_scaled(h0, ls, c[0], c[1], s0, s1, dx);
+        acc1 += mma_scaled(h1, ls, c[2], c[3], s0, s1, dx);
+    }
+    if (kw >= units) asm volatile("griddepcontrol.wait;" ::: "memory");
+    store_tile<W, NT>(part, acc0, acc1, y, rows);
+}
+
 // MMA2: MMA1 with both k runs of a step in one sub-block (steps 0-3 the group's low
 // nibbles, words 2e and 2e + 1; steps 4-7 its high ones) and two accumulators (low, high),
 // so B column 2t is sub-block 2t (low) or 2t + 1 (high) in every step: lane 4g + t with
@@ -941,6 +993,17 @@ int main(int argc, char** argv) {
             run_tile("MMA1-W14-M2", q4k_mma1<14, 1, 2, true, 448>, 448, 0, true);
             run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
         }
+        // HALF=1 (session 63): half super-blocks a unit, more warps a tile.
+        for (int round = 0; getenv("HALF") && round < 2; round++) {
+            run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
+            run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
+            run_tile("MMA1H-W16-M2", q4k_mma1h<16, 2, 512>, 512, 0, true);
+            run_tile("MMA1H-W24-M2", q4k_mma1h<24, 2, 768>, 768, 0, true);
+            run_tile("MMA1H-W32-M1", q4k_mma1h<32, 1, 1024>, 1024, 0, true);
+            run_tile("MMA1H-W16-M3", q4k_mma1h<16, 3, 512>, 512, 0, true);
+            run_tile("MMA1H-W8-M6", q4k_mma1h<8, 6, 256>, 256, 0, true);
+            run_tile("MMA1-W24-M2", q4k_mma1<24, 1, 2, true, 768>, 768, 0, true);
+        }
         // WAIT=1 (session 63): around the wait for the previous kernel, the sixteen- and
         // eight-warp forms as trueno runs them, serialised, with the activations loaded
         // before the wait (ACT-EARLY: a measurement only, the activations then being read
@@ -1046,7 +1109,7 @@ int main(int argc, char** argv) {
             run("REGM7", q4k_reg<0, 7>, 0, false);
             run("REGM8", q4k_reg<0, 8>, 0, false);
         }
-        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && !getenv("SWEEP") && !getenv("WAIT") && round < 2; round++) {
+        for (int round = 0; !getenv("HINTS") && !getenv("WAVES") && !getenv("DEPTH") && !getenv("PDL") && !getenv("ROLLC") && !getenv("MMA") && !getenv("STAGED") && !getenv("BULK") && !getenv("SWEEP") && !getenv("WAIT") && !getenv("HALF") && round < 2; round++) {
             run("REG", q4k_reg<>, 0, false);
             run("CP2", q4k_cp<2, false, false>, 2 * 64, false);
             run("CPH2", q4k_cp<2, false, true>, 2 * 36, false);
