@@ -63,6 +63,24 @@ __device__ __forceinline__ void bar_wait(uint32_t bar, uint32_t parity) {
                      : "memory");
 }
 
+// Dynamic shared bytes of the copy engine's forms: S stages of a `blocks`-super-block
+// row's 16-row tiles of `bb`-byte super-blocks; and whether `minb` blocks of them (with
+// a block's ~2 KB of static shared memory) fit a multiprocessor's 227 KB.
+inline size_t ring_smem(int S, int blocks, int bb) { return (size_t)S * 16 * blocks * bb; }
+inline bool ring_fits(size_t smem, int minb) { return (smem + 2048) * minb <= 227 * 1024; }
+
+// The staged forms' chunk map: chunk lane + 32i (i < N) of a warp's step is tile row
+// c / CHUNKS (past the last: the last) and 16-byte chunk c % CHUNKS of it, as a byte
+// offset from the tile's first row (c capped at the step's last chunk).
+template <int CHUNKS, int N>
+__device__ __forceinline__ void tile_chunks(uint32_t (&src)[N], int lane, int tile, int rows, uint32_t row_bytes) {
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        int c = min(lane + 32 * i, 16 * CHUNKS - 1), r = min(tile * 16 + c / CHUNKS, rows - 1) - tile * 16;
+        src[i] = (uint32_t)r * row_bytes + 16 * (c % CHUNKS);
+    }
+}
+
 // The one-vector tensor-core forms' end: rows g and g + 8 summed over the four lanes t (their sub-block
 // pairs), then over the tile's W warps in shared memory, into y (blocks of NT threads, the first of
 // their NT / 32 / W tiles `first_tile`).
@@ -93,6 +111,45 @@ __device__ __forceinline__ void store_tile_from(float (*part)[16], float acc0, f
 template <int W, int NT = THREADS>
 __device__ __forceinline__ void store_tile(float (*part)[16], float acc0, float acc1, float* y, int rows) {
     store_tile_from<W, NT>(part, acc0, acc1, y, rows, blockIdx.x * (NT / 32 / W));
+}
+
+// The copy engine's forms' persistent block (Q4_K's MMA1B, Q6_K's MMA6B): its 16-row
+// tiles b, b + grid, ... copied whole (contiguous rows of `row_bytes`) by thread 0 into a
+// ring of S stages of shared memory `stg`, one transaction barrier `full[s]` a stage,
+// the first S before the wait for the previous grid (weights are never a kernel's
+// output); `tile(st, last, acc0, acc1)` runs a tile's products from its stage `st` (its
+// rows past `last` repeat it); the tile's sums meet in `part` (two buffers in turn), after
+// which every warp is done with the stage and thread 0 refills it with the tile S on.
+template <int S, class Tile>
+__device__ __forceinline__ void bulk_ring(const uint8_t* w, float* y, int rows, uint32_t row_bytes, uint8_t* stg, uint64_t* full,
+                                          float (*part)[THREADS / 32][16], Tile tile) {
+    uint32_t tile_bytes = 16 * row_bytes;
+    int ntiles = (rows + 15) / 16;
+    int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    uint32_t st0 = smem32(stg), bar0 = smem32(full);
+    auto fill = [&](int i) {
+        int t = (int)blockIdx.x + i * (int)gridDim.x, n = min(16, rows - 16 * t);
+        bulk_into(st0 + (i % S) * tile_bytes, w + (size_t)t * tile_bytes, (uint32_t)n * row_bytes, bar0 + 8 * (i % S));
+    };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        for (int i = 0; i < S && i < mine; i++) fill(i);
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    for (int i = 0; i < mine; i++) {
+        int t = (int)blockIdx.x + i * (int)gridDim.x;
+        bar_wait(bar0 + 8 * (i % S), (i / S) & 1);
+        float acc0 = 0.f, acc1 = 0.f;
+        tile(stg + (size_t)(i % S) * tile_bytes, min(15, rows - 1 - 16 * t), acc0, acc1);
+        store_tile_from<8>(part[i & 1], acc0, acc1, y, rows, t);
+        if (threadIdx.x == 0 && i + S < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            fill(i + S);
+        }
+    }
 }
 
 // IEEE half <-> float on the host (normal values only: the probes' scales are).

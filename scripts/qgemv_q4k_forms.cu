@@ -929,35 +929,16 @@ int main(int argc, char** argv) {
         const auto& ws = p.ws;
         int sets = (int)ws.size();
         // `slot16`: 16-byte slots a warp's ring holds.
-        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false, int rows_a_block = 0) {
-            size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
+        // A kernel of `nt`-thread blocks with `smem` dynamic bytes: its blocks a
+        // multiprocessor, then (`measure`) one checked call on a grid of `grid` blocks and
+        // the graph of `calls` (each zeroing y first where `zero`), printed.
+        auto occupancy = [&](auto kern, int nt, size_t smem) {
             if (smem) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
             int per_sm = 0;
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
-            int grid = (rows * 32 + THREADS - 1) / THREADS;
-            if (rows_a_block) grid = (rows + rows_a_block - 1) / rows_a_block;
-            if (persist) grid = std::min(grid, sms * per_sm);
-            cudaFuncAttributes fa;
-            cudaFuncGetAttributes(&fa, kern);
-            cudaMemset(y, 0, rows * 4);
-            kern<<<grid, THREADS, smem, s>>>(ws[0], act, y, rows, blocks);
-            cudaStreamSynchronize(s);
-            double err = p.max_rel_err();
-            double us = graph_us(s, calls, [&](int i) {
-                if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
-                launch(s, pdl, kern, dim3(grid), dim3(THREADS), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
-            });
-            print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
-        };
-        // A tile's forms: one 16-row tile a block of `nt` threads, `smem` dynamic bytes.
-        // `persist`: a grid of as many blocks as fit, each taking tiles b, b + grid, ...
-        auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl, bool persist = false) {
-            if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
-            if (smem >= 48 * 1024) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            int per_sm = 0;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, nt, smem);
-            int grid = (rows + 15) / 16;
-            if (persist) grid = std::min(grid, per_sm * sms);
+            return per_sm;
+        };
+        auto measure = [&](const char* name, auto kern, int grid, int nt, size_t smem, int per_sm, bool pdl, bool zero) {
             cudaFuncAttributes fa;
             cudaFuncGetAttributes(&fa, kern);
             cudaMemset(y, 0, rows * 4);
@@ -965,9 +946,27 @@ int main(int argc, char** argv) {
             cudaStreamSynchronize(s);
             double err = p.max_rel_err();
             double us = graph_us(s, calls, [&](int i) {
+                if (zero) cudaMemsetAsync(y, 0, rows * 4, s);
                 launch(s, pdl, kern, dim3(grid), dim3(nt), smem, (const uint8_t*)ws[i % sets], act, y, rows, blocks);
             });
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
+        };
+        auto run = [&](const char* name, auto kern, int slot16, bool persist, bool zero = false, bool pdl = false, int rows_a_block = 0) {
+            size_t smem = (size_t)(THREADS / 32) * slot16 * 16;
+            int per_sm = occupancy(kern, THREADS, smem);
+            int grid = (rows * 32 + THREADS - 1) / THREADS;
+            if (rows_a_block) grid = (rows + rows_a_block - 1) / rows_a_block;
+            if (persist) grid = std::min(grid, sms * per_sm);
+            measure(name, kern, grid, THREADS, smem, per_sm, pdl, zero);
+        };
+        // A tile's forms: one 16-row tile a block of `nt` threads, `smem` dynamic bytes.
+        // `persist`: a grid of as many blocks as fit, each taking tiles b, b + grid, ...
+        auto run_tile = [&](const char* name, auto kern, int nt, size_t smem, bool pdl, bool persist = false) {
+            if (getenv("FORM") && strcmp(getenv("FORM"), name) != 0) return;
+            int per_sm = occupancy(kern, nt, smem);
+            int grid = (rows + 15) / 16;
+            if (persist) grid = std::min(grid, per_sm * sms);
+            measure(name, kern, grid, nt, smem, per_sm, pdl, false);
         };
         // STAGED=1: trueno's two register forms (eight warps at four blocks, sixteen at
         // two) against the staged forms, two rounds.
@@ -1037,8 +1036,8 @@ int main(int argc, char** argv) {
             run_tile("MMA1-W8-M4", q4k_mma1<8, 1, 4, true>, 256, 0, true);
             run_tile("MMA1-W16-M2", q4k_mma1<16, 1, 2, true, 512>, 512, 0, true);
             auto bulk = [&](const char* name, auto kern, int stages, int minb) {
-                size_t smem = q4k_bulk_smem(stages, blocks);
-                if ((smem + 2048) * minb <= 227 * 1024) run_tile(name, kern, THREADS, smem, true, true);
+                size_t smem = ring_smem(stages, blocks, BB);
+                if (ring_fits(smem, minb)) run_tile(name, kern, THREADS, smem, true, true);
             };
             bulk("MMA1B-S1-M3", q4k_mma_b<1, 3>, 1, 3);
             bulk("MMA1B-S1-M4", q4k_mma_b<1, 4>, 1, 4);

@@ -52,14 +52,9 @@ __global__ void __launch_bounds__(32 * W, MINB) q4k_mma_s(const uint8_t* __restr
     int tile = blockIdx.x;
     uint32_t row_bytes = (uint32_t)blocks * BB;
     const uint8_t* tb = w + (size_t)tile * 16 * row_bytes;
-    // Chunk lane + 32i of a step (i < 4 every lane, i = 4 lanes 0-15): its row (past the
-    // last: the last) and chunk.
+    // Chunk lane + 32i of a step (i < 4 every lane, i = 4 lanes 0-15: 144 chunks).
     uint32_t src[5];
-#pragma unroll
-    for (int i = 0; i < 5; i++) {
-        int c = min(lane + 32 * i, 143), r = min(tile * 16 + c / 9, rows - 1) - tile * 16;
-        src[i] = (uint32_t)r * row_bytes + 16 * (c % 9);
-    }
+    tile_chunks<9>(src, lane, tile, rows, row_bytes);
     uint8_t* my = stg + warp * S * KSTEP;
     int n = (blocks - kw + W - 1) / W;
     auto issue = [&](int j) {
@@ -109,40 +104,14 @@ __global__ void __launch_bounds__(THREADS, MINB) q4k_mma_b(const uint8_t* __rest
     __shared__ float part[2][THREADS / 32][16];
     __shared__ __align__(8) uint64_t full[S];
     asm volatile("griddepcontrol.launch_dependents;");
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
-    uint32_t row_bytes = (uint32_t)blocks * BB, tile_bytes = 16 * row_bytes;
-    int ntiles = (rows + 15) / 16;
-    int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    uint32_t st0 = smem32(stg), bar0 = smem32(full);
-    auto fill = [&](int i) {
-        int tile = (int)blockIdx.x + i * (int)gridDim.x, n = min(16, rows - 16 * tile);
-        bulk_into(st0 + (i % S) * tile_bytes, w + (size_t)tile * tile_bytes, (uint32_t)n * row_bytes, bar0 + 8 * (i % S));
-    };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        for (int i = 0; i < S && i < mine; i++) fill(i);
-    }
-    __syncthreads();
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = threadIdx.x >> 5;
+    uint32_t row_bytes = (uint32_t)blocks * BB;
     uint32_t m0 = g == 2 * t ? ~0u : 0u, m1 = g == 2 * t + 1 ? ~0u : 0u;
     LaneScales ls(t);
-    for (int i = 0; i < mine; i++) {
-        int tile = (int)blockIdx.x + i * (int)gridDim.x;
-        bar_wait(bar0 + 8 * (i % S), (i / S) & 1);
-        const uint8_t* st = stg + (size_t)(i % S) * tile_bytes;
-        int last = min(15, rows - 1 - 16 * tile);
+    bulk_ring<S>(w, y, rows, row_bytes, stg, full, part, [&](const uint8_t* st, int last, float& acc0, float& acc1) {
         const uint8_t* r0 = st + (size_t)min(g, last) * row_bytes;
         const uint8_t* r1 = st + (size_t)min(g + 8, last) * row_bytes;
-        float acc0 = 0.f, acc1 = 0.f;
 #pragma unroll 1
         for (int sb = kw; sb < blocks; sb += 8) q4k_step_s(r0 + sb * BB, r1 + sb * BB, step_act_k(a, sb, g, t), ls, t, m0, m1, acc0, acc1);
-        store_tile_from<8>(part[i & 1], acc0, acc1, y, rows, tile);
-        if (threadIdx.x == 0 && i + S < mine) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            fill(i + S);
-        }
-    }
+    });
 }
-
-inline size_t q4k_bulk_smem(int S, int blocks) { return (size_t)S * 16 * blocks * BB; }

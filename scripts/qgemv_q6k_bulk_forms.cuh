@@ -32,52 +32,19 @@ __global__ void __launch_bounds__(THREADS, MINB) q6k_mma_b(const uint8_t* __rest
     __shared__ float part[2][THREADS / 32][16];
     __shared__ __align__(8) uint64_t full[S];
     asm volatile("griddepcontrol.launch_dependents;");
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = warp;
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, kw = threadIdx.x >> 5;
     uint32_t row_bytes = (uint32_t)blocks * QB;
-    uint32_t tile_bytes = 16 * row_bytes;
-    int ntiles = (rows + 15) / 16;
-    int mine = ((int)blockIdx.x < ntiles) ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    uint32_t st0 = smem32(stg), bar0 = smem32(full);
-    auto fill = [&](int i) {
-        int tile = (int)blockIdx.x + i * (int)gridDim.x;
-        int n = min(16, rows - 16 * tile);
-        bulk_into(st0 + (i % S) * tile_bytes, w + (size_t)tile * tile_bytes, (uint32_t)n * row_bytes, bar0 + 8 * (i % S));
-    };
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < S; i++) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar0 + 8 * i));
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        // The weights are never a kernel's output: their copies go before the wait.
-        for (int i = 0; i < S && i < mine; i++) fill(i);
-    }
-    __syncthreads();
-    asm volatile("griddepcontrol.wait;" ::: "memory");
     const auto [m, eo] = b_mask(g, t);
     int o8 = (kw * QB) & 7;
-    for (int i = 0; i < mine; i++) {
-        int tile = (int)blockIdx.x + i * (int)gridDim.x;
-        bar_wait(bar0 + 8 * (i % S), (i / S) & 1);
-        const uint8_t* st = stg + (size_t)(i % S) * tile_bytes;
-        int last = min(15, rows - 1 - 16 * tile);
-        float acc0 = 0.f, acc1 = 0.f;
+    bulk_ring<S>(w, y, rows, row_bytes, stg, full, part, [&](const uint8_t* st, int last, float& acc0, float& acc1) {
         switch (o8) {
             case 0: tile_b<0>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
             case 2: tile_b<2>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
             case 4: tile_b<4>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
             default: tile_b<6>(st, row_bytes, a, blocks, kw, g, t, m, eo, last, acc0, acc1); break;
         }
-        // Every warp's reads of the stage are done once the tile's sums meet (a block
-        // barrier inside): the stage takes the tile S on.
-        store_tile_from<8>(part[i & 1], acc0, acc1, y, rows, tile);
-        if (threadIdx.x == 0 && i + S < mine) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            fill(i + S);
-        }
-    }
+    });
 }
-
-// Dynamic shared bytes of MMA6B with S stages of a `blocks`-super-block row's tiles.
-inline size_t bulk_smem(int S, int blocks) { return (size_t)S * 16 * blocks * QB; }
 
 // MMA6BK: long rows (too long for a whole tile a stage): a block's 16-row tile in chunks
 // of C super-blocks a row, each chunk 16 row copies of C * 210 bytes (rows 0 mod 16

@@ -533,7 +533,8 @@ int main(int argc, char** argv) {
                 run("MMA6A-W8U2-M3", q6k_mma_a<8, 2, 3, false>, 16, true);
                 if (blocks >= 32) run("MMA6S-S2-M2", q6k_mma_s<2, 2>, 16, true, THREADS, false, staged_smem(2));
                 auto bulk = [&](const char* name, auto kern, int stages, int minb) {
-                    if ((bulk_smem(stages, blocks) + 2048) * minb <= 227 * 1024) run(name, kern, 16, true, THREADS, true, bulk_smem(stages, blocks));
+                    size_t smem = ring_smem(stages, blocks, QB);
+                    if (ring_fits(smem, minb)) run(name, kern, 16, true, THREADS, true, smem);
                 };
                 bulk("MMA6B-S1-M4", q6k_mma_b<1, 4>, 1, 4);
                 bulk("MMA6B-S1-M3", q6k_mma_b<1, 3>, 1, 3);

@@ -139,13 +139,9 @@ __global__ void __launch_bounds__(32 * W, MINB) q6k_mma_s(const uint8_t* __restr
     int tile = blockIdx.x;
     uint32_t row_bytes = (uint32_t)blocks * QB;
     const uint8_t* tb = w + (size_t)tile * 16 * row_bytes;
-    // Chunk lane + 32i of a step: row c / 14 (past the last: the last), chunk c % 14.
+    // Chunk lane + 32i of a step (224 chunks: 16 rows of 14).
     uint32_t src[7];
-#pragma unroll
-    for (int i = 0; i < 7; i++) {
-        int c = lane + 32 * i, r = min(tile * 16 + c / SCHUNKS, rows - 1) - tile * 16;
-        src[i] = (uint32_t)r * row_bytes + 16 * (c % SCHUNKS);
-    }
+    tile_chunks<SCHUNKS>(src, lane, tile, rows, row_bytes);
     const uint8_t* my = stg + warp * S * STEP_BYTES;
     uint32_t slots = (uint32_t)__cvta_generic_to_shared(my);
     int o = (int)(((uintptr_t)w + (size_t)kw * QB) & 15);
