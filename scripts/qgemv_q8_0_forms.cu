@@ -7,6 +7,7 @@
 //
 //   LANE   trueno's: warp per row, lane l takes block 32s + l of step s, nine 32-bit loads
 //          from the word boundary at or before it, four steps' loads before any math.
+//   LANEP  the same with each pass's activations asked into L1 after the wait.
 //   STAGE  the warp's pass (four steps, 4352 bytes) loaded as 16-byte chunks, chunk
 //          lane + 32i (whole lines a load), stored to the warp's shared memory; then each
 //          lane reads its blocks' nine words there.
@@ -59,7 +60,11 @@ __device__ __forceinline__ void store_row(float acc, float* y, int row) {
     if ((threadIdx.x & 31) == 0) y[row] = acc;
 }
 
-// LANE: trueno's loads.
+// LANE: trueno's loads. PF (`LANEP`): each pass's activations (the same for every row)
+// asked into L1 by `prefetch.global.L1` once its weights are asked for and the previous
+// grid is waited for, a line a lane, so the first warps of a multiprocessor do not wait
+// on L2 for them after their weights arrive; no registers held.
+template <bool PF>
 __global__ void __launch_bounds__(THREADS, 4) q8_lane(const uint8_t* w, const int8_t* aq, const float* ad, float* y, int rows, int nblk) {
     asm volatile("griddepcontrol.launch_dependents;");
     int lane = threadIdx.x & 31, row = blockIdx.x * (THREADS / 32) + (threadIdx.x >> 5);
@@ -76,6 +81,11 @@ __global__ void __launch_bounds__(THREADS, 4) q8_lane(const uint8_t* w, const in
             for (int k = 0; k < 9; k++) wv[s][k] = p[k];
         }
         if (pass == 0) asm volatile("griddepcontrol.wait;" ::: "memory");
+        if (PF) {
+            // 128 blocks' quants are 4096 bytes: 32 lines; their scales one more.
+            if (32 * base + 128 * lane < 32 * nblk) asm volatile("prefetch.global.L1 [%0];" ::"l"(aq + 32 * (size_t)base + 128 * lane));
+            if (lane == 0) asm volatile("prefetch.global.L1 [%0];" ::"l"(ad + base / 8));
+        }
 #pragma unroll
         for (int s = 0; s < STEPS; s++) {
             int b = base + 32 * s + lane;
@@ -190,7 +200,8 @@ int main(int argc, char** argv) {
             print_form(p, cols, name, fa.numRegs, per_sm, grid, us, err);
         };
         for (int round = 0; round < 2; round++) {
-            run("LANE", q8_lane, 0);
+            run("LANE", q8_lane<false>, 0);
+            run("LANEP", q8_lane<true>, 0);
             run("STAGE", q8_staged<false, 4>, smem);
             run("ASYNC", q8_staged<true, 4>, smem);
             run("ASYNC6", q8_staged<true, 6>, smem);
