@@ -1,5 +1,5 @@
-// One Q8_K activation vector against Q8_0 weights, three ways of getting the weights to
-// the lanes, on the lent GPU. Why: Nsight Compute (H200, session 64) found trueno's Q8_0
+// One Q8_K activation vector against Q8_0 weights, four ways of getting the bytes to the
+// lanes, on the lent GPU. Why: Nsight Compute (H200, session 64) found trueno's Q8_0
 // kernel (`trueno_qgemv_q8_0_q8k_late`) with its L1 87-89% busy at 14336x4096 and 71% at
 // 4096x4096 at ncu's locked clock: each lane loads its own 34-byte block in nine 4-byte
 // words, so one warp load touches ~29 sectors over nine lines, and every sector is asked
