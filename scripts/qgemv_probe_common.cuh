@@ -1,7 +1,8 @@
-// What the quantized-GEMV probes share (qgemv_q4k_forms.cu, qgemv_q6k_mma_forms.cu): Q8_K
-// activations, weight sets that miss L2, the copy rate, a form checked against the CPU
-// reference and timed in a CUDA graph. Not part of trueno (which generates its own PTX):
-// probes of the hardware, built with the device machine's nvcc.
+// What the quantized-GEMV probes share (qgemv_q4k_forms.cu, qgemv_q6k_mma_forms.cu,
+// qgemv_q8_0_forms.cu): Q8_K activations, weight sets that miss L2, the copy rate, a
+// form checked against the CPU reference and timed in a CUDA graph. Not part of trueno
+// (which generates its own PTX): probes of the hardware, built with the device machine's
+// nvcc.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -79,6 +80,14 @@ __device__ __forceinline__ void tile_chunks(uint32_t (&src)[N], int lane, int ti
         int c = min(lane + 32 * i, 16 * CHUNKS - 1), r = min(tile * 16 + c / CHUNKS, rows - 1) - tile * 16;
         src[i] = (uint32_t)r * row_bytes + 16 * (c % CHUNKS);
     }
+}
+
+// A warp's row sum: its lanes' parts added across the warp, lane 0 storing y[row]
+// (the register forms of both probes, qgemv_q4k_forms.cu and qgemv_q8_0_forms.cu).
+__device__ __forceinline__ void store_row(float acc, float* y, int row, int lane) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane == 0) y[row] = acc;
 }
 
 // The one-vector tensor-core forms' end: rows g and g + 8 summed over the four lanes t (their sub-block

@@ -116,12 +116,6 @@ __device__ __forceinline__ float lane_part(uint4 h, uint4 q, const Act& a, int g
     return scaled(h, c, lo, hi, s0, s1, dx);
 }
 
-__device__ __forceinline__ void store_row(float acc, float* y, int row, int lane) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane == 0) y[row] = acc;
-}
-
 // A 16-byte weight load with cache qualifiers: 0 `ld.global.nc` (REG's __ldg), 1 with
 // `.L1::no_allocate` (weights are read once: L1 kept for the activations), 2 with
 // `.L2::256B` (the L2 asked for 256-byte runs), 3 both, 4 `.L1::no_allocate` with an L2 evict-first policy (`createpolicy`).

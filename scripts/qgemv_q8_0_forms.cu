@@ -54,12 +54,6 @@ __device__ __forceinline__ float block_part(const uint32_t (&w)[9], bool odd, co
     return ad[gb / 8] * d * (float)dot;
 }
 
-__device__ __forceinline__ void store_row(float acc, float* y, int row) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) y[row] = acc;
-}
-
 // LANE: trueno's loads. PF (`LANEP`): each pass's activations (the same for every row)
 // asked into L1 by `prefetch.global.L1` once its weights are asked for and the previous
 // grid is waited for, a line a lane, so the first warps of a multiprocessor do not wait
@@ -92,7 +86,7 @@ __global__ void __launch_bounds__(THREADS, 4) q8_lane(const uint8_t* w, const in
             if (b < nblk) acc += block_part(wv[s], b & 1, aq, ad, b);
         }
     }
-    store_row(acc, y, row);
+    store_row(acc, y, row, lane);
 }
 
 // STAGE and ASYNC: the pass's chunks into the warp's shared memory, by registers or by
@@ -147,7 +141,7 @@ __global__ void __launch_bounds__(THREADS, MINB) q8_staged(const uint8_t* w, con
         }
         __syncwarp();
     }
-    store_row(acc, y, row);
+    store_row(acc, y, row, lane);
 }
 
 // The CPU reference: GGML's Q8_0 block against the Q8_K quants, in double.
