@@ -204,7 +204,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     let tile = t.c.at(r, c);
     let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
     let pf = match blk.prefetch_c {
-        true => Some(LinePrefetch::c_tile(tile, rows, cols, nr)),
+        true => Some(LinePrefetch::c_tile(tile, rows, cols)),
         false => next,
     };
     let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack, next_panel);
