@@ -334,8 +334,9 @@ fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
 #[cfg(feature = "parallel")]
 fn stagger_block(t: &GemmTask<'_>, backend: crate::backend::Backend) -> Option<usize> {
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
-    let c = super::CacheSizes::detect();
-    (b_bytes > c.l3 / 2).then(|| super::kernel::one_block_b(t, super::blocking_for(backend), c).0)
+    let machine = (super::CacheSizes::detect(), super::CoreFamily::detect());
+    let bl = super::blocking_for(backend);
+    (b_bytes > machine.0.l3 / 2).then(|| super::kernel::one_block_b(t, bl, machine).0)
 }
 
 /// Steps of k that part `i` of `threads` runs first: `i / threads` of a `kc` block, in

@@ -4,7 +4,7 @@
 //! them rather than a pass of their own (`fuse_b`). Each rule carries the measurements
 //! that set it.
 
-use super::blocking::CacheSizes;
+use super::blocking::{CacheSizes, CoreFamily};
 use super::task::GemmTask;
 
 /// Whether the micro-kernel reads a one-block A in place instead of packing it: only a
@@ -53,17 +53,50 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// threads (whose halves were fused already) within the noise. Past it, still a loss
 /// with the one slot: 128x11008x1024 (45 MB) 0.83-0.85x -> 0.79-0.81x, 128x4096x4096
 /// 0.87-0.90x -> 0.75-0.76x; 128x8192x1024 (32 MiB) even.
+///
+/// And, on a Zen core, a one-block product's B from memory (`fills_b_from_memory`).
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
     (whole_k, ldb): (usize, usize),
-    c: CacheSizes,
+    (c, core): (CacheSizes, CoreFamily),
     one_block: bool,
 ) -> bool {
     let bytes = |rows: usize, cols: usize| rows.saturating_mul(cols).saturating_mul(4);
     let part = bytes(k, n);
     let from_l3 = one_block && part <= 8 * c.l2 && bytes(whole_k, ldb) <= c.l3 / 2;
-    !tb && (part <= c.l2 || from_l3)
+    let from_memory = one_block && fills_b_from_memory(tb, (whole_k, ldb), (c, core));
+    !tb && (part <= c.l2 || from_l3 || from_memory)
+}
+
+/// Whether a row-major B past L3 (a layer's weights: `whole_k` rows of `ldb` floats) is
+/// packed by each panel's first tile where A is one block, on this core, rather than by
+/// a pass of its own: the tiles of each panel then ask L2 for the next panel's rows
+/// (`Block::next_fill_to_l2`) instead of for their C tiles, so B's reads from memory
+/// overlap the FMAs. The pass reads whole rows as streams, but on its own: on the Zen 3
+/// VM (AVX2, 6x16) it read 32x4096x4096's 64 MiB at 10-12 GB/s, a third of the
+/// product's time. Zen only: Zen 3 VM (session 66), one thread, against faer, two
+/// rounds alternated with the pass (with one-block A up to MC + MR rows, `kernel::
+/// one_block`): 16x4096x4096 0.75-0.79x -> 1.09-1.20x, 32x4096x4096 0.86-0.88x ->
+/// 1.10-1.12x, 64x4096x4096 0.87x -> 1.02-1.03x, 128x4096x4096 0.92-0.94x ->
+/// 1.04-1.07x, 128x11008x4096 0.88-0.96x -> 1.05x; 8x4096x4096 0.77-0.92x -> 1.46-1.51x
+/// (C's tiles still asked for: 32-64 rows 0.80-0.88x, the next panel's rows went
+/// unasked). Two threads, two rounds: 8 rows 0.85-0.86x -> 1.21-1.30x, 32 rows
+/// 0.71-0.86x -> 1.00-1.10x, 64 rows 0.89-0.91x -> 0.92-0.95x, 128x4096x4096
+/// 0.77-0.90x -> 0.98-1.00x, 128x11008x4096 0.84-1.05x -> 0.94-0.97x. On an Intel Xeon
+/// (an H200 host: 48 KiB L1, 2 MiB L2, 300 MiB L3, which holds these B, so the form
+/// was forced there) it lost, one thread, two rounds: 8x4096x4096 1.26-1.30x ->
+/// 0.76-0.88x, 32x4096x4096 0.89-0.95x -> 0.83-0.84x, 128x4096x4096 0.91-0.92x ->
+/// 0.80-0.88x, as the Zen 5 VM had
+/// lost 32x4096x4096 to first-tile packing with C's tiles asked for (0.91x -> 0.73x,
+/// above); Zen 4 reads such a B in place (`b_in_place`), which comes first. Zen 5 was
+/// not measured with this form.
+pub(super) fn fills_b_from_memory(
+    tb: bool,
+    (whole_k, ldb): (usize, usize),
+    (c, core): (CacheSizes, CoreFamily),
+) -> bool {
+    !tb && core == CoreFamily::Zen && whole_k.saturating_mul(ldb).saturating_mul(4) > c.l3
 }
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
@@ -151,7 +184,8 @@ mod tests {
             l2: 2 << 20,
             l3: 105 << 20,
         };
-        let fuse = |tb, (k, n), one_block| fuse_b(tb, (k, n), (k, n), c, one_block);
+        let other = (c, CoreFamily::Other);
+        let fuse = |tb, (k, n), one_block| fuse_b(tb, (k, n), (k, n), other, one_block);
         // 256^3 (256 KiB), 128x1056x512 (2.1 MiB), 32x4096x512 (8 MiB).
         assert!(fuse(false, (256, 256), false));
         assert!(!fuse(false, (512, 1056), false));
@@ -168,11 +202,35 @@ mod tests {
         // A thread's 8 MiB of a 16 MiB B (half its k, or half its columns), past half of
         // an 8 MiB L3: from memory.
         let small_l3 = CacheSizes { l3: 8 << 20, ..c };
-        assert!(fuse_b(false, (512, 4096), (1024, 4096), c, true));
+        let small_l3 = (small_l3, CoreFamily::Other);
+        assert!(fuse_b(false, (512, 4096), (1024, 4096), other, true));
         assert!(!fuse_b(false, (512, 4096), (1024, 4096), small_l3, true));
         assert!(!fuse_b(false, (1024, 2048), (1024, 4096), small_l3, true));
         // Within L2 a range is packed by its first tiles whatever the whole B.
         assert!(fuse_b(false, (128, 1024), (1 << 20, 1024), small_l3, false));
+    }
+
+    #[test]
+    fn a_zen_cores_first_tiles_pack_a_b_from_memory_where_a_is_one_block() {
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
+        let (zen, other) = ((zen3, CoreFamily::Zen), (zen3, CoreFamily::Other));
+        // 32x4096x4096's 64 MiB and 128x11008x4096's 180 MB, past L3: only on Zen, only
+        // where A is one block, only row-major.
+        for (k, n) in [(4096, 4096), (4096, 11008)] {
+            assert!(fuse_b(false, (k, n), (k, n), zen, true), "{k}x{n}");
+            assert!(!fuse_b(false, (k, n), (k, n), other, true), "{k}x{n}");
+            assert!(!fuse_b(false, (k, n), (k, n), zen, false), "{k}x{n}");
+            assert!(!fuse_b(true, (k, n), (k, n), zen, true), "{k}x{n}");
+        }
+        // A thread's quarter of k is judged by the whole B; a 16 MiB B, within L3 and
+        // past eight L2, keeps the pass.
+        assert!(fuse_b(false, (1024, 4096), (4096, 4096), zen, true));
+        assert!(!fuse_b(false, (2048, 2048), (2048, 2048), zen, true));
+        assert!(!fills_b_from_memory(false, (2048, 2048), zen));
     }
 
     #[test]

@@ -6,8 +6,10 @@
 //! and `store.rs` writes only their valid part. Small problems skip packing
 //! (`small.rs`).
 
-use super::blocking::{Blocking, CacheSizes};
-use super::in_place::{a_in_place, b_in_place, b_in_place_from_memory, fuse_b};
+use super::blocking::{Blocking, CacheSizes, CoreFamily};
+use super::in_place::{
+    a_in_place, b_in_place, b_in_place_from_memory, fills_b_from_memory, fuse_b,
+};
 use super::micro::{APanel, BPanel};
 use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
@@ -32,9 +34,9 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     if t.k == 0 {
         return scale_c(t);
     }
-    let caches = CacheSizes::detect();
+    let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let thin = thin_b(MR, NV * S::LANES, t, bl);
-    let one_block = one_block(MR, t, bl);
+    let one_block = one_block(MR, t, bl, (caches, core));
     // When A is one block, operands that suit it are read in place (see `a_in_place`,
     // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
     // KC x NC, reading each of its rows once. Judged once for the whole product, by its
@@ -50,7 +52,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
                 one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
             )
         }
-        (false, true) => one_block_b(t, bl, caches),
+        (false, true) => one_block_b(t, bl, (caches, core)),
         (false, false) => (bl.kc, false),
     };
     let nc = match one_block {
@@ -96,7 +98,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 ) {
     let nr = NV * S::LANES;
     let avx = has_avx(S::BACKEND);
-    let caches = CacheSizes::detect();
+    let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let l2 = caches.l2;
     let one_block = t.m <= mc_max;
     for jc in (0..t.n).step_by(nc_max) {
@@ -109,15 +111,24 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // reads them (see `sweep`).
             let fused = match b_direct == 0
                 && !thin
-                && fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), caches, one_block)
-            {
+                && fuse_b(
+                    t.tb,
+                    (t.k, t.n),
+                    (t.whole_k, t.ldb),
+                    (caches, core),
+                    one_block,
+                ) {
                 true => nc / nr,
                 false => 0,
             };
+            // Panels packed by their first tiles from memory: the tiles ask for the next
+            // panel's rows, not their C tiles (`fills_b_from_memory`).
+            let fills_from_memory =
+                fused > 0 && fills_b_from_memory(t.tb, (t.whole_k, t.ldb), (caches, core));
             let block = Block {
                 kc,
                 beta,
-                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta),
+                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta) && !fills_from_memory,
                 next_b_to_l2: b_direct > 1
                     && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
                     && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
@@ -239,10 +250,15 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 ///
 /// With it, whether B is read in place (`b_in_place`, judged at `kc_one_block`): the
 /// one decision both come from.
-pub(super) fn one_block_b(t: &GemmTask, bl: Blocking, c: CacheSizes) -> (usize, bool) {
+pub(super) fn one_block_b(
+    t: &GemmTask,
+    bl: Blocking,
+    (c, core): (CacheSizes, CoreFamily),
+) -> (usize, bool) {
     let kc = bl.kc_one_block;
     let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
-    let by_pass = !t.tb && !in_place && !fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), c, true);
+    let fused = fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), (c, core), true);
+    let by_pass = !t.tb && !in_place && !fused;
     match by_pass {
         true => ((kc / 2 / 8 * 8).max(8), false),
         false => (kc, in_place),
@@ -284,7 +300,8 @@ fn packed_panel_at(
 #[inline(always)]
 pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
     let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= CacheSizes::detect().l1 * 2 / 3;
-    let b_outer = one_block(mr, t, bl) && a_in_place(mr, t) && panel_in_l1;
+    let machine = (CacheSizes::detect(), CoreFamily::detect());
+    let b_outer = one_block(mr, t, bl, machine) && a_in_place(mr, t) && panel_in_l1;
     !t.ta && t.n <= THIN_PANELS * nr && !b_outer
 }
 
@@ -295,10 +312,21 @@ pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
 /// 1.00-1.01x, 160^3 0.94-0.96x -> 0.99-1.05x, 192^3 0.95x -> 0.97-0.98x, 200^3
 /// 0.91-0.96x -> 0.92-0.94x. Not for deep products: there the one-block depth and
 /// whole-row B blocks ran 128x11008x4096 at 0.78-0.85x against 0.82-0.92x.
+///
+/// And up to one micro-panel past MC (the rows `a_block_rows` would cut as one block)
+/// where B comes from memory and its first tiles pack it (`fills_b_from_memory`): a
+/// prefill's 128 rows on AVX2 with MC 126, measured with that rule.
 #[inline(always)]
-pub(super) fn one_block(mr: usize, t: &GemmTask, bl: Blocking) -> bool {
+pub(super) fn one_block(
+    mr: usize,
+    t: &GemmTask,
+    bl: Blocking,
+    machine: (CacheSizes, CoreFamily),
+) -> bool {
     let shallow_fits = t.k <= bl.kc_one_block && t.m.next_multiple_of(mr) * t.k <= bl.mc * bl.kc;
-    t.m <= bl.mc || shallow_fits
+    let filled_from_memory =
+        t.m <= bl.mc + mr && fills_b_from_memory(t.tb, (t.whole_k, t.ldb), machine);
+    t.m <= bl.mc || shallow_fits || filled_from_memory
 }
 
 /// Rows of the A block that starts `rest` rows before A's end: `mc`, or all `rest` where
@@ -384,6 +412,7 @@ mod tests {
         use super::super::blocking::CoreFamily;
         let intel = intel_vm();
         let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
+        let intel = (intel, CoreFamily::Other);
         assert_eq!(bl.kc_one_block, 256);
         let mut c = [0.0f32];
         let c = c.as_mut_ptr();
@@ -408,7 +437,42 @@ mod tests {
         };
         let bl = Blocking::new(8, 32, small, CoreFamily::Other);
         let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
+        let small = (small, CoreFamily::Other);
         assert_eq!(one_block_b(&past_l3, bl, small), (bl.kc_one_block, true));
+    }
+
+    #[test]
+    fn an_a_one_panel_past_mc_is_one_block_where_a_zen_cores_first_tiles_pack_b() {
+        use super::super::blocking::CoreFamily::{Other, Zen};
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
+        // AVX2's 6x16 tile: MC 126, so a prefill's 128 rows are past it.
+        let bl = Blocking::new(6, 16, zen3, Zen);
+        assert_eq!((bl.mc, bl.kc_one_block), (126, 336));
+        let mut c = [0.0f32];
+        let c = c.as_mut_ptr();
+        let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
+        let one = |t: &GemmTask, core| one_block(6, t, bl, (zen3, core));
+        // B from memory (64 MiB): up to MC + MR rows on Zen, MC elsewhere.
+        for m in [126, 127, 132] {
+            assert!(one(&task(m, 4096, 4096), Zen), "{m}");
+        }
+        assert!(!one(&task(133, 4096, 4096), Zen));
+        assert!(!one(&task(128, 4096, 4096), Other));
+        assert!(one(&task(126, 4096, 4096), Other));
+        // B within L3 (8 MiB), or given transposed: MC.
+        assert!(!one(&task(128, 1024, 2048), Zen));
+        let mut transposed = task(128, 4096, 4096);
+        transposed.tb = true;
+        assert!(!one(&transposed, Zen));
+        // Packed by its first tiles, the block keeps the one-block depth; the pass
+        // (elsewhere) halves it.
+        let t = task(32, 4096, 4096);
+        assert_eq!(one_block_b(&t, bl, (zen3, Zen)), (336, false));
+        assert_eq!(one_block_b(&t, bl, (zen3, Other)), (168, false));
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub(super) struct Block {
     /// the next such panel's source rows, spread over their k steps (`NextPanelShare`):
     /// for a B past L2, whose strided rows the next first tile would otherwise wait on
     /// from L3, its line-fill buffers full. Not where the tile asks for its C tile (that
-    /// loop goes on as it was). Intel VM (session 58), one thread, against faer,
+    /// loop goes on as it was), except that panels packed from memory on a Zen core ask
+    /// for these rows instead of C's (`fills_b_from_memory`). Intel VM (session 58), one thread, against faer,
     /// alternated twice with it off: 64x4096x256 0.85-0.86x -> 0.87-0.90x, 64x4096x512
     /// 0.78-0.79x -> 0.85-0.86x, 32x2048x512 0.78-0.80x -> 0.87x, 128x2048x512 0.90x ->
     /// 0.93-0.94x, 128x1056x512 0.93x -> 0.97-0.98x; 32x4096x512, 128x4096x256 and
