@@ -193,17 +193,19 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
 #[test]
 fn a_b_from_memory_under_an_a_one_panel_past_its_block_height_matches_the_reference() {
     // On a Zen core, an A up to one micro-panel past MC rows is one block where B comes
-    // from memory, and each B panel's first tile packs it while the tiles ask L2 for the
-    // next panel's rows (`fills_b_from_memory`) rather than their C tiles: MC + MR rows
-    // over a B past L3 in page rows, k past one KC block (the first block overwrites a
-    // NaN-filled C, the later ones add to it). Elsewhere the same rows take two blocks,
-    // which `an_a_a_few_rows_past_its_block_height` covers.
+    // from memory, and each B panel is packed by its first tile (a transposed B's just
+    // before it) while the tiles ask L2 for the next panel's rows rather than their C
+    // tiles (`fills_b_from_memory`): MC + MR rows over a row-major B past L3 in page rows,
+    // and over a transposed one (x·Wᵀ, W past L3, more rows of C than the swap takes), k
+    // past one KC block (the first block overwrites a NaN-filled C, the later ones add to
+    // it). Elsewhere the same rows take two blocks, which
+    // `an_a_a_few_rows_past_its_block_height` covers.
     if trueno::gemm::CoreFamily::detect() != trueno::gemm::CoreFamily::Zen {
         eprintln!("skipped: not a Zen core, where this path is not taken");
         return;
     }
-    let l3 = trueno::gemm::CacheSizes::detect().l3;
-    let k = l3 / 4096 + 9;
+    // Whole panels on every ISA, so no pass packs a ragged last one.
+    let deep = (trueno::gemm::CacheSizes::detect().l3 / 4096 + 9).next_multiple_of(64);
     let mut rng = Rng::new(61);
     let mut rows: Vec<(usize, trueno::Backend, trueno::Engine)> = engines()
         .into_iter()
@@ -213,25 +215,29 @@ fn a_b_from_memory_under_an_a_one_panel_past_its_block_height_matches_the_refere
         })
         .collect();
     rows.sort_by_key(|r| r.0);
-    // One data set and reference per height (most ISAs share one).
-    for (i, m) in rows
-        .iter()
-        .map(|r| r.0)
-        .collect::<std::collections::BTreeSet<_>>()
+    let heights: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.0).collect();
+    for (i, (m, tb)) in heights
         .into_iter()
+        .flat_map(|m| [(m, Transpose::No), (m, Transpose::Yes)])
         .enumerate()
     {
-        let case = Case::taking_turn((m, 1024, k), (Transpose::No, Transpose::No), 0, i);
+        // One data set and reference per height and layout (most ISAs share one).
+        let (n, k) = match tb {
+            Transpose::No => (1024, deep),
+            Transpose::Yes => (deep, 1024),
+        };
+        let case = Case::taking_turn((m, n, k), (Transpose::No, tb), 0, i % 2);
         let p = Product::new(&mut rng, &case);
         let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
-        let b = trueno::Matrix::from_fn(k, 1024, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+        let (br, bc) = if tb == Transpose::Yes { (n, k) } else { (k, n) };
+        let b = trueno::Matrix::from_fn(br, bc, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
         for (_, backend, e) in rows.iter().filter(|r| r.0 == m) {
-            let what = format!("{} {m} rows, B from memory", backend.name());
+            let what = format!("{} {m} rows, B from memory ({tb:?})", backend.name());
             one_thread(|| p.check(e, &what, false));
             // The path asserted: no packing pass (two blocks of A would have one).
-            let mut c = trueno::Matrix::zeros(m, 1024).unwrap();
+            let mut c = trueno::Matrix::zeros(m, n).unwrap();
             let (no, cv) = (Transpose::No, &mut c.view_mut());
-            let profile = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv));
+            let profile = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), tb, 0.0, cv));
             let pack_b = profile.unwrap().pack_b;
             assert_eq!(
                 pack_b,

@@ -107,24 +107,19 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let kc = kc_max.min(t.k - pc);
             let beta = if pc == 0 { t.beta } else { 1.0 };
             let b_direct = if b_reads_in_place { nc / nr } else { 0 };
-            // Whole panels of a row-major B, packed by the first micro-kernel call that
-            // reads them (see `sweep`).
+            // Whole panels of B, packed by the first micro-kernel call that reads them,
+            // or for a transposed B just before it (see `sweep`).
             let fused = match b_direct == 0
                 && !thin
-                && fuse_b(
-                    t.tb,
-                    (t.k, t.n),
-                    (t.whole_k, t.ldb),
-                    (caches, core),
-                    one_block,
-                ) {
+                && fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (caches, core), one_block)
+            {
                 true => nc / nr,
                 false => 0,
             };
-            // Panels packed by their first tiles from memory: the tiles ask for the next
-            // panel's rows, not their C tiles (`fills_b_from_memory`).
+            // A row-major B's panels packed by their first tiles from memory: the tiles
+            // ask for the next panel's rows, not their C tiles (`fills_b_from_memory`).
             let fills_from_memory =
-                fused > 0 && fills_b_from_memory(t.tb, (t.whole_k, t.ldb), (caches, core));
+                fused > 0 && !t.tb && fills_b_from_memory(t.b_bytes(), (caches, core));
             let block = Block {
                 kc,
                 beta,
@@ -143,8 +138,12 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 pack_b::<S, NV>(s, t, dst, (pc, kc), (j0, cols), avx, rows);
                 ProfileCounters::add(t.profile, |p| &p.pack_b, t0);
             }
+            // Panel jr's source: KC rows of a row-major B, or NR rows of a transposed one.
             let bsrc = |jr: usize| BPanel {
-                data: &t.b[pc * t.ldb + jc + jr * nr..],
+                data: match t.tb {
+                    true => &t.b[(jc + jr * nr) * t.ldb + pc..],
+                    false => &t.b[pc * t.ldb + jc + jr * nr..],
+                },
                 stride: t.ldb,
             };
             let (bptr, blen) = (bp.as_mut_ptr(), bp.len());
@@ -257,7 +256,7 @@ pub(super) fn one_block_b(
 ) -> (usize, bool) {
     let kc = bl.kc_one_block;
     let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
-    let fused = fuse_b(t.tb, (t.k, t.n), (t.whole_k, t.ldb), (c, core), true);
+    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
     let by_pass = !t.tb && !in_place && !fused;
     match by_pass {
         true => ((kc / 2 / 8 * 8).max(8), false),
@@ -324,8 +323,7 @@ pub(super) fn one_block(
     machine: (CacheSizes, CoreFamily),
 ) -> bool {
     let shallow_fits = t.k <= bl.kc_one_block && t.m.next_multiple_of(mr) * t.k <= bl.mc * bl.kc;
-    let filled_from_memory =
-        t.m <= bl.mc + mr && fills_b_from_memory(t.tb, (t.whole_k, t.ldb), machine);
+    let filled_from_memory = t.m <= bl.mc + mr && fills_b_from_memory(t.b_bytes(), machine);
     t.m <= bl.mc || shallow_fits || filled_from_memory
 }
 
@@ -463,11 +461,16 @@ mod tests {
         assert!(!one(&task(133, 4096, 4096), Zen));
         assert!(!one(&task(128, 4096, 4096), Other));
         assert!(one(&task(126, 4096, 4096), Other));
-        // B within L3 (8 MiB), or given transposed: MC.
+        // B within L3 (8 MiB): MC. Given transposed (W for x·Wᵀ, 4096 rows of 4096
+        // floats), as row-major; 1024 rows of it (16 MiB) are within L3.
         assert!(!one(&task(128, 1024, 2048), Zen));
-        let mut transposed = task(128, 4096, 4096);
-        transposed.tb = true;
-        assert!(!one(&transposed, Zen));
+        let transposed = |n| GemmTask {
+            tb: true,
+            ldb: 4096,
+            ..task(128, n, 4096)
+        };
+        assert!(one(&transposed(4096), Zen));
+        assert!(!one(&transposed(1024), Zen));
         // Packed by its first tiles, the block keeps the one-block depth; the pass
         // (elsewhere) halves it.
         let t = task(32, 4096, 4096);

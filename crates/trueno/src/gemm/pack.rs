@@ -103,25 +103,10 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
         dst[(panels - 1) * ps..(panels - 1) * ps + kc * nr].fill(0.0);
     }
     if t.tb {
-        // Panel columns are rows of B: 8 x 8 block transposes, ragged parts element-wise.
-        let kc8 = kc / 8 * 8;
         for (panel, out) in dst.chunks_mut(ps).take(panels).enumerate() {
             let c0 = panel * nr;
-            let cols = nr.min(nc - c0);
-            let cols8 = cols / 8 * 8;
-            let row = |c: usize| &t.b[(j0 + c0 + c) * t.ldb + p0..][..kc];
-            for g in (0..cols8).step_by(8) {
-                let src = &t.b[(j0 + c0 + g) * t.ldb + p0..];
-                for p in (0..kc8).step_by(8) {
-                    transpose_8x8(avx, &src[p..], t.ldb, &mut out[p * nr + g..], nr);
-                }
-            }
-            for c in 0..cols {
-                let skip = if c < cols8 { kc8 } else { 0 };
-                for (p, &v) in row(c).iter().enumerate().skip(skip) {
-                    out[p * nr + c] = v;
-                }
-            }
+            let src = &t.b[(j0 + c0) * t.ldb + p0..];
+            pack_b_panel_transposed(avx, src, t.ldb, (kc, nr, nr.min(nc - c0)), out);
         }
     } else {
         // Four rows at a time across every panel: each row of B is read once, front to
@@ -159,6 +144,32 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
                     copy_run(s, rest, d);
                 }
             }
+        }
+    }
+}
+
+/// Packs one panel of a transposed B: its `cols` (at most `nr`) columns are rows of
+/// `src`, `ldb` floats apart, each read for `kc` floats from its start, into `out`, k-major
+/// (`nr` floats a k step; columns past `cols` untouched). 8 x 8 block transposes, ragged
+/// parts element by element. `avx`: see [`transpose_8x8`].
+#[inline(always)]
+pub(super) fn pack_b_panel_transposed(
+    avx: bool,
+    src: &[f32],
+    ldb: usize,
+    (kc, nr, cols): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    let (kc8, cols8) = (kc / 8 * 8, cols / 8 * 8);
+    for g in (0..cols8).step_by(8) {
+        for p in (0..kc8).step_by(8) {
+            transpose_8x8(avx, &src[g * ldb + p..], ldb, &mut out[p * nr + g..], nr);
+        }
+    }
+    for c in 0..cols {
+        let skip = if c < cols8 { kc8 } else { 0 };
+        for (p, &v) in src[c * ldb..][..kc].iter().enumerate().skip(skip) {
+            out[p * nr + c] = v;
         }
     }
 }

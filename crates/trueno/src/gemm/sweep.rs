@@ -3,8 +3,10 @@
 //! sweep orders, and the tile each step runs, its ragged edges included.
 
 use super::micro::{APanel, BPanel, LinePrefetch, NextPanelShare, micro_tile, rows_to_l2};
+use super::pack::pack_b_panel_transposed;
 use super::store::store_tile;
 use super::task::GemmTask;
+use super::transpose8::has_avx;
 use crate::simd::{OutOfLine, Simd};
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -44,8 +46,10 @@ pub(super) struct Block {
     /// the next such panel's source rows, spread over their k steps (`NextPanelShare`):
     /// for a B past L2, whose strided rows the next first tile would otherwise wait on
     /// from L3, its line-fill buffers full. Not where the tile asks for its C tile (that
-    /// loop goes on as it was), except that panels packed from memory on a Zen core ask
-    /// for these rows instead of C's (`fills_b_from_memory`). Intel VM (session 58), one thread, against faer,
+    /// loop goes on as it was), except that a row-major B's panels packed from memory on
+    /// a Zen core ask for these rows instead of C's (`fills_b_from_memory`). A transposed
+    /// B's panels (packed just before their first tiles) ask for theirs in a burst before
+    /// each tile, as `next_b_to_l2` does. Intel VM (session 58), one thread, against faer,
     /// alternated twice with it off: 64x4096x256 0.85-0.86x -> 0.87-0.90x, 64x4096x512
     /// 0.78-0.79x -> 0.85-0.86x, 32x2048x512 0.78-0.80x -> 0.87x, 128x2048x512 0.90x ->
     /// 0.93-0.94x, 128x1056x512 0.93x -> 0.97-0.98x; 32x4096x512, 128x4096x256 and
@@ -135,18 +139,27 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     for jr in 0..b_panels {
         let at = |ir: usize| (ic + ir * MR, jc + jr * nr);
         let panels = mc.div_ceil(MR);
-        // Where the next panel is packed by its first tile too, this panel's tiles ask L2
-        // for its source rows (`Block::next_fill_to_l2`). Its buffer slice, unused, is
-        // dropped at once.
-        let next_rows = match blk.next_fill_to_l2 && jr + 1 < b_panels {
-            true => b_fill(jr + 1).map(|(src, _)| {
-                LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr)
-            }),
+        // Where the next panel is packed in the sweep too, this panel's tiles ask L2 for
+        // its source (`Block::next_fill_to_l2`): a row-major B's KC rows spread over each
+        // tile's k steps, a transposed B's NR rows (KC floats each, a run of lines) a share
+        // before each tile. Its buffer slice, unused, is dropped at once.
+        let next_src = match blk.next_fill_to_l2 && jr + 1 < b_panels {
+            true => b_fill(jr + 1).map(|(src, _)| src),
             false => None,
         };
+        let next_rows = next_src
+            .filter(|_| !t.tb)
+            .map(|src| LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr));
+        let next_columns = next_src.filter(|_| t.tb);
         let share = |ir: usize| next_rows.map(|rows| NextPanelShare::of(rows, ir, panels));
-        // The first tile packs the panel where `b_fill` says so; the rest read it.
+        // The first tile packs the panel where `b_fill` says so; the rest read it. A
+        // transposed B's panel (its rows are B's columns) is packed just before.
         let first = match b_fill(jr) {
+            Some((src, dst)) if t.tb => {
+                let shape = (blk.kc, nr, nr);
+                pack_b_panel_transposed(has_avx(S::BACKEND), src.data, src.stride, shape, dst);
+                0
+            }
             Some((src, dst)) => {
                 let (a, fetch) = (a_panel(0), (None, share(0)));
                 one_tile::<S, MR, NV, true>(s, t, blk, a, src, at(0), dst, fetch);
@@ -160,6 +173,10 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
             if let Some(nb) = next {
                 let rows = (blk.kc * ir / panels)..(blk.kc * (ir + 1) / panels);
                 rows_to_l2(nb.data.as_ptr(), nb.stride, rows, nr);
+            }
+            if let Some(w) = next_columns {
+                let rows = (nr * ir / panels)..(nr * (ir + 1) / panels);
+                rows_to_l2(w.data.as_ptr(), w.stride, rows, blk.kc);
             }
             let fetch = (None, share(ir));
             one_tile::<S, MR, NV, false>(s, t, blk, a_panel(ir), b, at(ir), &mut [], fetch);

@@ -63,6 +63,16 @@ pub(crate) struct GemmTask<'a> {
     pub profile: Option<&'a ProfileCounters>,
 }
 
+impl GemmTask<'_> {
+    /// Bytes of the whole B this task reads a part of: `whole_k` rows `ldb` floats apart,
+    /// or, transposed, its `n` rows (a thread's band of columns is judged by its own).
+    #[inline(always)]
+    pub fn b_bytes(&self) -> usize {
+        let rows = if self.tb { self.n } else { self.whole_k };
+        rows.saturating_mul(self.ldb).saturating_mul(4)
+    }
+}
+
 #[cfg(test)]
 impl<'a> GemmTask<'a> {
     /// The unit tests' task: `C (m x n, rows n apart) = A B` over `k`, A and B row-major
