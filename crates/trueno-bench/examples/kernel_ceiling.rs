@@ -100,6 +100,24 @@ mod tile {
     /// The tile's loop: `$setup` once, the 16 accumulators (zmm2-17) zeroed, then `$step`
     /// (which reads B row p from zmm0/zmm1 and A's eight values at `{a}`) kc times, A and B
     /// advancing a step each time; the sum of two accumulators stored at `{o}`.
+    /// One k step: B's row loaded, then the eight rows of the tile by `$row`, each A
+    /// value at its byte offset, into its pair of accumulators.
+    macro_rules! step_of {
+        ($row:ident) => {
+            concat!(
+                load_b!(),
+                $row!(0, 2, 3),
+                $row!(4, 4, 5),
+                $row!(8, 6, 7),
+                $row!(12, 8, 9),
+                $row!(16, 10, 11),
+                $row!(20, 12, 13),
+                $row!(24, 14, 15),
+                $row!(28, 16, 17),
+            )
+        };
+    }
+
     macro_rules! tile_loop {
         ($a:expr, $b:expr, $kc:expr, $o:expr, $setup:expr, $step:expr) => {
             asm!(
@@ -151,42 +169,8 @@ mod tile {
         // one 64-byte store to `out`. Every register the code touches is declared.
         unsafe {
             match form {
-                Form::Broadcast => tile_loop!(
-                    a,
-                    b,
-                    kc,
-                    o,
-                    "",
-                    concat!(
-                        load_b!(),
-                        broadcast_row!(0, 2, 3),
-                        broadcast_row!(4, 4, 5),
-                        broadcast_row!(8, 6, 7),
-                        broadcast_row!(12, 8, 9),
-                        broadcast_row!(16, 10, 11),
-                        broadcast_row!(20, 12, 13),
-                        broadcast_row!(24, 14, 15),
-                        broadcast_row!(28, 16, 17),
-                    )
-                ),
-                Form::Embedded => tile_loop!(
-                    a,
-                    b,
-                    kc,
-                    o,
-                    "",
-                    concat!(
-                        load_b!(),
-                        embedded_row!(0, 2, 3),
-                        embedded_row!(4, 4, 5),
-                        embedded_row!(8, 6, 7),
-                        embedded_row!(12, 8, 9),
-                        embedded_row!(16, 10, 11),
-                        embedded_row!(20, 12, 13),
-                        embedded_row!(24, 14, 15),
-                        embedded_row!(28, 16, 17),
-                    )
-                ),
+                Form::Broadcast => tile_loop!(a, b, kc, o, "", step_of!(broadcast_row)),
+                Form::Embedded => tile_loop!(a, b, kc, o, "", step_of!(embedded_row)),
                 // B's first row and A's first step loaded once, before the loop.
                 Form::NoLoads => tile_loop!(
                     a,
