@@ -54,7 +54,8 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// with the one slot: 128x11008x1024 (45 MB) 0.83-0.85x -> 0.79-0.81x, 128x4096x4096
 /// 0.87-0.90x -> 0.75-0.76x; 128x8192x1024 (32 MiB) even.
 ///
-/// And, on a Zen core, a one-block product's B from memory (`fills_b_from_memory`).
+/// And, on a Zen core, a one-block product's B from memory, row-major or transposed
+/// (`fills_b_from_memory`).
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
@@ -68,9 +69,9 @@ pub(super) fn fuse_b(
     (!tb && (part <= c.l2 || from_l3)) || from_memory
 }
 
-/// Whether a row-major B past L3 (a layer's weights: `whole_k` rows of `ldb` floats) is
-/// packed by each panel's first tile where A is one block, on this core, rather than by
-/// a pass of its own: the tiles of each panel then ask L2 for the next panel's rows
+/// Whether a B of `whole_b_bytes` past L3 (a layer's weights) is packed in the sweep
+/// where A is one block, on this core, rather than by a pass of its own. A row-major B's
+/// panels are packed by their first tiles: the tiles of each panel then ask L2 for the next panel's rows
 /// (`Block::next_fill_to_l2`) instead of for their C tiles, so B's reads from memory
 /// overlap the FMAs. The pass reads whole rows as streams, but on its own: on the Zen 3
 /// VM (AVX2, 6x16) it read 32x4096x4096's 64 MiB at 10-12 GB/s, a third of the

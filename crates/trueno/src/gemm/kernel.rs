@@ -298,8 +298,8 @@ fn packed_panel_at(
 /// A-outer sweep stays ahead (1.03-1.07x against 0.98x).
 #[inline(always)]
 pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
-    let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= CacheSizes::detect().l1 * 2 / 3;
     let machine = (CacheSizes::detect(), CoreFamily::detect());
+    let panel_in_l1 = t.k.min(bl.kc) * nr * 4 <= machine.0.l1 * 2 / 3;
     let b_outer = one_block(mr, t, bl, machine) && a_in_place(mr, t) && panel_in_l1;
     !t.ta && t.n <= THIN_PANELS * nr && !b_outer
 }
@@ -313,8 +313,10 @@ pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
 /// whole-row B blocks ran 128x11008x4096 at 0.78-0.85x against 0.82-0.92x.
 ///
 /// And up to one micro-panel past MC (the rows `a_block_rows` would cut as one block)
-/// where B comes from memory and its first tiles pack it (`fills_b_from_memory`): a
-/// prefill's 128 rows on AVX2 with MC 126, measured with that rule.
+/// where B comes from memory on a Zen core (`fills_b_from_memory`): a prefill's 128
+/// rows on AVX2 with MC 126, measured with that rule. Where such a B is read in place
+/// instead (Zen 4, `b_in_place`, which comes first), those MC + 1 to MC + MR rows read
+/// it in place as one block: not measured.
 #[inline(always)]
 pub(super) fn one_block(
     mr: usize,
