@@ -19,14 +19,23 @@ impl Avx {
     }
 }
 
+/// Eight all-ones lanes then eight zero lanes: the eight read from `8 - len` are the
+/// `vmaskmovps` mask of lanes `0..len`.
+pub(crate) const TAIL_MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0];
+
 /// The `Simd` methods every 256-bit float ISA implements the same way. Expanded inside the
 /// `impl Simd` of a token whose existence proves at least AVX.
 ///
 /// Partial (head/tail) vectors keep the trait's stack-copy default: `vmaskmovps` measured
 /// slower here (a 1000-element AVX2 abs took 133 ns with masked moves, 88 ns without),
-/// unlike AVX-512's masked moves, which `avx512.rs` uses.
+/// unlike AVX-512's masked moves, which `avx512.rs` uses. The GEMM tile edge's
+/// `load_tail`/`store_tail`, repeated each k step with one mask, are masked: copied
+/// through the stack, the unpacked grid (`gemm::small`) ran 33^3 at 19.7-20.3 GFLOP/s
+/// and 100^3 at 45.9-46.9; masked, at 58.3 and 87.2-87.5 (Zen 3 VM, one thread,
+/// alternated twice).
 macro_rules! avx256_common_methods {
     () => {
+        const MASKED_TAIL: bool = true;
         #[inline(always)]
         fn splat(self, x: f32) -> __m256 {
             avx256!(_mm256_set1_ps(x))
@@ -40,6 +49,25 @@ macro_rules! avx256_common_methods {
         fn store(self, v: __m256, dst: &mut [f32]) {
             let dst = &mut dst[..8];
             avx256!(_mm256_storeu_ps(dst.as_mut_ptr(), v))
+        }
+        #[inline(always)]
+        fn load_tail(self, src: &[f32]) -> __m256 {
+            let n = src.len().min(8);
+            let lanes = &$crate::simd::avx::TAIL_MASKS[8 - n..16 - n];
+            // SAFETY: the token proves AVX; `lanes` is eight i32; the masked load reads only
+            // the lanes below `n`, inside `src` (lanes masked off are neither read nor able
+            // to fault).
+            unsafe { _mm256_maskload_ps(src.as_ptr(), _mm256_loadu_si256(lanes.as_ptr().cast())) }
+        }
+        #[inline(always)]
+        fn store_tail(self, v: __m256, dst: &mut [f32]) {
+            let n = dst.len().min(8);
+            let lanes = &$crate::simd::avx::TAIL_MASKS[8 - n..16 - n];
+            // SAFETY: as in `load_tail`: only the lanes below `n`, inside `dst`, are written.
+            unsafe {
+                let mask = _mm256_loadu_si256(lanes.as_ptr().cast());
+                _mm256_maskstore_ps(dst.as_mut_ptr(), mask, v)
+            }
         }
         #[inline(always)]
         fn add(self, a: __m256, b: __m256) -> __m256 {

@@ -31,6 +31,7 @@ const SIGN: i32 = i32::MIN;
 impl Simd for Avx512 {
     const BACKEND: Backend = Backend::Avx512;
     const LANES: usize = 16;
+    const MASKED_TAIL: bool = true;
     type V = __m512;
     type M = __mmask16;
     super::outlined_with_features!(Avx512, "avx512f,avx2,fma,f16c");

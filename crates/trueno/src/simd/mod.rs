@@ -45,6 +45,9 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     const BACKEND: Backend;
     /// f32 lanes per vector.
     const LANES: usize;
+    /// Whether `load_tail`/`store_tail` are masked moves rather than copies through the
+    /// stack: only then does a loop over a ragged edge run near full speed.
+    const MASKED_TAIL: bool = false;
     /// A vector of `LANES` f32.
     type V: Copy;
     /// A lane mask produced by comparisons.
@@ -103,6 +106,28 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
         let mut buf = [pad; MAX_LANES];
         buf[..src.len()].copy_from_slice(src);
         self.load(&buf)
+    }
+
+    /// The first `src.len()` lanes from `src`, the rest zero, in a loop that repeats it with
+    /// one length (a GEMM tile's right edge, each k step): `load_partial` by default; where
+    /// masked loads do not cost a stack copy each time, a masked load whose mask the loop
+    /// computes once.
+    #[inline(always)]
+    fn load_tail(self, src: &[f32]) -> Self::V {
+        match src.len() >= Self::LANES {
+            true => self.load(src),
+            false => self.load_partial(src, 0.0),
+        }
+    }
+
+    /// Stores the first `dst.len()` lanes of `v` (all of them from `LANES`): `store_partial`
+    /// by default, a masked store where `load_tail` is a masked load.
+    #[inline(always)]
+    fn store_tail(self, v: Self::V, dst: &mut [f32]) {
+        match dst.len() >= Self::LANES {
+            true => self.store(v, dst),
+            false => self.store_partial(v, dst),
+        }
     }
 
     /// Stores the first `dst.len()` (< `LANES`) lanes of `v`.
@@ -294,4 +319,67 @@ pub(crate) mod lanewise {
         };
     }
     pub(crate) use lanewise_f16_methods;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `load_tail` of every length from 0 to LANES gives those lanes then zeros, and
+    /// `store_tail` writes exactly those lanes (the rest of the buffer keeps its NaNs).
+    fn tails_touch_only_their_lanes<S: Simd>(s: S) {
+        let l = S::LANES;
+        let src: Vec<f32> = (0..2 * l).map(|i| i as f32 + 1.0).collect();
+        for len in 0..=l {
+            // From an offset of 1 as well: a vector need not start on its alignment.
+            for off in [0, 1] {
+                let mut got = [f32::NAN; MAX_LANES];
+                s.store(s.load_tail(&src[off..off + len]), &mut got);
+                for (i, &g) in got[..l].iter().enumerate() {
+                    let want = if i < len { src[off + i] } else { 0.0 };
+                    assert_eq!(g, want, "{:?} load_tail len {len} lane {i}", S::BACKEND);
+                }
+                let mut dst = vec![f32::NAN; 2 * l];
+                s.store_tail(s.load(&src[l..]), &mut dst[off..off + len]);
+                for (i, &d) in dst.iter().enumerate() {
+                    match i >= off && i < off + len {
+                        true => assert_eq!(d, src[l + i - off], "{:?} store_tail", S::BACKEND),
+                        false => assert!(
+                            d.is_nan(),
+                            "{:?} store_tail len {len} wrote {i}",
+                            S::BACKEND
+                        ),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tail_loads_and_stores_on_every_isa() {
+        tails_touch_only_their_lanes(scalar::Scalar);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if let Some(t) = sse2::Sse2::detect() {
+                tails_touch_only_their_lanes(t);
+            }
+            if let Some(t) = avx::Avx::detect() {
+                tails_touch_only_their_lanes(t);
+            }
+            if let Some(t) = avx2::Avx2::detect() {
+                tails_touch_only_their_lanes(t);
+            }
+            if let Some(t) = avx512::Avx512::detect() {
+                tails_touch_only_their_lanes(t);
+            }
+        }
+        #[cfg(target_arch = "aarch64")]
+        if let Some(t) = neon::Neon::detect() {
+            tails_touch_only_their_lanes(t);
+        }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if let Some(t) = wasm::Simd128::detect() {
+            tails_touch_only_their_lanes(t);
+        }
+    }
 }
