@@ -401,3 +401,69 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
         }
     }
 }
+
+#[test]
+fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
+    // Past `SMALL_MACS` (48^3 multiply-adds), a row-major B within a third of L2 still
+    // skips packing: tiles across op(A) and B where they lie, the right edge's tile read
+    // with masked (or copied) tail loads, the bottom edge's rows repeated. A transposed B
+    // within half of L1 does too, transposed into a buffer first. Ragged edges in both
+    // dimensions, A in both layouts, rows wider than the matrix, beta 0 over NaN and
+    // beta != 0; k sized from the detected caches so that B is within reach. Each is
+    // asserted unpacked (`gemm_profiled` reports no kernel time for the unpacked path)
+    // on the ISAs with masked tail loads (on the others C's 131 columns are ragged, so
+    // packed), and the same m x n with B just past reach packed.
+    let caches = trueno::gemm::CacheSizes::detect();
+    let n = 131;
+    let mut rng = Rng::new(61);
+    let engines: Vec<_> = engines()
+        .into_iter()
+        .filter(|(b, _)| *b != trueno::backend::Backend::Gpu)
+        .collect();
+    for tb in [Transpose::No, Transpose::Yes] {
+        let reach = match tb {
+            Transpose::No => caches.l2 / 3,
+            Transpose::Yes => caches.l1 / 2,
+        };
+        let (k_in, k_past) = (reach / 4 / n * 3 / 4, reach / 4 / n + 1);
+        for (i, &(m, k, unpacked)) in [(61, k_in, true), (40, k_in, true), (61, k_past, false)]
+            .iter()
+            .enumerate()
+        {
+            assert!(
+                m * n * k > 48 * 48 * 48,
+                "{m}x{n}x{k} is past the small bar"
+            );
+            for ta in [Transpose::No, Transpose::Yes] {
+                let case = Case::taking_turn((m, n, k), (ta, tb), i, 1 + i % 2);
+                check_each(&engines, &mut rng, &case, &format!("{m}x{n}x{k}"), true);
+                let a = match ta {
+                    Transpose::No => trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32),
+                    Transpose::Yes => trueno::Matrix::from_fn(k, m, |i, j| (i + j) as f32),
+                };
+                let b = match tb {
+                    Transpose::No => trueno::Matrix::from_fn(k, n, |i, j| (i ^ j) as f32),
+                    Transpose::Yes => trueno::Matrix::from_fn(n, k, |i, j| (i ^ j) as f32),
+                };
+                let (a, b) = (a.unwrap(), b.unwrap());
+                for (backend, e) in &engines {
+                    let mut c = trueno::Matrix::zeros(m, n).unwrap();
+                    let cv = &mut c.view_mut();
+                    let p =
+                        one_thread(|| e.gemm_profiled(1.0, a.view(), ta, b.view(), tb, 0.0, cv));
+                    let kernel = p.unwrap().kernel;
+                    // ISAs without masked loads take the grid only for whole vectors.
+                    use trueno::backend::Backend::{Avx, Avx2, Avx512};
+                    let masked = matches!(backend, Avx | Avx2 | Avx512);
+                    let want = unpacked && (masked || n % backend.lanes() == 0);
+                    assert_eq!(
+                        kernel == std::time::Duration::ZERO,
+                        want,
+                        "{} {m}x{n}x{k} {ta:?} {tb:?}: unpacked expected {want}",
+                        backend.name()
+                    );
+                }
+            }
+        }
+    }
+}

@@ -197,20 +197,44 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: 
         true => pack[..kc * NV * S::LANES].as_mut_ptr(),
         false => std::ptr::null_mut(),
     };
-    micro_tile_with::<S, MR, NV, PACK>(s, kc, a, b, (c, next), out)
+    micro_tile_with::<S, MR, NV, PACK, false>(s, kc, a, b, (c, next), out, S::LANES)
 }
 
-/// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded.
+/// The plain loop of `micro_tile` (no prefetch, no packing) over a B panel whose last
+/// vector holds only `tail` (1..=LANES) columns: C's right edge, read where it lies, the
+/// columns past it neither read nor summed (`Simd::load_tail`).
 #[inline(always)]
-fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+pub(super) fn micro_tile_tail<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    kc: usize,
+    a: APanel,
+    b: BPanel,
+    tail: usize,
+) -> [[S::V; NV]; MR] {
+    let tail = tail.clamp(1, S::LANES);
+    micro_tile_with::<S, MR, NV, false, true>(s, kc, a, b, (None, None), std::ptr::null_mut(), tail)
+}
+
+/// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded,
+/// and with `TAIL`, B's last vector only `tail` columns wide.
+#[inline(always)]
+fn micro_tile_with<
+    S: Simd,
+    const MR: usize,
+    const NV: usize,
+    const PACK: bool,
+    const TAIL: bool,
+>(
     s: S,
     kc: usize,
     a: APanel,
     b: BPanel,
     (c, next): (Option<LinePrefetch>, Option<NextPanelShare>),
     out: *mut f32,
+    tail: usize,
 ) -> [[S::V; NV]; MR] {
-    let nr = NV * S::LANES;
+    // Columns read a k step: NR, or up to the tail's last.
+    let width = (NV - 1) * S::LANES + if TAIL { tail } else { S::LANES };
     let mut acc = [[s.zero(); NV]; MR];
     let last = a.rows.clamp(1, MR) - 1;
     // Every read below is at (i.min(last)) * rs + p * cs for p < kc: inside `data`, checked
@@ -223,7 +247,7 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     // B likewise: its extent checked once, then one induction variable and no per-step
     // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
     // the loop: measured 7-9% slower at 128-512).
-    let bdata = &b.data[..(kc.max(1) - 1) * b.stride + nr];
+    let bdata = &b.data[..(kc.max(1) - 1) * b.stride + width];
     if let (None, Some(nx)) = (c, next) {
         // The next panel's lines, where the C tile is not asked for (a C tile that is,
         // the loop below, goes first).
@@ -235,7 +259,15 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
             if p % NEXT_PANEL_SPACING == 0 && q < to {
                 nx.panel.fetch_into::<true>(q);
             }
-            k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
+            k_step::<S, MR, NV, PACK, TAIL>(
+                s,
+                p,
+                (bdata, b.stride, tail),
+                &rows,
+                a.cs,
+                &mut acc,
+                out,
+            );
         }
         return acc;
     }
@@ -243,7 +275,15 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         // No prefetch: the plain loop. The chunked one below, run with nothing to fetch,
         // cost 3-12% at 64^3-256^3 (interleaved against faer, three rounds of both).
         for p in 0..kc {
-            k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
+            k_step::<S, MR, NV, PACK, TAIL>(
+                s,
+                p,
+                (bdata, b.stride, tail),
+                &rows,
+                a.cs,
+                &mut acc,
+                out,
+            );
         }
         return acc;
     };
@@ -259,32 +299,35 @@ fn micro_tile_with<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         if p % PREFETCH_SPACING == 0 && p / PREFETCH_SPACING < lines {
             c.fetch(p / PREFETCH_SPACING);
         }
-        k_step::<S, MR, NV, PACK>(s, p, bdata, b.stride, &rows, a.cs, &mut acc, out);
+        k_step::<S, MR, NV, PACK, TAIL>(s, p, (bdata, b.stride, tail), &rows, a.cs, &mut acc, out);
     }
     acc
 }
 
-/// One k step of the tile: NV vectors of B row `p`, each row's A value broadcast against
-/// them. A function, not a closure: a closure does not inherit the caller's target
-/// features, so its SIMD calls stayed calls (1.8 GFLOP/s).
+/// One k step of the tile: NV vectors of B row `p` (with `TAIL`, the last one `tail`
+/// columns), each row's A value broadcast against them. A function, not a closure: a
+/// closure does not inherit the caller's target features, so its SIMD calls stayed calls
+/// (1.8 GFLOP/s).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool, const TAIL: bool>(
     s: S,
     p: usize,
-    bdata: &[f32],
-    stride: usize,
+    (bdata, stride, tail): (&[f32], usize, usize),
     rows: &[*const f32; MR],
     cs: usize,
     acc: &mut [[S::V; NV]; MR],
     out: *mut f32,
 ) {
     let nr = NV * S::LANES;
-    // SAFETY: the caller checked that p * stride + NR <= bdata.len() for p < kc.
-    let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * stride), nr) };
+    let width = (NV - 1) * S::LANES + if TAIL { tail } else { S::LANES };
+    // SAFETY: the caller checked that p * stride + width <= bdata.len() for p < kc.
+    let brow = unsafe { std::slice::from_raw_parts(bdata.as_ptr().add(p * stride), width) };
     let mut bv = [s.zero(); NV];
     for v in 0..NV {
-        bv[v] = s.load(&brow[v * S::LANES..]);
+        bv[v] = match TAIL && v == NV - 1 {
+            true => s.load_tail(&brow[v * S::LANES..]),
+            false => s.load(&brow[v * S::LANES..]),
+        };
     }
     if PACK {
         // SAFETY: `micro_tile` checked that `out` holds kc * NR floats, and p < kc.

@@ -215,7 +215,10 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
         // whole matrix operand for one use. (Saturating: on a 32-bit target the count of
         // a product whose operands fit memory can pass usize.)
         GemmPath::Auto => {
-            t.m.saturating_mul(t.n).saturating_mul(t.k) <= SMALL_MACS || t.m == 1 || t.n == 1
+            t.m.saturating_mul(t.n).saturating_mul(t.k) <= SMALL_MACS
+                || t.m == 1
+                || t.n == 1
+                || small::skips_packing(t, CacheSizes::detect(), (S::LANES, S::MASKED_TAIL))
         }
         GemmPath::Packed => false,
         GemmPath::Unpacked => true,

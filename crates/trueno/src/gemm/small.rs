@@ -1,65 +1,119 @@
-//! Small products without packing: register tiles straight over op(A) and the rows of B,
-//! or dot products when B is transposed.
+//! Products without packing (small ones, and those whose B the tiles read from L1 or L2
+//! all the same): the micro-kernel's register tiles straight over op(A) and the rows of
+//! B (a transposed B first transposed into a buffer), axpys over B's rows for fewer than
+//! four rows of C, dot products for A·x.
 
-use super::store::{scale_c, scale_row, update_c, with_beta};
+use super::blocking::CacheSizes;
+use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
+use super::pack::{pack_b_panel_transposed, return_pack_buffer, take_pack_buffer};
+use super::store::{scale_c, scale_row, store_rows, with_beta};
 use super::task::GemmTask;
-use crate::simd::Simd;
+use super::transpose8::has_avx;
+use crate::backend::Backend;
+use crate::simd::{OutOfLine, Simd};
 
-/// Rows `i0..i0+R` x columns `j0..j0 + (NV-1)*LANES + last` of C from op(A) and the rows
-/// of B directly (B not transposed), accumulated in registers over all of k.
-#[inline(always)]
-fn small_tile<S: Simd, const R: usize, const NV: usize>(
-    s: S,
-    t: &GemmTask,
-    i0: usize,
-    j0: usize,
-    last: usize,
-) {
-    let l = S::LANES;
-    let full = |v: usize| v + 1 < NV || last == l;
-    let mut acc = [[s.zero(); NV]; R];
-    // op(A)(i0 + r, p) is `adata[r * rs + p * cs]`: the extent checked once here, each
-    // element then read unchecked. Checked per element, the R row offsets were spilled
-    // and reloaded every k step wherever the inlining around this loop changed (16^3:
-    // 150-160 ns against 98-103, Zen 5 VM).
-    let (rs, cs) = if t.ta { (1, t.lda) } else { (t.lda, 1) };
-    let first = i0 * rs;
-    let adata = &t.a[first..first + (R - 1) * rs + (t.k - 1) * cs + 1];
-    for p in 0..t.k {
-        let brow = &t.b[p * t.ldb + j0..];
-        let mut bv = [s.zero(); NV];
-        for (v, b) in bv.iter_mut().enumerate() {
-            *b = if full(v) {
-                s.load(&brow[v * l..])
-            } else {
-                s.load_partial(&brow[v * l..v * l + last], 0.0)
-            };
-        }
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            // SAFETY: r < R and p < k, inside the extent checked above.
-            let a = s.splat(unsafe { *adata.as_ptr().add(r * rs + p * cs) });
-            for (x, &b) in acc_r.iter_mut().zip(&bv) {
-                *x = s.fma(a, b, *x);
-            }
-        }
+/// Whether a product past `SMALL_MACS` (of four rows or more of C) still skips packing:
+/// where the unpacked grid's tiles read B's panels from L2 or L1 all the same.
+///
+/// A row-major B within a third of L2: packed, it would be copied only to be read from
+/// there. Zen 3 VM (512 KiB L2, AVX2 6x16), one thread, interleaved against faer,
+/// unpacked against packed, two rounds: 64^3 1.01-1.02x -> 1.06-1.07x, 100^3 0.96-0.97x
+/// -> 1.03-1.04x, 128^3 1.01x -> 1.07x, 160^3 0.98x -> 1.03x, 192^3 0.97x -> 1.02-1.03x,
+/// 256x128x256 0.95x -> 1.02-1.04x, 512x64x512 1.08-1.09x -> 1.13-1.15x, 1000x40x1000
+/// 1.01-1.09x -> 1.08-1.12x (B 160 KB). Past it, packed won: 256^3 (256 KB) 0.97x ->
+/// 0.94-1.01x, 300^3 0.97-0.99x -> 0.82-0.87x, 64x1024x64 0.95-0.97x -> 0.76-0.77x,
+/// 128x512x512 0.94-0.95x -> 0.69-0.70x, 16x64x2048 0.91-0.93x -> 0.88-0.91x.
+///
+/// A transposed B (x·Wᵀ) within half of L1, which the grid first transposes into a
+/// buffer (`transposed_b_grid`): the same VM, one round, 64^3 0.93x -> 0.95x, and further
+/// the transposition cost more than packing saved (100^3 0.95x -> 0.96x, 128^3 1.00x ->
+/// 0.93x, 192^3 0.96x -> 0.91x).
+///
+/// Only on an ISA with masked tail loads (`Simd::MASKED_TAIL`, given with its `lanes`)
+/// or for C a whole number of vectors wide: the right edge's tiles otherwise copy each k
+/// step's tail through the stack, which ran the unpacked 100^3 at half speed on AVX2.
+pub(crate) fn skips_packing(t: &GemmTask, c: CacheSizes, (lanes, masked): (usize, bool)) -> bool {
+    let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
+    let reach = if t.tb { c.l1 / 2 } else { c.l2 / 3 };
+    t.m >= 4 && b_bytes <= reach && (masked || t.n.is_multiple_of(lanes))
+}
+
+/// The register tile of the unpacked path on backend `b`, (rows, vectors of columns): its
+/// main micro-kernel's, 8x2 where there are 32 vector registers and 6x2 where there are 16
+/// (12 accumulators, two B vectors and a broadcast), so that 8-16 independent sums hide
+/// the FMA latency.
+const fn small_shape(b: Backend) -> (usize, usize) {
+    match b {
+        Backend::Avx512 | Backend::Neon => (8, 2),
+        _ => (6, 2),
     }
-    let (va, vb) = (s.splat(t.alpha), s.splat(t.beta));
-    let width = (NV - 1) * l + last;
-    for (r, acc_r) in acc.iter().enumerate() {
-        // SAFETY: row i0 + r, columns j0..j0 + width of this task's block of C.
-        let row = unsafe {
-            std::slice::from_raw_parts_mut(t.c.ptr.add((i0 + r) * t.c.stride + j0), width)
-        };
-        for (v, &a) in acc_r.iter().enumerate() {
-            let w = if full(v) { l } else { last };
-            update_c(s, &mut row[v * l..v * l + w], a, va, vb, t.beta);
+}
+
+/// C from op(A) and a row-major B read where they lie, tile by tile: R x NV tiles across,
+/// the right edge's narrower tile read with `Simd::load_tail`, and the bottom edge's rows
+/// repeating the last one (their sums discarded). The micro-kernel's own loop, out of
+/// line (`Simd::outlined`) so that it has the registers to itself. (An earlier form, 4 x 4
+/// vectors across with the edge copied through the stack each k step, ran 32^3 at
+/// 0.76x and 33^3 at 0.30x faer on the Zen 3 VM.)
+struct SmallGrid<'a, 'b, const R: usize, const NV: usize>(&'a GemmTask<'b>);
+
+impl<S: Simd, const R: usize, const NV: usize> OutOfLine<S> for SmallGrid<'_, '_, R, NV> {
+    type Out = ();
+    #[inline(always)]
+    fn run(self, s: S) {
+        let t = self.0;
+        let (l, nr) = (S::LANES, NV * S::LANES);
+        let (rs, cs) = if t.ta { (1, t.lda) } else { (t.lda, 1) };
+        let full = t.n / nr * nr;
+        let edge = t.n - full;
+        let ab = (t.alpha, t.beta);
+        for i0 in (0..t.m).step_by(R) {
+            let rows = (t.m - i0).min(R);
+            let a = APanel {
+                data: &t.a[i0 * rs..],
+                rs,
+                cs,
+                rows,
+            };
+            for j0 in (0..full).step_by(nr) {
+                let b = BPanel {
+                    data: &t.b[j0..],
+                    stride: t.ldb,
+                };
+                let acc = micro_tile::<S, R, NV, false>(s, t.k, a, b, None, &mut [], None);
+                store_rows::<S, R, NV>(s, &acc, t.c.at(i0, j0), rows, nr, ab);
+            }
+            if edge == 0 {
+                continue;
+            }
+            let b = BPanel {
+                data: &t.b[full..],
+                stride: t.ldb,
+            };
+            let (c, tail) = (t.c.at(i0, full), edge - (edge - 1) / l * l);
+            // The grids run have NV <= 2: the edge is one vector, whole or not, or two.
+            match (edge <= l, tail == l) {
+                (true, true) => {
+                    let acc = micro_tile::<S, R, 1, false>(s, t.k, a, b, None, &mut [], None);
+                    store_rows::<S, R, 1>(s, &acc, c, rows, edge, ab);
+                }
+                (true, false) => {
+                    let acc = micro_tile_tail::<S, R, 1>(s, t.k, a, b, tail);
+                    store_rows::<S, R, 1>(s, &acc, c, rows, edge, ab);
+                }
+                (false, _) => {
+                    let acc = micro_tile_tail::<S, R, NV>(s, t.k, a, b, tail);
+                    store_rows::<S, R, NV>(s, &acc, c, rows, edge, ab);
+                }
+            }
         }
     }
 }
 
-/// Small problems: no packing. Rows of C are updated with SIMD axpys over rows of op(B)
-/// (op(B) not transposed), or filled with SIMD dot products of rows of A and B
-/// (A plain, B transposed). Returns false for the layout it does not cover.
+/// A product without packing: the unpacked grid over op(A) and a row-major B (or B
+/// transposed into a buffer, for four rows of C or more), axpys over B's rows for fewer
+/// rows, dot products for one column of C or a transposed B under four rows. Returns
+/// false for the layout it does not cover (A and B both transposed under four rows).
 #[inline(always)]
 pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     if t.m == 0 || t.n == 0 {
@@ -69,7 +123,6 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         scale_c(t);
         return true;
     }
-    let l = S::LANES;
     // One column of C with a contiguous B column is A·x: dot products, like B transposed.
     let column_vector = t.n == 1 && !t.tb && t.ldb == 1;
     if !t.tb && t.m < 4 && !column_vector {
@@ -95,44 +148,70 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         }
         return true;
     }
+    if t.tb && t.m >= 4 && t.n > 1 {
+        transposed_b_grid(s, t);
+        return true;
+    }
     if !t.tb && !column_vector {
-        // Register tiles without packing: 4 rows x up to 4 vectors of columns (8 rows
-        // when C is at most two vectors wide), so 8-16 independent accumulator chains
-        // hide the FMA latency even for 16x16 products.
-        // (Two vectors x 8 rows is 16 accumulators: only with 32 registers.)
-        let narrow = t.n.div_ceil(l) <= if l >= 16 { 2 } else { 1 };
-        let mut i = 0;
-        while i < t.m {
-            let rows = match t.m - i {
-                r if r >= 8 && narrow => 8,
-                r if r >= 4 => 4,
-                _ => 1,
-            };
-            let mut j = 0;
-            while j < t.n {
-                let nv = (t.n - j).div_ceil(l).min(4);
-                let last = (t.n - j).min(nv * l) - (nv - 1) * l;
-                match (rows, nv) {
-                    (8, 2) => small_tile::<S, 8, 2>(s, t, i, j, last),
-                    (8, _) => small_tile::<S, 8, 1>(s, t, i, j, last),
-                    (4, 4) => small_tile::<S, 4, 4>(s, t, i, j, last),
-                    (4, 3) => small_tile::<S, 4, 3>(s, t, i, j, last),
-                    (4, 2) => small_tile::<S, 4, 2>(s, t, i, j, last),
-                    (4, _) => small_tile::<S, 4, 1>(s, t, i, j, last),
-                    (_, 4) => small_tile::<S, 1, 4>(s, t, i, j, last),
-                    (_, 3) => small_tile::<S, 1, 3>(s, t, i, j, last),
-                    (_, 2) => small_tile::<S, 1, 2>(s, t, i, j, last),
-                    _ => small_tile::<S, 1, 1>(s, t, i, j, last),
-                }
-                j += (nv - 1) * l + last;
-            }
-            i += rows;
-        }
+        grid(s, t);
         return true;
     }
     if t.ta {
         return false;
     }
+    dots(s, t);
+    true
+}
+
+/// `op(B)` transposed into the thread's packing buffer as a row-major k x n matrix, then
+/// the unpacked grid over it: each of B's rows is a column of the tiles' panels, which
+/// the grid cannot read in place. (Each element of C as a dot product of a row of A and
+/// one of B, as before, ran 33^3 at 1.4 GFLOP/s; the packed path at 40.)
+#[inline(always)]
+fn transposed_b_grid<S: Simd>(s: S, t: &GemmTask) {
+    // Rows 1 KiB apart would share L1's sets four ways: a line more apart, they spread.
+    let ldb = if t.n.is_multiple_of(256) {
+        t.n + 16
+    } else {
+        t.n
+    };
+    let len = (t.k - 1) * ldb + t.n;
+    let mut buf = take_pack_buffer();
+    if buf.len() < len {
+        buf.resize(len, 0.0);
+    }
+    let avx = has_avx(S::BACKEND);
+    pack_b_panel_transposed(avx, t.b, t.ldb, (t.k, ldb, t.n), &mut buf[..len]);
+    let plain = GemmTask {
+        b: &buf[..len],
+        ldb,
+        tb: false,
+        ..*t
+    };
+    grid(s, &plain);
+    return_pack_buffer(buf);
+}
+
+/// The unpacked grid for a row-major B (see `SmallGrid`), its tile chosen for C's width.
+#[inline(always)]
+fn grid<S: Simd>(s: S, t: &GemmTask) {
+    {
+        // A C at most one vector wide: 8 x 1 tiles, the fewest rows whose sums keep two
+        // FMA pipes of latency 4 busy. 12 x 1 (as many accumulators as 6 x 2) computed
+        // up to 11 discarded rows: Zen 3 VM, one thread, 8x8x64 37.2 GFLOP/s against 54.6
+        // for 8 x 1, 1024x8x64 66.5 against 77.4.
+        match (small_shape(S::BACKEND), t.n <= S::LANES) {
+            (_, true) => s.outlined(SmallGrid::<8, 1>(t)),
+            ((8, _), false) => s.outlined(SmallGrid::<8, 2>(t)),
+            (_, false) => s.outlined(SmallGrid::<6, 2>(t)),
+        }
+    }
+}
+
+/// C's elements as dot products of rows of A and of B (B transposed, or one contiguous
+/// column): A·x, and products of fewer than four rows.
+#[inline(always)]
+fn dots<S: Simd>(s: S, t: &GemmTask) {
     let store = |i: usize, j: usize, d: f64| {
         // SAFETY: element (i, j) of this task's block of C.
         let c = unsafe { &mut *t.c.ptr.add(i * t.c.stride + j) };
@@ -166,5 +245,40 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
             );
         }
     }
-    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_skip_packing_where_b_is_within_a_third_of_l2_or_transposed_half_of_l1() {
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
+        let skips = |(m, n, k): (usize, usize, usize), tb: bool| {
+            let t = GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut());
+            skips_packing(&GemmTask { tb, ..t }, zen3, (8, true))
+        };
+        // Row-major B: 192^3 (144 KiB) and 1000x40x1000 (160 KB) within 512 KiB / 3,
+        // 256^3 (256 KiB) and 64x1024x64 past it; fewer than four rows of C never.
+        assert!(skips((192, 192, 192), false) && skips((1000, 40, 1000), false));
+        assert!(!skips((256, 256, 256), false) && !skips((64, 1024, 64), false));
+        assert!(!skips((3, 192, 192), false) && skips((4, 192, 192), false));
+        // Transposed B: 64^3 (16 KiB) is half of the 32 KiB L1, 100^3 (40 KB) past it.
+        assert!(skips((64, 64, 64), true) && !skips((65, 64, 65), true));
+        assert!(!skips((100, 100, 100), true));
+        // A count that passes usize is not within reach.
+        assert!(!skips((8, usize::MAX, 2), false));
+        // Without masked tails, only a C of whole vectors.
+        let t = GemmTask::for_test(
+            (100, 100, 100),
+            (&[], 100),
+            (&[], 100),
+            std::ptr::null_mut(),
+        );
+        assert!(skips_packing(&t, zen3, (4, false)) && !skips_packing(&t, zen3, (8, false)));
+    }
 }

@@ -37,13 +37,49 @@ pub(super) fn store_tile<S: Simd, const MR: usize, const NV: usize>(
         }
         return;
     }
-    let tile = scaled_tile::<S, MR, NV>(s, acc, va);
-    for i in 0..rows {
-        // SAFETY: as above, clipped to `rows x cols`.
+    store_rows::<S, MR, NV>(s, acc, c, rows, cols, (alpha, beta));
+}
+
+/// `store_tile` into a row-major C for any `rows x cols` within the tile: each row's
+/// vectors up to `cols`, the last one through `Simd::store_tail` (masked where the ISA
+/// has masked stores), so a ragged edge costs a vector a row, not an element.
+#[inline(always)]
+pub(super) fn store_rows<S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    acc: &[[S::V; NV]; MR],
+    c: CPtr,
+    rows: usize,
+    cols: usize,
+    (alpha, beta): (f32, f32),
+) {
+    let (va, vb) = (s.splat(alpha), s.splat(beta));
+    let l = S::LANES;
+    for (i, row_acc) in acc.iter().enumerate().take(rows) {
+        // SAFETY: row i < rows of the tile, `cols` floats, inside this task's block of C
+        // (the caller clips both to it); no other thread writes them.
         let dst = unsafe { std::slice::from_raw_parts_mut(c.ptr.add(i * c.stride), cols) };
-        for (j, d) in dst.iter_mut().enumerate() {
-            let r = tile[i * nr + j];
-            *d = with_beta(*d, r, beta);
+        for (v, &a) in row_acc.iter().enumerate() {
+            let (from, to) = (v * l, ((v + 1) * l).min(cols));
+            if from >= to {
+                break;
+            }
+            let d = &mut dst[from..to];
+            let prod = s.mul(va, a);
+            if to - from == l {
+                let out = if beta == 0.0 {
+                    prod
+                } else {
+                    s.fma(vb, s.load(d), prod)
+                };
+                s.store(out, d);
+            } else {
+                let out = if beta == 0.0 {
+                    prod
+                } else {
+                    s.fma(vb, s.load_tail(d), prod)
+                };
+                s.store_tail(out, d);
+            }
         }
     }
 }
