@@ -404,9 +404,10 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
 
 #[test]
 fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
-    // Past `SMALL_MACS` (48^3 multiply-adds), a row-major B within a third of L2 still
-    // skips packing: tiles across op(A) and B where they lie, the right edge's tile read
-    // with masked (or copied) tail loads, the bottom edge's rows repeated. A transposed B
+    // Past `SMALL_MACS` (48^3 multiply-adds), a row-major B within a third of L2 (192 KiB
+    // at most) still skips packing: tiles across op(A) and B where they lie, the right
+    // edge's tile read with masked (or copied) tail loads, the bottom edge's rows
+    // repeated. A transposed B
     // within half of L1 does too, transposed into a buffer first. Ragged edges in both
     // dimensions, A in both layouts, rows wider than the matrix, beta 0 over NaN and
     // beta != 0; k sized from the detected caches so that B is within reach. Each is
@@ -422,7 +423,8 @@ fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
         .collect();
     for tb in [Transpose::No, Transpose::Yes] {
         let reach = match tb {
-            Transpose::No => caches.l2 / 3,
+            // `B_REACH_MAX`: 192 KiB whatever L2.
+            Transpose::No => (caches.l2 / 3).min(192 << 10),
             Transpose::Yes => caches.l1 / 2,
         };
         let (k_in, k_past) = (reach / 4 / n * 3 / 4, reach / 4 / n + 1);

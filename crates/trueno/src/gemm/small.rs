@@ -15,14 +15,19 @@ use crate::simd::{OutOfLine, Simd};
 /// Whether a product past `SMALL_MACS` (of four rows or more of C) still skips packing:
 /// where the unpacked grid's tiles read B's panels from L2 or L1 all the same.
 ///
-/// A row-major B within a third of L2: packed, it would be copied only to be read from
-/// there. Zen 3 VM (512 KiB L2, AVX2 6x16), one thread, interleaved against faer,
+/// A row-major B within a third of L2 (and 192 KiB): packed, it would be copied only to
+/// be read from there. Zen 3 VM (512 KiB L2, AVX2 6x16), one thread, interleaved against faer,
 /// unpacked against packed, two rounds: 64^3 1.01-1.02x -> 1.06-1.07x, 100^3 0.96-0.97x
 /// -> 1.03-1.04x, 128^3 1.01x -> 1.07x, 160^3 0.98x -> 1.03x, 192^3 0.97x -> 1.02-1.03x,
 /// 256x128x256 0.95x -> 1.02-1.04x, 512x64x512 1.08-1.09x -> 1.13-1.15x, 1000x40x1000
 /// 1.01-1.09x -> 1.08-1.12x (B 160 KB). Past it, packed won: 256^3 (256 KB) 0.97x ->
 /// 0.94-1.01x, 300^3 0.97-0.99x -> 0.82-0.87x, 64x1024x64 0.95-0.97x -> 0.76-0.77x,
 /// 128x512x512 0.94-0.95x -> 0.69-0.70x, 16x64x2048 0.91-0.93x -> 0.88-0.91x.
+///
+/// At most 192 KiB whatever L2: on an H200 host's Xeon (48 KiB L1, 2 MiB L2, AVX-512
+/// 8x32), a shared and noisy core, one thread, the same binaries alternated three times,
+/// 300^3 (360 KB) lost in every round (0.87-0.93x -> 0.71-0.92x) and 224^3 and 256^3 were
+/// mixed, where a third of L2 would take all three.
 ///
 /// A transposed B (x·Wᵀ) within half of L1, which the grid first transposes into a
 /// buffer (`transposed_b_grid`): the same VM, one round, 64^3 0.93x -> 0.95x, and further
@@ -34,9 +39,16 @@ use crate::simd::{OutOfLine, Simd};
 /// step's tail through the stack, which ran the unpacked 100^3 at half speed on AVX2.
 pub(crate) fn skips_packing(t: &GemmTask, c: CacheSizes, (lanes, masked): (usize, bool)) -> bool {
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
-    let reach = if t.tb { c.l1 / 2 } else { c.l2 / 3 };
+    let reach = if t.tb {
+        c.l1 / 2
+    } else {
+        (c.l2 / 3).min(B_REACH_MAX)
+    };
     t.m >= 4 && b_bytes <= reach && (masked || t.n.is_multiple_of(lanes))
 }
+
+/// See [`skips_packing`].
+const B_REACH_MAX: usize = 192 << 10;
 
 /// The register tile of the unpacked path on backend `b`, (rows, vectors of columns): its
 /// main micro-kernel's, 8x2 where there are 32 vector registers and 6x2 where there are 16
@@ -270,6 +282,15 @@ mod tests {
         // Transposed B: 64^3 (16 KiB) is half of the 32 KiB L1, 100^3 (40 KB) past it.
         assert!(skips((64, 64, 64), true) && !skips((65, 64, 65), true));
         assert!(!skips((100, 100, 100), true));
+        // On a 2 MiB L2, 192 KiB at most: 221^3 (191 KB) is within, 224^3 (196 KB) not.
+        let l2_2m = CacheSizes {
+            l2: 2 << 20,
+            ..zen3
+        };
+        let t = |m: usize| GemmTask::for_test((m, m, m), (&[], m), (&[], m), std::ptr::null_mut());
+        assert!(
+            skips_packing(&t(221), l2_2m, (8, true)) && !skips_packing(&t(224), l2_2m, (8, true))
+        );
         // A count that passes usize is not within reach.
         assert!(!skips((8, usize::MAX, 2), false));
         // Without masked tails, only a C of whole vectors.
