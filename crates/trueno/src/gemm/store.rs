@@ -4,10 +4,7 @@
 
 use super::task::{CPtr, GemmTask};
 use super::transpose8::{has_avx, transpose_8x8};
-use crate::simd::{MAX_LANES, Simd};
-
-/// Largest micro-tile (rows x columns) any ISA uses here.
-const MAX_TILE: usize = 16 * 4 * MAX_LANES;
+use crate::simd::Simd;
 
 /// Writes `alpha * acc + beta * C` into the `rows x cols` tile of C at `c`; `beta == 0`
 /// never reads C.
@@ -84,22 +81,36 @@ pub(super) fn store_rows<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// `alpha * acc` as a row-major MR x NR array, for the stores that go element by element
-/// or through block transposes.
+/// `alpha * acc`, the MR x NR tile the transposed store reads element by element.
 #[inline(always)]
 fn scaled_tile<S: Simd, const MR: usize, const NV: usize>(
     s: S,
     acc: &[[S::V; NV]; MR],
     va: S::V,
-) -> [f32; MAX_TILE] {
-    let nr = NV * S::LANES;
-    let mut tile = [0.0f32; MAX_TILE];
-    for (i, row_acc) in acc.iter().enumerate() {
-        for (v, &a) in row_acc.iter().enumerate() {
-            s.store(s.mul(va, a), &mut tile[i * nr + v * S::LANES..]);
+) -> [[S::V; NV]; MR] {
+    let mut tile = *acc;
+    for row in tile.iter_mut() {
+        for v in row.iter_mut() {
+            *v = s.mul(va, *v);
         }
     }
     tile
+}
+
+/// The tile's floats, row-major: element (i, j) at `i * NR + j`. (An array of the
+/// largest tile's floats, zeroed for each tile, made the zeroing a third of a shallow x·Wᵀ's
+/// time: 64x1024x32, whose 16 columns of C are written through the transpose.)
+#[inline(always)]
+fn tile_floats<S: Simd, const MR: usize, const NV: usize>(tile: &[[S::V; NV]; MR]) -> &[f32] {
+    assert_eq!(
+        std::mem::size_of::<S::V>(),
+        4 * S::LANES,
+        "a vector is LANES f32"
+    );
+    // SAFETY: every `Simd::V` is LANES f32 side by side (checked above), so the array is
+    // MR * NV * LANES initialised f32, read through a shared borrow that lives as long as
+    // `tile`'s.
+    unsafe { std::slice::from_raw_parts(tile.as_ptr().cast::<f32>(), MR * NV * S::LANES) }
 }
 
 /// `store_tile` into a C laid out transposed (`CPtr::trans`): tile column j is a run of
@@ -115,7 +126,8 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
     beta: f32,
 ) {
     let nr = NV * S::LANES;
-    let tile = scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha));
+    let scaled = scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha));
+    let tile = tile_floats::<S, MR, NV>(&scaled);
     if rows == MR && cols == nr && MR.is_multiple_of(8) && nr.is_multiple_of(8) {
         // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
         let avx = has_avx(S::BACKEND);
