@@ -248,6 +248,7 @@ fn micro_tile_with<
     // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
     // the loop: measured 7-9% slower at 128-512).
     let bdata = &b.data[..(kc.max(1) - 1) * b.stride + width];
+    let bsrc = (bdata, b.stride, tail);
     if let (None, Some(nx)) = (c, next) {
         // The next panel's lines, where the C tile is not asked for (a C tile that is,
         // the loop below, goes first).
@@ -259,15 +260,7 @@ fn micro_tile_with<
             if p % NEXT_PANEL_SPACING == 0 && q < to {
                 nx.panel.fetch_into::<true>(q);
             }
-            k_step::<S, MR, NV, PACK, TAIL>(
-                s,
-                p,
-                (bdata, b.stride, tail),
-                &rows,
-                a.cs,
-                &mut acc,
-                out,
-            );
+            k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
         }
         return acc;
     }
@@ -275,15 +268,7 @@ fn micro_tile_with<
         // No prefetch: the plain loop. The chunked one below, run with nothing to fetch,
         // cost 3-12% at 64^3-256^3 (interleaved against faer, three rounds of both).
         for p in 0..kc {
-            k_step::<S, MR, NV, PACK, TAIL>(
-                s,
-                p,
-                (bdata, b.stride, tail),
-                &rows,
-                a.cs,
-                &mut acc,
-                out,
-            );
+            k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
         }
         return acc;
     };
@@ -299,7 +284,7 @@ fn micro_tile_with<
         if p % PREFETCH_SPACING == 0 && p / PREFETCH_SPACING < lines {
             c.fetch(p / PREFETCH_SPACING);
         }
-        k_step::<S, MR, NV, PACK, TAIL>(s, p, (bdata, b.stride, tail), &rows, a.cs, &mut acc, out);
+        k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
     }
     acc
 }

@@ -60,23 +60,7 @@ pub(super) fn store_rows<S: Simd, const MR: usize, const NV: usize>(
             if from >= to {
                 break;
             }
-            let d = &mut dst[from..to];
-            let prod = s.mul(va, a);
-            if to - from == l {
-                let out = if beta == 0.0 {
-                    prod
-                } else {
-                    s.fma(vb, s.load(d), prod)
-                };
-                s.store(out, d);
-            } else {
-                let out = if beta == 0.0 {
-                    prod
-                } else {
-                    s.fma(vb, s.load_tail(d), prod)
-                };
-                s.store_tail(out, d);
-            }
+            update_c(s, &mut dst[from..to], a, va, vb, beta);
         }
     }
 }
@@ -168,7 +152,8 @@ pub(super) fn with_beta(d: f32, r: f32, beta: f32) -> f32 {
 }
 
 /// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when
-/// that is under a vector); `beta == 0` never reads `d`, so NaN in C does not leak.
+/// that is under a vector, through `Simd::load_tail`/`store_tail`); `beta == 0` never
+/// reads `d`, so NaN in C does not leak.
 #[inline(always)]
 pub(super) fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S::V, beta: f32) {
     let prod = s.mul(va, acc);
@@ -183,9 +168,9 @@ pub(super) fn update_c<S: Simd>(s: S, d: &mut [f32], acc: S::V, va: S::V, vb: S:
         let out = if beta == 0.0 {
             prod
         } else {
-            s.fma(vb, s.load_partial(d, 0.0), prod)
+            s.fma(vb, s.load_tail(d), prod)
         };
-        s.store_partial(out, d);
+        s.store_tail(out, d);
     }
 }
 
