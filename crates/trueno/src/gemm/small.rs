@@ -16,9 +16,9 @@ use crate::simd::{OutOfLine, Simd};
 /// where the unpacked grid's tiles read B's panels from L2 or L1 all the same.
 ///
 /// A row-major B within a third of L2 (and 192 KiB): packed, it would be copied only to
-/// be read from there. Zen 3 VM (512 KiB L2, AVX2 6x16), one thread, interleaved against faer,
-/// unpacked against packed, two rounds: 64^3 1.01-1.02x -> 1.06-1.07x, 100^3 0.96-0.97x
-/// -> 1.03-1.04x, 128^3 1.01x -> 1.07x, 160^3 0.98x -> 1.03x, 192^3 0.97x -> 1.02-1.03x,
+/// be read from there. Zen 3 VM (512 KiB L2, AVX2 6x16), one thread, interleaved against
+/// faer, unpacked against packed, two rounds: 64^3 1.01-1.02x -> 1.06-1.07x, 100^3
+/// 0.96-0.97x -> 1.03-1.04x, 128^3 1.01x -> 1.07x, 160^3 0.98x -> 1.03x, 192^3 0.97x -> 1.02-1.03x,
 /// 256x128x256 0.95x -> 1.02-1.04x, 512x64x512 1.08-1.09x -> 1.13-1.15x, 1000x40x1000
 /// 1.01-1.09x -> 1.08-1.12x (B 160 KB). Past it, packed won: 256^3 (256 KB) 0.97x ->
 /// 0.94-1.01x, 300^3 0.97-0.99x -> 0.82-0.87x, 64x1024x64 0.95-0.97x -> 0.76-0.77x,
