@@ -1,7 +1,7 @@
 //! Products without packing (small ones, and those whose B the tiles read from L1 or L2
 //! all the same): the micro-kernel's register tiles straight over op(A) and the rows of
 //! B (a transposed B first transposed into a buffer), axpys over B's rows for fewer than
-//! four rows of C, dot products for A·x.
+//! four rows of C, dot products for A·x and the narrowest x·Wᵀ.
 
 use super::blocking::CacheSizes;
 use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
@@ -50,14 +50,14 @@ pub(crate) fn skips_packing(t: &GemmTask, c: CacheSizes, (lanes, masked): (usize
 /// See [`skips_packing`].
 const B_REACH_MAX: usize = 192 << 10;
 
-/// The register tile of the unpacked path on backend `b`, (rows, vectors of columns): its
-/// main micro-kernel's, 8x2 where there are 32 vector registers and 6x2 where there are 16
-/// (12 accumulators, two B vectors and a broadcast), so that 8-16 independent sums hide
-/// the FMA latency.
-const fn small_shape(b: Backend) -> (usize, usize) {
+/// Rows of the unpacked grid's two-vector tile on backend `b`: those of its default
+/// micro-kernel in `micro_shapes!`, 8 where there are 32 vector registers and 6 where
+/// there are 16 (12 accumulators, two B vectors and a broadcast), so that 12-16
+/// independent sums hide the FMA latency.
+const fn grid_rows(b: Backend) -> usize {
     match b {
-        Backend::Avx512 | Backend::Neon => (8, 2),
-        _ => (6, 2),
+        Backend::Avx512 | Backend::Neon => 8,
+        _ => 6,
     }
 }
 
@@ -123,9 +123,10 @@ impl<S: Simd, const R: usize, const NV: usize> OutOfLine<S> for SmallGrid<'_, '_
 }
 
 /// A product without packing: the unpacked grid over op(A) and a row-major B (or B
-/// transposed into a buffer, for four rows of C or more), axpys over B's rows for fewer
-/// rows, dot products for one column of C or a transposed B under four rows. Returns
-/// false for the layout it does not cover (A and B both transposed under four rows).
+/// transposed into a buffer, for four rows of C or more, or two or three over more than
+/// a vector of columns), axpys over B's rows for fewer rows, dot products for one column
+/// of C or the other transposed-B products. Returns false for the layout it does not
+/// cover (A and B both transposed where the dot products would run).
 #[inline(always)]
 pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     if t.m == 0 || t.n == 0 {
@@ -160,7 +161,9 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
         }
         return true;
     }
-    if t.tb && t.m >= 4 && t.n > 1 {
+    // Two or three rows as well, where C is wider than a vector (below it the dot
+    // products won: 2x8x200 at 21.3 GFLOP/s against 11.6 through the grid).
+    if t.tb && t.n > 1 && (t.m >= 4 || (t.m >= 2 && t.n > S::LANES)) {
         transposed_b_grid(s, t);
         return true;
     }
@@ -181,7 +184,10 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
 /// one of B, as before, ran 33^3 at 1.4 GFLOP/s; the packed path at 40.)
 #[inline(always)]
 fn transposed_b_grid<S: Simd>(s: S, t: &GemmTask) {
-    // Rows 1 KiB apart would share L1's sets four ways: a line more apart, they spread.
+    // Rows a multiple of 1 KiB apart fall in a quarter of L1's sets or fewer: a line more
+    // apart, they spread. Zen 3 VM, one thread, x·Wᵀ, padded against not, two rounds:
+    // 4x256x100 20.7-21.3 -> 30.7 GFLOP/s, 8x256x54 29.5-29.8 -> 36.3, 6x512x30 23.5-23.9
+    // -> 30.3-30.5.
     let ldb = if t.n.is_multiple_of(256) {
         t.n + 16
     } else {
@@ -207,16 +213,14 @@ fn transposed_b_grid<S: Simd>(s: S, t: &GemmTask) {
 /// The unpacked grid for a row-major B (see `SmallGrid`), its tile chosen for C's width.
 #[inline(always)]
 fn grid<S: Simd>(s: S, t: &GemmTask) {
-    {
-        // A C at most one vector wide: 8 x 1 tiles, the fewest rows whose sums keep two
-        // FMA pipes of latency 4 busy. 12 x 1 (as many accumulators as 6 x 2) computed
-        // up to 11 discarded rows: Zen 3 VM, one thread, 8x8x64 37.2 GFLOP/s against 54.6
-        // for 8 x 1, 1024x8x64 66.5 against 77.4.
-        match (small_shape(S::BACKEND), t.n <= S::LANES) {
-            (_, true) => s.outlined(SmallGrid::<8, 1>(t)),
-            ((8, _), false) => s.outlined(SmallGrid::<8, 2>(t)),
-            (_, false) => s.outlined(SmallGrid::<6, 2>(t)),
-        }
+    // A C at most one vector wide: 8 x 1 tiles, the fewest rows whose sums keep two FMA
+    // pipes of latency 4 busy. 12 x 1 (as many accumulators as 6 x 2) computed up to 11
+    // discarded rows: Zen 3 VM, one thread, 8x8x64 37.2 GFLOP/s against 54.6 for 8 x 1,
+    // 1024x8x64 66.5 against 77.4.
+    match (grid_rows(S::BACKEND), t.n <= S::LANES) {
+        (_, true) => s.outlined(SmallGrid::<8, 1>(t)),
+        (8, false) => s.outlined(SmallGrid::<8, 2>(t)),
+        (_, false) => s.outlined(SmallGrid::<6, 2>(t)),
     }
 }
 

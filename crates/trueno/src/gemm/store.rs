@@ -65,7 +65,7 @@ pub(super) fn store_rows<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// `alpha * acc`, the MR x NR tile the transposed store reads element by element.
+/// `alpha * acc`, the MR x NR tile the transposed store reads as floats (`tile_floats`).
 #[inline(always)]
 fn scaled_tile<S: Simd, const MR: usize, const NV: usize>(
     s: S,
