@@ -407,10 +407,9 @@ fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
     // Past `SMALL_MACS` (48^3 multiply-adds), a row-major B within a third of L2 (192 KiB
     // at most) still skips packing: tiles across op(A) and B where they lie, the right
     // edge's tile read with masked (or copied) tail loads, the bottom edge's rows
-    // repeated. A transposed B
-    // within half of L1 does too, transposed into a buffer first. Ragged edges in both
-    // dimensions, A in both layouts, rows wider than the matrix, beta 0 over NaN and
-    // beta != 0; k sized from the detected caches so that B is within reach. Each is
+    // repeated. A transposed B within half of L1 does too, transposed into a buffer
+    // first. Ragged edges in both dimensions, A in both layouts, rows wider than the
+    // matrix, beta 0 over NaN and beta != 0; k sized from the detected caches so that B is within reach. Each is
     // asserted unpacked (`gemm_profiled` reports no kernel time for the unpacked path)
     // on the ISAs with masked tail loads (on the others C's 131 columns are ragged, so
     // packed), and the same m x n with B just past reach packed.
