@@ -403,6 +403,43 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
 }
 
 #[test]
+fn square_and_wide_products_cut_into_bands_of_rows_or_columns_match_the_reference() {
+    // Products past the unpacked path's reach on two and three threads, each cut into
+    // bands of C's columns (B at least as wide as A is tall, the bands as even as rows
+    // would be) or of its rows (an uneven split of columns, a taller A), whichever the
+    // rule picks on the ISA's tile: every ISA, every transpose pair, ragged sizes, beta 0
+    // over a NaN-filled C and beta != 0. The rule's choices are unit-tested in
+    // `gemm::api`.
+    if cfg!(target_arch = "wasm32") {
+        return;
+    }
+    let mut rng = Rng::new(67);
+    let engines = engines();
+    for threads in [2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        for (i, &(m, n, k)) in [
+            (256, 256, 300),
+            (241, 240, 250),
+            (130, 515, 260),
+            (300, 190, 270),
+        ]
+        .iter()
+        .enumerate()
+        {
+            for (backend, e) in &engines {
+                let ops = OPS[(i + threads) % 4];
+                let case = Case::taking_turn((m, n, k), ops, i + threads, i % 3);
+                let what = format!("{} {threads} threads, {m}x{n}x{k}", backend.name());
+                pool.install(|| check(e, &mut rng, &case, &what));
+            }
+        }
+    }
+}
+
+#[test]
 fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
     // Past `SMALL_MACS` (48^3 multiply-adds), a row-major B within a third of L2 (192 KiB
     // at most) still skips packing: tiles across op(A) and B where they lie, the right

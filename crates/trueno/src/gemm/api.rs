@@ -254,16 +254,19 @@ impl Engine {
                     return run_split_k(k, task, threads, stagger);
                 }
                 let (tiles_m, tiles_n) = (task.m.div_ceil(mr), task.n.div_ceil(nr));
-                // Split the dimension with more micro-tiles into bands of whole tiles.
-                let parts: Vec<GemmTask<'_>> = if tiles_m >= tiles_n || tiles_n < threads {
-                    bands(tiles_m, threads)
-                        .map(|(t0, t1)| task.split(t0 * mr, (t1 * mr).min(task.m), 0, task.n))
-                        .collect()
-                } else {
-                    bands(tiles_n, threads)
-                        .map(|(t0, t1)| task.split(0, task.m, t0 * nr, (t1 * nr).min(task.n)))
-                        .collect()
-                };
+                let lanes = k.backend().lanes();
+                let caches = super::CacheSizes::detect();
+                let rows_unpacked = super::small::skips_packing(task, caches, (lanes, true));
+                // Bands of whole micro-tiles, of C's columns or of its rows.
+                let parts: Vec<GemmTask<'_>> =
+                    match splits_columns(task, (mr, nr), threads, rows_unpacked) {
+                        true => bands(tiles_n, threads)
+                            .map(|(t0, t1)| task.split(0, task.m, t0 * nr, (t1 * nr).min(task.n)))
+                            .collect(),
+                        false => bands(tiles_m, threads)
+                            .map(|(t0, t1)| task.split(t0 * mr, (t1 * mr).min(task.m), 0, task.n))
+                            .collect(),
+                    };
                 use rayon::prelude::*;
                 parts.par_iter().for_each(|p| k.gemm(p));
                 return;
@@ -271,6 +274,43 @@ impl Engine {
         }
         k.gemm(task);
     }
+}
+
+/// Whether `threads` threads each take a band of C's columns rather than of its rows
+/// (bands of whole `mr x nr` micro-tiles). Each thread packs all of the operand its band
+/// does not cut (every row of B for a band of rows, every row of A for a band of
+/// columns), and a band of columns leaves each thread a B small enough to be read in
+/// place (`skips_packing`) or packed by its first tiles (`fuse_b`) where the whole B
+/// would take a pass of its own. So columns where B is at least as wide as A is tall,
+/// the row bands would pack B (`rows_unpacked`: B within the unpacked path's reach
+/// leaves nothing to duplicate), and the biggest band of columns (in whole tiles) holds
+/// no more of C than the biggest band of rows would: at 240^3 on AVX2, 15 tiles across
+/// split 8 + 7, a part 7% bigger than the rows' 20 + 20 tiles down.
+///
+/// Until session 68 the dimension with more micro-tiles was cut: rows up to n = 2.7 m
+/// on AVX2. Zen 3 VM, two threads, trueno's GFLOP/s (faer's moved 15% between rounds),
+/// two or three rounds alternated with that rule: 224^3 180-181 -> 184, 256^3 170-179
+/// -> 186-190, 384^3 175-180 -> 182-185, 512^3 168-184 -> 175-188, 1024^3 174-181 ->
+/// 179-184, 2048^3 176-182 -> 183-186, 256x512x512 170-174 -> 186-188, 512x1024x1024
+/// 169-171 -> 177-180; `x·Wᵀ` 256^3 169-170 -> 170-175, 256x512x512 178-180 -> 183-184.
+/// Where columns lost, rows stay: an uneven split of columns (240^3 182 against 175-177,
+/// 272^3 183-184 against 177, 400^3 180 against 177-178, 144^3 166-167 against 150),
+/// parts read unpacked either way (128^3 150-153 against 142-146), a taller A
+/// (512x256x512 188-189 against 183-184, 384x256x384 185 against 178-181, 2048x256x256
+/// 189-190 against 172-173).
+#[cfg(feature = "parallel")]
+fn splits_columns(
+    t: &GemmTask<'_>,
+    (mr, nr): (usize, usize),
+    threads: usize,
+    rows_unpacked: bool,
+) -> bool {
+    let (tiles_m, tiles_n) = (t.m.div_ceil(mr), t.n.div_ceil(nr));
+    let biggest = |tiles: usize, unit: usize, len: usize| (tiles.div_ceil(threads) * unit).min(len);
+    let columns_part = biggest(tiles_n, nr, t.n) * t.m.next_multiple_of(mr);
+    let rows_part = biggest(tiles_m, mr, t.m) * t.n.next_multiple_of(nr);
+    let columns_pay = t.n >= t.m && !rows_unpacked && columns_part <= rows_part;
+    tiles_n >= threads && (columns_pay || tiles_m < threads)
 }
 
 /// `parts` contiguous, nearly equal ranges of `0..tiles` (empty ranges dropped).
@@ -416,6 +456,35 @@ mod tests {
         );
         assert_eq!(lead_steps(4, 1, 2), 0, "under eight steps: no lead");
         assert_eq!(lead_steps(256, 1, 0), 256);
+    }
+
+    /// The split's arithmetic on AVX2's 6 x 16 tiles, two threads, worked by hand: equal
+    /// bands of whole tiles either way go across (256^3: 8 + 8 tiles of 16 columns, 128
+    /// x 258 against 22 of 43 six-row tiles, 132 x 256), an uneven split of columns
+    /// stays in rows (240^3: 8 of 15 tiles, 128 x 240 against 120 x 240), as do a taller
+    /// A, parts that would read B unpacked, and too few columns for the threads.
+    #[test]
+    fn c_is_cut_into_column_bands_where_b_is_wider_and_the_bands_are_as_even() {
+        let a = [0f32; 1];
+        let cols = |m: usize, n: usize, unpacked: bool| {
+            let t = GemmTask::for_test((m, n, 300), (&a, 1), (&a, 1), std::ptr::null_mut());
+            splits_columns(&t, (6, 16), 2, unpacked)
+        };
+        assert!(cols(256, 256, false));
+        assert!(cols(512, 512, false) && cols(1024, 1024, false) && cols(256, 512, false));
+        assert!(
+            !cols(240, 240, false),
+            "8 + 7 tiles across against 20 + 20 down"
+        );
+        assert!(!cols(400, 400, false), "208 columns against 204 rows");
+        assert!(!cols(512, 256, false), "A taller than B is wide");
+        assert!(!cols(256, 256, true), "parts read B in place either way");
+        assert!(!cols(64, 16, false), "one tile across for two threads");
+        assert!(cols(6, 64, false), "one tile down, four across");
+        assert!(
+            cols(6, 64, true),
+            "rows too few to go round, whatever B's reach"
+        );
     }
 
     /// The staggered parts (a lead call, then the rest onto the same C) against an f64
