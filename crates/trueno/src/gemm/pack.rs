@@ -44,10 +44,8 @@ pub(super) fn pack_a<S: Simd>(
             let (rows8, kc8) = (rows / 8 * 8, kc / 8 * 8);
             if rows8 < rows {
                 let src = &t.a[(i0 + r0 + rows8) * t.lda + p0..];
-                for p in (0..kc8).step_by(8) {
-                    let dst = &mut out[p * mr + rows8..];
-                    transpose_rows_8(avx, &src[p..], t.lda, rows - rows8, dst, mr);
-                }
+                let run = (rows - rows8, kc8 / 8);
+                transpose_rows_8(avx, src, t.lda, run, &mut out[rows8..], mr);
             }
             for g in (0..rows8).step_by(8) {
                 let src = &t.a[(i0 + r0 + g) * t.lda + p0..];
