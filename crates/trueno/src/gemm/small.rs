@@ -29,6 +29,13 @@ use crate::simd::{OutOfLine, Simd};
 /// 300^3 (360 KB) lost in every round (0.87-0.93x -> 0.71-0.92x) and 224^3 and 256^3 were
 /// mixed, where a third of L2 would take all three.
 ///
+/// Judged by the span B's rows take where they lie (`k` rows `ldb` floats apart), not by
+/// its `n` columns: a band of a wider B's columns (a thread's part, a view) reads a strip
+/// of lines a row apart that the whole B's span maps to L2's sets, not the band's, and
+/// as the band's it ran erratically. Zen 3 VM, two threads, 256^3 cut into two bands of
+/// 128 columns, criterion's mean (`gemm/trueno-all/256`) alternated twice: read in place
+/// 243 and 222 µs, packed 210 and 212 µs, the two threads in bands of rows 231 and 222.
+///
 /// A transposed B (x·Wᵀ) within half of L1, which the grid first transposes into a
 /// buffer (`transposed_b_grid`): the same VM, one round, 64^3 0.93x -> 0.95x, and further
 /// the transposition cost more than packing saved (100^3 0.95x -> 0.96x, 128^3 1.00x ->
@@ -38,7 +45,10 @@ use crate::simd::{OutOfLine, Simd};
 /// or for C a whole number of vectors wide: the right edge's tiles otherwise copy each k
 /// step's tail through the stack, which ran the unpacked 100^3 at half speed on AVX2.
 pub(crate) fn skips_packing(t: &GemmTask, c: CacheSizes, (lanes, masked): (usize, bool)) -> bool {
-    let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
+    let b_bytes = match t.tb {
+        true => t.k.saturating_mul(t.n).saturating_mul(4),
+        false => t.k.saturating_mul(t.ldb.max(t.n)).saturating_mul(4),
+    };
     let reach = if t.tb {
         c.l1 / 2
     } else {
@@ -295,6 +305,18 @@ mod tests {
         assert!(
             skips_packing(&t(221), l2_2m, (8, true)) && !skips_packing(&t(224), l2_2m, (8, true))
         );
+        // A band of 128 columns of a 256-wide B spans the whole B's 256 KiB; alone, its
+        // 128 KiB are within reach.
+        let band = |ldb: usize| {
+            let t = GemmTask::for_test(
+                (256, 128, 256),
+                (&[], 256),
+                (&[], ldb),
+                std::ptr::null_mut(),
+            );
+            skips_packing(&t, zen3, (8, true))
+        };
+        assert!(!band(256) && band(128));
         // A count that passes usize is not within reach.
         assert!(!skips((8, usize::MAX, 2), false));
         // Without masked tails, only a C of whole vectors.
