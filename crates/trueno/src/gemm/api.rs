@@ -256,10 +256,11 @@ impl Engine {
                 let (tiles_m, tiles_n) = (task.m.div_ceil(mr), task.n.div_ceil(nr));
                 let lanes = k.backend().lanes();
                 let caches = super::CacheSizes::detect();
-                let rows_unpacked = super::small::skips_packing(task, caches, (lanes, true));
+                let rows_pass_b = !super::small::skips_packing(task, caches, (lanes, true))
+                    && (task.tb || task.b_bytes() > caches.l2);
                 // Bands of whole micro-tiles, of C's columns or of its rows.
                 let parts: Vec<GemmTask<'_>> =
-                    match splits_columns(task, (mr, nr), threads, rows_unpacked) {
+                    match splits_columns(task, (mr, nr), threads, rows_pass_b) {
                         true => bands(tiles_n, threads)
                             .map(|(t0, t1)| task.split(0, task.m, t0 * nr, (t1 * nr).min(task.n)))
                             .collect(),
@@ -278,38 +279,36 @@ impl Engine {
 
 /// Whether `threads` threads each take a band of C's columns rather than of its rows
 /// (bands of whole `mr x nr` micro-tiles). Each thread packs all of the operand its band
-/// does not cut (every row of B for a band of rows, every row of A for a band of
-/// columns), and a band of columns leaves each thread a B small enough to be read in
-/// place (`skips_packing`) or packed by its first tiles (`fuse_b`) where the whole B
-/// would take a pass of its own. So columns where B is at least as wide as A is tall,
-/// the row bands would pack B (`rows_unpacked`: B within the unpacked path's reach
-/// leaves nothing to duplicate), and the biggest band of columns (in whole tiles) holds
-/// no more of C than the biggest band of rows would: at 240^3 on AVX2, 15 tiles across
-/// split 8 + 7, a part 7% bigger than the rows' 20 + 20 tiles down.
+/// does not cut: every row of B for a band of rows, every row of A for a band of
+/// columns. Where B outgrows L2 (or is transposed) that is a pass over all of B on every
+/// thread, and a band of columns halves it (and may leave each thread a B its first
+/// tiles pack, `fuse_b`). So columns where B is at least as wide as A is tall, the row
+/// bands would pack B in a pass (`rows_pass_b`), and the biggest band of columns (in
+/// whole tiles) holds no more of C than the biggest band of rows would: at 240^3 on
+/// AVX2, 15 tiles across split 8 + 7, a part 7% bigger than the rows' 20 + 20 tiles.
 ///
 /// Until session 68 the dimension with more micro-tiles was cut: rows up to n = 2.7 m
-/// on AVX2. Zen 3 VM, two threads, trueno's GFLOP/s (faer's moved 15% between rounds),
-/// two or three rounds alternated with that rule: 224^3 180-181 -> 184, 256^3 170-179
-/// -> 186-190, 384^3 175-180 -> 182-185, 512^3 168-184 -> 175-188, 1024^3 174-181 ->
-/// 179-184, 2048^3 176-182 -> 183-186, 256x512x512 170-174 -> 186-188, 512x1024x1024
-/// 169-171 -> 177-180; `x·Wᵀ` 256^3 169-170 -> 170-175, 256x512x512 178-180 -> 183-184.
-/// Where columns lost, rows stay: an uneven split of columns (240^3 182 against 175-177,
-/// 272^3 183-184 against 177, 400^3 180 against 177-178, 144^3 166-167 against 150),
-/// parts read unpacked either way (128^3 150-153 against 142-146), a taller A
-/// (512x256x512 188-189 against 183-184, 384x256x384 185 against 178-181, 2048x256x256
-/// 189-190 against 172-173).
+/// on AVX2. Zen 3 VM, two threads, trueno's GFLOP/s (faer's moved 15% between rounds)
+/// alternated twice with that rule: 384^3 179-180 -> 186-187, 512^3 184-186 -> 188-190,
+/// 1024^3 177-181 -> 181-185, 256x512x512 164-175 -> 188, 512x1024x1024 169-171 ->
+/// 177-180; criterion's mean (`gemm/trueno-all/512`) 1.57-1.79 -> 1.49-1.51 ms. Where
+/// columns lost, rows stay: a B within L2 (224^3 and 256^3, columns 172-174 against rows
+/// 174-181; 128^3-192^3, whose rows read B unpacked, 142-146 against 150-153 at 128^3),
+/// an uneven split of columns (240^3 182 against 175-177, 272^3 183-184 against 177,
+/// 400^3 180 against 177-178), a taller A (512x256x512 188-189 against 183-184,
+/// 2048x256x256 189-190 against 172-173).
 #[cfg(feature = "parallel")]
 fn splits_columns(
     t: &GemmTask<'_>,
     (mr, nr): (usize, usize),
     threads: usize,
-    rows_unpacked: bool,
+    rows_pass_b: bool,
 ) -> bool {
     let (tiles_m, tiles_n) = (t.m.div_ceil(mr), t.n.div_ceil(nr));
     let biggest = |tiles: usize, unit: usize, len: usize| (tiles.div_ceil(threads) * unit).min(len);
     let columns_part = biggest(tiles_n, nr, t.n) * t.m.next_multiple_of(mr);
     let rows_part = biggest(tiles_m, mr, t.m) * t.n.next_multiple_of(nr);
-    let columns_pay = t.n >= t.m && !rows_unpacked && columns_part <= rows_part;
+    let columns_pay = t.n >= t.m && rows_pass_b && columns_part <= rows_part;
     tiles_n >= threads && (columns_pay || tiles_m < threads)
 }
 
@@ -459,32 +458,30 @@ mod tests {
     }
 
     /// The split's arithmetic on AVX2's 6 x 16 tiles, two threads, worked by hand: equal
-    /// bands of whole tiles either way go across (256^3: 8 + 8 tiles of 16 columns, 128
-    /// x 258 against 22 of 43 six-row tiles, 132 x 256), an uneven split of columns
-    /// stays in rows (240^3: 8 of 15 tiles, 128 x 240 against 120 x 240), as do a taller
-    /// A, parts that would read B unpacked, and too few columns for the threads.
+    /// bands of whole tiles either way go across (512^3: 16 + 16 tiles of 16 columns, 256
+    /// x 516 against 43 of 86 six-row tiles, 258 x 512), an uneven split of columns
+    /// stays in rows (400^3: 13 of 25 tiles, 208 x 402 against 204 x 400), as do a
+    /// taller A, a B the row bands pack without a pass, and too few columns for the
+    /// threads.
     #[test]
     fn c_is_cut_into_column_bands_where_b_is_wider_and_the_bands_are_as_even() {
         let a = [0f32; 1];
-        let cols = |m: usize, n: usize, unpacked: bool| {
+        let cols = |m: usize, n: usize, pass: bool| {
             let t = GemmTask::for_test((m, n, 300), (&a, 1), (&a, 1), std::ptr::null_mut());
-            splits_columns(&t, (6, 16), 2, unpacked)
+            splits_columns(&t, (6, 16), 2, pass)
         };
-        assert!(cols(256, 256, false));
-        assert!(cols(512, 512, false) && cols(1024, 1024, false) && cols(256, 512, false));
+        assert!(cols(512, 512, true) && cols(256, 256, true));
+        assert!(cols(1024, 1024, true) && cols(256, 512, true));
         assert!(
-            !cols(240, 240, false),
+            !cols(240, 240, true),
             "8 + 7 tiles across against 20 + 20 down"
         );
-        assert!(!cols(400, 400, false), "208 columns against 204 rows");
-        assert!(!cols(512, 256, false), "A taller than B is wide");
-        assert!(!cols(256, 256, true), "parts read B in place either way");
-        assert!(!cols(64, 16, false), "one tile across for two threads");
-        assert!(cols(6, 64, false), "one tile down, four across");
-        assert!(
-            cols(6, 64, true),
-            "rows too few to go round, whatever B's reach"
-        );
+        assert!(!cols(400, 400, true), "208 columns against 204 rows");
+        assert!(!cols(512, 256, true), "A taller than B is wide");
+        assert!(!cols(512, 512, false), "no pass over B to duplicate");
+        assert!(!cols(64, 16, true), "one tile across for two threads");
+        assert!(cols(6, 64, true), "one tile down, four across");
+        assert!(cols(6, 64, false), "rows too few to go round, whatever B");
     }
 
     /// The staggered parts (a lead call, then the rest onto the same C) against an f64
