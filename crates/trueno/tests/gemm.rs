@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::gemm_ref::{Case, OPS, Strided, check, one_thread};
+use common::gemm_ref::{Case, OPS, Strided, check, one_thread, pool};
 use common::{Rng, engines};
 use trueno::{MatMut, MatRef, Matrix, Transpose, TruenoError};
 
@@ -285,11 +285,7 @@ fn transpose_is_exact_at_every_destination_line_offset_and_when_split_across_thr
             match cfg!(target_arch = "wasm32") {
                 // No threads to spawn a pool on there.
                 true => check(&e, &a, offset, r + 10, true, backend.name()),
-                false => rayon::ThreadPoolBuilder::new()
-                    .num_threads(3)
-                    .build()
-                    .unwrap()
-                    .install(|| check(&e, &a, offset, r + 10, true, backend.name())),
+                false => pool(3).install(|| check(&e, &a, offset, r + 10, true, backend.name())),
             }
             one_thread(|| check(&e, &a, offset, r + 3, false, backend.name()));
         }

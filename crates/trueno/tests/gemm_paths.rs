@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::gemm_ref::{Case, OPS, Product, check, check_each, one_thread};
+use common::gemm_ref::{Case, OPS, Product, check, check_each, one_thread, pool};
 use common::{Rng, engines};
 use trueno::Transpose;
 
@@ -265,10 +265,7 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
     let mut rng = Rng::new(59);
     let engines = engines();
     for threads in [2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let pool = pool(threads);
         for (i, m) in [7, 3].into_iter().enumerate() {
             let case = Case::taking_turn((m, 1024, k), (Transpose::No, Transpose::No), i, 0);
             // One data set and reference for every ISA; the default path only (it packs
@@ -371,10 +368,7 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
     let mut rng = Rng::new(29);
     let e = trueno::engine().unwrap();
     for threads in [2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
+        let pool = pool(threads);
         for (i, &(m, n, k)) in [
             (7, 300, 1100),
             (128, 33, 1501),
@@ -403,32 +397,28 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
 }
 
 #[test]
-fn square_and_wide_products_cut_into_bands_of_rows_or_columns_match_the_reference() {
+fn products_cut_into_bands_of_rows_or_columns_match_the_reference() {
     // Products past the unpacked path's reach on two and three threads, each cut into
-    // bands of C's columns (B at least as wide as A is tall, the bands as even as rows
-    // would be) or of its rows (an uneven split of columns, a taller A), whichever the
-    // rule picks on the ISA's tile: every ISA, every transpose pair, ragged sizes, beta 0
-    // over a NaN-filled C and beta != 0. The rule's choices are unit-tested in
-    // `gemm::api`.
+    // bands of C's columns or of its rows, whichever the rule picks on the ISA's tile (its
+    // choices are unit-tested in `gemm::api`): a B past L2 as wide as A is tall (300 rows
+    // by 1024 columns: columns on two threads on AVX2's and AVX-512's tiles, rows on
+    // three), a B within L2, a taller A, ragged sizes. Every ISA, every transpose pair,
+    // beta 0 over a NaN-filled C and beta != 0.
     if cfg!(target_arch = "wasm32") {
         return;
     }
+    let past_l2 = trueno::gemm::CacheSizes::detect().l2 / 4096 + 40;
     let mut rng = Rng::new(67);
     let engines = engines();
     for threads in [2, 3] {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap();
-        for (i, &(m, n, k)) in [
-            (256, 256, 300),
+        let pool = pool(threads);
+        let shapes = [
+            (300, 1024, past_l2),
             (241, 240, 250),
             (130, 515, 260),
             (300, 190, 270),
-        ]
-        .iter()
-        .enumerate()
-        {
+        ];
+        for (i, &(m, n, k)) in shapes.iter().enumerate() {
             for (backend, e) in &engines {
                 let ops = OPS[(i + threads) % 4];
                 let case = Case::taking_turn((m, n, k), ops, i + threads, i % 3);

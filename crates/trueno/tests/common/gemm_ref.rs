@@ -285,9 +285,13 @@ pub fn one_thread<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if cfg!(target_arch = "wasm32") {
         return f();
     }
+    pool(1).install(f)
+}
+
+/// A rayon pool of `threads` threads (not on wasm32, which has none to spawn).
+pub fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new()
-        .num_threads(1)
+        .num_threads(threads)
         .build()
         .unwrap()
-        .install(f)
 }
