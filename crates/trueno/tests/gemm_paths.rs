@@ -436,10 +436,10 @@ fn products_past_the_small_bar_with_b_within_reach_run_unpacked_on_every_isa() {
     // edge's tile read with masked (or copied) tail loads, the bottom edge's rows
     // repeated. A transposed B within half of L1 does too, transposed into a buffer
     // first. Ragged edges in both dimensions, A in both layouts, rows wider than the
-    // matrix, beta 0 over NaN and beta != 0; k sized from the detected caches so that B is within reach. Each is
-    // asserted unpacked (`gemm_profiled` reports no kernel time for the unpacked path)
-    // on the ISAs with masked tail loads (on the others C's 131 columns are ragged, so
-    // packed), and the same m x n with B just past reach packed.
+    // matrix, beta 0 over NaN and beta != 0; k sized from the detected caches so that B
+    // is within reach. Each is asserted unpacked (`gemm_profiled` reports no kernel time
+    // for the unpacked path) on the ISAs with masked tail loads (on the others C's 131
+    // columns are ragged, so packed), and the same m x n with B just past reach packed.
     let caches = trueno::gemm::CacheSizes::detect();
     let n = 131;
     let mut rng = Rng::new(61);

@@ -297,6 +297,12 @@ impl Engine {
 /// an uneven split of columns (240^3 182 against 175-177, 272^3 183-184 against 177,
 /// 400^3 180 against 177-178), a taller A (512x256x512 188-189 against 183-184,
 /// 2048x256x256 189-190 against 172-173).
+///
+/// `rows_pass_b` is judged by B alone. A row band of at most MC rows is one A block,
+/// whose B past L2 is packed by its first tiles from L3 (`fuse_b`), not by a pass; there
+/// the rule was measured both ways and left as it is (same VM, two rounds, columns
+/// against rows): 240x480x400 187.9 against 181.3-181.8, 240x480x1000 177.8-179.7
+/// against 183.8-185.3, 250x512x800 179.2-181.2 against 181.5-182.6.
 #[cfg(feature = "parallel")]
 fn splits_columns(
     t: &GemmTask<'_>,

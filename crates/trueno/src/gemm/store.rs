@@ -38,8 +38,8 @@ pub(super) fn store_tile<S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// `store_tile` into a row-major C for any `rows x cols` within the tile: each row's
-/// vectors up to `cols`, the last one through `Simd::store_tail` (masked where the ISA
-/// has masked stores), so a ragged edge costs a vector a row, not an element.
+/// vectors up to `cols`, the last one through `Simd::store_tail`: a ragged edge's row is
+/// one vector's arithmetic, not an element's.
 #[inline(always)]
 pub(super) fn store_rows<S: Simd, const MR: usize, const NV: usize>(
     s: S,

@@ -29,10 +29,13 @@ pub(crate) const TAIL_MASKS: [i32; 16] = [-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 
 /// Partial (head/tail) vectors keep the trait's stack-copy default: `vmaskmovps` measured
 /// slower here (a 1000-element AVX2 abs took 133 ns with masked moves, 88 ns without),
 /// unlike AVX-512's masked moves, which `avx512.rs` uses. The GEMM tile edge's
-/// `load_tail`/`store_tail`, repeated each k step with one mask, are masked: copied
-/// through the stack, the unpacked grid (`gemm::small`) ran 33^3 at 19.7-20.3 GFLOP/s
-/// and 100^3 at 45.9-46.9; masked, at 58.3 and 87.2-87.5 (Zen 3 VM, one thread,
-/// alternated twice).
+/// `load_tail`, repeated each k step with one mask, is masked: copied through the stack,
+/// the unpacked grid (`gemm::small`) ran 33^3 at 19.7-20.3 GFLOP/s and 100^3 at
+/// 45.9-46.9; masked, at 58.3 and 87.2-87.5 (Zen 3 VM, one thread, alternated twice).
+/// Its `store_tail`, once a tile row, keeps the copy: a masked store there ran 17^3 at
+/// 31.7 GFLOP/s against 33.9 copied (33^3 57.0-57.9 against 58.3-59.3, 100^3 87.1-87.6
+/// against 87.8-88.1; same VM, two rounds), and Zen 3's `vmaskmovps` stores cost more
+/// than the scalar stores they replace elsewhere too (BENCHMARKS, session 68).
 macro_rules! avx256_common_methods {
     () => {
         const MASKED_TAIL: bool = true;
@@ -58,16 +61,6 @@ macro_rules! avx256_common_methods {
             // the lanes below `n`, inside `src` (lanes masked off are neither read nor able
             // to fault).
             unsafe { _mm256_maskload_ps(src.as_ptr(), _mm256_loadu_si256(lanes.as_ptr().cast())) }
-        }
-        #[inline(always)]
-        fn store_tail(self, v: __m256, dst: &mut [f32]) {
-            let n = dst.len().min(8);
-            let lanes = &$crate::simd::avx::TAIL_MASKS[8 - n..16 - n];
-            // SAFETY: as in `load_tail`: only the lanes below `n`, inside `dst`, are written.
-            unsafe {
-                let mask = _mm256_loadu_si256(lanes.as_ptr().cast());
-                _mm256_maskstore_ps(dst.as_mut_ptr(), mask, v)
-            }
         }
         #[inline(always)]
         fn add(self, a: __m256, b: __m256) -> __m256 {

@@ -45,8 +45,8 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     const BACKEND: Backend;
     /// f32 lanes per vector.
     const LANES: usize;
-    /// Whether `load_tail`/`store_tail` are masked moves rather than copies through the
-    /// stack: only then does a loop over a ragged edge run near full speed.
+    /// Whether `load_tail` is a masked load rather than a copy through the stack: only
+    /// then does a loop over a ragged edge run near full speed.
     const MASKED_TAIL: bool = false;
     /// A vector of `LANES` f32.
     type V: Copy;
@@ -120,8 +120,9 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
         }
     }
 
-    /// Stores the first `dst.len()` lanes of `v` (all of them from `LANES`): `store_partial`
-    /// by default, a masked store where `load_tail` is a masked load.
+    /// Stores the first `dst.len()` lanes of `v` (all of them from `LANES`), once per row of
+    /// a tile's edge: `store_partial` (masked on AVX-512; on AVX a masked store cost more
+    /// than the copy, see `avx.rs`).
     #[inline(always)]
     fn store_tail(self, v: Self::V, dst: &mut [f32]) {
         match dst.len() >= Self::LANES {
