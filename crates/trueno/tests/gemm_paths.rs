@@ -19,7 +19,10 @@ fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
     // x·Wᵀ shapes (few rows of C, B stored n x k) run as Cᵀ = op(B)ᵀ op(A)ᵀ, with C
     // written through its transpose: 2-16 rows take the one-vector kernel, up to 128 the
     // full one; k past one KC block (later blocks add into the transposed C), ragged
-    // tiles on every side, both layouts of A, beta 0 over NaN and beta != 0.
+    // tiles on every side, both layouts of A, beta 0 over NaN and beta != 0. Shallow
+    // ones of many rows (64 x 300 x 32, 24 x 600 x 16, 48 x 97 x 96) run as given on the
+    // tiles that write a transposed C element by element (AVX2's, SSE2's), swapped on
+    // AVX-512's: both ways.
     let mut rng = Rng::new(31);
     let engines = engines();
     for (i, &(m, n, k)) in [
@@ -30,6 +33,9 @@ fn thin_products_with_b_transposed_match_the_reference_on_every_isa() {
         (17, 300, 600),
         (40, 333, 129),
         (128, 257, 520),
+        (64, 300, 32),
+        (24, 600, 16),
+        (48, 97, 96),
     ]
     .iter()
     .enumerate()

@@ -9,6 +9,7 @@ mod gemv;
 mod in_place;
 mod kernel;
 mod micro;
+mod orientation;
 mod pack;
 mod peak;
 mod small;
@@ -233,7 +234,7 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     // shape's loops, and unoptimised builds keep every inlined copy's locals in the one
     // frame (three calls made wasm's GEMM frame 1.1 MiB, past its 1 MiB stack).
     let swapped;
-    let (t, bl) = match run_transposed(t, bl) {
+    let (t, bl) = match orientation::run_transposed(t, bl, S::LANES) {
         true => {
             swapped = t.transposed();
             // A C of at most half a micro-tile's columns (8-16 rows of the original C)
@@ -251,26 +252,6 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     run_packed(s, t, bl);
 }
 
-/// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
-/// layout of a linear layer (`x Wᵀ`, W stored out x in), where B is the big operand and
-/// packing it means transposing it. Swapped, B is read in place, eight rows a micro-tile
-/// as the broadcast operand along k, and the few rows of A are packed instead.
-///
-/// Not for a shallow product of more than 64 rows (more than 96 at k 129-256): its C,
-/// written through the transpose, costs more than packing B, which then serves that many
-/// A panels. Intel VM (session 58, AVX-512: 32-column tiles, so up to 128 rows swap),
-/// `x·Wᵀ`, one thread, against faer, swapped and not alternated twice: 128x1056x256 0.87x
-/// -> 0.92-0.93x, 128x4096x128 0.81-0.82x -> 0.95-0.96x, 128x4096x256 0.90-0.91x ->
-/// 0.95-0.96x, 128x2048x256 0.86x -> 0.93x, 128x512x128 0.93-0.94x -> 0.99-1.00x,
-/// 112x4096x256 0.79-0.80x -> 0.95x, 96x4096x128 0.83x -> 0.86-0.87x. Swapped stays
-/// ahead at 96x4096x256 (0.93-0.94x against 0.84x), 64 rows (64x4096x128 0.82x against
-/// 0.75-0.76x) and from k 384 (128x4096x384 0.87-0.88x against 0.85-0.86x). Not
-/// measured on AVX2, whose 16-column tiles swap only up to 64 rows.
-fn run_transposed(t: &GemmTask, bl: Blocking) -> bool {
-    let shallow = (t.m > 96 && t.k <= 256) || (t.m > 64 && t.k <= 128);
-    t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m && !shallow
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,29 +259,6 @@ mod tests {
     /// A row-major `m x n` product over `k` with nothing to read (only its shape counts).
     fn task(m: usize, n: usize, k: usize) -> GemmTask<'static> {
         GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut())
-    }
-
-    #[test]
-    fn a_linear_layers_product_swaps_unless_it_is_shallow_and_over_64_rows() {
-        let bl = Blocking {
-            nr: 32,
-            ..blocking_for(Backend::Avx512)
-        };
-        let swaps = |m, n, k| {
-            let t = GemmTask {
-                tb: true,
-                ..task(m, n, k)
-            };
-            run_transposed(&t, bl)
-        };
-        assert!(swaps(32, 4096, 4096) && swaps(128, 11008, 4096));
-        assert!(swaps(32, 4096, 128) && swaps(64, 4096, 128) && swaps(96, 4096, 256));
-        assert!(swaps(128, 4096, 384) && swaps(2, 4096, 64));
-        assert!(!swaps(128, 4096, 256) && !swaps(128, 1056, 256) && !swaps(112, 4096, 256));
-        assert!(!swaps(96, 4096, 128) && !swaps(80, 4096, 128));
-        // Past four tiles of rows, a row-major B, one row, or a C no wider than tall.
-        assert!(!swaps(129, 4096, 4096) && !swaps(1, 4096, 4096) && !swaps(64, 64, 4096));
-        assert!(!run_transposed(&task(32, 4096, 4096), bl));
     }
 
     #[test]

@@ -112,7 +112,7 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
     let nr = NV * S::LANES;
     let scaled = scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha));
     let tile = tile_floats::<S, MR, NV>(&scaled);
-    if rows == MR && cols == nr && MR.is_multiple_of(8) && nr.is_multiple_of(8) {
+    if rows == MR && cols == nr && transposes_by_blocks(MR, nr) {
         // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
         let avx = has_avx(S::BACKEND);
         let mut block = [0.0f32; 64];
@@ -143,6 +143,12 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
             *d = with_beta(*d, r, beta);
         }
     }
+}
+
+/// Whether `store_tile_transposed` writes a whole `mr x nr` tile through 8 x 8 blocks
+/// (runs of eight floats of C) rather than element by element.
+pub(super) const fn transposes_by_blocks(mr: usize, nr: usize) -> bool {
+    mr.is_multiple_of(8) && nr.is_multiple_of(8)
 }
 
 /// `r + beta * d` for one element of C; beta 0 never reads `d`, so NaN in C does not leak.

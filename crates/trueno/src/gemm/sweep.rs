@@ -233,7 +233,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
 }
 
 /// Rows of the tile that a ragged last row panel runs (`one_tile`).
-const EDGE_ROWS: usize = 4;
+pub(super) const EDGE_ROWS: usize = 4;
 
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
 /// panels, in L2, pass it), B panels inside; for an A read in place that is read once.

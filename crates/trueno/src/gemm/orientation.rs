@@ -1,0 +1,152 @@
+//! Which way round a product with a transposed B runs: as given, B's panels packed by
+//! transposing them, or as `Cᵀ = op(B)ᵀ op(A)ᵀ`, B read in place and C written through
+//! its transpose (`run_transposed`). Each rule carries the measurements that set it.
+
+use super::blocking::Blocking;
+use super::store::transposes_by_blocks;
+use super::sweep::EDGE_ROWS;
+use super::task::GemmTask;
+
+/// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
+/// layout of a linear layer (`x Wᵀ`, W stored out x in), where B is the big operand and
+/// packing it means transposing it. Swapped, B is read in place, eight rows a micro-tile
+/// as the broadcast operand along k, and the few rows of A are packed instead. `lanes`:
+/// the floats of a vector of the ISA that runs it.
+///
+/// Not for a shallow product of more than 64 rows (more than 96 at k 129-256): its C,
+/// written through the transpose, costs more than packing B, which then serves that many
+/// A panels. Intel VM (session 58, AVX-512: 32-column tiles, so up to 128 rows swap),
+/// `x·Wᵀ`, one thread, against faer, swapped and not alternated twice: 128x1056x256 0.87x
+/// -> 0.92-0.93x, 128x4096x128 0.81-0.82x -> 0.95-0.96x, 128x4096x256 0.90-0.91x ->
+/// 0.95-0.96x, 128x2048x256 0.86x -> 0.93x, 128x512x128 0.93-0.94x -> 0.99-1.00x,
+/// 112x4096x256 0.79-0.80x -> 0.95x, 96x4096x128 0.83x -> 0.86-0.87x. Swapped stays
+/// ahead at 96x4096x256 (0.93-0.94x against 0.84x), 64 rows (64x4096x128 0.82x against
+/// 0.75-0.76x) and from k 384 (128x4096x384 0.87-0.88x against 0.85-0.86x).
+///
+/// Nor where the swapped C's tiles would be written element by element (AVX2's, SSE2's
+/// and WASM's 6- and 4-row tiles) and that costs more than packing B
+/// (`packing_b_costs_less`).
+pub(super) fn run_transposed(t: &GemmTask, bl: Blocking, lanes: usize) -> bool {
+    let shallow = (t.m > 96 && t.k <= 256) || (t.m > 64 && t.k <= 128);
+    let swaps = t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m && !shallow;
+    let by_element = !transposes_by_blocks(bl.mr, bl.nr);
+    swaps && !(by_element && packing_b_costs_less(t.m, t.k, (bl.mr, lanes)))
+}
+
+/// Whether an `m`-row `x·Wᵀ` of depth `k` runs faster as given (its transposed B packed
+/// by the `mr`-row tile) than swapped with C written element by element, costed in the
+/// micro-kernel's k steps per element of C. Swapped: each element's transposed store
+/// costs `TRANSPOSED_STORE_STEPS`, and the swapped tile runs C's m rows as columns padded
+/// to whole vectors of `lanes`. As given: the rows run in `mr`-row tiles (a ragged last
+/// panel of at most `EDGE_ROWS` in the edge tile), and packing B costs `PACK_B_STEPS` per
+/// element of B, which C's m rows share.
+///
+/// Zen 3 VM (AVX2, 6x16; 2026-12-05), one thread, `x·Wᵀ` against faer, swapped and not
+/// alternated twice (trueno's GFLOP/s): 64x2048x32 53.3 -> 78.6-79.0 (0.65x -> 0.92x),
+/// 48x2048x32 51.6-51.8 -> 74.3-75.0, 64x1024x32 0.54-0.62x -> 0.91-0.95x, 64x2048x64
+/// 69.9-70.0 -> 84.2 (0.76-0.77x -> 0.91-0.92x), 56x4096x32 49.9-50.0 -> 73.5-73.8,
+/// 24x4096x16 34.0-34.1 -> 58.6 (0.46-0.47x -> 0.78-0.79x), 40x4096x112 70.4-70.6 ->
+/// 80.0-80.2, 48x2048x96 76.3 -> 82.3-82.8, 12x4096x48 47.9-49.5 -> 56.8-57.3, 4x16384x32
+/// 18.9-19.0 -> 30.2-30.5; two threads 64x4096x32 100-101 -> 141-145, 64x1024x32 85-86 ->
+/// 122-123, 64x4096x64 135 -> 158. Swapped stays ahead at 16x2048x64 (67.4-68.1 against
+/// 64.6-64.7), 32x2048x96 (77.9-78.3 against 73.2-73.4), 32x2048x128 (80.9 against
+/// 72.5-72.6), 16x2048x192 (84.2-84.6 against 65.5-67.1); 64 rows at k 128-192 and 8-12
+/// rows at k 80-192 within 2% either way. The costs are fitted to those runs (2 to 64
+/// rows, k 8 to 192, n 512 to 16384); the fit still swaps 8x2048x64 (not swapped: 43.0
+/// against 39.5), 24x4096x112 (73.4 against 72.6) and 2x4096x32 (15.4 against 10.4).
+/// Not measured on SSE2 or WASM, nor on an Intel core.
+fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize)) -> bool {
+    let (rows, k) = (m as f64, k as f64);
+    let padded = m.next_multiple_of(lanes) as f64 / rows;
+    let ragged = m % mr;
+    let run = m - ragged
+        + match ragged {
+            0 => 0,
+            r if r <= EDGE_ROWS => EDGE_ROWS,
+            _ => mr,
+        };
+    let swapped = TRANSPOSED_STORE_STEPS + k * padded;
+    let as_given = k * (run as f64 / rows + PACK_B_STEPS / rows);
+    as_given < swapped
+}
+
+/// See [`packing_b_costs_less`].
+const TRANSPOSED_STORE_STEPS: f64 = 23.0;
+
+/// See [`packing_b_costs_less`].
+const PACK_B_STEPS: f64 = 6.3;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::gemm::blocking_for;
+
+    /// A row-major `m x n` product over `k` with nothing to read (only its shape counts).
+    fn task(m: usize, n: usize, k: usize) -> GemmTask<'static> {
+        GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut())
+    }
+
+    /// Whether `x·Wᵀ` of `m x n x k` swaps on backend `b` with `nr`-column tiles.
+    fn swaps(b: Backend, nr: usize, (m, n, k): (usize, usize, usize)) -> bool {
+        let bl = Blocking {
+            nr,
+            ..blocking_for(b)
+        };
+        let t = GemmTask {
+            tb: true,
+            ..task(m, n, k)
+        };
+        run_transposed(&t, bl, b.lanes())
+    }
+
+    #[test]
+    fn a_linear_layers_product_swaps_unless_it_is_shallow_and_over_64_rows() {
+        let swaps = |m, n, k| swaps(Backend::Avx512, 32, (m, n, k));
+        assert!(swaps(32, 4096, 4096) && swaps(128, 11008, 4096));
+        assert!(swaps(32, 4096, 128) && swaps(64, 4096, 128) && swaps(96, 4096, 256));
+        assert!(swaps(128, 4096, 384) && swaps(2, 4096, 64));
+        assert!(!swaps(128, 4096, 256) && !swaps(128, 1056, 256) && !swaps(112, 4096, 256));
+        assert!(!swaps(96, 4096, 128) && !swaps(80, 4096, 128));
+        // Past four tiles of rows, a row-major B, one row, or a C no wider than tall.
+        assert!(!swaps(129, 4096, 4096) && !swaps(1, 4096, 4096) && !swaps(64, 64, 4096));
+        let bl = blocking_for(Backend::Avx512);
+        assert!(!run_transposed(&task(32, 4096, 4096), bl, 16));
+    }
+
+    #[test]
+    fn element_by_element_transposed_stores_swap_only_where_k_outweighs_them() {
+        let swaps = |m, n, k| swaps(Backend::Avx2, 16, (m, n, k));
+        // The measured winners (Zen 3 VM): not swapped where shallow for its rows...
+        for (m, k) in [(64, 32), (48, 32), (64, 64), (56, 32), (24, 16), (40, 112)] {
+            assert!(!swaps(m, 2048, k), "{m} rows, k {k}");
+        }
+        assert!(!swaps(48, 2048, 96) && !swaps(12, 4096, 48) && !swaps(4, 16384, 32));
+        // ...swapped where deep for them, and wherever the product is deep.
+        for (m, k) in [
+            (16, 64),
+            (32, 96),
+            (32, 128),
+            (16, 192),
+            (64, 4096),
+            (8, 4096),
+        ] {
+            assert!(swaps(m, 2048, k), "{m} rows, k {k}");
+        }
+        // The cost by hand: 64 rows at k 32 (10 six-row tiles and a four-row one, 64
+        // rows in all; whole vectors): 32 * (1 + 6.3 / 64) = 35.2 < 23 + 32.
+        assert!(packing_b_costs_less(64, 32, (6, 8)));
+        // 16 rows at k 64 (6 + 6 + 4 rows): 64 * (1 + 6.3 / 16) = 89.2 > 23 + 64.
+        assert!(!packing_b_costs_less(16, 64, (6, 8)));
+        // 2 rows at k 16 run a four-row tile, swapped a vector of 8 for 2 columns:
+        // 16 * (4 / 2 + 6.3 / 2) = 82.4 < 23 + 16 * 4.
+        assert!(packing_b_costs_less(2, 16, (6, 8)));
+        // AVX-512's 8-row tiles transpose C through 8 x 8 blocks: the shallow rule only.
+        assert!(swaps_avx512_shallow());
+    }
+
+    /// AVX-512 still swaps the products AVX2 keeps as given.
+    fn swaps_avx512_shallow() -> bool {
+        swaps(Backend::Avx512, 32, (64, 2048, 32)) && swaps(Backend::Avx512, 32, (24, 4096, 16))
+    }
+}
