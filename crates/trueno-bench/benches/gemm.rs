@@ -3,7 +3,8 @@
 //! on square sizes and LLM shapes, plus the measured FMA peak written beside the results.
 //! The LLM shapes run twice: B row-major (k x n), and B stored n x k and used transposed
 //! (`-wt`: a linear layer's `x·Wᵀ`; ndarray gets the same bytes as a transposed view, and
-//! faer's own column-major B is those bytes).
+//! faer's own column-major B is those bytes), and one shallow `x·Wᵀ`, a LoRA adapter's up
+//! projection (`64x32x4096-wt`).
 //! `cargo bench -p trueno-bench --bench gemm`, then `cargo run -p trueno-bench --bin gemm-report`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -25,6 +26,9 @@ fn shapes() -> Vec<(usize, usize, usize, String, bool)> {
         v.push((32, 4096, 4096, format!("32x4096x4096{sfx}"), wt));
         v.push((128, 11008, 4096, format!("128x4096x11008{sfx}"), wt));
     }
+    // A LoRA adapter's up projection (64 tokens, rank 32, 4096 outputs; the adapter's B
+    // stored out x rank): a shallow x·Wᵀ, which AVX2 runs as given rather than swapped.
+    v.push((64, 4096, 32, "64x32x4096-wt".into(), true));
     v
 }
 

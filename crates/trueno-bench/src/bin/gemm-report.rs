@@ -147,6 +147,7 @@ fn main() {
         "1x4096x4096-wt",
         "32x4096x4096-wt",
         "128x4096x11008-wt",
+        "64x32x4096-wt",
     ];
     for s in shapes {
         let g = |id: &str| gflops(&dir, id, s);
