@@ -5,8 +5,9 @@
 //! their packed B block, a C whose tiles are prefetched and an A packed for its far-apart
 //! rows, B's panels packed by the micro-kernel's first pass over them, a B from memory
 //! read in place or packed (on one thread and split over threads), an A a few rows past
-//! its block height, and thin products split across threads (over the inner dimension on
-//! Zen and for one row of C, by columns elsewhere).
+//! its block height, thin products split across threads (over the inner dimension on
+//! Zen and for one row of C, by columns elsewhere), and few-row products reading B in
+//! place.
 
 mod common;
 
@@ -398,6 +399,34 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
                 };
                 pool.install(|| check(e, &mut rng, &case, "split k"));
             }
+        }
+    }
+}
+
+#[test]
+fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
+    // A few rows of A (at most eight micro-panels) times a row-major B past the unpacked
+    // path's reach and within half of L3 read B in place, KC cut to half of L1: several
+    // k blocks (later ones add into C), a ragged last B panel (packed), ragged rows (a
+    // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 30 rows
+    // over a B of 2 KiB rows (its rows crowd L1's sets: packed past four panels). One
+    // thread and two (bands of columns), beta 0 over NaN and beta != 0.
+    let shapes = [
+        (16, 700, 600, 0),
+        (5, 300, 900, 3),
+        (47, 520, 400, 1),
+        (30, 512, 520, 0),
+    ];
+    check_row_major(71, &shapes, "few rows, B in place", false);
+    if cfg!(target_arch = "wasm32") {
+        return;
+    }
+    let (mut rng, pool, engines) = (Rng::new(73), pool(2), engines());
+    for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
+        for (backend, e) in &engines {
+            let case = Case::taking_turn((m, n, k), (Transpose::No, Transpose::No), i + 1, pad);
+            let what = format!("{} two threads, {m}x{n}x{k}", backend.name());
+            pool.install(|| check(e, &mut rng, &case, &what));
         }
     }
 }

@@ -181,6 +181,57 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
     !tb && k * row_bytes > c.l3 && lines && (spread >= 4 || row_bytes <= 32 << 10)
 }
 
+/// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
+/// block (`few_rows_kc`): at most `FEW_A_PANELS` MR-row panels of A (48 rows on AVX2's
+/// 6-row tile), or half as many where B's rows crowd L1's sets (more than eight of the
+/// block's rows at one 4 KiB-periodic offset: rows of 2 KiB, 4 KiB, 8 KiB), and a B
+/// within half of L3 (one from memory keeps `fuse_b`'s and `b_in_place`'s rules). Each B
+/// panel then serves at most that many tiles, too few to pay for copying it, by its
+/// first tile's strided reads and stores (`fuse_b`) or by a pass: in place, the first
+/// tile brings the panel's lines into L1 and the others read them there (or from L2,
+/// where the rows crowd L1's sets).
+///
+/// Zen 3 VM (AVX2 6x16, 32 KiB L1; 2026-12-05), one thread, against faer, packed and in
+/// place alternated twice (trueno's GFLOP/s): 4x1000x1000 22.1 -> 61.3-62.7, 8x1000x1000
+/// 39.7 -> 64.2-64.4, 16x1000x1000 68.1 -> 84.9-85.5, 24x1000x1000 85.0-85.1 ->
+/// 88.8-89.2, 32x1000x1000 80.9-81.0 -> 84.2-84.7, 48x1000x1000 90.0-90.1 -> 91.7-92.0,
+/// 36x600x600 56.3-63.7 -> 90.4-90.6, 40x1500x1500 51.6-66.3 -> 69.4-71.9, 12x2048x2048
+/// 45.1-45.5 -> 68.8-70.2, 20x2048x2048 48.9-50.0 -> 59.9-60.1, 16x512x512 75.0-76.7 ->
+/// 81.7-82.1, 8x768x768 55.0-55.4 -> 64.7-66.0. Rows crowding L1's sets lost past four
+/// panels: 48x512x512 88.9-89.5 -> 82.2-84.5, 32x512x512 80.5-80.7 -> 66.4-77.1,
+/// 36x1024x1024 59.7-85.6 -> 72.5-72.8, 48x2048x2048 66.0-66.3 -> 61.3-64.7 (24x512x512,
+/// four panels: 83.3-84.6 -> 81.8-82.1). 64 rows mixed (64x1000x1000 90.4-90.7 against
+/// 89.9-90.1 in place), so not past eight panels. More in BENCHMARKS.md (session 69).
+/// Not measured on an Intel core or with AVX-512's tiles.
+pub(super) fn b_in_place_for_few_rows(
+    t: &GemmTask,
+    (mr, kc): (usize, usize),
+    c: CacheSizes,
+) -> bool {
+    let row_bytes = t.ldb * 4;
+    // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets of 8 ways).
+    let phases = 4096 >> row_bytes.trailing_zeros().min(12);
+    let most = match kc <= 8 * phases {
+        true => FEW_A_PANELS,
+        false => FEW_A_PANELS / 2,
+    };
+    !t.tb && t.m.div_ceil(mr.max(1)) <= most && t.b_bytes() <= c.l3 / 2
+}
+
+/// See [`b_in_place_for_few_rows`].
+const FEW_A_PANELS: usize = 8;
+
+/// KC of a few-row product that reads B in place (`b_in_place_for_few_rows`): as many of
+/// B's rows as keep the panel's NR-float pieces, a line each where they start on one, in
+/// half of L1 (256 on AVX2 with a 32 KiB L1). On the Zen 3 VM the one-block KC (336)
+/// ran 16x1000x1000 at 65.9-69.3 GFLOP/s and 24x1000x1000 at 72.2-74.1, against
+/// 85.3-85.9 and 89.0-89.4 at 256 (512: 85.3-85.6 and 85.8-86.2). At 128, one run,
+/// 8x1000x1000 ran 45.1 against 64.6 and 8-20 rows otherwise within 6%; at 64 they lost
+/// 3-39%.
+pub(super) fn few_rows_kc(nr: usize, l1: usize) -> usize {
+    (l1 / 2 / (nr.max(1) * 4)).max(8) / 8 * 8
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,6 +301,34 @@ mod tests {
         assert!(!fuse_b(false, (2048, 2048), 16 << 20, zen, true));
         assert!(!fuse_b(true, (256, 256), 256 << 10, zen, true));
         assert!(!fills_b_from_memory(16 << 20, zen));
+    }
+
+    #[test]
+    fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_l1() {
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
+        // AVX2: 6x16 tiles, KC for the in-place panel 32 KiB / 2 / 64 B = 256 rows.
+        assert_eq!(few_rows_kc(16, zen3.l1), 256);
+        assert_eq!(few_rows_kc(32, zen3.l1), 128);
+        assert_eq!(few_rows_kc(16, 48 << 10), 384);
+        let few = |m, n, k, tb| {
+            let t = GemmTask {
+                tb,
+                ..GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut())
+            };
+            b_in_place_for_few_rows(&t, (6, 256), zen3)
+        };
+        // Rows of 4000 bytes start at 128 offsets a 4 KiB period: up to eight panels.
+        assert!(few(4, 1000, 1000, false) && few(16, 1000, 1000, false));
+        assert!(few(48, 1000, 1000, false) && !few(49, 1000, 1000, false));
+        // Rows of 2 KiB start at two: 256 rows crowd L1's sets, so four panels at most.
+        assert!(few(24, 512, 512, false) && !few(25, 512, 512, false));
+        assert!(few(20, 2048, 2048, false) && !few(32, 2048, 2048, false));
+        // A transposed B, or one past half of L3 (64 MiB: from memory), keeps its rules.
+        assert!(!few(16, 1000, 1000, true) && !few(16, 4096, 4096, false));
     }
 
     #[test]

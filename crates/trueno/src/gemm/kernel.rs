@@ -8,7 +8,8 @@
 
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
 use super::in_place::{
-    a_in_place, b_in_place, b_in_place_from_memory, fills_b_from_memory, fuse_b,
+    a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
+    fills_b_from_memory, fuse_b,
 };
 use super::micro::{APanel, BPanel};
 use super::pack::{
@@ -248,12 +249,17 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
 /// 4096x11008) and 32x11008x4096 within 1% on both. Not measured on another machine.
 ///
 /// With it, whether B is read in place (`b_in_place`, judged at `kc_one_block`): the
-/// one decision both come from.
+/// one decision both come from. First, a product of few A panels over a B within L3
+/// reads B in place at `few_rows_kc` (`b_in_place_for_few_rows`).
 pub(super) fn one_block_b(
     t: &GemmTask,
     bl: Blocking,
     (c, core): (CacheSizes, CoreFamily),
 ) -> (usize, bool) {
+    let few_rows_kc = few_rows_kc(bl.nr, c.l1).min(bl.kc_one_block);
+    if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), c) {
+        return (few_rows_kc, true);
+    }
     let kc = bl.kc_one_block;
     let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
     let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
