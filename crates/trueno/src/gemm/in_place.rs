@@ -185,7 +185,8 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// block (`few_rows_kc`): at most `FEW_A_PANELS` MR-row panels of A (48 rows on AVX2's
 /// 6-row tile), or half as many where B's rows crowd L1's sets (more than eight of the
 /// block's rows at one 4 KiB-periodic offset: rows of 2 KiB, 4 KiB, 8 KiB), and a B
-/// within half of L3 (one from memory keeps `fuse_b`'s and `b_in_place`'s rules). Each B
+/// within half of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and
+/// `b_in_place`'s rules). Each B
 /// panel then serves at most that many tiles, too few to pay for copying it, by its
 /// first tile's strided reads and stores (`fuse_b`) or by a pass: in place, the first
 /// tile brings the panel's lines into L1 and the others read them there (or from L2,
@@ -215,8 +216,15 @@ pub(super) fn b_in_place_for_few_rows(
         true => FEW_A_PANELS,
         false => FEW_A_PANELS / 2,
     };
-    !t.tb && t.m.div_ceil(mr.max(1)) <= most && t.b_bytes() <= c.l3 / 2
+    let within = t.b_bytes() <= (c.l3 / 2).min(FEW_ROWS_B_MAX);
+    !t.tb && t.m.div_ceil(mr.max(1)) <= most && within
 }
+
+/// The largest B `b_in_place_for_few_rows` takes, whatever L3: the largest measured (a
+/// 2048 x 2048 B). On a core with hundreds of MiB of L3 a layer's weights (32x4096x4096's
+/// 64 MiB) would otherwise come under it, where the Intel VM's measurements set a pass
+/// at half the depth (`one_block_b`).
+const FEW_ROWS_B_MAX: usize = 16 << 20;
 
 /// See [`b_in_place_for_few_rows`].
 const FEW_A_PANELS: usize = 8;
@@ -327,8 +335,21 @@ mod tests {
         // Rows of 2 KiB start at two: 256 rows crowd L1's sets, so four panels at most.
         assert!(few(24, 512, 512, false) && !few(25, 512, 512, false));
         assert!(few(20, 2048, 2048, false) && !few(32, 2048, 2048, false));
-        // A transposed B, or one past half of L3 (64 MiB: from memory), keeps its rules.
+        // A transposed B, or one past half of L3 (64 MiB: from memory), keeps its rules;
+        // so does one past 16 MiB whatever L3 (the Intel VM's 480 MiB).
         assert!(!few(16, 1000, 1000, true) && !few(16, 4096, 4096, false));
+        let t = GemmTask::for_test(
+            (16, 2900, 2900),
+            (&[], 2900),
+            (&[], 2900),
+            std::ptr::null_mut(),
+        );
+        let big_l3 = CacheSizes {
+            l3: 480 << 20,
+            ..zen3
+        };
+        assert!(!b_in_place_for_few_rows(&t, (6, 256), big_l3));
+        assert!(few(16, 2048, 2048, false));
     }
 
     #[test]
