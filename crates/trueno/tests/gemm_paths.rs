@@ -405,8 +405,9 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
 
 #[test]
 fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
-    // A few rows of A (at most eight micro-panels) times a row-major B past the unpacked
-    // path's reach and within half of L3 read B in place, KC cut to half of L1: several
+    // A few rows of A (at most eight micro-panels on a Zen core, one elsewhere) times a
+    // row-major B past the unpacked path's reach and within half of L3 and 16 MiB read B
+    // in place, KC cut to half of L1 (the other shapes here pack B elsewhere): several
     // k blocks (later ones add into C), a ragged last B panel (packed), ragged rows (a
     // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 30 rows
     // over a B of 2 KiB rows (its rows crowd L1's sets: packed past four panels). One

@@ -182,15 +182,14 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 }
 
 /// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
-/// block (`few_rows_kc`): at most `FEW_A_PANELS` MR-row panels of A (48 rows on AVX2's
-/// 6-row tile), or half as many where B's rows crowd L1's sets (more than eight of the
-/// block's rows at one 4 KiB-periodic offset: rows of 2 KiB, 4 KiB, 8 KiB), and a B
-/// within half of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and
-/// `b_in_place`'s rules). Each B
-/// panel then serves at most that many tiles, too few to pay for copying it, by its
-/// first tile's strided reads and stores (`fuse_b`) or by a pass: in place, the first
-/// tile brings the panel's lines into L1 and the others read them there (or from L2,
-/// where the rows crowd L1's sets).
+/// block (`few_rows_kc`): on a Zen core at most `FEW_A_PANELS` MR-row panels of A (48 rows
+/// on AVX2's 6-row tile), or half as many where B's rows crowd L1's sets (more than eight
+/// of the block's rows at one 4 KiB-periodic offset: rows of 2, 4 or 8 KiB); on other
+/// cores one panel. And a B within half of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one
+/// keeps `fuse_b`'s and `b_in_place`'s rules). Each B panel then serves at most that many
+/// tiles, too few to pay for copying it, by its first tile's strided reads and stores
+/// (`fuse_b`) or by a pass: in place, the first tile brings the panel's lines into L1
+/// and the others read them there (or from L2, where the rows crowd L1's sets).
 ///
 /// Zen 3 VM (AVX2 6x16, 32 KiB L1; 2026-12-05), one thread, against faer, packed and in
 /// place alternated twice (trueno's GFLOP/s): 4x1000x1000 22.1 -> 61.3-62.7, 8x1000x1000
@@ -202,19 +201,28 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// panels: 48x512x512 88.9-89.5 -> 82.2-84.5, 32x512x512 80.5-80.7 -> 66.4-77.1,
 /// 36x1024x1024 59.7-85.6 -> 72.5-72.8, 48x2048x2048 66.0-66.3 -> 61.3-64.7 (24x512x512,
 /// four panels: 83.3-84.6 -> 81.8-82.1). 64 rows mixed (64x1000x1000 90.4-90.7 against
-/// 89.9-90.1 in place), so not past eight panels. More in BENCHMARKS.md (session 69).
-/// Not measured on an Intel core or with AVX-512's tiles.
+/// 89.9-90.1 in place), so not past eight panels.
+///
+/// On the H200 host's Xeon (48 KiB L1, 2 MiB L2, 300 MiB L3), the same two binaries, a
+/// shared and noisy core, two rounds: one panel won (AVX-512's 8x32: 4x1000x1000 23.0-23.7
+/// -> 39.2-43.7, 8x1000x1000 44.4-45.3 -> 48.7-51.5, 8x768x768 65.2-69.7 -> 71.1-72.5;
+/// AVX2 forced: 4x1000x1000 20.3 -> 33.0-33.2), more lost (AVX-512: 48x1000x1000
+/// 129.9-134.3 -> 58.4-114.3, 64x1000x1000 135.4-145.7 -> 111.9-117.9, 20x2048x2048
+/// 85.5-92.0 -> 28.7-76.1, 40x1500x1500 123.0-124.1 -> 98.0-105.0; AVX2 forced:
+/// 16x1000x1000 56.4-58.5 -> 51.0-53.2, 12x2048x2048 40.8-42.1 -> 24.6-32.3, 8x768x768
+/// 49.0-50.8 -> 34.5-37.0). Zen 4 and Zen 5 were not measured.
 pub(super) fn b_in_place_for_few_rows(
     t: &GemmTask,
     (mr, kc): (usize, usize),
-    c: CacheSizes,
+    (c, core): (CacheSizes, CoreFamily),
 ) -> bool {
     let row_bytes = t.ldb * 4;
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets of 8 ways).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
-    let most = match kc <= 8 * phases {
-        true => FEW_A_PANELS,
-        false => FEW_A_PANELS / 2,
+    let most = match (core, kc <= 8 * phases) {
+        (CoreFamily::Zen, true) => FEW_A_PANELS,
+        (CoreFamily::Zen, false) => FEW_A_PANELS / 2,
+        _ => 1,
     };
     let within = t.b_bytes() <= (c.l3 / 2).min(FEW_ROWS_B_MAX);
     !t.tb && t.m.div_ceil(mr.max(1)) <= most && within
@@ -312,7 +320,7 @@ mod tests {
     }
 
     #[test]
-    fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_l1() {
+    fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_l1_or_on_other_cores() {
         let zen3 = CacheSizes {
             l1: 32 << 10,
             l2: 512 << 10,
@@ -327,7 +335,7 @@ mod tests {
                 tb,
                 ..GemmTask::for_test((m, n, k), (&[], k), (&[], n), std::ptr::null_mut())
             };
-            b_in_place_for_few_rows(&t, (6, 256), zen3)
+            b_in_place_for_few_rows(&t, (6, 256), (zen3, CoreFamily::Zen))
         };
         // Rows of 4000 bytes start at 128 offsets a 4 KiB period: up to eight panels.
         assert!(few(4, 1000, 1000, false) && few(16, 1000, 1000, false));
@@ -348,8 +356,23 @@ mod tests {
             l3: 480 << 20,
             ..zen3
         };
-        assert!(!b_in_place_for_few_rows(&t, (6, 256), big_l3));
+        assert!(!b_in_place_for_few_rows(
+            &t,
+            (6, 256),
+            (big_l3, CoreFamily::Zen)
+        ));
         assert!(few(16, 2048, 2048, false));
+        // Elsewhere one panel: 6 rows of AVX2's tile, 8 of AVX-512's.
+        let other = |m, mr| {
+            let t = GemmTask::for_test(
+                (m, 1000, 1000),
+                (&[], 1000),
+                (&[], 1000),
+                std::ptr::null_mut(),
+            );
+            b_in_place_for_few_rows(&t, (mr, 256), (zen3, CoreFamily::Other))
+        };
+        assert!(other(6, 6) && !other(7, 6) && other(8, 8) && !other(9, 8));
     }
 
     #[test]

@@ -257,7 +257,7 @@ pub(super) fn one_block_b(
     (c, core): (CacheSizes, CoreFamily),
 ) -> (usize, bool) {
     let few_rows_kc = few_rows_kc(bl.nr, c.l1).min(bl.kc_one_block);
-    if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), c) {
+    if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), (c, core)) {
         return (few_rows_kc, true);
     }
     let kc = bl.kc_one_block;
