@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::gemm_ref::{Case, OPS, Product, check, check_each, one_thread, pool};
+use common::gemm_ref::{Case, OPS, Product, check, check_each, check_each_in, one_thread, pool};
 use common::{Rng, engines};
 use trueno::Transpose;
 
@@ -424,11 +424,9 @@ fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
     }
     let (mut rng, pool, engines) = (Rng::new(73), pool(2), engines());
     for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
-        for (backend, e) in &engines {
-            let case = Case::taking_turn((m, n, k), (Transpose::No, Transpose::No), i + 1, pad);
-            let what = format!("{} two threads, {m}x{n}x{k}", backend.name());
-            pool.install(|| check(e, &mut rng, &case, &what));
-        }
+        let case = Case::taking_turn((m, n, k), (Transpose::No, Transpose::No), i + 1, pad);
+        let what = format!("two threads, {m}x{n}x{k}");
+        check_each_in(&pool, &engines, &mut rng, &case, &what);
     }
 }
 
@@ -455,12 +453,10 @@ fn products_cut_into_bands_of_rows_or_columns_match_the_reference() {
             (300, 190, 270),
         ];
         for (i, &(m, n, k)) in shapes.iter().enumerate() {
-            for (backend, e) in &engines {
-                let ops = OPS[(i + threads) % 4];
-                let case = Case::taking_turn((m, n, k), ops, i + threads, i % 3);
-                let what = format!("{} {threads} threads, {m}x{n}x{k}", backend.name());
-                pool.install(|| check(e, &mut rng, &case, &what));
-            }
+            let ops = OPS[(i + threads) % 4];
+            let case = Case::taking_turn((m, n, k), ops, i + threads, i % 3);
+            let what = format!("{threads} threads, {m}x{n}x{k}");
+            check_each_in(&pool, &engines, &mut rng, &case, &what);
         }
     }
 }

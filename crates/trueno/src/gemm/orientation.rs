@@ -141,12 +141,9 @@ mod tests {
         // 2 rows at k 16 run a four-row tile, swapped a vector of 8 for 2 columns:
         // 16 * (4 / 2 + 6.3 / 2) = 82.4 < 23 + 16 * 4.
         assert!(packing_b_costs_less(2, 16, (6, 8)));
-        // AVX-512's 8-row tiles transpose C through 8 x 8 blocks: the shallow rule only.
-        assert!(swaps_avx512_shallow());
-    }
-
-    /// AVX-512 still swaps the products AVX2 keeps as given.
-    fn swaps_avx512_shallow() -> bool {
-        swaps(Backend::Avx512, 32, (64, 2048, 32)) && swaps(Backend::Avx512, 32, (24, 4096, 16))
+        // AVX-512's 8-row tiles transpose C through 8 x 8 blocks: the shallow rule only,
+        // so it still swaps what AVX2 keeps as given.
+        let avx512 = |m, n, k| self::swaps(Backend::Avx512, 32, (m, n, k));
+        assert!(avx512(64, 2048, 32) && avx512(24, 4096, 16));
     }
 }

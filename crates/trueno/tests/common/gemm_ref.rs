@@ -119,6 +119,21 @@ pub fn check_each(engines: &[(Backend, Engine)], rng: &mut Rng, c: &Case, what: 
     }
 }
 
+/// `check` on each engine in turn inside `pool` (its threads splitting each product), the
+/// operands and reference drawn anew for each.
+pub fn check_each_in(
+    pool: &rayon::ThreadPool,
+    engines: &[(Backend, Engine)],
+    rng: &mut Rng,
+    c: &Case,
+    what: &str,
+) {
+    for (backend, e) in engines {
+        let what = format!("{} {what}", backend.name());
+        pool.install(|| check(e, rng, c, &what));
+    }
+}
+
 /// One case's operands (C's initial contents included) and the f64 reference for each
 /// element of C: the expected value and its error bound.
 pub struct Product<'c> {
