@@ -409,13 +409,15 @@ fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
     // row-major B past the unpacked path's reach and within half of L3 and 16 MiB read B
     // in place, KC cut to half of L1 (the other shapes here pack B elsewhere): several
     // k blocks (later ones add into C), a ragged last B panel (packed), ragged rows (a
-    // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 30 rows
-    // over a B of 2 KiB rows (its rows crowd L1's sets: packed past four panels). One
-    // thread and two (bands of columns), beta 0 over NaN and beta != 0.
+    // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 12 and
+    // 30 rows over a B of 2 KiB rows (its rows crowd L1's sets: in place up to two
+    // panels where the first tiles would otherwise pack B). One thread and two (bands of
+    // columns), beta 0 over NaN and beta != 0.
     let shapes = [
         (16, 700, 600, 0),
         (5, 300, 900, 3),
         (47, 520, 400, 1),
+        (12, 512, 520, 0),
         (30, 512, 520, 0),
     ];
     check_row_major(71, &shapes, "few rows, B in place", false);

@@ -183,13 +183,14 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 
 /// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
 /// block (`few_rows_kc`): on a Zen core at most `FEW_A_PANELS` MR-row panels of A (48 rows
-/// on AVX2's 6-row tile), or half as many where B's rows crowd L1's sets (more than eight
-/// of the block's rows at one 4 KiB-periodic offset: rows of 2, 4 or 8 KiB); on other
-/// cores one panel. And a B within half of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one
-/// keeps `fuse_b`'s and `b_in_place`'s rules). Each B panel then serves at most that many
-/// tiles, too few to pay for copying it, by its first tile's strided reads and stores
-/// (`fuse_b`) or by a pass: in place, the first tile brings the panel's lines into L1
-/// and the others read them there (or from L2, where the rows crowd L1's sets).
+/// on AVX2's 6-row tile), fewer where B's rows crowd L1's sets (more than eight of the
+/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB), on other cores
+/// one panel; none where the rows crowd L2's sets too (`crowds_l2`). And a B within half
+/// of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and `b_in_place`'s
+/// rules). Each B panel then serves at most that many tiles, too few to pay for copying
+/// it, by its first tile's strided reads and stores (`fuse_b`) or by a pass: in place,
+/// the first tile brings the panel's lines into L1 and the others read them there, or
+/// from L2 where the rows crowd L1's sets.
 ///
 /// Zen 3 VM (AVX2 6x16, 32 KiB L1; 2026-12-05), one thread, against faer, packed and in
 /// place alternated twice (trueno's GFLOP/s): 4x1000x1000 22.1 -> 61.3-62.7, 8x1000x1000
@@ -199,9 +200,24 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// 45.1-45.5 -> 68.8-70.2, 20x2048x2048 48.9-50.0 -> 59.9-60.1, 16x512x512 75.0-76.7 ->
 /// 81.7-82.1, 8x768x768 55.0-55.4 -> 64.7-66.0. Rows crowding L1's sets lost past four
 /// panels: 48x512x512 88.9-89.5 -> 82.2-84.5, 32x512x512 80.5-80.7 -> 66.4-77.1,
-/// 36x1024x1024 59.7-85.6 -> 72.5-72.8, 48x2048x2048 66.0-66.3 -> 61.3-64.7 (24x512x512,
-/// four panels: 83.3-84.6 -> 81.8-82.1). 64 rows mixed (64x1000x1000 90.4-90.7 against
-/// 89.9-90.1 in place), so not past eight panels.
+/// 36x1024x1024 59.7-85.6 -> 72.5-72.8, 48x2048x2048 66.0-66.3 -> 61.3-64.7. 64 rows mixed
+/// (64x1000x1000 90.4-90.7 against 89.9-90.1 in place), so not past eight panels.
+///
+/// Crowding rows, the next session (same VM, the rule off and on in one binary, two
+/// rounds): where the first tiles would pack B instead (`fuse_b`: B within eight L2),
+/// more than two panels lost in place, 16x4096x256 73.9-74.9 packed against 70.4-72.5,
+/// 16x2048x512 74.1-74.4 against 61.3-74.0, 16x1024x1024 73.3-74.0 against 61.6-74.2,
+/// 24x4096x256 83.4-83.6 against 65.1-69.5, 24x2048x512 82.6-83.2 against 61.4-73.9,
+/// 24x1024x1024 81.8-82.5 against 72.5-73.2, 24x1024x512 82.8-83.0 against 74.2-74.9
+/// (and session 69's 24x512x512 81.8-82.1 in place against 83.3-84.6), while two panels
+/// won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8 against 51.1-51.3,
+/// 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would pack B (past eight L2),
+/// four panels still won: 16x4096x512 53.2-69.7 against 48.7-53.3, 24x4096x512 60.0-67.2
+/// against 50.5-53.0, 16x2048x2048 45.6-70.3 against 43.8-45.1, 24x2048x2048 53.2-64.3
+/// against 52.5-53.0, 24x4096x1024 53.7-58.3 against 51.0-53.3. Rows of 32 KiB lost at
+/// every count: 8x8192x512 19.2-22.9 against 23.9-27.1, 16x8192x512 25.9-31.7 against
+/// 40.5-44.3, 24x8192x512 33.4-36.8 against 49.1-51.1, 16x8192x256 27.2-49.3 against
+/// 44.4-52.4, 24x8192x256 33.6-47.2 against 51.0-55.0.
 ///
 /// On the H200 host's Xeon (48 KiB L1, 2 MiB L2, 300 MiB L3), the same two binaries, a
 /// shared and noisy core, two rounds: one panel won (AVX-512's 8x32: 4x1000x1000 23.0-23.7
@@ -219,13 +235,24 @@ pub(super) fn b_in_place_for_few_rows(
     let row_bytes = t.ldb * 4;
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets of 8 ways).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
-    let most = match (core, kc <= 8 * phases) {
-        (CoreFamily::Zen, true) => FEW_A_PANELS,
-        (CoreFamily::Zen, false) => FEW_A_PANELS / 2,
+    let crowds_l1 = kc > 8 * phases;
+    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
+    let most = match (core, crowds_l1) {
+        _ if crowds_l2(row_bytes) => 0,
+        (CoreFamily::Zen, false) => FEW_A_PANELS,
+        (CoreFamily::Zen, true) if fused => FEW_A_PANELS / 4,
+        (CoreFamily::Zen, true) => FEW_A_PANELS / 2,
         _ => 1,
     };
     let within = t.b_bytes() <= (c.l3 / 2).min(FEW_ROWS_B_MAX);
     !t.tb && t.m.div_ceil(mr.max(1)) <= most && within
+}
+
+/// Whether rows `row_bytes` apart crowd L2's sets as well as L1's: multiples of 32 KiB
+/// start at two offsets a 64 KiB period (Zen 3's L2: 512 KiB of 8 ways), so a panel's
+/// 256 rows share 16 lines of it and every A panel's tiles read them from L3 again.
+fn crowds_l2(row_bytes: usize) -> bool {
+    row_bytes.trailing_zeros() >= 15
 }
 
 /// The largest B `b_in_place_for_few_rows` takes, whatever L3: the largest measured (a
@@ -320,7 +347,8 @@ mod tests {
     }
 
     #[test]
-    fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_l1_or_on_other_cores() {
+    fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_the_caches_or_on_other_cores()
+     {
         let zen3 = CacheSizes {
             l1: 32 << 10,
             l2: 512 << 10,
@@ -340,9 +368,17 @@ mod tests {
         // Rows of 4000 bytes start at 128 offsets a 4 KiB period: up to eight panels.
         assert!(few(4, 1000, 1000, false) && few(16, 1000, 1000, false));
         assert!(few(48, 1000, 1000, false) && !few(49, 1000, 1000, false));
-        // Rows of 2 KiB start at two: 256 rows crowd L1's sets, so four panels at most.
-        assert!(few(24, 512, 512, false) && !few(25, 512, 512, false));
+        // Rows of 2, 4 or 8 KiB start at two offsets or one: 256 rows crowd L1's sets.
+        // Two panels at most where the first tiles would pack B (within eight L2: 1 MiB,
+        // 4 MiB), four where a pass would (16 MiB).
+        assert!(few(12, 512, 512, false) && !few(13, 512, 512, false));
+        assert!(few(8, 1024, 1024, false) && !few(16, 1024, 1024, false));
+        assert!(few(12, 4096, 256, false) && !few(16, 4096, 256, false));
         assert!(few(20, 2048, 2048, false) && !few(32, 2048, 2048, false));
+        assert!(few(24, 4096, 512, false) && !few(25, 4096, 512, false));
+        // Rows of 32 KiB crowd L2's sets too: never, not even one panel.
+        assert!(!few(2, 8192, 512, false) && !few(8, 8192, 256, false));
+        assert!(few(2, 6144, 512, false));
         // A transposed B, or one past half of L3 (64 MiB: from memory), keeps its rules;
         // so does one past 16 MiB whatever L3 (the Intel VM's 480 MiB).
         assert!(!few(16, 1000, 1000, true) && !few(16, 4096, 4096, false));
