@@ -184,8 +184,8 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
 /// block (`few_rows_kc`): on a Zen core at most `FEW_A_PANELS` MR-row panels of A (48 rows
 /// on AVX2's 6-row tile), fewer where B's rows crowd L1's sets (more than eight of the
-/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB), on other cores
-/// one panel; none where the rows crowd L2's sets too (`crowds_l2`). And a B within half
+/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB), none where they
+/// crowd L2's sets too (`crowds_l2`); on other cores one panel. And a B within half
 /// of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and `b_in_place`'s
 /// rules). Each B panel then serves at most that many tiles, too few to pay for copying
 /// it, by its first tile's strided reads and stores (`fuse_b`) or by a pass: in place,
@@ -217,7 +217,10 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// against 52.5-53.0, 24x4096x1024 53.7-58.3 against 51.0-53.3. Rows of 32 KiB lost at
 /// every count: 8x8192x512 19.2-22.9 against 23.9-27.1, 16x8192x512 25.9-31.7 against
 /// 40.5-44.3, 24x8192x512 33.4-36.8 against 49.1-51.1, 16x8192x256 27.2-49.3 against
-/// 44.4-52.4, 24x8192x256 33.6-47.2 against 51.0-55.0.
+/// 44.4-52.4, 24x8192x256 33.6-47.2 against 51.0-55.0, and one panel too (three rounds:
+/// 2x8192x512 5.6-6.4 against 7.5-8.3, 4x8192x512 10.4-12.5 against 15.1-15.6): the pass
+/// reads whole rows as streams where the tile steps a page a k step. Other cores keep
+/// their one panel there: not measured (the Xeon below was not lent that session).
 ///
 /// On the H200 host's Xeon (48 KiB L1, 2 MiB L2, 300 MiB L3), the same two binaries, a
 /// shared and noisy core, two rounds: one panel won (AVX-512's 8x32: 4x1000x1000 23.0-23.7
@@ -238,7 +241,7 @@ pub(super) fn b_in_place_for_few_rows(
     let crowds_l1 = kc > 8 * phases;
     let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
     let most = match (core, crowds_l1) {
-        _ if crowds_l2(row_bytes) => 0,
+        (CoreFamily::Zen, _) if crowds_l2(row_bytes) => 0,
         (CoreFamily::Zen, false) => FEW_A_PANELS,
         (CoreFamily::Zen, true) if fused => FEW_A_PANELS / 4,
         (CoreFamily::Zen, true) => FEW_A_PANELS / 2,
@@ -409,6 +412,18 @@ mod tests {
             b_in_place_for_few_rows(&t, (mr, 256), (zen3, CoreFamily::Other))
         };
         assert!(other(6, 6) && !other(7, 6) && other(8, 8) && !other(9, 8));
+        // Rows of 32 KiB keep that one panel there (the L2 limit is measured on Zen only).
+        let t = GemmTask::for_test(
+            (4, 8192, 512),
+            (&[], 512),
+            (&[], 8192),
+            std::ptr::null_mut(),
+        );
+        assert!(b_in_place_for_few_rows(
+            &t,
+            (6, 256),
+            (zen3, CoreFamily::Other)
+        ));
     }
 
     #[test]
