@@ -179,15 +179,9 @@ unsafe fn transpose_six_rows_avx(src: *const f32, ss: usize, blocks: usize, dst:
         // SAFETY: rows 0-5 of block b, inside the caller's run.
         let r = |i: usize| unsafe { _mm256_loadu_ps(src.add(i * ss)) };
         let (r0, r1, r2, r3, r4, r5) = (r(0), r(1), r(2), r(3), r(4), r(5));
-        // Rows a-f, k steps 0-7: t0 = a0 b0 a1 b1 | a4 b4 a5 b5, t1 = a2 b2 a3 b3 | a6 ..
-        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        // Rows a-f: c_j = a-d of k step j | j + 4; t4 = e0 f0 e1 f1 | e4 .., t5 = e2 f2 ..
+        let [c0, c1, c2, c3] = columns_of_four([r0, r1, r2, r3]);
         let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-        // c_j = rows a-d of k step j | j + 4.
-        let c0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-        let c1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-        let c2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-        let c3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
         // The 4-float pieces between: e0 f0 a1 b1, c1 d1 e1 f1, e2 f2 a3 b3, c3 d3 e3 f3.
         let x = _mm256_shuffle_ps::<0x44>(t4, c1);
         let y = _mm256_shuffle_ps::<0xEE>(c1, t4);
@@ -246,20 +240,8 @@ fn shuffle_8x8(
     [r0, r1, r2, r3, r4, r5, r6, r7]: [std::arch::x86_64::__m256; 8],
 ) -> [std::arch::x86_64::__m256; 8] {
     use std::arch::x86_64::*;
-    // t0 = a0 b0 a1 b1 | a4 b4 a5 b5 ; t1 = a2 b2 a3 b3 | a6 b6 a7 b7 (a, b: rows 0, 1)
-    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
-    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
-    let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
-    let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
-    // u0 = a0 b0 c0 d0 | a4 b4 c4 d4, u1 = column 1 | 5, u2 = 2 | 6, u3 = 3 | 7 (rows 0-3)
-    let u0 = _mm256_shuffle_ps::<0x44>(t0, t2);
-    let u1 = _mm256_shuffle_ps::<0xEE>(t0, t2);
-    let u2 = _mm256_shuffle_ps::<0x44>(t1, t3);
-    let u3 = _mm256_shuffle_ps::<0xEE>(t1, t3);
-    let u4 = _mm256_shuffle_ps::<0x44>(t4, t6);
-    let u5 = _mm256_shuffle_ps::<0xEE>(t4, t6);
-    let u6 = _mm256_shuffle_ps::<0x44>(t5, t7);
-    let u7 = _mm256_shuffle_ps::<0xEE>(t5, t7);
+    let [u0, u1, u2, u3] = columns_of_four([r0, r1, r2, r3]);
+    let [u4, u5, u6, u7] = columns_of_four([r4, r5, r6, r7]);
     [
         _mm256_permute2f128_ps::<0x20>(u0, u4),
         _mm256_permute2f128_ps::<0x20>(u1, u5),
@@ -269,6 +251,26 @@ fn shuffle_8x8(
         _mm256_permute2f128_ps::<0x31>(u1, u5),
         _mm256_permute2f128_ps::<0x31>(u2, u6),
         _mm256_permute2f128_ps::<0x31>(u3, u7),
+    ]
+}
+
+/// Four rows a-d of 8 floats to their columns within each 128-bit half: `[c0, c1, c2,
+/// c3]` with `c_j = a_j b_j c_j d_j | a_(j+4) b_(j+4) c_(j+4) d_(j+4)`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+fn columns_of_four(
+    [r0, r1, r2, r3]: [std::arch::x86_64::__m256; 4],
+) -> [std::arch::x86_64::__m256; 4] {
+    use std::arch::x86_64::*;
+    // t0 = a0 b0 a1 b1 | a4 b4 a5 b5 ; t1 = a2 b2 a3 b3 | a6 b6 a7 b7
+    let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+    let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+    [
+        _mm256_shuffle_ps::<0x44>(t0, t2),
+        _mm256_shuffle_ps::<0xEE>(t0, t2),
+        _mm256_shuffle_ps::<0x44>(t1, t3),
+        _mm256_shuffle_ps::<0xEE>(t1, t3),
     ]
 }
 
