@@ -410,7 +410,7 @@ fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
     // in place, KC cut to half of L1 (the other shapes here pack B elsewhere): several
     // k blocks (later ones add into C), a ragged last B panel (packed), ragged rows (a
     // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 12 and
-    // 30 rows over a B of 2 KiB rows (its rows crowd L1's sets: in place up to two
+    // 30 rows over a B of 2 KiB rows (its rows crowd L1's sets: in place up to three
     // panels where the first tiles would otherwise pack B). One thread and two (bands of
     // columns), beta 0 over NaN and beta != 0.
     let shapes = [

@@ -184,7 +184,8 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
 /// block (`few_rows_kc`): on a Zen core at most `FEW_A_PANELS` MR-row panels of A (48 rows
 /// on AVX2's 6-row tile), fewer where B's rows crowd L1's sets (more than eight of the
-/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB), none where they
+/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB: four panels, or
+/// `CROWDED_FUSED_A_PANELS` where the first tiles would pack B instead), none where they
 /// crowd L2's sets too (`crowds_l2`); on other cores one panel. And a B within half
 /// of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and `b_in_place`'s
 /// rules). Each B panel then serves at most that many tiles, too few to pay for copying
@@ -205,11 +206,14 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 ///
 /// Crowding rows, the next session (same VM, the rule off and on in one binary, two
 /// rounds): where the first tiles would pack B instead (`fuse_b`: B within eight L2),
-/// more than two panels lost in place, 16x4096x256 73.9-74.9 packed against 70.4-72.5,
-/// 16x2048x512 74.1-74.4 against 61.3-74.0, 16x1024x1024 73.3-74.0 against 61.6-74.2,
-/// 24x4096x256 83.4-83.6 against 65.1-69.5, 24x2048x512 82.6-83.2 against 61.4-73.9,
-/// 24x1024x1024 81.8-82.5 against 72.5-73.2, 24x1024x512 82.8-83.0 against 74.2-74.9
-/// (and session 69's 24x512x512 81.8-82.1 in place against 83.3-84.6), while two panels
+/// four panels lost in place, 24x4096x256 83.4-83.6 packed against 65.1-69.5,
+/// 24x2048x512 82.6-83.2 against 61.4-73.9, 24x1024x1024 81.8-82.5 against 72.5-73.2,
+/// 24x1024x512 82.8-83.0 against 74.2-74.9 (and session 69's 24x512x512 81.8-82.1 in
+/// place against 83.3-84.6); three tied or lost by a little on one thread (16x4096x256
+/// 73.9-74.9 against 70.4-72.5, 16x2048x512 74.1-74.4 against 61.3-74.0, 16x1024x1024
+/// 73.3-74.0 against 61.6-74.2), but on two threads packed ran 0.61-0.94x faer (under
+/// 0.72x in 8 of 19 cells, eight rounds) where in place held 0.75-0.94x, so three stay
+/// in place; two
 /// won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8 against 51.1-51.3,
 /// 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would pack B (past eight L2),
 /// four panels still won: 16x4096x512 53.2-69.7 against 48.7-53.3, 24x4096x512 60.0-67.2
@@ -243,7 +247,7 @@ pub(super) fn b_in_place_for_few_rows(
     let most = match (core, crowds_l1) {
         (CoreFamily::Zen, _) if crowds_l2(row_bytes) => 0,
         (CoreFamily::Zen, false) => FEW_A_PANELS,
-        (CoreFamily::Zen, true) if fused => FEW_A_PANELS / 4,
+        (CoreFamily::Zen, true) if fused => CROWDED_FUSED_A_PANELS,
         (CoreFamily::Zen, true) => FEW_A_PANELS / 2,
         _ => 1,
     };
@@ -266,6 +270,10 @@ const FEW_ROWS_B_MAX: usize = 16 << 20;
 
 /// See [`b_in_place_for_few_rows`].
 const FEW_A_PANELS: usize = 8;
+
+/// See [`b_in_place_for_few_rows`]: A panels read over B rows that crowd L1's sets where
+/// the first tiles would otherwise pack B.
+const CROWDED_FUSED_A_PANELS: usize = 3;
 
 /// KC of a few-row product that reads B in place (`b_in_place_for_few_rows`): as many of
 /// B's rows as keep the panel's NR-float pieces, a line each where they start on one, in
@@ -372,11 +380,11 @@ mod tests {
         assert!(few(4, 1000, 1000, false) && few(16, 1000, 1000, false));
         assert!(few(48, 1000, 1000, false) && !few(49, 1000, 1000, false));
         // Rows of 2, 4 or 8 KiB start at two offsets or one: 256 rows crowd L1's sets.
-        // Two panels at most where the first tiles would pack B (within eight L2: 1 MiB,
-        // 4 MiB), four where a pass would (16 MiB).
-        assert!(few(12, 512, 512, false) && !few(13, 512, 512, false));
-        assert!(few(8, 1024, 1024, false) && !few(16, 1024, 1024, false));
-        assert!(few(12, 4096, 256, false) && !few(16, 4096, 256, false));
+        // Three panels at most where the first tiles would pack B (within eight L2: 1
+        // MiB, 4 MiB), four where a pass would (16 MiB).
+        assert!(few(18, 512, 512, false) && !few(19, 512, 512, false));
+        assert!(few(16, 1024, 1024, false) && !few(24, 1024, 1024, false));
+        assert!(few(16, 4096, 256, false) && !few(19, 4096, 256, false));
         assert!(few(20, 2048, 2048, false) && !few(32, 2048, 2048, false));
         assert!(few(24, 4096, 512, false) && !few(25, 4096, 512, false));
         // Rows of 32 KiB crowd L2's sets too: never, not even one panel.
