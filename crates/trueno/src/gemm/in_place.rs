@@ -184,14 +184,14 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// Whether a one-block product of few A panels reads a row-major B in place, `kc` rows a
 /// block (`few_rows_kc`): on a Zen core at most `FEW_A_PANELS` MR-row panels of A (48 rows
 /// on AVX2's 6-row tile), fewer where B's rows crowd L1's sets (more than eight of the
-/// block's rows at one 4 KiB-periodic offset: rows of 1, 2, 4 or 8 KiB: four panels, or
-/// `CROWDED_FUSED_A_PANELS` where the first tiles would pack B instead), none where they
-/// crowd L2's sets too (`crowds_l2`); on other cores one panel. And a B within half
-/// of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one keeps `fuse_b`'s and `b_in_place`'s
-/// rules). Each B panel then serves at most that many tiles, too few to pay for copying
-/// it, by its first tile's strided reads and stores (`fuse_b`) or by a pass: in place,
-/// the first tile brings the panel's lines into L1 and the others read them there, or
-/// from L2 where the rows crowd L1's sets.
+/// block's rows at one 4 KiB-periodic offset: at KC 256, rows a multiple of 256 bytes,
+/// such as 1 to 16 KiB: four panels, or `CROWDED_FUSED_A_PANELS` where the first tiles
+/// would pack B instead), none where they crowd L2's sets too (`crowds_l2`); on other
+/// cores one panel. And a B within half of L3 and 16 MiB (`FEW_ROWS_B_MAX`; a larger one
+/// keeps `fuse_b`'s and `b_in_place`'s rules). Each B panel then serves at most that many
+/// tiles, too few to pay for copying it, by its first tile's strided reads and stores
+/// (`fuse_b`) or by a pass: in place, the first tile brings the panel's lines into L1
+/// and the others read them there, or from L2 where the rows crowd L1's sets.
 ///
 /// Zen 3 VM (AVX2 6x16, 32 KiB L1; 2026-12-05), one thread, against faer, packed and in
 /// place alternated twice (trueno's GFLOP/s): 4x1000x1000 22.1 -> 61.3-62.7, 8x1000x1000
@@ -213,9 +213,9 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// 73.9-74.9 against 70.4-72.5, 16x2048x512 74.1-74.4 against 61.3-74.0, 16x1024x1024
 /// 73.3-74.0 against 61.6-74.2), but on two threads packed ran 0.61-0.94x faer (under
 /// 0.72x in 8 of 19 cells, eight rounds) where in place held 0.75-0.94x, so three stay
-/// in place; two
-/// won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8 against 51.1-51.3,
-/// 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would pack B (past eight L2),
+/// in place; two won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8
+/// against 51.1-51.3, 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would
+/// pack B (past eight L2),
 /// four panels still won: 16x4096x512 53.2-69.7 against 48.7-53.3, 24x4096x512 60.0-67.2
 /// against 50.5-53.0, 16x2048x2048 45.6-70.3 against 43.8-45.1, 24x2048x2048 53.2-64.3
 /// against 52.5-53.0, 24x4096x1024 53.7-58.3 against 51.0-53.3. Rows of 32 KiB lost at
