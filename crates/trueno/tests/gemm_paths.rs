@@ -319,13 +319,16 @@ fn b_panels_packed_by_their_first_tile_match_the_reference_on_every_isa() {
     // (more rows than MC on the machines we know, so blocks after the first read what
     // the first packed), k within one KC block and past it, a ragged last B panel (packed
     // by `pack_b`) and ragged rows, beta 0 over NaN and beta != 0; and 128^3-like shapes
-    // that the B-outer sweep now takes instead of the thin one.
+    // that the B-outer sweep now takes instead of the thin one. Last, a deep B of few
+    // columns, larger than L2 but each KC block within it (`fuse_b_block` on Zen: every
+    // k block's panels packed by the first A block's tiles, a ragged last block).
     let shapes = [
         (100, 200, 70, 0),
         (1100, 161, 90, 3),
         (300, 257, 600, 1),
         (128, 128, 128, 0),
         (100, 100, 250, 2),
+        (200, 100, 1400, 0),
     ];
     check_row_major(47, &shapes, "B packed in the sweep", false);
 }

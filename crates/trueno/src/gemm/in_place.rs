@@ -69,6 +69,31 @@ pub(super) fn fuse_b(
     (!tb && (part <= c.l2 || from_l3)) || from_memory
 }
 
+/// Whether a product of several A blocks (not `one_block`) packs B by the first tiles of
+/// each KC x NC block (`fuse_b`'s copy) because that block fits L2 though all of B does
+/// not: a deep product of few columns, whose blocks a pass packed from L3 at half the
+/// copy's speed. On a Zen core. Zen 3 VM (512 KiB L2, KC 512: up to 256 columns), one
+/// thread, against faer, the pass and this alternated twice in one binary, then twice
+/// more as builds: 128x128x2048 84.8-85.3 -> 89.4-89.9 GFLOP/s (0.93-0.94x ->
+/// 0.98-0.99x), 128x128x4096 81.4-84.6 -> 86.4-88.5, 256x256x2048 86.7-89.8 ->
+/// 91.6-93.0, 256x256x1024 92.2-92.8 -> 94.8-94.9, 200x200x4096 81.0-84.2 -> 84.2-85.6,
+/// 128x256x2048 86.0-87.2 -> 90.1-91.0, 192x128x8192 81.2-82.2 -> 84.7-86.1;
+/// 512x128x2048 (84.0-89.6 against 85.9-88.8) and 300x200x2048 even; 256^3 and 512^3
+/// take neither (all of B fits L2, or no block does). Two threads, one round:
+/// 128x128x2048 0.86x -> 1.02x faer, 128x128x4096 0.99x -> 1.04x, 256x256x2048 0.95x ->
+/// 1.00x. `gemm-probe` 128x128x2048: pack B 62 µs and kernel 681 -> kernel 715, 785 ->
+/// 757 µs in all. Not measured on other cores (an Intel core's 2 MiB L2 would take
+/// 1024^3's blocks).
+pub(super) fn fuse_b_block(
+    tb: bool,
+    (kc, nc): (usize, usize),
+    one_block: bool,
+    (c, core): (CacheSizes, CoreFamily),
+) -> bool {
+    let block_in_l2 = kc.saturating_mul(nc).saturating_mul(4) <= c.l2;
+    !tb && !one_block && matches!(core, CoreFamily::Zen) && block_in_l2
+}
+
 /// Whether a B of `whole_b_bytes` past L3 (a layer's weights) is packed in the sweep
 /// where A is one block, on this core, rather than by a pass of its own. A row-major B's
 /// panels are packed by their first tiles: the tiles of each panel then ask L2 for the next panel's rows
@@ -335,6 +360,25 @@ mod tests {
         assert!(!fuse_b(false, (1024, 2048), mib(16), small_l3, true));
         // Within L2 a range is packed by its first tiles whatever the whole B.
         assert!(fuse_b(false, (128, 1024), mib(4096), small_l3, false));
+    }
+
+    #[test]
+    fn a_zen_cores_first_tiles_pack_each_b_block_within_l2_where_a_is_several_blocks() {
+        let zen3 = CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        };
+        let (zen, other) = ((zen3, CoreFamily::Zen), (zen3, CoreFamily::Other));
+        // 128x128x2048 and 256x256x2048 at KC 512: blocks of 256 and 512 KiB.
+        assert!(fuse_b_block(false, (512, 128), false, zen));
+        assert!(fuse_b_block(false, (512, 256), false, zen));
+        // 512 columns (1 MiB blocks), a transposed B, a one-block A, another core: no.
+        assert!(!fuse_b_block(false, (512, 512), false, zen));
+        assert!(!fuse_b_block(true, (512, 128), false, zen));
+        assert!(!fuse_b_block(false, (512, 128), true, zen));
+        assert!(!fuse_b_block(false, (512, 128), false, other));
+        assert!(!fuse_b_block(false, (usize::MAX, 2), false, zen));
     }
 
     #[test]
