@@ -320,6 +320,15 @@ pub(super) fn few_rows_kc(nr: usize, l1: usize) -> usize {
 mod tests {
     use super::*;
 
+    /// The Zen 3 VM's caches.
+    fn zen3() -> CacheSizes {
+        CacheSizes {
+            l1: 32 << 10,
+            l2: 512 << 10,
+            l3: 32 << 20,
+        }
+    }
+
     #[test]
     fn b_is_packed_by_its_first_tiles_within_l2_or_eight_l2_where_a_is_one_block() {
         let c = CacheSizes {
@@ -364,11 +373,7 @@ mod tests {
 
     #[test]
     fn a_zen_cores_first_tiles_pack_each_b_block_within_l2_where_a_is_several_blocks() {
-        let zen3 = CacheSizes {
-            l1: 32 << 10,
-            l2: 512 << 10,
-            l3: 32 << 20,
-        };
+        let zen3 = zen3();
         let (zen, other) = ((zen3, CoreFamily::Zen), (zen3, CoreFamily::Other));
         // 128x128x2048 and 256x256x2048 at KC 512: blocks of 256 and 512 KiB.
         assert!(fuse_b_block(false, (512, 128), false, zen));
@@ -383,11 +388,7 @@ mod tests {
 
     #[test]
     fn a_zen_cores_first_tiles_pack_a_b_from_memory_where_a_is_one_block() {
-        let zen3 = CacheSizes {
-            l1: 32 << 10,
-            l2: 512 << 10,
-            l3: 32 << 20,
-        };
+        let zen3 = zen3();
         let (zen, other) = ((zen3, CoreFamily::Zen), (zen3, CoreFamily::Other));
         // 32x4096x4096's 64 MiB and 128x11008x4096's 180 MB, past L3, row-major or
         // transposed (a layer's W for x·Wᵀ): only on Zen, only where A is one block.
@@ -409,11 +410,7 @@ mod tests {
     #[test]
     fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_the_caches_or_on_other_cores()
      {
-        let zen3 = CacheSizes {
-            l1: 32 << 10,
-            l2: 512 << 10,
-            l3: 32 << 20,
-        };
+        let zen3 = zen3();
         // AVX2: 6x16 tiles, KC for the in-place panel 32 KiB / 2 / 64 B = 256 rows.
         assert_eq!(few_rows_kc(16, zen3.l1), 256);
         assert_eq!(few_rows_kc(32, zen3.l1), 128);
