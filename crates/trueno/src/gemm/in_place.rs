@@ -78,10 +78,12 @@ pub(super) fn fuse_b(
 /// 0.98-0.99x), 128x128x4096 81.4-84.6 -> 86.4-88.5, 256x256x2048 86.7-89.8 ->
 /// 91.6-93.0, 256x256x1024 92.2-92.8 -> 94.8-94.9, 200x200x4096 81.0-84.2 -> 84.2-85.6,
 /// 128x256x2048 86.0-87.2 -> 90.1-91.0, 192x128x8192 81.2-82.2 -> 84.7-86.1;
-/// 512x128x2048 (84.0-89.6 against 85.9-88.8) and 300x200x2048 even; 256^3 and 512^3
-/// take neither (all of B fits L2, or no block does). Two threads, one round:
+/// 512x128x2048 (84.0-89.6 against 85.9-88.8) and 300x200x2048 even; on one thread
+/// 256^3 and 512^3 take neither (all of B fits L2, or no block does), and two threads'
+/// 256-column bands of 512^3 fit L2 whole (`fuse_b`). Two threads, one round:
 /// 128x128x2048 0.86x -> 1.02x faer, 128x128x4096 0.99x -> 1.04x, 256x256x2048 0.95x ->
-/// 1.00x. `gemm-probe` 128x128x2048: pack B 62 µs and kernel 681 -> kernel 715, 785 ->
+/// 1.00x; three rounds, 512x512x1024 (bands of 256 columns, 1024 deep) 179.3-185.3 ->
+/// 179.1-183.6 GFLOP/s, the noise. `gemm-probe` 128x128x2048: pack B 62 µs and kernel 681 -> kernel 715, 785 ->
 /// 757 µs in all. Not measured on other cores (an Intel core's 2 MiB L2 would take
 /// 1024^3's blocks).
 pub(super) fn fuse_b_block(
@@ -240,8 +242,8 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// 0.72x in 8 of 19 cells, eight rounds) where in place held 0.75-0.94x, so three stay
 /// in place; two won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8
 /// against 51.1-51.3, 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would
-/// pack B (past eight L2),
-/// four panels still won: 16x4096x512 53.2-69.7 against 48.7-53.3, 24x4096x512 60.0-67.2
+/// pack B (past eight L2), four panels still won: 16x4096x512 53.2-69.7 against
+/// 48.7-53.3, 24x4096x512 60.0-67.2
 /// against 50.5-53.0, 16x2048x2048 45.6-70.3 against 43.8-45.1, 24x2048x2048 53.2-64.3
 /// against 52.5-53.0, 24x4096x1024 53.7-58.3 against 51.0-53.3. Rows of 32 KiB lost at
 /// every count: 8x8192x512 19.2-22.9 against 23.9-27.1, 16x8192x512 25.9-31.7 against
