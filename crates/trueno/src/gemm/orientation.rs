@@ -23,39 +23,38 @@ use super::task::GemmTask;
 /// ahead at 96x4096x256 (0.93-0.94x against 0.84x), 64 rows (64x4096x128 0.82x against
 /// 0.75-0.76x) and from k 384 (128x4096x384 0.87-0.88x against 0.85-0.86x).
 ///
-/// Nor where the swapped C's tiles would be written element by element (AVX2's, SSE2's
-/// and WASM's 6- and 4-row tiles) and that costs more than packing B
-/// (`packing_b_costs_less`).
+/// Nor where running as given costs less than the swap (`packing_b_costs_less`): always
+/// weighed where the swapped C's tiles would be written element by element (AVX2's,
+/// SSE2's and WASM's 6- and 4-row tiles, `BY_ELEMENT`), and up to k
+/// `BY_BLOCKS_MAX_K` where they go out through 8 x 8 blocks (AVX-512's and NEON's 8-row
+/// tiles, `BY_BLOCKS`).
 pub(super) fn run_transposed(t: &GemmTask, bl: Blocking, lanes: usize) -> bool {
     let shallow = (t.m > 96 && t.k <= 256) || (t.m > 64 && t.k <= 128);
     let swaps = t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m && !shallow;
-    let by_element = !transposes_by_blocks(bl.mr, bl.nr);
-    swaps && !(by_element && packing_b_costs_less(t.m, t.k, (bl.mr, lanes)))
+    let costs = match transposes_by_blocks(bl.mr, bl.nr) {
+        false => Some(BY_ELEMENT),
+        true => (t.k <= BY_BLOCKS_MAX_K).then_some(BY_BLOCKS),
+    };
+    swaps && !costs.is_some_and(|c| packing_b_costs_less(t.m, t.k, (bl.mr, lanes), c))
+}
+
+/// What the two ways round cost beyond the micro-kernel's k steps, in k steps of the
+/// tile per element (`packing_b_costs_less`), fitted per way the swapped C is stored.
+#[derive(Clone, Copy, Debug)]
+struct SwapCosts {
+    /// The swapped C's transposed store, per element of C.
+    store: f64,
+    /// Packing the transposed B when run as given, per element of B.
+    pack_b: f64,
 }
 
 /// Whether an `m`-row `x·Wᵀ` of depth `k` runs faster as given (its transposed B packed
-/// by the `mr`-row tile) than swapped with C written element by element, costed in the
-/// micro-kernel's k steps per element of C. Swapped: each element's transposed store
-/// costs `TRANSPOSED_STORE_STEPS`, and the swapped tile runs C's m rows as columns padded
-/// to whole vectors of `lanes`. As given: the rows run in `mr`-row tiles (a ragged last
-/// panel of at most `EDGE_ROWS` in the edge tile), and packing B costs `PACK_B_STEPS` per
-/// element of B, which C's m rows share.
-///
-/// Zen 3 VM (AVX2, 6x16; 2026-12-05), one thread, `x·Wᵀ` against faer, swapped and not
-/// alternated twice (trueno's GFLOP/s): 64x2048x32 53.3 -> 78.6-79.0 (0.65x -> 0.92x),
-/// 48x2048x32 51.6-51.8 -> 74.3-75.0, 64x1024x32 0.54-0.62x -> 0.91-0.95x, 64x2048x64
-/// 69.9-70.0 -> 84.2 (0.76-0.77x -> 0.91-0.92x), 56x4096x32 49.9-50.0 -> 73.5-73.8,
-/// 24x4096x16 34.0-34.1 -> 58.6 (0.46-0.47x -> 0.78-0.79x), 40x4096x112 70.4-70.6 ->
-/// 80.0-80.2, 48x2048x96 76.3 -> 82.3-82.8, 12x4096x48 47.9-49.5 -> 56.8-57.3, 4x16384x32
-/// 18.9-19.0 -> 30.2-30.5; two threads 64x4096x32 100-101 -> 141-145, 64x1024x32 85-86 ->
-/// 122-123, 64x4096x64 135 -> 158. Swapped stays ahead at 16x2048x64 (67.4-68.1 against
-/// 64.6-64.7), 32x2048x96 (77.9-78.3 against 73.2-73.4), 32x2048x128 (80.9 against
-/// 72.5-72.6), 16x2048x192 (84.2-84.6 against 65.5-67.1); 64 rows at k 128-192 and 8-12
-/// rows at k 80-192 within 2% either way. The costs are fitted to those runs (2 to 64
-/// rows, k 8 to 192, n 512 to 16384); the fit still swaps 8x2048x64 (not swapped: 43.0
-/// against 39.5), 24x4096x112 (73.4 against 72.6) and 2x4096x32 (15.4 against 10.4).
-/// Not measured on SSE2 or WASM, nor on an Intel core.
-fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize)) -> bool {
+/// by the `mr`-row tile) than swapped, costed in the micro-kernel's k steps per element
+/// of C. Swapped: each element's transposed store costs `costs.store`, and the swapped
+/// tile runs C's m rows as columns padded to whole vectors of `lanes`. As given: the rows
+/// run in `mr`-row tiles (a ragged last panel of at most `EDGE_ROWS` in the edge tile),
+/// and packing B costs `costs.pack_b` per element of B, which C's m rows share.
+fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: SwapCosts) -> bool {
     let (rows, k) = (m as f64, k as f64);
     let padded = m.next_multiple_of(lanes) as f64 / rows;
     let ragged = m % mr;
@@ -65,16 +64,55 @@ fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize)) -> bool
             r if r <= EDGE_ROWS => EDGE_ROWS,
             _ => mr,
         };
-    let swapped = TRANSPOSED_STORE_STEPS + k * padded;
-    let as_given = k * (run as f64 / rows + PACK_B_STEPS / rows);
+    let swapped = costs.store + k * padded;
+    let as_given = k * (run as f64 / rows + costs.pack_b / rows);
     as_given < swapped
 }
 
-/// See [`packing_b_costs_less`].
-const TRANSPOSED_STORE_STEPS: f64 = 23.0;
+/// The costs where the swapped C is stored element by element. Zen 3 VM (AVX2, 6x16;
+/// 2026-12-05), one thread, `x·Wᵀ` against faer, swapped and not alternated twice
+/// (trueno's GFLOP/s): 64x2048x32 53.3 -> 78.6-79.0 (0.65x -> 0.92x), 48x2048x32
+/// 51.6-51.8 -> 74.3-75.0, 64x1024x32 0.54-0.62x -> 0.91-0.95x, 64x2048x64 69.9-70.0 ->
+/// 84.2 (0.76-0.77x -> 0.91-0.92x), 56x4096x32 49.9-50.0 -> 73.5-73.8, 24x4096x16
+/// 34.0-34.1 -> 58.6 (0.46-0.47x -> 0.78-0.79x), 40x4096x112 70.4-70.6 -> 80.0-80.2,
+/// 48x2048x96 76.3 -> 82.3-82.8, 12x4096x48 47.9-49.5 -> 56.8-57.3, 4x16384x32 18.9-19.0
+/// -> 30.2-30.5; two threads 64x4096x32 100-101 -> 141-145, 64x1024x32 85-86 -> 122-123,
+/// 64x4096x64 135 -> 158. Swapped stays ahead at 16x2048x64 (67.4-68.1 against
+/// 64.6-64.7), 32x2048x96 (77.9-78.3 against 73.2-73.4), 32x2048x128 (80.9 against
+/// 72.5-72.6), 16x2048x192 (84.2-84.6 against 65.5-67.1); 64 rows at k 128-192 and 8-12
+/// rows at k 80-192 within 2% either way. Fitted to those runs (2 to 64 rows, k 8 to
+/// 192, n 512 to 16384); the fit still swaps 8x2048x64 (not swapped: 43.0 against 39.5),
+/// 24x4096x112 (73.4 against 72.6) and 2x4096x32 (15.4 against 10.4). Not measured on
+/// SSE2 or WASM.
+const BY_ELEMENT: SwapCosts = SwapCosts {
+    store: 23.0,
+    pack_b: 6.3,
+};
 
-/// See [`packing_b_costs_less`].
-const PACK_B_STEPS: f64 = 6.3;
+/// The costs where the swapped C goes out through 8 x 8 blocks: under a third of
+/// `BY_ELEMENT`'s store. Emerald Rapids VM (AVX-512, 8x32; 2026-12-05), one thread,
+/// `x·Wᵀ` against faer, swapped and as given alternated in one binary (trueno's GFLOP/s,
+/// swapped -> as given): 64x4096x32 112.9-113.4 -> 126.9-127.5 (0.72-0.73x -> 0.81-0.82x
+/// faer), 64x4096x16 63.2-63.7 -> 112.3-113.1, 48x4096x32 107.8-110.3 -> 123.6-124.1,
+/// 24x4096x16 39.2 -> 85.3-90.3, 24x4096x64 79.3-80.1 -> 106.1-106.5, 8x4096x32
+/// 33.9-34.0 -> 57.1-57.2, 4x4096x64 27.6-27.7 -> 35.9-36.5, 56x2048x64 107.2 -> 144.6,
+/// 20x1024x128 90.0 -> 102.8, 40x4096x128 108.1 -> 117.4. Swapped stays ahead at 16 and
+/// 32 rows from k 32 (16x4096x64 112.9-114.3 against 90.2-91.0, 32x4096x64 135.9-140.0
+/// against 115.7-119.8), 64x4096x96 (139.9-141.1 against 131.8-132.3) and 64x2048x128
+/// (156.6 against 136.4). Fitted to 2 to 96 rows, k 16 to 256, n 1024 to 4096 (one or two
+/// rounds each); it misjudges 32x4096x32 (as given 0.92-0.93x of swapped), 48x4096x64,
+/// 64x4096x64, 64x1024x64 and 40x2048x128 (0.97-1.03x). Deeper, swapped won at every
+/// count of rows, the same ragged ones included, however the costs were set (k 256:
+/// 20x1024x256 98.3 against 85.4, 56x1024x256 138.1 against 123.0, 24x4096x256 105.2
+/// against 89.4; 2x4096x256 even), so past `BY_BLOCKS_MAX_K` it swaps. Not measured
+/// on NEON.
+const BY_BLOCKS: SwapCosts = SwapCosts {
+    store: 6.5,
+    pack_b: 4.75,
+};
+
+/// See [`BY_BLOCKS`].
+const BY_BLOCKS_MAX_K: usize = 128;
 
 #[cfg(test)]
 mod tests {
@@ -105,7 +143,7 @@ mod tests {
         let swaps = |m, n, k| swaps(Backend::Avx512, 32, (m, n, k));
         assert!(swaps(32, 4096, 4096) && swaps(128, 11008, 4096));
         assert!(swaps(32, 4096, 128) && swaps(64, 4096, 128) && swaps(96, 4096, 256));
-        assert!(swaps(128, 4096, 384) && swaps(2, 4096, 64));
+        assert!(swaps(128, 4096, 384) && swaps(2, 4096, 256));
         assert!(!swaps(128, 4096, 256) && !swaps(128, 1056, 256) && !swaps(112, 4096, 256));
         assert!(!swaps(96, 4096, 128) && !swaps(80, 4096, 128));
         // Past four tiles of rows, a row-major B, one row, or a C no wider than tall.
@@ -135,15 +173,51 @@ mod tests {
         }
         // The cost by hand: 64 rows at k 32 (10 six-row tiles and a four-row one, 64
         // rows in all; whole vectors): 32 * (1 + 6.3 / 64) = 35.2 < 23 + 32.
-        assert!(packing_b_costs_less(64, 32, (6, 8)));
+        assert!(packing_b_costs_less(64, 32, (6, 8), BY_ELEMENT));
         // 16 rows at k 64 (6 + 6 + 4 rows): 64 * (1 + 6.3 / 16) = 89.2 > 23 + 64.
-        assert!(!packing_b_costs_less(16, 64, (6, 8)));
+        assert!(!packing_b_costs_less(16, 64, (6, 8), BY_ELEMENT));
         // 2 rows at k 16 run a four-row tile, swapped a vector of 8 for 2 columns:
         // 16 * (4 / 2 + 6.3 / 2) = 82.4 < 23 + 16 * 4.
-        assert!(packing_b_costs_less(2, 16, (6, 8)));
-        // AVX-512's 8-row tiles transpose C through 8 x 8 blocks: the shallow rule only,
-        // so it still swaps what AVX2 keeps as given.
-        let avx512 = |m, n, k| self::swaps(Backend::Avx512, 32, (m, n, k));
-        assert!(avx512(64, 2048, 32) && avx512(24, 4096, 16));
+        assert!(packing_b_costs_less(2, 16, (6, 8), BY_ELEMENT));
+    }
+
+    #[test]
+    fn block_transposed_stores_swap_where_k_outweighs_them_or_past_their_depth() {
+        let swaps = |m, n, k| swaps(Backend::Avx512, 32, (m, n, k));
+        // The measured winners (Emerald Rapids VM): as given where shallow for its rows...
+        for (m, n, k) in [
+            (64, 4096, 32),
+            (64, 4096, 16),
+            (48, 4096, 32),
+            (24, 4096, 16),
+            (24, 4096, 64),
+            (8, 4096, 32),
+            (4, 4096, 64),
+            (56, 2048, 64),
+            (20, 1024, 128),
+            (40, 4096, 128),
+        ] {
+            assert!(!swaps(m, n, k), "{m}x{n}x{k}");
+        }
+        // ...swapped where deep for them, and past the depth the costs were fitted to.
+        for (m, n, k) in [
+            (16, 4096, 64),
+            (32, 4096, 64),
+            (64, 4096, 96),
+            (64, 2048, 128),
+            (20, 1024, 256),
+            (56, 1024, 256),
+            (24, 4096, 256),
+            (8, 4096, 4096),
+        ] {
+            assert!(swaps(m, n, k), "{m}x{n}x{k}");
+        }
+        // The cost by hand: 64 rows at k 32 (eight 8-row tiles): 32 * (1 + 4.75 / 64) =
+        // 34.4 < 6.5 + 32.
+        assert!(packing_b_costs_less(64, 32, (8, 16), BY_BLOCKS));
+        // 16 rows at k 64: 64 * (1 + 4.75 / 16) = 83 > 6.5 + 64.
+        assert!(!packing_b_costs_less(16, 64, (8, 16), BY_BLOCKS));
+        // 24 rows pad to 32 columns swapped: 64 * (1 + 4.75 / 24) = 76.7 < 6.5 + 64 * 4 / 3.
+        assert!(packing_b_costs_less(24, 64, (8, 16), BY_BLOCKS));
     }
 }
