@@ -251,7 +251,7 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// 44.4-52.4, 24x8192x256 33.6-47.2 against 51.0-55.0, and one panel too (three rounds:
 /// 2x8192x512 5.6-6.4 against 7.5-8.3, 4x8192x512 10.4-12.5 against 15.1-15.6): the pass
 /// reads whole rows as streams where the tile steps a page a k step. Other cores keep
-/// their one panel there: not measured (the Xeon below was not lent that session).
+/// their one panel there (the Emerald Rapids VM, last below).
 ///
 /// On the H200 host's Xeon (48 KiB L1, 2 MiB L2, 300 MiB L3), the same two binaries, a
 /// shared and noisy core, two rounds: one panel won (AVX-512's 8x32: 4x1000x1000 23.0-23.7
@@ -261,6 +261,14 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// 85.5-92.0 -> 28.7-76.1, 40x1500x1500 123.0-124.1 -> 98.0-105.0; AVX2 forced:
 /// 16x1000x1000 56.4-58.5 -> 51.0-53.2, 12x2048x2048 40.8-42.1 -> 24.6-32.3, 8x768x768
 /// 49.0-50.8 -> 34.5-37.0). Zen 4 and Zen 5 were not measured.
+///
+/// On the Emerald Rapids VM (48 KiB L1, 2 MiB L2, 260 MiB L3; session 71), one thread,
+/// two rounds, AVX-512: up to eight panels won only over a 1000 x 1000 B (24x1000x1000
+/// 98.7-101.3 -> 116.7-119.1 GFLOP/s) and lost at 48 and 64 rows, over crowding rows
+/// (32x2048x512 139.8-140.4 -> 124.1-125.3) and, at four panels, over other widths
+/// (32x1500x1500 116.0-116.6 -> 105.5-107.3); one panel in place beat packing everywhere,
+/// rows of 32 KiB included (2x8192x512 26.5-27.0 against 13.6-13.7, 8x8192x512 66.5-66.8
+/// against 54.3-55.2), so `crowds_l2` stays Zen's.
 pub(super) fn b_in_place_for_few_rows(
     t: &GemmTask,
     (mr, kc): (usize, usize),
