@@ -99,13 +99,14 @@ const BY_ELEMENT: SwapCosts = SwapCosts {
 /// 20x1024x128 90.0 -> 102.8, 40x4096x128 108.1 -> 117.4. Swapped stays ahead at 16 and
 /// 32 rows from k 32 (16x4096x64 112.9-114.3 against 90.2-91.0, 32x4096x64 135.9-140.0
 /// against 115.7-119.8), 64x4096x96 (139.9-141.1 against 131.8-132.3) and 64x2048x128
-/// (156.6 against 136.4). Fitted to 2 to 96 rows, k 16 to 256, n 1024 to 4096 (one or two
-/// rounds each); it misjudges 32x4096x32 (as given 0.92-0.93x of swapped), 48x4096x64,
-/// 64x4096x64, 64x1024x64 and 40x2048x128 (0.97-1.03x). Deeper, swapped won at every
-/// count of rows, the same ragged ones included, however the costs were set (k 256:
-/// 20x1024x256 98.3 against 85.4, 56x1024x256 138.1 against 123.0, 24x4096x256 105.2
-/// against 89.4; 2x4096x256 even), so past `BY_BLOCKS_MAX_K` it swaps. Not measured
-/// on NEON.
+/// (156.6 against 136.4). Fitted (the least regret over a grid of both costs) to 101
+/// shapes of 2 to 96 rows, k 16 to 4096, n 1024 to 4096, one or two rounds each; it
+/// misjudges 32x4096x32 (as given 0.92-0.93x of swapped), 48x4096x64, 64x4096x64,
+/// 64x1024x64 and 40x2048x128 (0.97-1.03x). Deeper, swapped won at every count of rows,
+/// ragged ones included, which the costs would keep as given for their padded swapped
+/// columns (k 256: 20x1024x256 98.3 against 85.4, 56x1024x256 138.1 against 123.0,
+/// 24x4096x256 105.2 against 89.4; 2x4096x256 even), so past `BY_BLOCKS_MAX_K` it
+/// swaps. Not measured on NEON.
 const BY_BLOCKS: SwapCosts = SwapCosts {
     store: 6.5,
     pack_b: 4.75,
