@@ -2,7 +2,7 @@
 //! each k-major, plus the per-thread buffer they live in.
 
 use super::task::GemmTask;
-use super::transpose8::{transpose_8x8, transpose_rows_8};
+use super::transpose8::{has_avx512, transpose_8x8, transpose_16x16, transpose_rows_8};
 use crate::simd::Simd;
 
 /// Packs rows `i0..i0+mc` x columns `p0..p0+kc` of op(A) into MR-row micro-panels, each
@@ -104,7 +104,8 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
         for (panel, out) in dst.chunks_mut(ps).take(panels).enumerate() {
             let c0 = panel * nr;
             let src = &t.b[(j0 + c0) * t.ldb + p0..];
-            pack_b_panel_transposed(avx, src, t.ldb, (kc, nr, nr.min(nc - c0)), out);
+            let isa = (avx, has_avx512(S::BACKEND));
+            pack_b_panel_transposed(isa, src, t.ldb, (kc, nr, nr.min(nc - c0)), out);
         }
     } else {
         // Four rows at a time across every panel: each row of B is read once, front to
@@ -148,19 +149,32 @@ pub(super) fn pack_b<S: Simd, const NV: usize>(
 
 /// Packs one panel of a transposed B: its `cols` (at most `nr`) columns are rows of
 /// `src`, `ldb` floats apart, each read for `kc` floats from its start, into `out`, k-major
-/// (`nr` floats a k step; columns past `cols` untouched). 8 x 8 block transposes, ragged
-/// parts element by element. `avx`: see [`transpose_8x8`].
+/// (`nr` floats a k step; columns past `cols` untouched). 16 x 16 block transposes where
+/// `zmm` (AVX-512, [`transpose_16x16`]), 8 x 8 ones for the rest, ragged parts element by
+/// element. `avx`: see [`transpose_8x8`].
 #[inline(always)]
 pub(super) fn pack_b_panel_transposed(
-    avx: bool,
+    (avx, zmm): (bool, bool),
     src: &[f32],
     ldb: usize,
     (kc, nr, cols): (usize, usize, usize),
     out: &mut [f32],
 ) {
     let (kc8, cols8) = (kc / 8 * 8, cols / 8 * 8);
+    // The 16 x 16 blocks' extent: none without `zmm`.
+    let (kc16, cols16) = match zmm {
+        true => (kc / 16 * 16, cols / 16 * 16),
+        false => (0, 0),
+    };
+    for g in (0..cols16).step_by(16) {
+        for p in (0..kc16).step_by(16) {
+            transpose_16x16(zmm, &src[g * ldb + p..], ldb, &mut out[p * nr + g..], nr);
+        }
+    }
     for g in (0..cols8).step_by(8) {
-        for p in (0..kc8).step_by(8) {
+        // k steps the 16 x 16 blocks did for these columns.
+        let done = if g < cols16 { kc16 } else { 0 };
+        for p in (done..kc8).step_by(8) {
             transpose_8x8(avx, &src[g * ldb + p..], ldb, &mut out[p * nr + g..], nr);
         }
     }

@@ -8,7 +8,7 @@ use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
 use super::pack::{pack_b_panel_transposed, return_pack_buffer, take_pack_buffer};
 use super::store::{scale_c, scale_row, store_rows, with_beta};
 use super::task::GemmTask;
-use super::transpose8::has_avx;
+use super::transpose8::{has_avx, has_avx512};
 use crate::backend::Backend;
 use crate::simd::{OutOfLine, Simd};
 
@@ -208,8 +208,8 @@ fn transposed_b_grid<S: Simd>(s: S, t: &GemmTask) {
     if buf.len() < len {
         buf.resize(len, 0.0);
     }
-    let avx = has_avx(S::BACKEND);
-    pack_b_panel_transposed(avx, t.b, t.ldb, (t.k, ldb, t.n), &mut buf[..len]);
+    let isa = (has_avx(S::BACKEND), has_avx512(S::BACKEND));
+    pack_b_panel_transposed(isa, t.b, t.ldb, (t.k, ldb, t.n), &mut buf[..len]);
     let plain = GemmTask {
         b: &buf[..len],
         ldb,

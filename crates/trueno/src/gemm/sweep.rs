@@ -6,7 +6,7 @@ use super::micro::{APanel, BPanel, LinePrefetch, NextPanelShare, micro_tile, row
 use super::pack::pack_b_panel_transposed;
 use super::store::store_tile;
 use super::task::GemmTask;
-use super::transpose8::has_avx;
+use super::transpose8::{has_avx, has_avx512};
 use crate::simd::{OutOfLine, Simd};
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
@@ -157,7 +157,8 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
         let first = match b_fill(jr) {
             Some((src, dst)) if t.tb => {
                 let shape = (blk.kc, nr, nr);
-                pack_b_panel_transposed(has_avx(S::BACKEND), src.data, src.stride, shape, dst);
+                let isa = (has_avx(S::BACKEND), has_avx512(S::BACKEND));
+                pack_b_panel_transposed(isa, src.data, src.stride, shape, dst);
                 0
             }
             Some((src, dst)) => {
