@@ -1,7 +1,8 @@
 //! 8 x 8 block transposes, the building block of the transpose op and of the GEMM packing
 //! routines that gather columns (A by rows into k-major panels, Bᵀ into column panels).
 //! Element by element, a transpose moves one float per load and store; with AVX a block
-//! moves as eight 8-float loads, 24 shuffles and eight 8-float stores.
+//! moves as eight 8-float loads, 24 shuffles and eight 8-float stores. With AVX-512, Bᵀ's
+//! panels take 16 x 16 blocks (`transpose_16x16`).
 
 use crate::backend::Backend;
 
