@@ -185,33 +185,29 @@ mod tests {
     #[test]
     fn block_transposed_stores_swap_where_k_outweighs_them_or_past_their_depth() {
         let swaps = |m, n, k| swaps(Backend::Avx512, 32, (m, n, k));
-        // The measured winners (Emerald Rapids VM): as given where shallow for its rows...
-        for (m, n, k) in [
-            (64, 4096, 32),
-            (64, 4096, 16),
-            (48, 4096, 32),
-            (24, 4096, 16),
-            (24, 4096, 64),
-            (8, 4096, 32),
-            (4, 4096, 64),
-            (56, 2048, 64),
-            (20, 1024, 128),
-            (40, 4096, 128),
+        // The measured winners (Emerald Rapids VM): as given where shallow for its rows,
+        // swapped where deep for them and past the depth the costs were fitted to.
+        for ((m, n, k), swapped) in [
+            ((64, 4096, 32), false),
+            ((64, 4096, 16), false),
+            ((48, 4096, 32), false),
+            ((24, 4096, 16), false),
+            ((24, 4096, 64), false),
+            ((8, 4096, 32), false),
+            ((4, 4096, 64), false),
+            ((56, 2048, 64), false),
+            ((20, 1024, 128), false),
+            ((40, 4096, 128), false),
+            ((16, 4096, 64), true),
+            ((32, 4096, 64), true),
+            ((64, 4096, 96), true),
+            ((64, 2048, 128), true),
+            ((20, 1024, 256), true),
+            ((56, 1024, 256), true),
+            ((24, 4096, 256), true),
+            ((8, 4096, 4096), true),
         ] {
-            assert!(!swaps(m, n, k), "{m}x{n}x{k}");
-        }
-        // ...swapped where deep for them, and past the depth the costs were fitted to.
-        for (m, n, k) in [
-            (16, 4096, 64),
-            (32, 4096, 64),
-            (64, 4096, 96),
-            (64, 2048, 128),
-            (20, 1024, 256),
-            (56, 1024, 256),
-            (24, 4096, 256),
-            (8, 4096, 4096),
-        ] {
-            assert!(swaps(m, n, k), "{m}x{n}x{k}");
+            assert_eq!(swaps(m, n, k), swapped, "{m}x{n}x{k}");
         }
         // The cost by hand: 64 rows at k 32 (eight 8-row tiles): 32 * (1 + 4.75 / 64) =
         // 34.4 < 6.5 + 32.

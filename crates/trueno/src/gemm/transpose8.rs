@@ -24,29 +24,22 @@ pub(crate) fn has_avx512(backend: Backend) -> bool {
 /// take 96 shuffles and 32 half-line stores. Packing Wᵀ for a shallow `x·Wᵀ` run as
 /// given (Emerald Rapids VM, `gemm-probe`, best of 300, two rounds): 24x4096x16 13.0-13.1
 /// -> 8.0 µs, 64x4096x32 22.3-22.5 -> 17.6-17.8, 64x2048x64 20.0-20.4 -> 16.1-17.5,
-/// 128x4096x128 117-118 -> 103-105. Returns false (nothing written) without `zmm`.
+/// 128x4096x128 117-118 -> 103-105. Element by element without `zmm`.
 ///
 /// Panics if a slice is too short for a 16 x 16 block at its stride; callers pass
 /// in-bounds blocks, so this never fires on user input.
 #[inline(always)]
-pub(crate) fn transpose_16x16(
-    zmm: bool,
-    src: &[f32],
-    ss: usize,
-    dst: &mut [f32],
-    ds: usize,
-) -> bool {
+pub(crate) fn transpose_16x16(zmm: bool, src: &[f32], ss: usize, dst: &mut [f32], ds: usize) {
+    let (src, dst) = (&src[..15 * ss + 16], &mut dst[..15 * ds + 16]);
     #[cfg(target_arch = "x86_64")]
     if zmm {
-        let (src, dst) = (&src[..15 * ss + 16], &mut dst[..15 * ds + 16]);
         // SAFETY: `zmm` is only set when the running CPU has AVX-512F (`has_avx512` of the
         // engine's detected or forced-and-checked backend); the slices above hold every
         // row of the block at its stride.
-        unsafe { transpose_16x16_avx512(src.as_ptr(), ss, dst.as_mut_ptr(), ds) };
-        return true;
+        return unsafe { transpose_16x16_avx512(src.as_ptr(), ss, dst.as_mut_ptr(), ds) };
     }
-    let _ = (zmm, src, ss, dst, ds);
-    false
+    let _ = zmm;
+    transpose_by_element::<16>(src, ss, dst, ds);
 }
 
 /// `dst[j * ds + i] = src[i * ss + j]` for `i, j < 8`, with AVX when `avx` (which the
@@ -66,8 +59,14 @@ pub(crate) fn transpose_8x8(avx: bool, src: &[f32], ss: usize, dst: &mut [f32], 
         return unsafe { transpose_8x8_avx(src.as_ptr(), ss, dst.as_mut_ptr(), ds) };
     }
     let _ = avx;
-    for i in 0..8 {
-        for j in 0..8 {
+    transpose_by_element::<8>(src, ss, dst, ds);
+}
+
+/// The `N x N` block transpose one element at a time: the kernels' fallback.
+#[inline(always)]
+fn transpose_by_element<const N: usize>(src: &[f32], ss: usize, dst: &mut [f32], ds: usize) {
+    for i in 0..N {
+        for j in 0..N {
             dst[j * ds + i] = src[i * ss + j];
         }
     }
@@ -369,57 +368,43 @@ unsafe fn transpose_16x16_avx512(src: *const f32, ss: usize, dst: *mut f32, ds: 
 mod tests {
     use super::*;
 
-    #[test]
-    fn both_kernels_transpose_a_strided_block() {
-        let (ss, ds) = (11, 9);
-        let src: Vec<f32> = (0..7 * ss + 8).map(|x| x as f32).collect();
-        #[cfg(target_arch = "x86_64")]
-        let avx = std::arch::is_x86_feature_detected!("avx");
-        #[cfg(not(target_arch = "x86_64"))]
-        let avx = false;
-        for use_avx in [false, avx] {
-            let mut dst = vec![-1.0; 7 * ds + 8];
-            transpose_8x8(use_avx, &src, ss, &mut dst, ds);
-            for i in 0..8 {
-                for j in 0..8 {
-                    assert_eq!(
-                        dst[j * ds + i],
-                        (i * ss + j) as f32,
-                        "avx {use_avx} {i} {j}"
-                    );
+    /// `kernel(flag, ..)` on an `n x n` block at source stride `ss`, destination `ds`,
+    /// with the flag off and, where the CPU has `feature`, on: every element where the
+    /// definition puts it, the gaps between destination rows untouched.
+    fn check_block(
+        n: usize,
+        (ss, ds): (usize, usize),
+        has_feature: bool,
+        kernel: impl Fn(bool, &[f32], usize, &mut [f32], usize),
+    ) {
+        let src: Vec<f32> = (0..(n - 1) * ss + n).map(|x| x as f32).collect();
+        for flag in [false, has_feature] {
+            let mut dst = vec![-1.0; (n - 1) * ds + n];
+            kernel(flag, &src, ss, &mut dst, ds);
+            for i in 0..n {
+                for j in 0..n {
+                    assert_eq!(dst[j * ds + i], (i * ss + j) as f32, "{n}: {flag} {i} {j}");
                 }
             }
-            // Gaps between destination rows are untouched.
-            for j in 0..7 {
-                assert_eq!(dst[j * ds + 8], -1.0);
+            for j in 0..n - 1 {
+                assert!(dst[j * ds + n..(j + 1) * ds].iter().all(|&v| v == -1.0));
             }
         }
     }
 
     #[test]
-    fn the_16x16_kernel_transposes_a_strided_block_or_reports_it_did_not() {
-        let (ss, ds) = (19, 21);
-        let src: Vec<f32> = (0..15 * ss + 16).map(|x| x as f32).collect();
-        let mut dst = vec![-1.0; 15 * ds + 16];
-        assert!(!transpose_16x16(false, &src, ss, &mut dst, ds));
-        assert!(
-            dst.iter().all(|&v| v == -1.0),
-            "nothing written without zmm"
-        );
+    fn both_kernels_of_each_block_transpose_a_strided_block() {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            assert!(transpose_16x16(true, &src, ss, &mut dst, ds));
-            for i in 0..16 {
-                for j in 0..16 {
-                    assert_eq!(dst[j * ds + i], (i * ss + j) as f32, "{i} {j}");
-                }
-            }
-            // Gaps between destination rows are untouched.
-            for j in 0..15 {
-                assert!(dst[j * ds + 16..(j + 1) * ds].iter().all(|&v| v == -1.0));
-            }
-        } else {
-            eprintln!("skipped the AVX-512 half: this CPU has no AVX-512F");
+        let (avx, avx512) = (
+            std::arch::is_x86_feature_detected!("avx"),
+            std::arch::is_x86_feature_detected!("avx512f"),
+        );
+        #[cfg(not(target_arch = "x86_64"))]
+        let (avx, avx512) = (false, false);
+        check_block(8, (11, 9), avx, transpose_8x8);
+        check_block(16, (19, 21), avx512, transpose_16x16);
+        if !avx512 {
+            eprintln!("the 16 x 16 block's zmm kernel not run: this CPU has no AVX-512F");
         }
     }
 
