@@ -248,10 +248,7 @@ fn micro_tile_with<
     // Every read below is at (i.min(last)) * rs + p * cs for p < kc: inside `data`, checked
     // here once (the slice index panics on a broken caller instead of reading outside).
     let data = &a.data[..last * a.rs + (kc.max(1) - 1) * a.cs + 1];
-    let rows: [*const f32; MR] = std::array::from_fn(|i| {
-        // SAFETY: i.min(last) * rs <= the slice's last index (checked above, p = 0).
-        unsafe { data.as_ptr().add(i.min(last) * a.rs) }
-    });
+    let rows = panel_rows::<MR>(data, a.rs, last);
     // B likewise: its extent checked once, then one induction variable and no per-step
     // bounds checks (`.take(kc)` on a zip of chunks kept two counters and four checks in
     // the loop: measured 7-9% slower at 128-512).
@@ -295,6 +292,26 @@ fn micro_tile_with<
         k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
     }
     acc
+}
+
+/// The first element of each of a panel's MR rows in `data` (rows `rs` apart; rows past
+/// `last` repeat it). A whole panel's by adding `rs`, not by a compare, move and
+/// multiply a row: part of the per-tile setup trimmed with `sweep::whole_tiles`.
+#[inline(always)]
+fn panel_rows<const MR: usize>(data: &[f32], rs: usize, last: usize) -> [*const f32; MR] {
+    let mut rows = [data.as_ptr(); MR];
+    if last + 1 >= MR {
+        for i in 1..MR {
+            // SAFETY: i * rs <= last * rs, within `data` (the caller checked its extent).
+            rows[i] = unsafe { rows[i - 1].add(rs) };
+        }
+        return rows;
+    }
+    for (i, row) in rows.iter_mut().enumerate() {
+        // SAFETY: i.min(last) * rs <= the slice's last index (checked by the caller).
+        *row = unsafe { data.as_ptr().add(i.min(last) * rs) };
+    }
+    rows
 }
 
 /// One k step of the tile: NV vectors of B row `p` (with `TAIL`, the last one `tail`
