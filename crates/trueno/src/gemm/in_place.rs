@@ -69,6 +69,36 @@ pub(super) fn fuse_b(
     (!tb && (part <= c.l2 || from_l3)) || from_memory
 }
 
+/// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
+/// by panel in the sweep, each panel transposed just before its first tile into one slot
+/// that stays in L1, rather than by a pass over all of it first: where B's `k x n` is
+/// within L2 and C's `c_bytes` within half of it. The pass wrote the whole packed copy to
+/// L2 and the sweep read it back; the panel-by-panel form reads each panel's run of W
+/// once.
+/// Emerald Rapids VM (2 MiB L2, session 72), one thread, against faer, the pass and this
+/// alternated twice in one binary (trueno's GFLOP/s): 64x4096x32 135.1-136.6 ->
+/// 139.4-140.2, 64x2048x64 144.0-144.9 -> 147.9-148.3, 128x2048x128 150.7-151.5 ->
+/// 160.1-160.2, 512x512x256 164.5-165.2 -> 169.3-170.1, 40x4096x48 128.5-129.1 ->
+/// 133.3-133.5, 128x4096x32 141.4-143.3 -> 147.2-147.8, 96x4096x64 143.0-143.5 ->
+/// 149.3-149.6, 384^3 162.8-162.9 -> 167.5-168.2; 24x4096x16, 200^3, 256^3 and
+/// 128x1024x512 within 1-2% either way. Where C is past L2 it lost: 256x4096x32 (a
+/// 4 MiB C) 149.6-149.8 -> 130.8-133.8, each panel's run of W read from L3 on a fresh
+/// page (no prefetcher carries it) once C's lines have pushed W out of L2; and on two
+/// threads (each a 2 MiB C) 288 -> 276-284. So a C of half of L2 at most, which leaves
+/// out two winners above (128x4096x32's and 96x4096x64's 2 and 1.5 MiB). Session 71's
+/// form of this, before `sweep::whole_tiles`, lost 3-6% at 200^3, 384^3, 128x1024x512
+/// and 64x1024x32.
+pub(super) fn fuse_transposed_b(
+    tb: bool,
+    (k, n): (usize, usize),
+    c_bytes: usize,
+    l2: usize,
+    one_block: bool,
+) -> bool {
+    let b_bytes = k.saturating_mul(n).saturating_mul(4);
+    tb && one_block && b_bytes <= l2 && c_bytes <= l2 / 2
+}
+
 /// Whether a product of several A blocks (not `one_block`) packs B by the first tiles of
 /// each KC x NC block (`fuse_b`'s copy) because that block fits L2 though all of B does
 /// not: a deep product of few columns, whose blocks a pass packed from L3 at half the
@@ -328,6 +358,25 @@ pub(super) fn few_rows_kc(nr: usize, l1: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_transposed_b_is_packed_in_the_sweep_only_where_it_and_c_fit_l2() {
+        let l2 = 2 << 20;
+        let fused = |(m, n, k): (usize, usize, usize), tb, one_block| {
+            fuse_transposed_b(tb, (k, n), m * n * 4, l2, one_block)
+        };
+        // The LoRA row: W 512 KiB, C 1 MiB, half of L2; W of all of L2 (128x2048x128).
+        assert!(fused((64, 4096, 32), true, true));
+        assert!(fused((128, 2048, 128), true, true));
+        assert!(fused((384, 384, 384), true, true));
+        // C past half of L2 (128x4096x32: 2 MiB), or B past L2 (64x4096x256: 4 MiB).
+        assert!(!fused((128, 4096, 32), true, true));
+        assert!(!fused((256, 4096, 32), true, true));
+        assert!(!fused((64, 4096, 256), true, true));
+        // Not transposed, or A in several blocks.
+        assert!(!fused((64, 4096, 32), false, true));
+        assert!(!fused((64, 4096, 32), true, false));
+    }
 
     /// The Zen 3 VM's caches.
     fn zen3() -> CacheSizes {

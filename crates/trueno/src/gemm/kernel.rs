@@ -9,7 +9,7 @@
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
 use super::in_place::{
     a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
-    fills_b_from_memory, fuse_b, fuse_b_block,
+    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b,
 };
 use super::micro::{APanel, BPanel};
 use super::pack::{
@@ -113,7 +113,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let fused = match b_direct == 0
                 && !thin
                 && (fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (caches, core), one_block)
-                    || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core)))
+                    || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
+                    || fuse_transposed_b(t.tb, (t.k, t.n), t.c_bytes(), l2, one_block))
             {
                 true => nc / nr,
                 false => 0,

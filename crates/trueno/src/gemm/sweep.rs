@@ -204,7 +204,9 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
 /// none of the general loop's per-tile asks, edge tests and clipping. Through that loop,
 /// the setup around each tile (its state kept on the stack for want of registers) cost
 /// a 64x512x16 `x·Wᵀ` about 190 cycles a tile whose FMAs take 128 on the Emerald Rapids
-/// VM; shallow products ran 4-12% faster without it (BENCHMARKS.md, session 72).
+/// VM. There, one thread, against the general loop: shallow `x·Wᵀ` 2-12% faster (the
+/// LoRA row 64x4096x32 0.82x -> 0.88x faer), 512^3-1024^3 1-6% (BENCHMARKS.md, session
+/// 72).
 #[inline(always)]
 fn whole_tiles<'a, S: Simd, const MR: usize, const NV: usize>(
     s: S,

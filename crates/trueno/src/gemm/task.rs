@@ -71,6 +71,12 @@ impl GemmTask<'_> {
         let rows = if self.tb { self.n } else { self.whole_k };
         rows.saturating_mul(self.ldb).saturating_mul(4)
     }
+
+    /// Bytes of this task's C (m x n floats, gaps between rows not counted).
+    #[inline(always)]
+    pub fn c_bytes(&self) -> usize {
+        self.m.saturating_mul(self.n).saturating_mul(4)
+    }
 }
 
 #[cfg(test)]
