@@ -158,9 +158,10 @@ fn thin_products_wider_than_their_b_block_match_the_reference_on_every_isa() {
 
 #[test]
 fn a_c_past_a_quarter_of_l2_and_a_rows_pages_apart_match_the_reference_on_every_isa() {
-    // A C over a quarter of L2 (up to 1 MiB on the machines we know) has its tiles'
-    // lines prefetched during the k loop; at KC 256 (not at Zen 4's 512) the last KC
-    // block, 44 steps, is too short to carry them all, so some go out before it;
+    // A C over half of L2, updated with beta not 0, has its tiles' lines prefetched
+    // during the k loop (here 650 KiB: on L2s up to 1 MiB, not on a 2 MiB one); at KC
+    // 256 (not at Zen 4's 512) the last KC block, 44 steps, is too short to carry them
+    // all, so some go out before it;
     // a one-block A with rows more than a page apart (lda 1100) is packed, not read in
     // place. Ragged tiles, beta 0 over NaN and beta != 0.
     let shapes = [(260, 640, 300, 5), (40, 700, 1100, 0)];

@@ -81,7 +81,7 @@ pub(super) fn fuse_b(
 /// 160.1-160.2, 512x512x256 164.5-165.2 -> 169.3-170.1, 40x4096x48 128.5-129.1 ->
 /// 133.3-133.5, 128x4096x32 141.4-143.3 -> 147.2-147.8, 96x4096x64 143.0-143.5 ->
 /// 149.3-149.6, 384^3 162.8-162.9 -> 167.5-168.2; 24x4096x16, 200^3, 256^3 and
-/// 128x1024x512 within 1-2% either way. Where C is past L2 it lost: 256x4096x32 (a
+/// 128x1024x512 within 1-3% either way. Where C is past L2 it lost: 256x4096x32 (a
 /// 4 MiB C) 149.6-149.8 -> 130.8-133.8, each panel's run of W read from L3 on a fresh
 /// page (no prefetcher carries it) once C's lines have pushed W out of L2; and on two
 /// threads (each a 2 MiB C) 288 -> 276-284. So a C of half of L2 at most, which leaves
