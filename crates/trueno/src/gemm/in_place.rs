@@ -114,8 +114,8 @@ pub(super) fn fuse_transposed_b(
 /// 128x128x2048 0.86x -> 1.02x faer, 128x128x4096 0.99x -> 1.04x, 256x256x2048 0.95x ->
 /// 1.00x; three rounds, 512x512x1024 (bands of 256 columns, 1024 deep) 179.3-185.3 ->
 /// 179.1-183.6 GFLOP/s, the noise. `gemm-probe` 128x128x2048: pack B 62 µs and kernel
-/// 681 -> kernel 715, 785 -> 757 µs in all. Not measured on other cores (an Intel core's 2 MiB L2 would take
-/// 1024^3's blocks).
+/// 681 -> kernel 715, 785 -> 757 µs in all. Not measured on other cores (an Intel core's
+/// 2 MiB L2 would take 1024^3's blocks).
 pub(super) fn fuse_b_block(
     tb: bool,
     (kc, nc): (usize, usize),
@@ -273,8 +273,9 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// in place; two won (8x4096x256 54.2-54.4 against 50.5-50.6, 8x2048x512 56.6-56.8
 /// against 51.1-51.3, 8x1024x1024 56.4-56.6 against 50.5-50.8). Where a pass would
 /// pack B (past eight L2), four panels still won: 16x4096x512 53.2-69.7 against
-/// 48.7-53.3, 24x4096x512 60.0-67.2 against 50.5-53.0, 16x2048x2048 45.6-70.3 against 43.8-45.1, 24x2048x2048 53.2-64.3
-/// against 52.5-53.0, 24x4096x1024 53.7-58.3 against 51.0-53.3. Rows of 32 KiB lost at
+/// 48.7-53.3, 24x4096x512 60.0-67.2 against 50.5-53.0, 16x2048x2048 45.6-70.3 against
+/// 43.8-45.1, 24x2048x2048 53.2-64.3 against 52.5-53.0, 24x4096x1024 53.7-58.3 against
+/// 51.0-53.3. Rows of 32 KiB lost at
 /// every count: 8x8192x512 19.2-22.9 against 23.9-27.1, 16x8192x512 25.9-31.7 against
 /// 40.5-44.3, 24x8192x512 33.4-36.8 against 49.1-51.1, 16x8192x256 27.2-49.3 against
 /// 44.4-52.4, 24x8192x256 33.6-47.2 against 51.0-55.0, and one panel too (three rounds:
@@ -360,7 +361,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_transposed_b_is_packed_in_the_sweep_only_where_it_and_c_fit_l2() {
+    fn a_transposed_b_is_packed_in_the_sweep_only_within_l2_under_a_c_of_half_of_it() {
         let l2 = 2 << 20;
         let fused = |(m, n, k): (usize, usize, usize), tb, one_block| {
             fuse_transposed_b(tb, (k, n), m * n * 4, l2, one_block)

@@ -216,13 +216,10 @@ fn whole_tiles<'a, S: Simd, const MR: usize, const NV: usize>(
     panels: std::ops::Range<usize>,
     at: impl Fn(usize) -> (usize, usize),
 ) {
-    let nr = NV * S::LANES;
+    let whole = (MR, NV * S::LANES);
     for ir in panels {
-        let (r, c) = at(ir);
-        let tile = t.c.at(r, c);
-        let pf = blk.prefetch_c.then(|| LinePrefetch::c_tile(tile, MR, nr));
-        let acc = micro_tile::<S, MR, NV, false>(s, blk.kc, a_panel(ir), b, pf, &mut [], None);
-        store_tile::<S, MR, NV>(s, &acc, tile, MR, nr, t.alpha, blk.beta);
+        let none = (None, None);
+        tile_at::<S, MR, NV, false>(s, (t, blk), (a_panel(ir), b), at(ir), whole, &mut [], none);
     }
 }
 
@@ -260,9 +257,32 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         let fetch = (next, next_panel);
         return one_tile::<S, MR, 1, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
     }
-    let nr = NV * S::LANES;
+    let clipped = (MR.min(t.m - r), (NV * S::LANES).min(t.n - c));
+    tile_at::<S, MR, NV, PACK>(
+        s,
+        (t, blk),
+        (a, b),
+        (r, c),
+        clipped,
+        pack,
+        (next, next_panel),
+    );
+}
+
+/// The micro-kernel on the `rows x cols` tile of C at `(r, c)`, then its store: the body
+/// `one_tile` (after its edge cases) and `whole_tiles` share. The C tile's lines are
+/// asked for where `Block::prefetch_c` says, else `next`'s.
+#[inline(always)]
+fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+    s: S,
+    (t, blk): (&GemmTask, &Block),
+    (a, b): (APanel, BPanel),
+    (r, c): (usize, usize),
+    (rows, cols): (usize, usize),
+    pack: &mut [f32],
+    (next, next_panel): (Option<LinePrefetch>, Option<NextPanelShare>),
+) {
     let tile = t.c.at(r, c);
-    let (rows, cols) = (MR.min(t.m - r), nr.min(t.n - c));
     let pf = match blk.prefetch_c {
         true => Some(LinePrefetch::c_tile(tile, rows, cols)),
         false => next,
