@@ -4,7 +4,9 @@
 //! The LLM shapes run twice: B row-major (k x n), and B stored n x k and used transposed
 //! (`-wt`: a linear layer's `x·Wᵀ`; ndarray gets the same bytes as a transposed view, and
 //! faer's own column-major B is those bytes), and one shallow `x·Wᵀ`, a LoRA adapter's up
-//! projection (`64x32x4096-wt`).
+//! projection (`64x32x4096-wt`). faer runs twice: on its own column-major A, B and C
+//! (`faer-*`, the peer), and on trueno's exact bytes (`faer-same-*`: row-major A
+//! and C, B as trueno stores it), which separates layout from kernel.
 //! `cargo bench -p trueno-bench --bench gemm`, then `cargo run -p trueno-bench --bin gemm-report`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -113,6 +115,46 @@ fn bench(c: &mut Criterion) {
                     Par::rayon(threads),
                 )
             })
+        });
+        // faer again on trueno's own bytes: A and C row-major (views of the transposes of
+        // column-major matrices) and B as trueno stores it, so the two columns of faer
+        // tell what its own layout is worth against the same product on the same memory.
+        let fa_rm = Mat::<f32>::from_fn(k, m, |p, i| value(i, p));
+        // Row-major k x n B: the transpose of a column-major n x k matrix (for `-wt`,
+        // trueno's n x k B is `fb`'s bytes already).
+        let fb_rm = (!wt).then(|| Mat::<f32>::from_fn(n, k, value));
+        let mut fc_rm = Mat::<f32>::zeros(n, m);
+        let same_bytes = |c: &mut Mat<f32>, par: Par| {
+            let b = match &fb_rm {
+                None => fb.as_ref(),
+                Some(rm) => rm.as_ref().transpose(),
+            };
+            let a = fa_rm.as_ref().transpose();
+            matmul(
+                c.as_mut().transpose_mut(),
+                Accum::Replace,
+                a,
+                b,
+                1.0f32,
+                par,
+            )
+        };
+        // Once, unmeasured: the views make the same product (a wrong stride or transpose
+        // would time some other one).
+        product(&mut cm);
+        same_bytes(&mut fc_rm, Par::Seq);
+        let worst = (0..m * n)
+            .map(|q| (cm.as_slice()[q] - fc_rm[(q % n, q / n)]).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            worst <= 1e-3 * k as f32,
+            "{label}: faer on trueno's bytes differs by {worst}"
+        );
+        g.bench_with_input(BenchmarkId::new("faer-same-1t", &label), &(), |bch, _| {
+            bch.iter(|| same_bytes(&mut fc_rm, Par::Seq))
+        });
+        g.bench_with_input(BenchmarkId::new("faer-same-all", &label), &(), |bch, _| {
+            bch.iter(|| same_bytes(&mut fc_rm, Par::rayon(threads)))
         });
     }
     g.finish();

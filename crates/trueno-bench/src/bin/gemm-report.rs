@@ -1,6 +1,6 @@
 //! The GEMM table of BENCHMARKS.md from criterion's results of `benches/gemm.rs`: GFLOP/s
 //! of trueno, ndarray and faer per shape, trueno's ratios, and trueno's share of the FMA
-//! peak measured in the same run.
+//! peak measured in the same run; then faer on trueno's own bytes (`faer-same-*`).
 //!
 //! `cargo run -p trueno-bench --bin gemm-report [CRITERION_DIR]`
 
@@ -132,6 +132,13 @@ fn main() {
         "| shape (m x k x n) | trueno 1t | ndarray 1t | faer 1t | vs ndarray | vs faer 1t | % of 1-core peak | trueno {threads}t | faer {threads}t | vs faer {threads}t | {threads}t / 1t |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut same = String::from(
+        "\nfaer again on trueno's own bytes (A and C row-major, B as trueno stores it), in the same run:\n\n",
+    );
+    same += &format!(
+        "| shape (m x k x n) | trueno 1t | faer 1t, trueno's bytes | vs it | trueno {threads}t | faer {threads}t, trueno's bytes | vs it |\n"
+    );
+    same += "|---|---:|---:|---:|---:|---:|---:|\n";
     let shapes = [
         "16",
         "32",
@@ -183,6 +190,17 @@ fn main() {
             r(ta, fa),
             r(ta, t1)
         );
+        let (s1, sa) = (g("faer-same-1t"), g("faer-same-all"));
+        same += &format!(
+            "| {shape} | {} | {} | {} | {} | {} | {} |\n",
+            f(t1),
+            f(s1),
+            r(t1, s1),
+            f(ta),
+            f(sa),
+            r(ta, sa)
+        );
     }
+    print!("{same}");
     extra(&dir);
 }
