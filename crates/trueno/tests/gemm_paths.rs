@@ -6,8 +6,8 @@
 //! rows, B's panels packed by the micro-kernel's first pass over them, a B from memory
 //! read in place or packed (on one thread and split over threads), an A a few rows past
 //! its block height, thin products split across threads (over the inner dimension on
-//! Zen and for one row of C, by columns elsewhere), and few-row products reading B in
-//! place.
+//! Zen and for one row of C, by columns elsewhere), few-row products reading B in
+//! place, and one to three rows of C over a row-major B as axpys over B's rows.
 
 mod common;
 
@@ -187,11 +187,13 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
     // (`b_in_place`), depth sized from the detected L3 so every machine runs it; k past
     // one KC block, a ragged A, beta 0 over NaN and beta != 0; 37 rows (four A panels or
     // more on every ISA) ask L2 for the next B panel as they go where it is read in
-    // place; rows of 1040 floats, whole lines off the page grid, likewise.
+    // place; rows of 1040 floats, whole lines off the page grid, likewise. Up to eight
+    // rows take the row axpys instead, which read B once in order (3 and 7 here).
     let l3 = trueno::gemm::CacheSizes::detect().l3;
     let (k, k_off_grid) = (l3 / 4096 + 9, l3 / 4160 + 9);
     let shapes = [
         (7, 1024, k, 0),
+        (12, 1024, k, 0),
         (3, 1024, k, 0),
         (37, 1024, k, 0),
         (37, 1040, k_off_grid, 0),
@@ -265,7 +267,8 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
     // The same B past L3 on two and three threads: each takes a range of k (a part of
     // B that alone may fit L3) where the core packs B's rows as one stream (Zen), a band
     // of B's columns elsewhere, and is judged by the whole B, which streams from memory;
-    // the staggered parts' lead calls too. Every ISA, beta 0 over NaN and beta != 0.
+    // the staggered parts' lead calls too; three rows take the row axpys in each part.
+    // Every ISA, beta 0 over NaN and beta != 0.
     if cfg!(target_arch = "wasm32") {
         return;
     }
@@ -275,7 +278,7 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
     let engines = engines();
     for threads in [2, 3] {
         let pool = pool(threads);
-        for (i, m) in [7, 3].into_iter().enumerate() {
+        for (i, m) in [12, 3].into_iter().enumerate() {
             let case = Case::taking_turn((m, 1024, k), (Transpose::No, Transpose::No), i, 0);
             // One data set and reference for every ISA; the default path only (it packs
             // or reads in place by the rule asserted below).
@@ -296,9 +299,11 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
                 let l1 = trueno::gemm::CacheSizes::detect().l1;
                 let zen = trueno::gemm::CoreFamily::detect() == trueno::gemm::CoreFamily::Zen;
                 let no_pass = zen || bl.kc_one_block.min(k) * bl.nr * 4 > l1 * 2 / 3;
-                let a = trueno::Matrix::from_fn(7, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
+                // Thirty rows: past the row axpys' eight in each thread's part (bands of
+                // rows included), so the packed loops run.
+                let a = trueno::Matrix::from_fn(30, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
                 let b = trueno::Matrix::from_fn(k, 1024, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
-                let mut c = trueno::Matrix::zeros(7, 1024).unwrap();
+                let mut c = trueno::Matrix::zeros(30, 1024).unwrap();
                 let (no, cv) = (Transpose::No, &mut c.view_mut());
                 let p = pool
                     .install(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv))
@@ -434,6 +439,45 @@ fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
         let case = Case::taking_turn((m, n, k), (Transpose::No, Transpose::No), i + 1, pad);
         let what = format!("two threads, {m}x{n}x{k}");
         check_each_in(&pool, &engines, &mut rng, &case, &what);
+    }
+}
+
+#[test]
+fn one_to_three_rows_over_a_row_major_b_match_the_reference_on_every_isa() {
+    // Fewer than four rows of C over a row-major B take `row_axpys` whatever B's size,
+    // and up to eight where B's rows span more than L2 (last below, beside the packed
+    // run on the same operands):
+    // B's rows added four at a time and then one by one (k 1, 3, 4, 9, 301), C's rows
+    // in whole vectors and a ragged last one (n one under, at and over a vector of
+    // every ISA, 1001), A either way round, beta 0 over NaN and beta != 0, rows padded.
+    // The packed path on the same operands too; one thread, and two (bands of columns,
+    // or ranges of k where B is deep enough).
+    let mut rng = Rng::new(79);
+    let engines = engines();
+    let pool = (!cfg!(target_arch = "wasm32")).then(|| pool(2));
+    let mut turn = 0;
+    for m in 1..=3 {
+        for (n, k) in [(15, 9), (16, 4), (17, 301), (33, 1), (1001, 3), (7, 13)] {
+            for ta in [Transpose::No, Transpose::Yes] {
+                let case = Case::taking_turn((m, n, k), (ta, Transpose::No), turn, turn % 3);
+                turn += 1;
+                check_each(&engines, &mut rng, &case, "row axpys", false);
+                if let Some(pool) = &pool {
+                    let what = format!("two threads, {m}x{n}x{k} row axpys");
+                    check_each_in(pool, &engines, &mut rng, &case, &what);
+                }
+            }
+        }
+    }
+    // Deep enough for two threads to take a range of k each (into their own C).
+    let past_l2 = trueno::gemm::CacheSizes::detect().l2 / (4 * 67) + 5;
+    for m in 4..=9 {
+        let case = Case::taking_turn((m, 67, past_l2), (Transpose::No, Transpose::No), m, 1);
+        check_each(&engines, &mut rng, &case, "row axpys, B past L2", false);
+        if let Some(pool) = &pool {
+            let what = format!("two threads, {m}x67x{past_l2} row axpys");
+            check_each_in(pool, &engines, &mut rng, &case, &what);
+        }
     }
 }
 

@@ -247,15 +247,17 @@ impl Engine {
             if threads > 1 {
                 let (mr, nr) = super::micro_shape(k.backend());
                 // Whole rows of B a thread: where the pass packs them as one stream, or
-                // for a GEMV (one row of C), which reads B itself (see `split_k_pays`).
+                // for a GEMV (one row of C) and the few rows that run as axpys over B's
+                // rows, which read B themselves (see `split_k_pays`).
+                let caches = super::CacheSizes::detect();
                 let whole_rows = super::blocking_for(k.backend()).pack_b_rows_one_stream == 1;
-                if (whole_rows || task.m == 1) && split_k_pays(task, threads) {
+                let reads_b_itself = task.m == 1 || super::small::takes_row_axpys(task, caches.l2);
+                if (whole_rows || reads_b_itself) && split_k_pays(task, threads) {
                     let stagger = stagger_block(task, k.backend());
                     return run_split_k(k, task, threads, stagger);
                 }
                 let (tiles_m, tiles_n) = (task.m.div_ceil(mr), task.n.div_ceil(nr));
                 let lanes = k.backend().lanes();
-                let caches = super::CacheSizes::detect();
                 let rows_pass_b = !super::small::skips_packing(task, caches, (lanes, true))
                     && (task.tb || task.b_bytes() > caches.l2);
                 // Bands of whole micro-tiles, of C's columns or of its rows.
@@ -349,7 +351,12 @@ fn bands(tiles: usize, parts: usize) -> impl Iterator<Item = (usize, usize)> {
 /// 16x4096x4096 166-167 -> 164-172). A GEMV (one row of C, which reads B itself, not
 /// through the pass) keeps the ranges of k: 1x4096x4096 23.6-25.0 GFLOP/s split over k
 /// against 18.7-21.3 in column bands (1x11008x4096 went the other way, 17.6-17.8
-/// against 18.3-19.6; the GEMV cell is the former).
+/// against 18.3-19.6; the GEMV cell is the former). So do the few rows that run
+/// as axpys over B's rows (`small::takes_row_axpys`), which read B themselves: Emerald
+/// Rapids VM, two threads, against faer on the same bytes, column bands -> ranges of k,
+/// two rounds: 4x4096x4096 0.81-0.85x -> 0.94-0.98x, 8x4096x4096 0.83-0.88x ->
+/// 0.98-1.21x, 8x1024x1024 0.66-0.69x -> 1.08-1.13x, 5x2048x1024 0.79x -> 1.26-1.31x,
+/// 2x4096x4096 and 3x4096x4096 within the noise (0.85-1.00x -> 0.89-0.95x).
 #[cfg(feature = "parallel")]
 fn split_k_pays(t: &GemmTask<'_>, threads: usize) -> bool {
     const MAX_ROWS: usize = 128;

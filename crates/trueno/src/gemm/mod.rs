@@ -213,12 +213,14 @@ pub(crate) const SMALL_MACS: usize = 48 * 48 * 48;
 pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     let try_small = match t.path {
         // A single row or column of C is a matrix-vector product: packing would copy the
-        // whole matrix operand for one use. (Saturating: on a 32-bit target the count of
-        // a product whose operands fit memory can pass usize.)
+        // whole matrix operand for one use; so, nearly, is a row-major B under a few rows
+        // (`small::takes_row_axpys`). (Saturating: on a 32-bit target the count of a
+        // product whose operands fit memory can pass usize.)
         GemmPath::Auto => {
             t.m.saturating_mul(t.n).saturating_mul(t.k) <= SMALL_MACS
                 || t.m == 1
                 || t.n == 1
+                || small::takes_row_axpys(t, CacheSizes::detect().l2)
                 || small::skips_packing(t, CacheSizes::detect(), (S::LANES, S::MASKED_TAIL))
         }
         GemmPath::Packed => false,

@@ -1,7 +1,8 @@
 //! Products without packing (small ones, and those whose B the tiles read from L1 or L2
 //! all the same): the micro-kernel's register tiles straight over op(A) and the rows of
 //! B (a transposed B first transposed into a buffer), axpys over B's rows for fewer than
-//! four rows of C, dot products for A·x and the narrowest x·Wᵀ.
+//! four rows of C (up to eight over a B past L2), dot products for A·x and the narrowest
+//! x·Wᵀ.
 
 use super::blocking::CacheSizes;
 use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
@@ -148,26 +149,18 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     }
     // One column of C with a contiguous B column is A·x: dot products, like B transposed.
     let column_vector = t.n == 1 && !t.tb && t.ldb == 1;
-    if !t.tb && t.m < 4 && !column_vector {
-        // A row or three of C (xᵀ·A): stream B once, row after row, adding each row,
-        // scaled, into C's rows (which stay in L1).
-        for i in 0..t.m {
-            // SAFETY: row i of this task's block of C.
-            let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
-            scale_row(row, t.beta);
-            for p in 0..t.k {
-                let w = t.alpha * t.a_at(i, p);
-                let vw = s.splat(w);
-                let brow = &t.b[p * t.ldb..][..t.n];
-                let mut cs = row.chunks_exact_mut(S::LANES);
-                let mut bs = brow.chunks_exact(S::LANES);
-                for (c, b) in (&mut cs).zip(&mut bs) {
-                    s.store(s.fma(vw, s.load(b), s.load(c)), c);
-                }
-                for (c, &b) in cs.into_remainder().iter_mut().zip(bs.remainder()) {
-                    *c = w.mul_add(b, *c);
-                }
-            }
+    if takes_row_axpys(t, CacheSizes::detect().l2) {
+        // A few rows of C (xᵀ·A and its kin): stream B once, adding its rows, scaled,
+        // into C's rows.
+        match t.m {
+            1 => row_axpys::<S, 1>(s, t),
+            2 => row_axpys::<S, 2>(s, t),
+            3 => row_axpys::<S, 3>(s, t),
+            4 => row_axpys::<S, 4>(s, t),
+            5 => row_axpys::<S, 5>(s, t),
+            6 => row_axpys::<S, 6>(s, t),
+            7 => row_axpys::<S, 7>(s, t),
+            _ => row_axpys::<S, AXPY_MAX_ROWS>(s, t),
         }
         return true;
     }
@@ -186,6 +179,113 @@ pub(crate) fn gemm_small<S: Simd>(s: S, t: &GemmTask) -> bool {
     }
     dots(s, t);
     true
+}
+
+/// Rows of B one pass of `row_axpys` adds.
+const AXPY_ROWS: usize = 4;
+
+/// The most rows of C `row_axpys` takes (where B lies past L2).
+const AXPY_MAX_ROWS: usize = 8;
+
+/// Whether a product runs as `row_axpys`: a row-major B (not one contiguous column, A·x)
+/// under fewer than four rows of C whatever its size, or under up to `AXPY_MAX_ROWS`
+/// where B's rows span more than L2 (it streams from L3 or memory, and one pass over it
+/// in order bounds the product). Packed, B is first copied, a pass of its own at these
+/// heights, then run by tiles with most of their rows empty; a B within L2 still runs
+/// faster that way from four rows. Emerald Rapids VM (AVX-512), one thread, against
+/// faer on the same bytes, packed -> axpys, two rounds: 2x4096x4096 14.6-14.7 -> 26.3-26.7
+/// GFLOP/s, 3x4096x4096 21.2-21.7 -> 34.5-35.4, 2x512x512 66.4-66.8 -> 113.9-121.4,
+/// 3x256x1024 86.6-98.6 -> 122.4-136.0, 4x4096x4096 27.6-27.7 -> 37.1-39.3,
+/// 6x4096x4096 30.9-33.8 -> 42.5-50.5, 8x4096x4096 39.8-41.7 -> 50.6-59.9, 8x11008x4096
+/// 31.0-31.1 -> 47.3, 8x1024x1024 73.1-74.6 -> 94.7-97.2; within L2 packed stays ahead
+/// from four rows (8x512x512 163.0-169.0 against 124.1-124.9, 4x512x512 130.2-130.7
+/// against 126.2). Blocks of C's columns (512 or 1024 a pass over all of B's rows, to
+/// keep C's rows in L1) ran no faster from memory and slower within L2; eight of B's
+/// rows a pass from four rows of C were mixed (6x4096x4096 and 8x4096x4096 1.29-1.38x ->
+/// 1.54-1.68x faer, 8x1024x1024 1.51-1.60x -> 1.36-1.49x, 8x11008x4096 1.76-2.05x ->
+/// 1.66-1.95x). Two threads take ranges of k (`api::split_k_pays`).
+pub(super) fn takes_row_axpys(t: &GemmTask, l2: usize) -> bool {
+    let column_vector = t.n == 1 && t.ldb == 1;
+    let b_span = t.k.saturating_mul(t.ldb).saturating_mul(4);
+    !t.tb && !column_vector && (t.m < 4 || (t.m <= AXPY_MAX_ROWS && b_span > l2))
+}
+
+/// `xᵀ·A` for `M` (1 to `AXPY_MAX_ROWS`) rows of C over a row-major B: each of B's rows read once,
+/// `AXPY_ROWS` at a time, each vector of C's rows loaded, updated by those rows in order
+/// and stored. One row a pass loaded and stored all of C for each row of B and read one
+/// stream: 1x4096x4096 ran at 12.5 GFLOP/s (25 GB/s, against 27-29 for a plain read)
+/// where faer's reached 13.5 on the same bytes (Emerald Rapids VM, criterion). The
+/// same fused multiply-adds in the same order as one row a pass, so the same result.
+#[inline(always)]
+fn row_axpys<S: Simd, const M: usize>(s: S, t: &GemmTask) {
+    let n = t.n;
+    let mut rows: [&mut [f32]; M] = std::array::from_fn(|i| {
+        // SAFETY: row i of this task's block of C; rows are `stride >= n` apart, so the
+        // M slices do not overlap.
+        unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), n) }
+    });
+    for row in rows.iter_mut() {
+        scale_row(row, t.beta);
+    }
+    let mut p = 0;
+    while p + AXPY_ROWS <= t.k {
+        axpy_pass::<S, M, AXPY_ROWS>(s, t, &mut rows, p);
+        p += AXPY_ROWS;
+    }
+    for p in p..t.k {
+        axpy_pass::<S, M, 1>(s, t, &mut rows, p);
+    }
+}
+
+/// C's `M` rows += `alpha * A[i, p + g] * B[p + g, ..]` for `g < G`, in that order.
+#[inline(always)]
+fn axpy_pass<S: Simd, const M: usize, const G: usize>(
+    s: S,
+    t: &GemmTask,
+    rows: &mut [&mut [f32]; M],
+    p: usize,
+) {
+    let (n, l) = (t.n, S::LANES);
+    let w: [[f32; G]; M] =
+        std::array::from_fn(|i| std::array::from_fn(|g| t.alpha * t.a_at(i, p + g)));
+    let wv = w.map(|wi| wi.map(|x| s.splat(x)));
+    let b: [&[f32]; G] = std::array::from_fn(|g| &t.b[(p + g) * t.ldb..][..n]);
+    let whole = n / l * l;
+    for j in (0..whole).step_by(l) {
+        let bv: [S::V; G] = std::array::from_fn(|g| s.load(&b[g][j..j + l]));
+        for (row, wv) in rows.iter_mut().zip(&wv) {
+            let c = &mut row[j..j + l];
+            let mut acc = s.load(c);
+            for g in 0..G {
+                acc = s.fma(wv[g], bv[g], acc);
+            }
+            s.store(acc, c);
+        }
+    }
+    if whole == n {
+        return;
+    }
+    if S::MASKED_TAIL {
+        // The ragged columns as one masked vector (the lanes past C's edge neither read
+        // nor written).
+        let bv: [S::V; G] = std::array::from_fn(|g| s.load_tail(&b[g][whole..]));
+        for (row, wv) in rows.iter_mut().zip(&wv) {
+            let c = &mut row[whole..];
+            let mut acc = s.load_tail(c);
+            for g in 0..G {
+                acc = s.fma(wv[g], bv[g], acc);
+            }
+            s.store_tail(acc, c);
+        }
+        return;
+    }
+    for j in whole..n {
+        for (row, w) in rows.iter_mut().zip(&w) {
+            for g in 0..G {
+                row[j] = w[g].mul_add(b[g][j], row[j]);
+            }
+        }
+    }
 }
 
 /// `op(B)` transposed into the thread's packing buffer as a row-major k x n matrix, then
