@@ -210,12 +210,13 @@ pub(super) fn takes_row_axpys(t: &GemmTask, l2: usize) -> bool {
     !t.tb && !column_vector && (t.m < 4 || (t.m <= AXPY_MAX_ROWS && b_span > l2))
 }
 
-/// `xᵀ·A` for `M` (1 to `AXPY_MAX_ROWS`) rows of C over a row-major B: each of B's rows read once,
-/// `AXPY_ROWS` at a time, each vector of C's rows loaded, updated by those rows in order
-/// and stored. One row a pass loaded and stored all of C for each row of B and read one
-/// stream: 1x4096x4096 ran at 12.5 GFLOP/s (25 GB/s, against 27-29 for a plain read)
-/// where faer's reached 13.5 on the same bytes (Emerald Rapids VM, criterion). The
-/// same fused multiply-adds in the same order as one row a pass, so the same result.
+/// `xᵀ·A` for `M` (1 to `AXPY_MAX_ROWS`) rows of C over a row-major B: each of B's rows
+/// read once, `AXPY_ROWS` at a time, each vector of C's rows loaded, updated by those
+/// rows in order and stored. One row a pass loaded and stored all of C for each row of B
+/// and read one stream: 1x4096x4096 ran at 12.5 GFLOP/s (25 GB/s, against 27-29 for a
+/// plain read) where faer's reached 13.5 on the same bytes (Emerald Rapids VM,
+/// criterion); four a pass, 13.9 against 13.9. The same fused multiply-adds in the same
+/// order as one row a pass, so the same result.
 #[inline(always)]
 fn row_axpys<S: Simd, const M: usize>(s: S, t: &GemmTask) {
     let n = t.n;
@@ -363,6 +364,8 @@ fn dots<S: Simd>(s: S, t: &GemmTask) {
         // Four rows of op(B)ᵀ a pass against this row of A, as A·x takes four of A's: a
         // GEMV x·Wᵀ read W one row at a time at 13.4 GFLOP/s where faer, on the same
         // bytes, read it at 14.6 (Emerald Rapids VM, criterion, 1x4096x4096 `x·Wᵀ`).
+        // Four a pass, interleaved against faer: 1x4096x4096 1.00-1.03x, 1x11008x4096
+        // 0.96-1.08x -> 1.34-1.36x, 1x1000x300 0.86-0.89x -> 0.99-1.03x.
         let mut j0 = 0;
         while t.n > 1 && j0 + 4 <= t.n {
             let rows: [&[f32]; 4] = std::array::from_fn(|r| &t.b[(j0 + r) * t.ldb..][..t.k]);
