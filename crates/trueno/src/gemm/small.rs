@@ -393,6 +393,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn few_rows_over_a_row_major_b_run_as_axpys_up_to_eight_past_l2() {
+        let l2 = 2 << 20;
+        let axpys = |(m, n, k): (usize, usize, usize), tb: bool, ldb: usize| {
+            let t = GemmTask::for_test((m, n, k), (&[], k), (&[], ldb), std::ptr::null_mut());
+            takes_row_axpys(&GemmTask { tb, ..t }, l2)
+        };
+        // Fewer than four rows whatever B's size; not a transposed B (x·Wᵀ).
+        assert!(axpys((1, 64, 64), false, 64) && axpys((3, 16, 8), false, 16));
+        assert!(!axpys((2, 4096, 4096), true, 4096));
+        // One contiguous column of B is A·x (dot products), not an axpy.
+        assert!(!axpys((2, 1, 300), false, 1) && axpys((2, 1, 300), false, 5));
+        // Four to eight rows only where B's rows span more than L2: 512 x 1024 floats is
+        // exactly 2 MiB; one row more, or the same rows in a wider matrix, is past it.
+        assert!(!axpys((4, 1024, 512), false, 1024) && axpys((4, 1024, 513), false, 1024));
+        assert!(axpys((8, 512, 512), false, 1040) && !axpys((8, 512, 512), false, 512));
+        assert!(!axpys((9, 4096, 4096), false, 4096) && axpys((8, 4096, 4096), false, 4096));
+    }
+
+    #[test]
     fn products_skip_packing_where_b_is_within_a_third_of_l2_or_transposed_half_of_l1() {
         let zen3 = CacheSizes {
             l1: 32 << 10,
