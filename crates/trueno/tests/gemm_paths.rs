@@ -7,7 +7,7 @@
 //! read in place or packed (on one thread and split over threads), an A a few rows past
 //! its block height, thin products split across threads (over the inner dimension on
 //! Zen and for one row of C, by columns elsewhere), few-row products reading B in
-//! place, and one to three rows of C over a row-major B as axpys over B's rows.
+//! place, and up to eight rows of C over a row-major B as axpys over B's rows.
 
 mod common;
 
@@ -443,7 +443,7 @@ fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
 }
 
 #[test]
-fn one_to_three_rows_over_a_row_major_b_match_the_reference_on_every_isa() {
+fn a_few_rows_over_a_row_major_b_as_axpys_match_the_reference_on_every_isa() {
     // Fewer than four rows of C over a row-major B take `row_axpys` whatever B's size,
     // and up to eight where B's rows span more than L2 (last below, beside the packed
     // run on the same operands):

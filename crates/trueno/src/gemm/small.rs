@@ -249,19 +249,18 @@ fn axpy_pass<S: Simd, const M: usize, const G: usize>(
     let (n, l) = (t.n, S::LANES);
     let w: [[f32; G]; M] =
         std::array::from_fn(|i| std::array::from_fn(|g| t.alpha * t.a_at(i, p + g)));
-    let wv = w.map(|wi| wi.map(|x| s.splat(x)));
+    // Loops, not `map`/`from_fn`: a closure is compiled without the caller's target
+    // features, so a SIMD call inside it may stay a call.
+    let mut wv = [[s.zero(); G]; M];
+    for (wv, w) in wv.iter_mut().zip(&w) {
+        for g in 0..G {
+            wv[g] = s.splat(w[g]);
+        }
+    }
     let b: [&[f32]; G] = std::array::from_fn(|g| &t.b[(p + g) * t.ldb..][..n]);
     let whole = n / l * l;
     for j in (0..whole).step_by(l) {
-        let bv: [S::V; G] = std::array::from_fn(|g| s.load(&b[g][j..j + l]));
-        for (row, wv) in rows.iter_mut().zip(&wv) {
-            let c = &mut row[j..j + l];
-            let mut acc = s.load(c);
-            for g in 0..G {
-                acc = s.fma(wv[g], bv[g], acc);
-            }
-            s.store(acc, c);
-        }
+        axpy_vector::<S, M, G, false>(s, rows, &wv, &b, j..j + l);
     }
     if whole == n {
         return;
@@ -269,16 +268,7 @@ fn axpy_pass<S: Simd, const M: usize, const G: usize>(
     if S::MASKED_TAIL {
         // The ragged columns as one masked vector (the lanes past C's edge neither read
         // nor written).
-        let bv: [S::V; G] = std::array::from_fn(|g| s.load_tail(&b[g][whole..]));
-        for (row, wv) in rows.iter_mut().zip(&wv) {
-            let c = &mut row[whole..];
-            let mut acc = s.load_tail(c);
-            for g in 0..G {
-                acc = s.fma(wv[g], bv[g], acc);
-            }
-            s.store_tail(acc, c);
-        }
-        return;
+        return axpy_vector::<S, M, G, true>(s, rows, &wv, &b, whole..n);
     }
     for j in whole..n {
         for (row, w) in rows.iter_mut().zip(&w) {
@@ -286,6 +276,43 @@ fn axpy_pass<S: Simd, const M: usize, const G: usize>(
                 row[j] = w[g].mul_add(b[g][j], row[j]);
             }
         }
+    }
+}
+
+/// One vector of columns `cols` of C's rows += `wv[i][g] * B's row g` for `g < G`, in
+/// that order: a whole vector, or with `TAIL` the ragged last one through masked loads
+/// and stores (`Simd::load_tail`).
+#[inline(always)]
+fn axpy_vector<S: Simd, const M: usize, const G: usize, const TAIL: bool>(
+    s: S,
+    rows: &mut [&mut [f32]; M],
+    wv: &[[S::V; G]; M],
+    b: &[&[f32]; G],
+    cols: std::ops::Range<usize>,
+) {
+    let mut bv = [s.zero(); G];
+    for g in 0..G {
+        bv[g] = load_cols::<S, TAIL>(s, &b[g][cols.clone()]);
+    }
+    for (row, wv) in rows.iter_mut().zip(wv) {
+        let c = &mut row[cols.clone()];
+        let mut acc = load_cols::<S, TAIL>(s, c);
+        for g in 0..G {
+            acc = s.fma(wv[g], bv[g], acc);
+        }
+        match TAIL {
+            true => s.store_tail(acc, c),
+            false => s.store(acc, c),
+        }
+    }
+}
+
+/// A whole vector from `v`, or with `TAIL` its first `v.len()` lanes (masked).
+#[inline(always)]
+fn load_cols<S: Simd, const TAIL: bool>(s: S, v: &[f32]) -> S::V {
+    match TAIL {
+        true => s.load_tail(v),
+        false => s.load(v),
     }
 }
 
@@ -349,15 +376,8 @@ fn dots<S: Simd>(s: S, t: &GemmTask) {
     if t.n == 1 {
         // A·x: four rows of A a pass (x loaded once for four rows' loads, four streams
         // for the prefetcher; one row at a time read 4096^2 at 86% of the read bandwidth).
-        let x = &t.b[..t.k];
-        while i0 + 4 <= t.m {
-            let rows: [&[f32]; 4] = std::array::from_fn(|r| &t.a[(i0 + r) * t.lda..][..t.k]);
-            let d = crate::ops::reduce::dot4_vec(s, rows, x);
-            for (r, &d) in d.iter().enumerate() {
-                store(i0 + r, 0, d);
-            }
-            i0 += 4;
-        }
+        let a_row = |i: usize| &t.a[i * t.lda..][..t.k];
+        i0 = dots_by_four(s, t.m, a_row, &t.b[..t.k], |i, d| store(i, 0, d));
     }
     for i in i0..t.m {
         let arow = &t.a[i * t.lda..][..t.k];
@@ -366,15 +386,8 @@ fn dots<S: Simd>(s: S, t: &GemmTask) {
         // bytes, read it at 14.6 (Emerald Rapids VM, criterion, 1x4096x4096 `x·Wᵀ`).
         // Four a pass, interleaved against faer: 1x4096x4096 1.00-1.03x, 1x11008x4096
         // 0.96-1.08x -> 1.34-1.36x, 1x1000x300 0.86-0.89x -> 0.99-1.03x.
-        let mut j0 = 0;
-        while t.n > 1 && j0 + 4 <= t.n {
-            let rows: [&[f32]; 4] = std::array::from_fn(|r| &t.b[(j0 + r) * t.ldb..][..t.k]);
-            let d = crate::ops::reduce::dot4_vec(s, rows, arow);
-            for (r, &d) in d.iter().enumerate() {
-                store(i, j0 + r, d);
-            }
-            j0 += 4;
-        }
+        let b_row = |j: usize| &t.b[j * t.ldb..][..t.k];
+        let j0 = dots_by_four(s, t.n, b_row, arow, |j, d| store(i, j, d));
         for j in j0..t.n {
             let brow = &t.b[j * t.ldb..][..t.k];
             // The engine's blocked dot product (the GEMV loop): several accumulators,
@@ -386,6 +399,29 @@ fn dots<S: Simd>(s: S, t: &GemmTask) {
             );
         }
     }
+}
+
+/// The dot products of rows `0..4q` (`row(r)`, q the most whole fours in `rows`) with
+/// `x`, four rows a pass (`dot4_vec`: x loaded once for four rows, four streams for the
+/// prefetcher), each handed to `put(r, dot)`; returns `4q`, the first row left.
+#[inline(always)]
+fn dots_by_four<'a, S: Simd>(
+    s: S,
+    rows: usize,
+    row: impl Fn(usize) -> &'a [f32],
+    x: &[f32],
+    mut put: impl FnMut(usize, f64),
+) -> usize {
+    let mut r0 = 0;
+    while r0 + 4 <= rows {
+        let four: [&[f32]; 4] = [row(r0), row(r0 + 1), row(r0 + 2), row(r0 + 3)];
+        let d = crate::ops::reduce::dot4_vec(s, four, x);
+        for (r, &d) in d.iter().enumerate() {
+            put(r0 + r, d);
+        }
+        r0 += 4;
+    }
+    r0
 }
 
 #[cfg(test)]
