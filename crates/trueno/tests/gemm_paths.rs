@@ -7,7 +7,8 @@
 //! read in place or packed (on one thread and split over threads), an A a few rows past
 //! its block height, thin products split across threads (over the inner dimension on
 //! Zen and for one row of C, by columns elsewhere), few-row products reading B in
-//! place, and up to eight rows of C over a row-major B as axpys over B's rows.
+//! place, up to eight rows of C over a row-major B as axpys over B's rows, and ragged
+//! last row panels in their edge tiles.
 
 mod common;
 
@@ -508,6 +509,25 @@ fn products_cut_into_bands_of_rows_or_columns_match_the_reference() {
             let case = Case::taking_turn((m, n, k), ops, i + threads, i % 3);
             let what = format!("{threads} threads, {m}x{n}x{k}");
             check_each_in(&pool, &engines, &mut rng, &case, &what);
+        }
+    }
+}
+
+#[test]
+fn ragged_last_row_panels_of_every_height_run_their_edge_tiles_and_match_the_reference() {
+    // Whole row panels and a last one of 1 to 7 rows (where MR is 8: the four-row edge
+    // tile up to four, the six-row one at five or six, the full tile at seven; where it
+    // is 6, the four-row tile up to four), and four to seven rows alone: over a B the
+    // unpacked grid reads in place (the grid's last band in the same edge tiles; each
+    // case also forced through the packed loops) and over one past its reach (packed, or
+    // read in place under one panel). Every ISA, the four transpose pairs in turn, rows
+    // padded or not, beta 0 over NaN and beta != 0.
+    let mut rng = Rng::new(79);
+    let engines = engines();
+    for (i, m) in (9..=15).chain([4, 5, 6, 7, 21, 22]).enumerate() {
+        for (n, k) in [(40, 24), (300, 400)] {
+            let case = Case::taking_turn((m, n, k), OPS[i % 4], i, i % 2);
+            check_each(&engines, &mut rng, &case, &format!("{m}x{n}x{k}"), false);
         }
     }
 }

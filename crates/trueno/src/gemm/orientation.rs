@@ -4,7 +4,7 @@
 
 use super::blocking::Blocking;
 use super::store::transposes_by_blocks;
-use super::sweep::EDGE_ROWS;
+use super::sweep::{EDGE_ROWS, WIDE_EDGE_ROWS};
 use super::task::GemmTask;
 
 /// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
@@ -52,8 +52,12 @@ struct SwapCosts {
 /// by the `mr`-row tile) than swapped, costed in the micro-kernel's k steps per element
 /// of C. Swapped: each element's transposed store costs `costs.store`, and the swapped
 /// tile runs C's m rows as columns padded to whole vectors of `lanes`. As given: the rows
-/// run in `mr`-row tiles (a ragged last panel of at most `EDGE_ROWS` in the edge tile),
-/// and packing B costs `costs.pack_b` per element of B, which C's m rows share.
+/// run in `mr`-row tiles (a ragged last panel in the edge tiles: at most `EDGE_ROWS`
+/// rows, or `WIDE_EDGE_ROWS` where `mr` is more), and packing B costs `costs.pack_b` per
+/// element of B, which C's m rows share. With the six-row edge tile the costs keep
+/// 14x4096x32 and 30x4096x64 as given, which they had swapped: Emerald Rapids VM, one
+/// thread, against faer, two rounds (trueno's GFLOP/s), 61.7-69.7 -> 94.3-116.3 (0.77x ->
+/// 1.18-1.22x) and 96.5-112.9 -> 137.4-162.6 (0.71-0.72x -> 1.01-1.04x).
 fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: SwapCosts) -> bool {
     let (rows, k) = (m as f64, k as f64);
     let padded = m.next_multiple_of(lanes) as f64 / rows;
@@ -62,6 +66,7 @@ fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: 
         + match ragged {
             0 => 0,
             r if r <= EDGE_ROWS => EDGE_ROWS,
+            r if r <= WIDE_EDGE_ROWS && mr > WIDE_EDGE_ROWS => WIDE_EDGE_ROWS,
             _ => mr,
         };
     let swapped = costs.store + k * padded;
@@ -198,6 +203,8 @@ mod tests {
             ((56, 2048, 64), false),
             ((20, 1024, 128), false),
             ((40, 4096, 128), false),
+            ((14, 4096, 32), false),
+            ((30, 4096, 64), false),
             ((16, 4096, 64), true),
             ((32, 4096, 64), true),
             ((64, 4096, 96), true),
@@ -216,5 +223,8 @@ mod tests {
         assert!(!packing_b_costs_less(16, 64, (8, 16), BY_BLOCKS));
         // 24 rows pad to 32 columns swapped: 64 * (1 + 4.75 / 24) = 76.7 < 6.5 + 64 * 4 / 3.
         assert!(packing_b_costs_less(24, 64, (8, 16), BY_BLOCKS));
+        // 14 rows at k 32 run an 8-row tile and a 6-row one: 32 * (14 / 14 + 4.75 / 14) =
+        // 42.9 < 6.5 + 32 * 16 / 14 = 43.1; in two 8-row tiles it would be 47.4.
+        assert!(packing_b_costs_less(14, 32, (8, 16), BY_BLOCKS));
     }
 }

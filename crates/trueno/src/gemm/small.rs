@@ -8,6 +8,7 @@ use super::blocking::CacheSizes;
 use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
 use super::pack::{pack_b_panel_transposed, return_pack_buffer, take_pack_buffer};
 use super::store::{scale_c, scale_row, store_rows, with_beta};
+use super::sweep::{EDGE_ROWS, WIDE_EDGE_ROWS};
 use super::task::GemmTask;
 use super::transpose8::{has_avx, has_avx512};
 use crate::backend::Backend;
@@ -355,10 +356,25 @@ fn grid<S: Simd>(s: S, t: &GemmTask) {
     // pipes of latency 4 busy. 12 x 1 (as many accumulators as 6 x 2) computed up to 11
     // discarded rows: Zen 3 VM, one thread, 8x8x64 37.2 GFLOP/s against 54.6 for 8 x 1,
     // 1024x8x64 66.5 against 77.4.
-    match (grid_rows(S::BACKEND), t.n <= S::LANES) {
-        (_, true) => s.outlined(SmallGrid::<8, 1>(t)),
-        (8, false) => s.outlined(SmallGrid::<8, 2>(t)),
-        (_, false) => s.outlined(SmallGrid::<6, 2>(t)),
+    if t.n <= S::LANES {
+        return s.outlined(SmallGrid::<8, 1>(t));
+    }
+    // Whole bands of the grid's rows, then a ragged last band in the packed loops' edge
+    // tiles (`sweep::one_tile`): four rows or fewer, five or six.
+    let rows = grid_rows(S::BACKEND);
+    let whole = t.m / rows * rows;
+    let body = t.split(0, whole, 0, t.n);
+    match (rows, whole > 0) {
+        (_, false) => {}
+        (8, true) => s.outlined(SmallGrid::<8, 2>(&body)),
+        (_, true) => s.outlined(SmallGrid::<6, 2>(&body)),
+    }
+    let edge = t.split(whole, t.m, 0, t.n);
+    match t.m - whole {
+        0 => {}
+        r if r <= EDGE_ROWS => s.outlined(SmallGrid::<EDGE_ROWS, 2>(&edge)),
+        r if r <= WIDE_EDGE_ROWS => s.outlined(SmallGrid::<WIDE_EDGE_ROWS, 2>(&edge)),
+        _ => s.outlined(SmallGrid::<8, 2>(&edge)),
     }
 }
 

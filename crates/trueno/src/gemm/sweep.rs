@@ -225,8 +225,9 @@ fn whole_tiles<'a, S: Simd, const MR: usize, const NV: usize>(
 
 /// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
 /// as in `micro_tile`; `next`, lines its k steps ask into L1 where C's are not. A last
-/// row panel of at most `EDGE_ROWS` rows runs the `EDGE_ROWS`-row tile instead of MR
-/// rows of which the repeated ones are thrown away.
+/// row panel of at most `EDGE_ROWS` rows runs the `EDGE_ROWS`-row tile, one of at most
+/// `WIDE_EDGE_ROWS` the `WIDE_EDGE_ROWS`-row tile, instead of MR rows of which the
+/// repeated ones are thrown away.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
@@ -244,6 +245,11 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
         let fetch = (next, next_panel);
         return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
+    }
+    if !PACK && MR > WIDE_EDGE_ROWS && t.m - r <= WIDE_EDGE_ROWS {
+        let fetch = (next, next_panel);
+        let tile = (r, c);
+        return one_tile::<S, WIDE_EDGE_ROWS, NV, false>(s, t, blk, a, b, tile, &mut [], fetch);
     }
     if !PACK && NV == 2 && t.n - c <= S::LANES {
         // A last column panel of at most one vector runs the one-vector tile, on the
@@ -291,8 +297,17 @@ fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
-/// Rows of the tile that a ragged last row panel runs (`one_tile`).
+/// Rows of the tile that a ragged last row panel of at most as many runs (`one_tile`).
 pub(super) const EDGE_ROWS: usize = 4;
+
+/// Rows of the tile that a ragged last row panel of five or six runs where MR is eight
+/// (AVX-512's and NEON's 8 x 32 and 8 x 8 tiles): 12 accumulators, enough sums to keep
+/// both FMA pipes busy, where the eight-row tile threw two or three rows' FMAs away.
+/// Emerald Rapids VM, one thread, against faer on the same bytes, the six-row tile forced
+/// for the whole product (`TRUENO_GEMM_MICRO=6x32`) against the eight-row one, two
+/// rounds (trueno's GFLOP/s): 5x256x256 101.6-104.1 -> 129.8-131.8 (0.81-0.83x ->
+/// 1.01-1.03x), 6x512x512 122.1 -> 158.1-168.0 (0.87-0.88x -> 1.10-1.14x).
+pub(super) const WIDE_EDGE_ROWS: usize = 6;
 
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
 /// panels, in L2, pass it), B panels inside; for an A read in place that is read once.

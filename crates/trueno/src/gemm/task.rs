@@ -126,7 +126,6 @@ impl<'a> GemmTask<'a> {
     }
 
     /// The piece of this task covering rows `r0..r1` and columns `c0..c1` of C.
-    #[cfg_attr(not(feature = "parallel"), allow(dead_code))]
     pub fn split(&self, r0: usize, r1: usize, c0: usize, c1: usize) -> GemmTask<'a> {
         let a_off = if r0 == r1 || self.k == 0 {
             0
