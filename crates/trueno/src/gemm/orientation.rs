@@ -4,7 +4,7 @@
 
 use super::blocking::Blocking;
 use super::store::transposes_by_blocks;
-use super::sweep::{EDGE_ROWS, WIDE_EDGE_ROWS};
+use super::sweep::edge_tile_rows;
 use super::task::GemmTask;
 
 /// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
@@ -52,9 +52,9 @@ struct SwapCosts {
 /// by the `mr`-row tile) than swapped, costed in the micro-kernel's k steps per element
 /// of C. Swapped: each element's transposed store costs `costs.store`, and the swapped
 /// tile runs C's m rows as columns padded to whole vectors of `lanes`. As given: the rows
-/// run in `mr`-row tiles (a ragged last panel in the edge tiles: at most `EDGE_ROWS`
-/// rows, or `WIDE_EDGE_ROWS` where `mr` is more), and packing B costs `costs.pack_b` per
-/// element of B, which C's m rows share. With the six-row edge tile the costs keep
+/// run in `mr`-row tiles (a ragged last panel in its edge tile, `edge_tile_rows`), and
+/// packing B costs `costs.pack_b` per element of B, which C's m rows share. With the
+/// six-row edge tile the costs keep
 /// 14x4096x32 and 30x4096x64 as given, which they had swapped: Emerald Rapids VM, one
 /// thread, against faer, two rounds (trueno's GFLOP/s), 61.7-69.7 -> 94.3-116.3 (0.77x ->
 /// 1.18-1.22x) and 96.5-112.9 -> 137.4-162.6 (0.71-0.72x -> 1.01-1.04x).
@@ -65,9 +65,7 @@ fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: 
     let run = m - ragged
         + match ragged {
             0 => 0,
-            r if r <= EDGE_ROWS => EDGE_ROWS,
-            r if r <= WIDE_EDGE_ROWS && mr > WIDE_EDGE_ROWS => WIDE_EDGE_ROWS,
-            _ => mr,
+            r => edge_tile_rows(mr, r),
         };
     let swapped = costs.store + k * padded;
     let as_given = k * (run as f64 / rows + costs.pack_b / rows);

@@ -8,7 +8,7 @@ use super::blocking::CacheSizes;
 use super::micro::{APanel, BPanel, micro_tile, micro_tile_tail};
 use super::pack::{pack_b_panel_transposed, return_pack_buffer, take_pack_buffer};
 use super::store::{scale_c, scale_row, store_rows, with_beta};
-use super::sweep::{EDGE_ROWS, WIDE_EDGE_ROWS};
+use super::sweep::{EDGE_ROWS, WIDE_EDGE_ROWS, edge_tile_rows};
 use super::task::GemmTask;
 use super::transpose8::{has_avx, has_avx512};
 use crate::backend::Backend;
@@ -360,7 +360,7 @@ fn grid<S: Simd>(s: S, t: &GemmTask) {
         return s.outlined(SmallGrid::<8, 1>(t));
     }
     // Whole bands of the grid's rows, then a ragged last band in the packed loops' edge
-    // tiles (`sweep::one_tile`): four rows or fewer, five or six.
+    // tiles (`sweep::edge_tile_rows`).
     let rows = grid_rows(S::BACKEND);
     let whole = t.m / rows * rows;
     let body = t.split(0, whole, 0, t.n);
@@ -370,10 +370,10 @@ fn grid<S: Simd>(s: S, t: &GemmTask) {
         (_, true) => s.outlined(SmallGrid::<6, 2>(&body)),
     }
     let edge = t.split(whole, t.m, 0, t.n);
-    match t.m - whole {
-        0 => {}
-        r if r <= EDGE_ROWS => s.outlined(SmallGrid::<EDGE_ROWS, 2>(&edge)),
-        r if r <= WIDE_EDGE_ROWS => s.outlined(SmallGrid::<WIDE_EDGE_ROWS, 2>(&edge)),
+    match (t.m - whole, edge_tile_rows(rows, t.m - whole)) {
+        (0, _) => {}
+        (_, EDGE_ROWS) => s.outlined(SmallGrid::<EDGE_ROWS, 2>(&edge)),
+        (_, WIDE_EDGE_ROWS) => s.outlined(SmallGrid::<WIDE_EDGE_ROWS, 2>(&edge)),
         _ => s.outlined(SmallGrid::<8, 2>(&edge)),
     }
 }

@@ -224,9 +224,8 @@ fn whole_tiles<'a, S: Simd, const MR: usize, const NV: usize>(
 }
 
 /// The micro-kernel on the tile of C at `(r, c)` (clipped to C), then its store; `pack`
-/// as in `micro_tile`; `next`, lines its k steps ask into L1 where C's are not. A last
-/// row panel of at most `EDGE_ROWS` rows runs the `EDGE_ROWS`-row tile, one of at most
-/// `WIDE_EDGE_ROWS` the `WIDE_EDGE_ROWS`-row tile, instead of MR rows of which the
+/// as in `micro_tile`; `next`, lines its k steps ask into L1 where C's are not. A ragged
+/// last row panel runs its edge tile (`edge_tile_rows`) instead of MR rows of which the
 /// repeated ones are thrown away.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -240,16 +239,15 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     pack: &mut [f32],
     (next, next_panel): (Option<LinePrefetch>, Option<NextPanelShare>),
 ) {
-    if !PACK && MR > EDGE_ROWS && t.m - r <= EDGE_ROWS {
+    let edge = edge_tile_rows(MR, t.m - r);
+    if !PACK && edge < MR {
         // `a` may hold more rows than the edge tile (a packed panel of this tile: element
-        // (i, p) at `p * cs + i`), of which it reads the first EDGE_ROWS.
-        let fetch = (next, next_panel);
-        return one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
-    }
-    if !PACK && MR > WIDE_EDGE_ROWS && t.m - r <= WIDE_EDGE_ROWS {
-        let fetch = (next, next_panel);
-        let tile = (r, c);
-        return one_tile::<S, WIDE_EDGE_ROWS, NV, false>(s, t, blk, a, b, tile, &mut [], fetch);
+        // (i, p) at `p * cs + i`), of which it reads the first `edge`.
+        let (tile, fetch) = ((r, c), (next, next_panel));
+        return match edge {
+            EDGE_ROWS => one_tile::<S, EDGE_ROWS, NV, false>(s, t, blk, a, b, tile, &mut [], fetch),
+            _ => one_tile::<S, WIDE_EDGE_ROWS, NV, false>(s, t, blk, a, b, tile, &mut [], fetch),
+        };
     }
     if !PACK && NV == 2 && t.n - c <= S::LANES {
         // A last column panel of at most one vector runs the one-vector tile, on the
@@ -297,7 +295,21 @@ fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
-/// Rows of the tile that a ragged last row panel of at most as many runs (`one_tile`).
+/// Rows of the tile that runs a row panel of `rows` rows in `mr`-row tiles: a whole
+/// panel `mr`, a ragged last one an edge tile, `EDGE_ROWS` for at most that many rows and
+/// `WIDE_EDGE_ROWS` for five or six where `mr` is more. The one rule for `one_tile`, the
+/// unpacked grid's last band (`small::grid`) and the swap's costs (`orientation`).
+pub(super) const fn edge_tile_rows(mr: usize, rows: usize) -> usize {
+    if rows <= EDGE_ROWS && mr > EDGE_ROWS {
+        EDGE_ROWS
+    } else if rows <= WIDE_EDGE_ROWS && mr > WIDE_EDGE_ROWS {
+        WIDE_EDGE_ROWS
+    } else {
+        mr
+    }
+}
+
+/// Rows of the edge tile for a ragged last row panel of at most as many (`edge_tile_rows`).
 pub(super) const EDGE_ROWS: usize = 4;
 
 /// Rows of the tile that a ragged last row panel of five or six runs where MR is eight
@@ -378,6 +390,20 @@ pub(super) fn packed_panel<const MR: usize>(ap: &[f32], kc: usize, ir: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ragged_row_panel_runs_the_four_or_six_row_edge_tile_where_it_is_shorter() {
+        // AVX-512's and NEON's 8-row tile: up to four rows the four-row tile, five or six
+        // the six-row one, seven and a whole panel the full tile.
+        let eight: Vec<usize> = (1..=8).map(|r| edge_tile_rows(8, r)).collect();
+        assert_eq!(eight, [4, 4, 4, 4, 6, 6, 8, 8]);
+        // AVX2's 6-row tile has no six-row edge; a 4-row tile none at all; a taller
+        // candidate (14 x 32) runs seven to thirteen rows in full.
+        let six: Vec<usize> = (1..=6).map(|r| edge_tile_rows(6, r)).collect();
+        assert_eq!(six, [4, 4, 4, 4, 6, 6]);
+        assert_eq!(edge_tile_rows(4, 3), 4);
+        assert_eq!((edge_tile_rows(14, 6), edge_tile_rows(14, 7)), (6, 14));
+    }
 
     #[test]
     fn c_is_prefetched_only_where_the_update_reads_a_c_past_half_of_l2() {
