@@ -264,6 +264,41 @@ fn a_b_from_memory_under_an_a_one_panel_past_its_block_height_matches_the_refere
 }
 
 #[test]
+fn a_b_past_eight_l2_packed_by_its_first_tiles_beside_c_tile_asks_matches_the_reference() {
+    // Off Zen, a row-major B past eight L2 under a one-block A of sixteen panels or more
+    // is packed by each panel's first tile, and where C is past half of L2 and beta is
+    // not 0 every tile asks for its C tile and a share of the next panel's rows spread
+    // over its k steps (`Block::next_beside_c`): 130 rows (a two-row edge panel), 4100
+    // columns (a ragged last panel of four, packed by a pass), k past eight L2 and a
+    // short last KC block that cannot carry all its asks; beta 0 over NaN and beta != 0,
+    // every ISA.
+    let caches = trueno::gemm::CacheSizes::detect();
+    let (m, n) = (130, 4100);
+    let k = 8 * caches.l2 / (4 * n) + 77;
+    if m * n * 4 <= caches.l2 / 2 {
+        eprintln!("note: C within half of this L2, so its tiles are not asked for here");
+    }
+    let shapes = [(m, n, k, 0), (m + 3, n, k, 3)];
+    check_row_major(67, &shapes, "B past eight L2, C asked for", true);
+    if trueno::gemm::CoreFamily::detect() == trueno::gemm::CoreFamily::Zen {
+        return;
+    }
+    // The path asserted on the best ISA, over whole panels only (a ragged last one is
+    // packed by a pass of its own): no pass (one had packed each KC x NC block first).
+    let e = trueno::engine().unwrap();
+    let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
+    let b = trueno::Matrix::from_fn(k, n - 4, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+    let mut c = trueno::Matrix::zeros(m, n - 4).unwrap();
+    let (no, cv) = (Transpose::No, &mut c.view_mut());
+    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
+    assert_eq!(
+        p.pack_b,
+        std::time::Duration::ZERO,
+        "B packed by a pass: {p:?}"
+    );
+}
+
+#[test]
 fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_place_or_packed() {
     // The same B past L3 on two and three threads: each takes a range of k (a part of
     // B that alone may fit L3) where the core packs B's rows as one stream (Zen), a band
@@ -293,13 +328,18 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
             // Whole panels only (1024 columns), so a B read in place packs nothing. It is
             // read in place where L1 cannot keep the packed KC x NR panel (the Zen 4 VM's
             // 32 KiB at KC 512), packed where it can (48 KiB at KC 256): both asserted.
-            // A Zen core packs it in the sweep where it is not read in place (its first
-            // tiles, `fills_b_from_memory`): no pass either.
+            // Where it is not read in place, a Zen core packs it in the sweep (its first
+            // tiles, `fills_b_from_memory`), and so do other cores where it is past eight
+            // L2 under enough A panels: no pass either.
             if *backend != trueno::Backend::Gpu {
                 let bl = trueno::gemm::blocking_for(*backend);
-                let l1 = trueno::gemm::CacheSizes::detect().l1;
+                let caches = trueno::gemm::CacheSizes::detect();
                 let zen = trueno::gemm::CoreFamily::detect() == trueno::gemm::CoreFamily::Zen;
-                let no_pass = zen || bl.kc_one_block.min(k) * bl.nr * 4 > l1 * 2 / 3;
+                // (Thirty rows spread the asks only where NR is at most twice the
+                // number of A panels: `spreads_next_panel`.)
+                let spreads = 30usize.div_ceil(bl.mr) * 2 >= bl.nr;
+                let filled = zen || (spreads && k * 1024 * 4 > 8 * caches.l2);
+                let no_pass = filled || bl.kc_one_block.min(k) * bl.nr * 4 > caches.l1 * 2 / 3;
                 // Thirty rows: past the row axpys' eight in each thread's part (bands of
                 // rows included), so the packed loops run.
                 let a = trueno::Matrix::from_fn(30, k, |i, j| (i + j) as f32 * 1e-3).unwrap();

@@ -61,11 +61,11 @@ pub(super) fn fuse_b(
     (k, n): (usize, usize),
     whole_b_bytes: usize,
     (c, core): (CacheSizes, CoreFamily),
-    one_block: bool,
+    (one_block, spreads): (bool, bool),
 ) -> bool {
     let part = k.saturating_mul(n).saturating_mul(4);
     let from_l3 = one_block && part <= 8 * c.l2 && whole_b_bytes <= c.l3 / 2;
-    let from_memory = one_block && fills_b_from_memory(whole_b_bytes, (c, core));
+    let from_memory = one_block && fills_b_from_memory(tb, whole_b_bytes, (c, core), spreads);
     (!tb && (part <= c.l2 || from_l3)) || from_memory
 }
 
@@ -157,11 +157,33 @@ pub(super) fn fuse_b_block(
 /// 0.77-0.83x -> 1.04-1.05x, 128x11008x4096 0.83-0.90x -> 1.04-1.08x, 128x4096x11008
 /// 0.89-0.90x -> 0.91-1.15x. The next panel asked for in the tiles' k steps instead of
 /// C's lines ran 0.69-1.00x; in bursts without C's lines 0.88-1.05x.
+///
+/// And on other cores (Intel) a row-major B past eight L2 under an A of enough panels to
+/// spread the next panel's asks (`spreads`, `spreads_next_panel`), the tiles asking L2
+/// for them beside their C tiles, each share over the whole tile
+/// (`Block::next_beside_c`). Fewer panels keep the pass: on the H100 host's Xeon
+/// (Sapphire Rapids, session 75) the first tiles then waited on B (16x4096x4096
+/// 1.13-1.15x faer -> 0.68-0.71x, 32 rows 1.07-1.08x -> 0.84-0.88x, 64 rows 0.95-0.96x
+/// -> 0.93-0.97x, one thread), though they won on the Emerald Rapids VM; 128 rows won on
+/// both (BENCHMARKS.md, session 75). A transposed B keeps its pass there (not measured).
 pub(super) fn fills_b_from_memory(
+    tb: bool,
     whole_b_bytes: usize,
     (c, core): (CacheSizes, CoreFamily),
+    spreads: bool,
 ) -> bool {
-    core == CoreFamily::Zen && whole_b_bytes > c.l3
+    match core {
+        CoreFamily::Zen => whole_b_bytes > c.l3,
+        CoreFamily::Other => !tb && spreads && whole_b_bytes > 8 * c.l2,
+    }
+}
+
+/// Whether a one-block A of `m` rows has enough MR-row panels for the tiles of a B panel
+/// (a tile each) to ask for all of the next panel's KC x NR floats (KC·NR/16 lines) at
+/// most one line every eight k steps: NR / 2 panels (sixteen, 121-128 rows and more, for
+/// AVX-512's 8 x 32 tile).
+pub(super) fn spreads_next_panel(m: usize, mr: usize, nr: usize) -> bool {
+    m.div_ceil(mr.max(1)) * 2 >= nr
 }
 
 /// Whether a one-block product reads B's micro-panels in place instead of packing them:
@@ -308,7 +330,8 @@ pub(super) fn b_in_place_for_few_rows(
     // Distinct 4 KiB-periodic offsets the rows start at (L1: 64 sets of 8 ways).
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     let crowds_l1 = kc > 8 * phases;
-    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
+    // Read on Zen only, where no spread is asked for.
+    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), (true, false));
     let most = match (core, crowds_l1) {
         (CoreFamily::Zen, _) if crowds_l2(row_bytes) => 0,
         (CoreFamily::Zen, false) => FEW_A_PANELS,
@@ -402,7 +425,7 @@ mod tests {
                 (k, n),
                 k.saturating_mul(n).saturating_mul(4),
                 other,
-                one_block,
+                (one_block, true),
             )
         };
         // 256^3 (256 KiB), 128x1056x512 (2.1 MiB), 32x4096x512 (8 MiB).
@@ -410,24 +433,39 @@ mod tests {
         assert!(!fuse(false, (512, 1056), false));
         assert!(fuse(false, (512, 1056), true));
         assert!(fuse(false, (512, 4096), true));
-        // 128x8192x512 (16 MiB) is fused; 128x8192x1024 (32 MiB) and a B from memory
-        // stay with the pass; so does a B given transposed (its panels are gathered
-        // across rows).
+        // 128x8192x512 (16 MiB) is fused; 128x8192x1024 (32 MiB) and a B from memory,
+        // past eight L2, are packed by their first tiles too (`fills_b_from_memory`),
+        // but not given transposed (its panels are gathered across rows).
         assert!(fuse(false, (512, 8192), true));
-        assert!(!fuse(false, (1024, 8192), true));
-        assert!(!fuse(false, (4096, 4096), true));
+        assert!(fuse(false, (1024, 8192), true));
+        assert!(fuse(false, (4096, 4096), true));
+        assert!(!fuse(true, (4096, 4096), true));
         assert!(!fuse(true, (256, 256), true));
-        assert!(!fuse(false, (usize::MAX, 2), true));
+        // A size past the address space saturates (no overflow): past eight L2.
+        assert!(fuse(false, (usize::MAX, 2), true));
+        assert!(!fuse(true, (usize::MAX, 2), true));
         // A thread's 8 MiB of a 16 MiB B (half its k, or half its columns), past half of
         // an 8 MiB L3: from memory.
         let small_l3 = CacheSizes { l3: 8 << 20, ..c };
         let small_l3 = (small_l3, CoreFamily::Other);
         let mib = |m: usize| m << 20;
-        assert!(fuse_b(false, (512, 4096), mib(16), other, true));
-        assert!(!fuse_b(false, (512, 4096), mib(16), small_l3, true));
-        assert!(!fuse_b(false, (1024, 2048), mib(16), small_l3, true));
+        assert!(fuse_b(false, (512, 4096), mib(16), other, (true, true)));
+        assert!(!fuse_b(false, (512, 4096), mib(16), small_l3, (true, true)));
+        assert!(!fuse_b(
+            false,
+            (1024, 2048),
+            mib(16),
+            small_l3,
+            (true, true)
+        ));
         // Within L2 a range is packed by its first tiles whatever the whole B.
-        assert!(fuse_b(false, (128, 1024), mib(4096), small_l3, false));
+        assert!(fuse_b(
+            false,
+            (128, 1024),
+            mib(4096),
+            small_l3,
+            (false, true)
+        ));
     }
 
     #[test]
@@ -446,24 +484,46 @@ mod tests {
     }
 
     #[test]
-    fn a_zen_cores_first_tiles_pack_a_b_from_memory_where_a_is_one_block() {
+    fn first_tiles_pack_a_b_from_memory_where_a_is_one_block_on_zen_and_row_major_elsewhere() {
         let zen3 = zen3();
         let (zen, other) = ((zen3, CoreFamily::Zen), (zen3, CoreFamily::Other));
         // 32x4096x4096's 64 MiB and 128x11008x4096's 180 MB, past L3, row-major or
-        // transposed (a layer's W for x·Wᵀ): only on Zen, only where A is one block.
+        // transposed (a layer's W for x·Wᵀ): on Zen both, elsewhere (past eight L2) the
+        // row-major one; only where A is one block.
         for (k, n) in [(4096, 4096), (4096, 11008)] {
             for tb in [false, true] {
-                assert!(fuse_b(tb, (k, n), k * n * 4, zen, true), "{k}x{n}");
-                assert!(!fuse_b(tb, (k, n), k * n * 4, other, true), "{k}x{n}");
-                assert!(!fuse_b(tb, (k, n), k * n * 4, zen, false), "{k}x{n}");
+                assert!(fuse_b(tb, (k, n), k * n * 4, zen, (true, true)), "{k}x{n}");
+                assert_eq!(
+                    fuse_b(tb, (k, n), k * n * 4, other, (true, true)),
+                    !tb,
+                    "{k}x{n}"
+                );
+                assert!(
+                    !fuse_b(tb, (k, n), k * n * 4, zen, (false, true)),
+                    "{k}x{n}"
+                );
+                assert!(
+                    !fuse_b(tb, (k, n), k * n * 4, other, (false, true)),
+                    "{k}x{n}"
+                );
             }
         }
+        // Off Zen the bar is eight L2 (4 MiB here), not L3 (a 5 MiB B within L3), and an
+        // A of panels enough to spread the asks: 120 rows of 8 x 32 tiles are not.
+        assert!(!fills_b_from_memory(false, 5 << 20, other, false));
+        assert!(spreads_next_panel(121, 8, 32) && spreads_next_panel(128, 8, 32));
+        assert!(!spreads_next_panel(120, 8, 32) && !spreads_next_panel(64, 8, 32));
+        assert!(spreads_next_panel(48, 6, 16) && !spreads_next_panel(42, 6, 16));
+        assert!(fills_b_from_memory(false, 5 << 20, other, true));
+        assert!(!fills_b_from_memory(false, 4 << 20, other, true));
+        assert!(!fills_b_from_memory(true, 5 << 20, other, true));
+        assert!(!fills_b_from_memory(false, 5 << 20, zen, true));
         // A thread's quarter of k is judged by the whole B; a 16 MiB B, within L3 and
         // past eight L2, keeps the pass, as a transposed B within L3 does.
-        assert!(fuse_b(false, (1024, 4096), 64 << 20, zen, true));
-        assert!(!fuse_b(false, (2048, 2048), 16 << 20, zen, true));
-        assert!(!fuse_b(true, (256, 256), 256 << 10, zen, true));
-        assert!(!fills_b_from_memory(16 << 20, zen));
+        assert!(fuse_b(false, (1024, 4096), 64 << 20, zen, (true, true)));
+        assert!(!fuse_b(false, (2048, 2048), 16 << 20, zen, (true, true)));
+        assert!(!fuse_b(true, (256, 256), 256 << 10, zen, (true, true)));
+        assert!(!fills_b_from_memory(false, 16 << 20, zen, true));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
 use super::in_place::{
     a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
-    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b,
+    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel,
 };
 use super::micro::{APanel, BPanel};
 use super::pack::{
@@ -102,6 +102,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let l2 = caches.l2;
     let one_block = t.m <= mc_max;
+    let spreads = spreads_next_panel(t.m, MR, nr);
     for jc in (0..t.n).step_by(nc_max) {
         let nc = nc_max.min(t.n - jc);
         for pc in (0..t.k).step_by(kc_max) {
@@ -112,8 +113,13 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // or for a transposed B just before it (see `sweep`).
             let fused = match b_direct == 0
                 && !thin
-                && (fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (caches, core), one_block)
-                    || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
+                && (fuse_b(
+                    t.tb,
+                    (t.k, t.n),
+                    t.b_bytes(),
+                    (caches, core),
+                    (one_block, spreads),
+                ) || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
                     || fuse_transposed_b(t.tb, (t.k, t.n), t.c_bytes(), l2, one_block))
             {
                 true => nc / nr,
@@ -121,12 +127,16 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             };
             // A row-major B's panels packed by their first tiles from memory: the tiles
             // ask for the next panel's rows, not their C tiles (`fills_b_from_memory`).
-            let fills_from_memory =
-                fused > 0 && !t.tb && fills_b_from_memory(t.b_bytes(), (caches, core));
+            let fills_from_memory = fused > 0
+                && !t.tb
+                && fills_b_from_memory(false, t.b_bytes(), (caches, core), spreads);
+            let next_beside_c = fills_from_memory && core != CoreFamily::Zen;
             let block = Block {
                 kc,
                 beta,
-                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta) && !fills_from_memory,
+                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta)
+                    && (!fills_from_memory || next_beside_c),
+                next_beside_c,
                 next_b_to_l2: b_direct > 1
                     && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
                     && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
@@ -264,7 +274,8 @@ pub(super) fn one_block_b(
     }
     let kc = bl.kc_one_block;
     let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
-    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), true);
+    let spreads = spreads_next_panel(t.m, bl.mr, bl.nr);
+    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), (true, spreads));
     let by_pass = !t.tb && !in_place && !fused;
     match by_pass {
         true => ((kc / 2 / 8 * 8).max(8), false),
@@ -333,7 +344,9 @@ pub(super) fn one_block(
     machine: (CacheSizes, CoreFamily),
 ) -> bool {
     let shallow_fits = t.k <= bl.kc_one_block && t.m.next_multiple_of(mr) * t.k <= bl.mc * bl.kc;
-    let filled_from_memory = t.m <= bl.mc + mr && fills_b_from_memory(t.b_bytes(), machine);
+    let filled_from_memory = t.m <= bl.mc + mr
+        && machine.1 == CoreFamily::Zen
+        && fills_b_from_memory(t.tb, t.b_bytes(), machine, true);
     t.m <= bl.mc || shallow_fits || filled_from_memory
 }
 
@@ -425,11 +438,14 @@ mod tests {
         let mut c = [0.0f32];
         let c = c.as_mut_ptr();
         let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
-        // A layer's weights (64 MiB, 180 MB): packed by the pass, so KC 128.
+        // A layer's weights (64 MiB, 180 MB) under 32 rows: packed by the pass, so KC
+        // 128; under 128 rows (sixteen A panels) by the first tiles
+        // (`fills_b_from_memory`), so KC 256.
         assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (128, false));
+        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, intel), (128, false));
         assert_eq!(
             one_block_b(&task(128, 11008, 4096), bl, intel),
-            (128, false)
+            (256, false)
         );
         // Within eight L2 its first tiles pack it; given transposed it is not the pass
         // measured: KC 256 for both.
@@ -482,10 +498,14 @@ mod tests {
         assert!(one(&transposed(4096), Zen));
         assert!(!one(&transposed(1024), Zen));
         // Packed by its first tiles, the block keeps the one-block depth; the pass
-        // (elsewhere) halves it.
+        // (elsewhere, under too few A panels to spread the asks) halves it.
         let t = task(32, 4096, 4096);
         assert_eq!(one_block_b(&t, bl, (zen3, Zen)), (336, false));
         assert_eq!(one_block_b(&t, bl, (zen3, Other)), (168, false));
+        assert_eq!(
+            one_block_b(&task(48, 4096, 4096), bl, (zen3, Other)),
+            (336, false)
+        );
     }
 
     #[test]

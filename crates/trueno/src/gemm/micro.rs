@@ -130,17 +130,27 @@ pub(super) struct NextPanelShare {
     pub panel: LinePrefetch,
     pub from: usize,
     pub to: usize,
+    /// k steps between two asks: `NEXT_PANEL_SPACING`, or with `spread` in `of` as many
+    /// as spread the share over a `kc`-deep tile.
+    pub spacing: usize,
 }
 
 impl NextPanelShare {
-    /// Share `tile` of `tiles` of `panel`'s lines.
+    /// Share `tile` of `tiles` of `panel`'s lines, asked for every `NEXT_PANEL_SPACING`
+    /// k steps, or, where `spread`, spread over the tile's `kc` steps (never closer).
     #[inline(always)]
-    pub fn of(panel: LinePrefetch, tile: usize, tiles: usize) -> Self {
+    pub fn of(panel: LinePrefetch, tile: usize, tiles: usize, (kc, spread): (usize, bool)) -> Self {
         let lines = panel.lines();
+        let (from, to) = (lines * tile / tiles, lines * (tile + 1) / tiles);
+        let spacing = match spread {
+            true => (kc / (to - from).max(1)).max(NEXT_PANEL_SPACING),
+            false => NEXT_PANEL_SPACING,
+        };
         NextPanelShare {
             panel,
-            from: lines * tile / tiles,
-            to: lines * (tile + 1) / tiles,
+            from,
+            to,
+            spacing,
         }
     }
 }
@@ -254,16 +264,26 @@ fn micro_tile_with<
     // the loop: measured 7-9% slower at 128-512).
     let bdata = &b.data[..(kc.max(1) - 1) * b.stride + width];
     let bsrc = (bdata, b.stride, tail);
-    if let (None, Some(nx)) = (c, next) {
-        // The next panel's lines, where the C tile is not asked for (a C tile that is,
-        // the loop below, goes first).
-        let carried = nx.from + kc.div_ceil(NEXT_PANEL_SPACING);
+    if let Some(nx) = next {
+        // The next panel's share, an ask every `nx.spacing` k steps, and where the C tile
+        // is asked for too (`Block::next_beside_c`) its lines as in the loop below.
+        let c_lines = c.map_or(0, |c| c.lines());
+        if let Some(c) = c {
+            (kc.div_ceil(PREFETCH_SPACING)..c_lines).for_each(|q| c.fetch(q));
+        }
+        let carried = nx.from + kc.div_ceil(nx.spacing);
         (carried.min(nx.to)..nx.to).for_each(|q| nx.panel.fetch_into::<true>(q));
-        let to = nx.to.min(carried);
+        let (to, mut q, mut next_ask) = (nx.to.min(carried), nx.from, 0);
         for p in 0..kc {
-            let q = nx.from + p / NEXT_PANEL_SPACING;
-            if p % NEXT_PANEL_SPACING == 0 && q < to {
+            if p == next_ask && q < to {
                 nx.panel.fetch_into::<true>(q);
+                (q, next_ask) = (q + 1, next_ask + nx.spacing);
+            }
+            if let Some(c) = c
+                && p % PREFETCH_SPACING == 1
+                && p / PREFETCH_SPACING < c_lines
+            {
+                c.fetch(p / PREFETCH_SPACING);
             }
             k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
         }
@@ -415,17 +435,37 @@ mod tests {
 
     #[test]
     fn next_panel_shares_split_its_lines_among_the_tiles() {
-        let buf = [0.0f32; 16];
-        let p = LinePrefetch::rows_spanned(buf.as_ptr(), 1024, 256, 32);
+        // Rows of 32 floats on a line boundary: two lines each, 512 in all.
+        let buf = [0.0f32; 32];
+        let first = buf[buf.as_ptr().align_offset(64)..].as_ptr();
+        let p = LinePrefetch::rows_spanned(first, 1024, 256, 32);
+        assert_eq!(p.lines(), 512);
         for tiles in [1, 3, 4, 16, 17] {
-            let shares: Vec<_> = (0..tiles)
-                .map(|i| NextPanelShare::of(p, i, tiles))
-                .collect();
-            assert_eq!(shares[0].from, 0);
-            assert_eq!(shares[tiles - 1].to, p.lines());
-            for w in shares.windows(2) {
-                assert_eq!(w[0].to, w[1].from, "{tiles} tiles");
+            for spread in [false, true] {
+                let shares: Vec<_> = (0..tiles)
+                    .map(|i| NextPanelShare::of(p, i, tiles, (256, spread)))
+                    .collect();
+                assert_eq!(shares[0].from, 0);
+                assert_eq!(shares[tiles - 1].to, p.lines());
+                for w in shares.windows(2) {
+                    assert_eq!(w[0].to, w[1].from, "{tiles} tiles");
+                }
+                for sh in &shares {
+                    let n = sh.to - sh.from;
+                    match spread {
+                        false => assert_eq!(sh.spacing, NEXT_PANEL_SPACING),
+                        // Spread: the asks fit the tile's 256 steps, and no closer.
+                        true => {
+                            assert!(sh.spacing >= NEXT_PANEL_SPACING);
+                            assert!(n * sh.spacing <= 256 || sh.spacing == NEXT_PANEL_SPACING);
+                        }
+                    }
+                }
             }
         }
+        // 512 lines over 16 tiles: 32 a tile, one every 8 of 256 steps; over four tiles
+        // 128 a tile, every other step.
+        let spacing = |tiles| NextPanelShare::of(p, 0, tiles, (256, true)).spacing;
+        assert_eq!((spacing(16), spacing(4), spacing(1)), (8, 2, 2));
     }
 }

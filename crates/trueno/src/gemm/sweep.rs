@@ -57,6 +57,19 @@ pub(super) struct Block {
     /// spans (1-4% slower than this), one loop that also asks for the C tile (2-3% slower
     /// at 128 and 256 rows), the lines spread by a running sum (18% slower at 256^3).
     pub next_fill_to_l2: bool,
+    /// Whether each tile asks for the next panel's rows (`next_fill_to_l2`) beside its C
+    /// tile rather than instead of it, its share spread over all of its k steps
+    /// (`NextPanelShare::of`): where a row-major B's panels are packed from memory by
+    /// their first tiles on a core other than Zen (`fills_b_from_memory`). Session 74
+    /// had tried that packing on Intel with the Zen form (no C tile asked for, each
+    /// tile's share in its first k steps): C's tiles (5.6 MB at 128x11008x4096) then
+    /// came from L3 at each store, and 32 asks in 64 k steps kept the line-fill buffers
+    /// full. Emerald Rapids VM (session 75), `gemm-probe` 128x11008x4096, one thread:
+    /// the pass 128 GFLOP/s (pack B 17.3 ms, the kernel 74.3), the Zen form 127 (the
+    /// kernel 91.5), C's tiles asked for beside it 132-135 (84.6), and spread 141-143
+    /// (79.1); 128x4096x11008 131 -> 141, 128x4096x4096 137 -> 148. Interleaved against
+    /// faer in BENCHMARKS.md (session 75), with the H100 host's Xeon.
+    pub next_beside_c: bool,
 }
 
 /// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` (`transposed`: C is
@@ -151,7 +164,8 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
             .filter(|_| !t.tb)
             .map(|src| LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr));
         let next_columns = next_src.filter(|_| t.tb);
-        let share = |ir: usize| next_rows.map(|rows| NextPanelShare::of(rows, ir, panels));
+        let spread = (blk.kc, blk.next_beside_c);
+        let share = |ir: usize| next_rows.map(|rows| NextPanelShare::of(rows, ir, panels, spread));
         // The first tile packs the panel where `b_fill` says so; the rest read it. A
         // transposed B's panel (its rows are B's columns) is packed just before.
         let first = match b_fill(jr) {
@@ -291,6 +305,7 @@ fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         true => Some(LinePrefetch::c_tile(tile, rows, cols)),
         false => next,
     };
+    let next_panel = next_panel.filter(|_| !blk.prefetch_c || blk.next_beside_c);
     let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack, next_panel);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
