@@ -126,7 +126,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 false => 0,
             };
             // A row-major B's panels packed by their first tiles from memory: the tiles
-            // ask for the next panel's rows, not their C tiles (`fills_b_from_memory`).
+            // ask for the next panel's rows, on Zen instead of their C tiles, elsewhere
+            // beside them (`fills_b_from_memory`, `Block::next_beside_c`).
             let fills_from_memory = fused > 0
                 && !t.tb
                 && fills_b_from_memory(false, t.b_bytes(), (caches, core), spreads);

@@ -66,9 +66,10 @@ pub(super) struct Block {
     /// came from L3 at each store, and 32 asks in 64 k steps kept the line-fill buffers
     /// full. Emerald Rapids VM (session 75), `gemm-probe` 128x11008x4096, one thread:
     /// the pass 128 GFLOP/s (pack B 17.3 ms, the kernel 74.3), the Zen form 127 (the
-    /// kernel 91.5), C's tiles asked for beside it 132-135 (84.6), and spread 141-143
-    /// (79.1); 128x4096x11008 131 -> 141, 128x4096x4096 137 -> 148. Interleaved against
-    /// faer in BENCHMARKS.md (session 75), with the H100 host's Xeon.
+    /// kernel 91.5), C's tiles asked for beside it 132-135 (84.6), spread 135-136, and
+    /// with B on huge pages (`aligned.rs`) 141-143 (79.1); 128x4096x11008 131 -> 141,
+    /// 128x4096x4096 137 -> 148. Interleaved against faer in BENCHMARKS.md (session 75),
+    /// with the H100 host's Xeon.
     pub next_beside_c: bool,
 }
 
