@@ -7,9 +7,11 @@
 //! (`small.rs`).
 
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
+use super::fused::{
+    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel,
+};
 use super::in_place::{
     a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
-    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel,
 };
 use super::micro::{APanel, BPanel};
 use super::pack::{

@@ -5,6 +5,7 @@
 pub(crate) mod api;
 mod batched;
 pub(crate) mod blocking;
+mod fused;
 mod gemv;
 mod in_place;
 mod kernel;
