@@ -137,7 +137,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let block = Block {
                 kc,
                 beta,
-                prefetch_c: prefetches_c(t.c.trans, t.m * t.n * 4, l2, beta)
+                prefetch_c: prefetches_c(t.c.trans, (t.c_bytes(), t.operand_bytes()), l2, beta)
                     && (!fills_from_memory || next_beside_c),
                 next_beside_c,
                 next_b_to_l2: b_direct > 1

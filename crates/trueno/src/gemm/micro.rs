@@ -334,6 +334,19 @@ fn panel_rows<const MR: usize>(data: &[f32], rs: usize, last: usize) -> [*const 
     rows
 }
 
+/// k steps ahead that a tile packing its B panel (`micro_tile`'s `PACK`) asks L1 for
+/// that panel's row: its rows, a row of B apart, each a page or more apart in a wide B,
+/// start no hardware stream, so each k step's loads waited on L2 or L3 (the previous
+/// panel's tiles ask L2 for them, `Block::next_fill_to_l2`, where B outgrows L2). Emerald
+/// Rapids VM, one thread, with and without alternated call by call in one process
+/// (trueno's GFLOP/s, two rounds): 64x4096x512 138.6-140.6 -> 146.1-153.0, 32x4096x512
+/// 123.2-126.2 -> 132.1-136.1, 128x1024x1024 152.4-153.4 -> 158.0-158.4, 256x1024x1024
+/// 156.3-158.0 -> 159.9-161.9, 128x4096x11008 (B from memory) 137.0 -> 143.1, 512^3
+/// +0.6% and +3.2%; 128x11008x4096 -1.9%, 128x4096x512 +2.4% and -0.5%. Two threads:
+/// 64x4096x512 +5.2%, 512^3 +2.7%, 128x4096x11008 +2.7%. 16 steps ahead did no better.
+/// Not measured on Zen, whose panels from memory are packed by these tiles too.
+const FILL_AHEAD: usize = 8;
+
 /// One k step of the tile: NV vectors of B row `p` (with `TAIL`, the last one `tail`
 /// columns), each row's A value broadcast against them. A function, not a closure: a
 /// closure does not inherit the caller's target features, so its SIMD calls stayed calls
@@ -360,6 +373,16 @@ fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool, const TAI
         };
     }
     if PACK {
+        // The row FILL_AHEAD steps on (past the panel's last one for the final steps: a
+        // hint, never a read).
+        let ahead = bdata.as_ptr().wrapping_add((p + FILL_AHEAD) * stride) as *const i8;
+        for line in (0..width * 4).step_by(64) {
+            prefetch_line::<false>(ahead.wrapping_add(line));
+        }
+        // A row off the line grid spans one line more.
+        if !(ahead as usize).is_multiple_of(64) {
+            prefetch_line::<false>(ahead.wrapping_add(width * 4 - 1));
+        }
         // SAFETY: `micro_tile` checked that `out` holds kc * NR floats, and p < kc.
         let dst = unsafe { std::slice::from_raw_parts_mut(out.add(p * nr), nr) };
         for v in 0..NV {

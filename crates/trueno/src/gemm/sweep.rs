@@ -11,7 +11,18 @@ use crate::simd::{OutOfLine, Simd};
 
 /// The depth of C's current update, the beta it applies (beta only on the first), and
 /// whether C's tiles are prefetched: only where the update reads C (beta not 0) and C
-/// outgrows half of L2, which it shares with a packed A block and B's panels.
+/// outgrows half of L2, which it shares with a packed A block and B's panels, or A, B
+/// and C together outgrow L2: the A and B lines a k block brings through L2 then push
+/// out C's tiles before the next block's update reads them.
+///
+/// The second bar since session 76. Emerald Rapids VM, one thread, C's tiles asked for
+/// in every update that reads C against the first bar alone, alternated call by call in
+/// one process (trueno's GFLOP/s, two rounds): 256x1024x1024 (a 1 MiB C) 153.0-154.5
+/// -> 160.4-160.5, 64x4096x512 140.7-141.8 -> 145.9-147.2, 32x4096x512 127.2-129.9 ->
+/// 131.3-136.7, 128x1024x1024 154.6-155.1 -> 158.6-159.1, 512^3 162.0-162.7 ->
+/// 164.7-164.8, 64x2048x1024 +2-4%, 128x4096x512 -1% and +1%; two threads 64x4096x512
+/// +2.4%, 256x1024x1024 +1.9%, 512^3 +0.8%. Where all three fit L2 it bought nothing
+/// (384^3 +0.5-1%, 448^3 -1.2% and +0.7%, 128x128x512 even), so the old bar stays there.
 ///
 /// For a smaller C the prefetches cost more than they save (64^3-384^3, 0.93-0.99x on
 /// the Emerald Rapids VM). A quarter of L2 was the bar until session 58: on that
@@ -73,11 +84,16 @@ pub(super) struct Block {
     pub next_beside_c: bool,
 }
 
-/// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` (`transposed`: C is
-/// written through its transpose, whose tiles are not rows of lines) on a core of `l2`
-/// bytes of L2.
-pub(super) fn prefetches_c(transposed: bool, c_bytes: usize, l2: usize, beta: f32) -> bool {
-    !transposed && c_bytes > l2 / 2 && beta != 0.0
+/// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` in a task of
+/// `operand_bytes` (`GemmTask::operand_bytes`; `transposed`: C is written through its
+/// transpose, whose tiles are not rows of lines) on a core of `l2` bytes of L2.
+pub(super) fn prefetches_c(
+    transposed: bool,
+    (c_bytes, operand_bytes): (usize, usize),
+    l2: usize,
+    beta: f32,
+) -> bool {
+    !transposed && (c_bytes > l2 / 2 || operand_bytes > l2) && beta != 0.0
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
@@ -422,16 +438,24 @@ mod tests {
     }
 
     #[test]
-    fn c_is_prefetched_only_where_the_update_reads_a_c_past_half_of_l2() {
+    fn c_is_prefetched_only_where_the_update_reads_a_c_that_l2_does_not_keep() {
         let l2 = 2 << 20;
-        // 1024 x 1024 floats: 4 MiB, read by beta 1 or -1.5 (k blocks after the first).
-        assert!(prefetches_c(false, 4 << 20, l2, 1.0));
-        assert!(prefetches_c(false, 4 << 20, l2, -1.5));
+        // 1024^3: a 4 MiB C, read by beta 1 or -1.5 (k blocks after the first).
+        let c = |m: usize, n: usize, k: usize| (m * n * 4, (m * k + k * n + m * n) * 4);
+        assert!(prefetches_c(false, c(1024, 1024, 1024), l2, 1.0));
+        assert!(prefetches_c(false, c(1024, 1024, 1024), l2, -1.5));
         // The first k block of an overwrite only writes C.
-        assert!(!prefetches_c(false, 4 << 20, l2, 0.0));
-        // A C within half of L2 (512^3: 1 MiB), or written through its transpose.
-        assert!(!prefetches_c(false, l2 / 2, l2, 1.0));
-        assert!(prefetches_c(false, l2 / 2 + 4, l2, 1.0));
-        assert!(!prefetches_c(true, 4 << 20, l2, 1.0));
+        assert!(!prefetches_c(false, c(1024, 1024, 1024), l2, 0.0));
+        // A C within half of L2 whose A and B together with it fit L2 too: 384^3
+        // (1.7 MiB in all), 128x128x512, and one just past half of L2.
+        assert!(!prefetches_c(false, c(384, 384, 384), l2, 1.0));
+        assert!(!prefetches_c(false, c(128, 128, 512), l2, 1.0));
+        assert!(prefetches_c(false, (l2 / 2 + 4, l2 / 2 + 4), l2, 1.0));
+        // One within half of L2 whose A and B stream past it: 512^3 (a 1 MiB C, 3 MiB
+        // in all), 64x4096x512 (1 MiB, 9.1 MiB).
+        assert!(prefetches_c(false, c(512, 512, 512), l2, 1.0));
+        assert!(prefetches_c(false, c(64, 4096, 512), l2, 1.0));
+        // Written through its transpose: never.
+        assert!(!prefetches_c(true, c(1024, 1024, 1024), l2, 1.0));
     }
 }

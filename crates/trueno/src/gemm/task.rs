@@ -77,6 +77,16 @@ impl GemmTask<'_> {
     pub fn c_bytes(&self) -> usize {
         self.m.saturating_mul(self.n).saturating_mul(4)
     }
+
+    /// Bytes of this task's A, B and C together (m x k, k x n and m x n floats, gaps
+    /// between rows not counted): what passes through L2 over the task.
+    #[inline(always)]
+    pub fn operand_bytes(&self) -> usize {
+        let (a, b) = (self.m.saturating_mul(self.k), self.k.saturating_mul(self.n));
+        a.saturating_add(b)
+            .saturating_mul(4)
+            .saturating_add(self.c_bytes())
+    }
 }
 
 #[cfg(test)]
