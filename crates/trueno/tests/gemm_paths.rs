@@ -299,6 +299,38 @@ fn a_b_past_eight_l2_packed_by_its_first_tiles_beside_c_tile_asks_matches_the_re
 }
 
 #[test]
+fn a_b_past_eight_l2_within_half_of_l3_packed_by_the_first_tiles_of_few_a_panels_matches_the_reference()
+ {
+    // Off Zen, a row-major B past eight L2 but within half of L3 is packed by each
+    // panel's first tile under a one-block A of any height (past half of L3 only from
+    // sixteen A panels): 40 rows (five panels) and 43 (a three-row edge panel), 4100
+    // columns (a ragged last panel of four, packed by a pass), k past eight L2 and a short
+    // last KC block; beta 0 over NaN and beta != 0, every ISA.
+    let caches = trueno::gemm::CacheSizes::detect();
+    let (m, n) = (40, 4100);
+    let k = 8 * caches.l2 / (4 * n) + 77;
+    let shapes = [(m, n, k, 0), (m + 3, n, k, 3)];
+    check_row_major(71, &shapes, "B within half of L3, few A panels", true);
+    let zen = trueno::gemm::CoreFamily::detect() == trueno::gemm::CoreFamily::Zen;
+    if zen || k * (n - 4) * 4 > caches.l3 / 2 {
+        eprintln!("note: a Zen core or a B past half of this L3: the pass packs it here");
+        return;
+    }
+    // The path asserted on the best ISA, over whole panels only: no pass.
+    let e = trueno::engine().unwrap();
+    let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
+    let b = trueno::Matrix::from_fn(k, n - 4, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+    let mut c = trueno::Matrix::zeros(m, n - 4).unwrap();
+    let (no, cv) = (Transpose::No, &mut c.view_mut());
+    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
+    assert_eq!(
+        p.pack_b,
+        std::time::Duration::ZERO,
+        "B packed by a pass: {p:?}"
+    );
+}
+
+#[test]
 fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_place_or_packed() {
     // The same B past L3 on two and three threads: each takes a range of k (a part of
     // B that alone may fit L3) where the core packs B's rows as one stream (Zen), a band

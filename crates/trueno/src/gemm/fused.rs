@@ -142,11 +142,20 @@ pub(super) fn fuse_b_block(
 /// And on other cores (Intel) a row-major B past eight L2 under an A of enough panels to
 /// spread the next panel's asks (`spreads`, `spreads_next_panel`), the tiles asking L2
 /// for them beside their C tiles, each share over the whole tile
-/// (`Block::next_beside_c`). Fewer panels keep the pass: on the H100 host's Xeon
-/// (Sapphire Rapids, session 75) the first tiles then waited on B (16x4096x4096
-/// 1.13-1.15x faer -> 0.68-0.71x, 32 rows 1.07-1.08x -> 0.84-0.88x, 64 rows 0.95-0.96x
-/// -> 0.93-0.97x, one thread), though they won on the Emerald Rapids VM; 128 rows won on
-/// both (BENCHMARKS.md, session 75). A transposed B keeps its pass there (not measured).
+/// (`Block::next_beside_c`). Fewer panels keep the pass where B is past half of L3: on
+/// the H100 host's Xeon (Sapphire Rapids, session 75: 105 MiB of L3) the first tiles
+/// then waited on B (16x4096x4096 1.13-1.15x faer -> 0.68-0.71x, 32 rows 1.07-1.08x ->
+/// 0.84-0.88x, 64 rows 0.95-0.96x -> 0.93-0.97x, one thread), though they won on the
+/// Emerald Rapids VM (260 MiB), where the same 64 MiB B sits in L3; 128 rows won on
+/// both (BENCHMARKS.md, session 75). Within half of L3 any row count takes them (session
+/// 76): Emerald Rapids VM, against the pass, alternated call by call in one process,
+/// two rounds, one thread (trueno's GFLOP/s): 16x4096x4096 69.6-74.9 -> 74.3-88.0,
+/// 32x4096x4096 99.0-101.5 -> 113.9-119.8, 48x4096x4096 114.3 -> 130.0, 64x4096x4096
+/// 121.9-122.9 -> 137.6-141.4, 100x4096x4096 132.9 -> 144.5, 32x8192x2048 100.2 ->
+/// 116.2; two threads 16 rows 149.5-157.3 -> 184.3-192.2, 32 rows 201.6-203.2 ->
+/// 255.0-257.6, 64 rows 246.7-249.2 -> 286.5-301.4; 8 rows (read in place, `b_in_place_
+/// for_few_rows`) even; past half of that L3 (32x11008x4096, 64x4096x11008) the pass
+/// stays, within 1%. A transposed B keeps its pass there (not measured).
 pub(super) fn fills_b_from_memory(
     tb: bool,
     whole_b_bytes: usize,
@@ -155,7 +164,10 @@ pub(super) fn fills_b_from_memory(
 ) -> bool {
     match core {
         CoreFamily::Zen => whole_b_bytes > c.l3,
-        CoreFamily::Other => !tb && spreads && whole_b_bytes > 8 * c.l2,
+        CoreFamily::Other => {
+            let in_l3 = whole_b_bytes <= c.l3 / 2;
+            !tb && (spreads || in_l3) && whole_b_bytes > 8 * c.l2
+        }
     }
 }
 
@@ -290,8 +302,13 @@ mod tests {
             }
         }
         // Off Zen the bar is eight L2 (4 MiB here), not L3 (a 5 MiB B within L3), and an
-        // A of panels enough to spread the asks: 120 rows of 8 x 32 tiles are not.
-        assert!(!fills_b_from_memory(false, 5 << 20, other, false));
+        // A of panels enough to spread the asks (120 rows of 8 x 32 tiles are not) or a
+        // B within half of L3 (16 MiB here).
+        assert!(fills_b_from_memory(false, 5 << 20, other, false));
+        assert!(fills_b_from_memory(false, 16 << 20, other, false));
+        assert!(!fills_b_from_memory(false, (16 << 20) + 4, other, false));
+        assert!(fills_b_from_memory(false, (16 << 20) + 4, other, true));
+        assert!(!fills_b_from_memory(false, 4 << 20, other, false));
         assert!(spreads_next_panel(121, 8, 32) && spreads_next_panel(128, 8, 32));
         assert!(!spreads_next_panel(120, 8, 32) && !spreads_next_panel(64, 8, 32));
         assert!(spreads_next_panel(48, 6, 16) && !spreads_next_panel(42, 6, 16));

@@ -441,15 +441,23 @@ mod tests {
         let mut c = [0.0f32];
         let c = c.as_mut_ptr();
         let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
-        // A layer's weights (64 MiB, 180 MB) under 32 rows: packed by the pass, so KC
-        // 128; under 128 rows (sixteen A panels) by the first tiles
-        // (`fills_b_from_memory`), so KC 256.
-        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (128, false));
-        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, intel), (128, false));
-        assert_eq!(
-            one_block_b(&task(128, 11008, 4096), bl, intel),
-            (256, false)
+        // A layer's weights (64 MiB, 180 MB; 256 MiB past half of this VM's 480 MiB L3)
+        // under 32 rows, past half of L3 (a Sapphire Rapids host's 105 MiB): packed by
+        // the pass, so KC 128; under 128 rows (sixteen A panels), or within half of L3,
+        // by the first tiles (`fills_b_from_memory`), so KC 256.
+        let spr = (
+            CacheSizes {
+                l3: 105 << 20,
+                ..intel.0
+            },
+            CoreFamily::Other,
         );
+        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, spr), (128, false));
+        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, spr), (128, false));
+        assert_eq!(one_block_b(&task(32, 16384, 4096), bl, intel), (128, false));
+        assert_eq!(one_block_b(&task(128, 11008, 4096), bl, spr), (256, false));
+        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (256, false));
+        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, intel), (256, false));
         // Within eight L2 its first tiles pack it; given transposed it is not the pass
         // measured: KC 256 for both.
         assert_eq!(one_block_b(&task(128, 8192, 512), bl, intel), (256, false));
