@@ -283,12 +283,18 @@ fn a_b_past_eight_l2_packed_by_its_first_tiles_beside_c_tile_asks_matches_the_re
     if trueno::gemm::CoreFamily::detect() == trueno::gemm::CoreFamily::Zen {
         return;
     }
-    // The path asserted on the best ISA, over whole panels only (a ragged last one is
-    // packed by a pass of its own): no pass (one had packed each KC x NC block first).
+    // No pass (one had packed each KC x NC block first).
+    assert_no_b_pass(m, n - 4, k);
+}
+
+/// Asserts that an `m x n x k` product of row-major operands on one thread, on the best
+/// ISA, packs no B by a pass (`gemm_profiled`'s pack B time zero): whole B panels only
+/// (`n` a multiple of the tile's width), as a ragged last one is packed by a pass.
+fn assert_no_b_pass(m: usize, n: usize, k: usize) {
     let e = trueno::engine().unwrap();
     let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
-    let b = trueno::Matrix::from_fn(k, n - 4, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
-    let mut c = trueno::Matrix::zeros(m, n - 4).unwrap();
+    let b = trueno::Matrix::from_fn(k, n, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+    let mut c = trueno::Matrix::zeros(m, n).unwrap();
     let (no, cv) = (Transpose::No, &mut c.view_mut());
     let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
     assert_eq!(
@@ -316,18 +322,7 @@ fn a_b_past_eight_l2_within_half_of_l3_packed_by_the_first_tiles_of_few_a_panels
         eprintln!("note: a Zen core or a B past half of this L3: the pass packs it here");
         return;
     }
-    // The path asserted on the best ISA, over whole panels only: no pass.
-    let e = trueno::engine().unwrap();
-    let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
-    let b = trueno::Matrix::from_fn(k, n - 4, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
-    let mut c = trueno::Matrix::zeros(m, n - 4).unwrap();
-    let (no, cv) = (Transpose::No, &mut c.view_mut());
-    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
-    assert_eq!(
-        p.pack_b,
-        std::time::Duration::ZERO,
-        "B packed by a pass: {p:?}"
-    );
+    assert_no_b_pass(m, n - 4, k);
 }
 
 #[test]
