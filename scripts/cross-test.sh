@@ -37,9 +37,9 @@ print("trueno info on", arch, "| best backend", i["best_backend"], "| gemm", i["
 
 phase "aarch64 (NEON) under qemu-aarch64"
 # qemu-user shows the binary the host's /sys, so GEMM would block for an x86 cache
-# geometry (a 105 MiB L3 on one CI machine: gemm_paths, whose tests are sized past L3,
+# geometry (a 105 MiB L3 on one CI machine: gemm_b_past_l2, whose tests are sized past L3,
 # then took 4.5-5.5 minutes). The NEON run takes a Raspberry Pi 5's instead (Cortex-A76:
-# 64 KiB L1d, 512 KiB L2, 2 MiB L3): the same paths at a small board's sizes (gemm_paths
+# 64 KiB L1d, 512 KiB L2, 2 MiB L3): the same paths at a small board's sizes (the GEMM path tests
 # 42 s under qemu here, against 109 s with a Graviton 3's 32 MiB L3).
 TRUENO_CACHE_SIZES=64K,512K,2M timeout 2400 "${cargo[@]}" test -p trueno -p trueno-quant --target aarch64-unknown-linux-gnu \
     -Zbuild-std "${dir[@]}"

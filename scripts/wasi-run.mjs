@@ -5,7 +5,7 @@
 // V8's fast API calls stay off: node's WASI functions may allocate inside a fast call,
 // which can start a garbage collection there and corrupt the heap (nodejs/node#46777).
 // A module that grows its memory by a few hundred MiB then makes that collection likely:
-// node 20 died of SIGSEGV/SIGBUS at the module's exit (gemm_paths' B-past-L3 tests on a
+// node 20 died of SIGSEGV/SIGBUS at the module's exit (the B-past-L3 GEMM tests on a
 // 105 MiB L3; a Rust program that allocates 300 MiB and exits does it too). The flag is
 // set before the module is compiled, so nothing calls WASI through the fast path.
 import { setFlagsFromString } from 'node:v8';

@@ -310,3 +310,37 @@ pub fn pool(threads: usize) -> rayon::ThreadPool {
         .build()
         .unwrap()
 }
+
+/// Row-major A and B at each `(m, n, k, row padding)` on every ISA (one data set and
+/// reference a shape), one thread, alpha and beta taking turns over (1, 0), (-1.5, 1) and
+/// (0.5, -1.5); `large`: the default path only (see `check_each`).
+pub fn check_row_major(
+    seed: u64,
+    shapes: &[(usize, usize, usize, usize)],
+    what: &str,
+    large: bool,
+) {
+    let mut rng = Rng::new(seed);
+    let engines = super::engines();
+    for (i, &(m, n, k, pad)) in shapes.iter().enumerate() {
+        let case = Case::taking_turn((m, n, k), (Transpose::No, Transpose::No), i, pad);
+        check_each(&engines, &mut rng, &case, what, large);
+    }
+}
+
+/// Asserts that an `m x n x k` product of row-major operands on one thread, on the best
+/// ISA, packs no B by a pass (`gemm_profiled`'s pack B time zero): whole B panels only
+/// (`n` a multiple of the tile's width), as a ragged last one is packed by a pass.
+pub fn assert_no_b_pass(m: usize, n: usize, k: usize) {
+    let e = trueno::engine().unwrap();
+    let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
+    let b = trueno::Matrix::from_fn(k, n, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+    let mut c = trueno::Matrix::zeros(m, n).unwrap();
+    let (no, cv) = (Transpose::No, &mut c.view_mut());
+    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
+    assert_eq!(
+        p.pack_b,
+        std::time::Duration::ZERO,
+        "B packed by a pass: {p:?}"
+    );
+}
