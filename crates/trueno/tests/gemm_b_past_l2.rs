@@ -36,7 +36,7 @@ fn a_b_from_memory_under_an_a_one_panel_past_its_block_height_matches_the_refere
     // On a Zen core, an A up to one micro-panel past MC rows is one block where B comes
     // from memory, and each B panel is packed by its first tile (a transposed B's just
     // before it) while the tiles ask L2 for the next panel's rows rather than their C
-    // tiles (`fills_b_from_memory`): MC + MR rows over a row-major B past L3 in page rows,
+    // tiles (`fills_b_past_l2`): MC + MR rows over a row-major B past L3 in page rows,
     // and over a transposed one (x·Wᵀ, W past L3, more rows of C than the swap takes), k
     // past one KC block (the first block overwrites a NaN-filled C, the later ones add to
     // it). Elsewhere the same rows take two blocks, which
@@ -168,7 +168,7 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
             // read in place where L1 cannot keep the packed KC x NR panel (the Zen 4 VM's
             // 32 KiB at KC 512), packed where it can (48 KiB at KC 256): both asserted.
             // Where it is not read in place, a Zen core packs it in the sweep (its first
-            // tiles, `fills_b_from_memory`), and so do other cores where it is past eight
+            // tiles, `fills_b_past_l2`), and so do other cores where it is past eight
             // L2 under enough A panels: no pass either.
             if *backend != trueno::Backend::Gpu {
                 let bl = trueno::gemm::blocking_for(*backend);

@@ -2,7 +2,8 @@
 //! to the packed panel) instead of a pass of their own packing them first: a row-major B
 //! within L2 or eight L2 (`fuse_b`), a transposed one just before each panel's first
 //! tile (`fuse_transposed_b`), a Zen core's blocks within L2 (`fuse_b_block`), and a B
-//! from memory (`fills_b_from_memory`). Each rule carries the measurements that set it.
+//! well past L2, a layer's weights (`fills_b_past_l2`). Each rule carries the
+//! measurements that set it.
 
 use super::blocking::{CacheSizes, CoreFamily};
 
@@ -36,7 +37,7 @@ use super::blocking::{CacheSizes, CoreFamily};
 /// 0.87-0.90x -> 0.75-0.76x; 128x8192x1024 (32 MiB) even.
 ///
 /// And, on a Zen core, a one-block product's B from memory, row-major or transposed
-/// (`fills_b_from_memory`).
+/// (`fills_b_past_l2`).
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
@@ -46,8 +47,8 @@ pub(super) fn fuse_b(
 ) -> bool {
     let part = k.saturating_mul(n).saturating_mul(4);
     let from_l3 = one_block && part <= 8 * c.l2 && whole_b_bytes <= c.l3 / 2;
-    let from_memory = one_block && fills_b_from_memory(tb, whole_b_bytes, (c, core), spreads);
-    (!tb && (part <= c.l2 || from_l3)) || from_memory
+    let past_l2 = one_block && fills_b_past_l2(tb, whole_b_bytes, (c, core), spreads);
+    (!tb && (part <= c.l2 || from_l3)) || past_l2
 }
 
 /// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
@@ -107,8 +108,9 @@ pub(super) fn fuse_b_block(
     !tb && !one_block && matches!(core, CoreFamily::Zen) && block_in_l2
 }
 
-/// Whether a B of `whole_b_bytes` past L3 (a layer's weights) is packed in the sweep
-/// where A is one block, on this core, rather than by a pass of its own. A row-major B's
+/// Whether a B of `whole_b_bytes` well past L2 (a layer's weights: past L3 on Zen, past
+/// eight L2 elsewhere, see below) is packed in the sweep where A is one block, on this
+/// core, rather than by a pass of its own. A row-major B's
 /// panels are packed by their first tiles: the tiles of each panel then ask L2 for the next panel's rows
 /// (`Block::next_fill_to_l2`) instead of for their C tiles, so B's reads from memory
 /// overlap the FMAs. The pass reads whole rows as streams, but on its own: on the Zen 3
@@ -156,7 +158,7 @@ pub(super) fn fuse_b_block(
 /// 255.0-257.6, 64 rows 246.7-249.2 -> 286.5-301.4; 8 rows (read in place, `b_in_place_
 /// for_few_rows`) even; past half of that L3 (32x11008x4096, 64x4096x11008) the pass
 /// stays, within 1%. A transposed B keeps its pass there (not measured).
-pub(super) fn fills_b_from_memory(
+pub(super) fn fills_b_past_l2(
     tb: bool,
     whole_b_bytes: usize,
     (c, core): (CacheSizes, CoreFamily),
@@ -227,7 +229,7 @@ mod tests {
         assert!(fuse(false, (512, 1056), true));
         assert!(fuse(false, (512, 4096), true));
         // 128x8192x512 (16 MiB) is fused; 128x8192x1024 (32 MiB) and a B from memory,
-        // past eight L2, are packed by their first tiles too (`fills_b_from_memory`),
+        // past eight L2, are packed by their first tiles too (`fills_b_past_l2`),
         // but not given transposed (its panels are gathered across rows).
         assert!(fuse(false, (512, 8192), true));
         assert!(fuse(false, (1024, 8192), true));
@@ -304,23 +306,23 @@ mod tests {
         // Off Zen the bar is eight L2 (4 MiB here), not L3 (a 5 MiB B within L3), and an
         // A of panels enough to spread the asks (120 rows of 8 x 32 tiles are not) or a
         // B within half of L3 (16 MiB here).
-        assert!(fills_b_from_memory(false, 5 << 20, other, false));
-        assert!(fills_b_from_memory(false, 16 << 20, other, false));
-        assert!(!fills_b_from_memory(false, (16 << 20) + 4, other, false));
-        assert!(fills_b_from_memory(false, (16 << 20) + 4, other, true));
-        assert!(!fills_b_from_memory(false, 4 << 20, other, false));
+        assert!(fills_b_past_l2(false, 5 << 20, other, false));
+        assert!(fills_b_past_l2(false, 16 << 20, other, false));
+        assert!(!fills_b_past_l2(false, (16 << 20) + 4, other, false));
+        assert!(fills_b_past_l2(false, (16 << 20) + 4, other, true));
+        assert!(!fills_b_past_l2(false, 4 << 20, other, false));
         assert!(spreads_next_panel(121, 8, 32) && spreads_next_panel(128, 8, 32));
         assert!(!spreads_next_panel(120, 8, 32) && !spreads_next_panel(64, 8, 32));
         assert!(spreads_next_panel(48, 6, 16) && !spreads_next_panel(42, 6, 16));
-        assert!(fills_b_from_memory(false, 5 << 20, other, true));
-        assert!(!fills_b_from_memory(false, 4 << 20, other, true));
-        assert!(!fills_b_from_memory(true, 5 << 20, other, true));
-        assert!(!fills_b_from_memory(false, 5 << 20, zen, true));
+        assert!(fills_b_past_l2(false, 5 << 20, other, true));
+        assert!(!fills_b_past_l2(false, 4 << 20, other, true));
+        assert!(!fills_b_past_l2(true, 5 << 20, other, true));
+        assert!(!fills_b_past_l2(false, 5 << 20, zen, true));
         // A thread's quarter of k is judged by the whole B; a 16 MiB B, within L3 and
         // past eight L2, keeps the pass, as a transposed B within L3 does.
         assert!(fuse_b(false, (1024, 4096), 64 << 20, zen, (true, true)));
         assert!(!fuse_b(false, (2048, 2048), 16 << 20, zen, (true, true)));
         assert!(!fuse_b(true, (256, 256), 256 << 10, zen, (true, true)));
-        assert!(!fills_b_from_memory(false, 16 << 20, zen, true));
+        assert!(!fills_b_past_l2(false, 16 << 20, zen, true));
     }
 }

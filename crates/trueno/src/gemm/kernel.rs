@@ -7,9 +7,7 @@
 //! (`small.rs`).
 
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
-use super::fused::{
-    fills_b_from_memory, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel,
-};
+use super::fused::{fills_b_past_l2, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel};
 use super::in_place::{
     a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
 };
@@ -127,18 +125,17 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 true => nc / nr,
                 false => 0,
             };
-            // A row-major B's panels packed by their first tiles from memory: the tiles
+            // A row-major B well past L2 packed by its panels' first tiles: the tiles
             // ask for the next panel's rows, on Zen instead of their C tiles, elsewhere
-            // beside them (`fills_b_from_memory`, `Block::next_beside_c`).
-            let fills_from_memory = fused > 0
-                && !t.tb
-                && fills_b_from_memory(false, t.b_bytes(), (caches, core), spreads);
-            let next_beside_c = fills_from_memory && core != CoreFamily::Zen;
+            // beside them (`fills_b_past_l2`, `Block::next_beside_c`).
+            let fills_past_l2 =
+                fused > 0 && !t.tb && fills_b_past_l2(false, t.b_bytes(), (caches, core), spreads);
+            let next_beside_c = fills_past_l2 && core != CoreFamily::Zen;
             let block = Block {
                 kc,
                 beta,
                 prefetch_c: prefetches_c(t.c.trans, (t.c_bytes(), t.operand_bytes()), l2, beta)
-                    && (!fills_from_memory || next_beside_c),
+                    && (!fills_past_l2 || next_beside_c),
                 next_beside_c,
                 next_b_to_l2: b_direct > 1
                     && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
@@ -335,7 +332,7 @@ pub(super) fn thin_b(mr: usize, nr: usize, t: &GemmTask, bl: Blocking) -> bool {
 /// whole-row B blocks ran 128x11008x4096 at 0.78-0.85x against 0.82-0.92x.
 ///
 /// And up to one micro-panel past MC (the rows `a_block_rows` would cut as one block)
-/// where B comes from memory on a Zen core (`fills_b_from_memory`): a prefill's 128
+/// where B comes from memory on a Zen core (`fills_b_past_l2`): a prefill's 128
 /// rows on AVX2 with MC 126, measured with that rule. Where such a B is read in place
 /// instead (Zen 4, `b_in_place`, which comes first), those MC + 1 to MC + MR rows read
 /// it in place as one block: not measured.
@@ -349,7 +346,7 @@ pub(super) fn one_block(
     let shallow_fits = t.k <= bl.kc_one_block && t.m.next_multiple_of(mr) * t.k <= bl.mc * bl.kc;
     let filled_from_memory = t.m <= bl.mc + mr
         && machine.1 == CoreFamily::Zen
-        && fills_b_from_memory(t.tb, t.b_bytes(), machine, true);
+        && fills_b_past_l2(t.tb, t.b_bytes(), machine, true);
     t.m <= bl.mc || shallow_fits || filled_from_memory
 }
 
@@ -444,7 +441,7 @@ mod tests {
         // A layer's weights (64 MiB, 180 MB; 256 MiB past half of this VM's 480 MiB L3)
         // under 32 rows, past half of L3 (a Sapphire Rapids host's 105 MiB): packed by
         // the pass, so KC 128; under 128 rows (sixteen A panels), or within half of L3,
-        // by the first tiles (`fills_b_from_memory`), so KC 256.
+        // by the first tiles (`fills_b_past_l2`), so KC 256.
         let spr = (
             CacheSizes {
                 l3: 105 << 20,

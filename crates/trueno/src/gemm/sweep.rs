@@ -58,7 +58,7 @@ pub(super) struct Block {
     /// for a B past L2, whose strided rows the next first tile would otherwise wait on
     /// from L3, its line-fill buffers full. Not where the tile asks for its C tile (that
     /// loop goes on as it was), except that a row-major B's panels packed from memory on
-    /// a Zen core ask for these rows instead of C's (`fills_b_from_memory`). A transposed
+    /// a Zen core ask for these rows instead of C's (`fills_b_past_l2`). A transposed
     /// B's panels (packed just before their first tiles) ask for theirs in a burst before
     /// each tile, as `next_b_to_l2` does. Intel VM (session 58), one thread, against faer,
     /// alternated twice with it off: 64x4096x256 0.85-0.86x -> 0.87-0.90x, 64x4096x512
@@ -71,7 +71,7 @@ pub(super) struct Block {
     /// Whether each tile asks for the next panel's rows (`next_fill_to_l2`) beside its C
     /// tile rather than instead of it, its share spread over all of its k steps
     /// (`NextPanelShare::of`): where a row-major B's panels are packed from memory by
-    /// their first tiles on a core other than Zen (`fills_b_from_memory`). Session 74
+    /// their first tiles on a core other than Zen (`fills_b_past_l2`). Session 74
     /// had tried that packing on Intel with the Zen form (no C tile asked for, each
     /// tile's share in its first k steps): C's tiles (5.6 MB at 128x11008x4096) then
     /// came from L3 at each store, and 32 asks in 64 k steps kept the line-fill buffers
