@@ -16,6 +16,9 @@
 //! pool's thread count) to the same bursts and prints trueno's best as a share of the
 //! probe's best: the issue's %-of-peak bar where the peak itself drifts (a shared VM's
 //! one-thread probe read 85-131 GFLOP/s over ten runs within a second).
+//! `SPREAD=1` adds each side's median call and its 10th and 90th percentiles (as
+//! GFLOP/s: the faster tenth and the slower tenth): criterion reports a mean, which a
+//! side whose calls spread widely loses even where its best leads.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
@@ -57,6 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let with_nd = std::env::var_os("NDARRAY").is_some();
     let with_peak = std::env::var_os("PEAK").is_some();
+    let with_spread = std::env::var_os("SPREAD").is_some();
     let mut header = String::from(
         "| shape (m x n x k) | threads | trueno GFLOP/s | faer GFLOP/s | trueno / faer |",
     );
@@ -68,6 +72,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if with_peak {
         header += " FMA probe GFLOP/s | trueno / probe |";
         rule += "---:|---:|";
+    }
+    if with_spread {
+        header += " trueno median / p10-p90 | faer median / p10-p90 | trueno / faer, medians |";
+        rule += "---:|---:|---:|";
     }
     println!("{header}\n{rule}");
     let align_all = std::env::var_os("ALIGN").is_some();
@@ -117,7 +125,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             (na, nb, ndarray::Array2::<f32>::zeros((m, n)))
         });
-        let (mut bt, mut bf, mut bn) = (f64::MAX, f64::MAX, f64::MAX);
+        let mut bn = f64::MAX;
+        // Every call's time, for `SPREAD`.
+        let (mut calls_t, mut calls_f) = (Vec::new(), Vec::new());
         // The probe's best rate in the same bursts (GFLOP/s).
         let mut peak = 0.0f64;
         let gflop = 2.0 * (m * n * k) as f64 / 1e9;
@@ -132,7 +142,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let mut cv = MatMut::new(&mut cbuf[off..off + m * n], m, n, n)?;
                 let t = Instant::now();
                 e.gemm(1.0, a, Transpose::No, b, tb, 0.0, &mut cv)?;
-                bt = bt.min(t.elapsed().as_secs_f64());
+                calls_t.push(t.elapsed().as_secs_f64());
             }
             for _ in 0..reps {
                 let t = Instant::now();
@@ -163,7 +173,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         par,
                     ),
                 }
-                bf = bf.min(t.elapsed().as_secs_f64());
+                calls_f.push(t.elapsed().as_secs_f64());
             }
             if let Some((na, nb, nc)) = &mut nd_args {
                 for _ in 0..reps {
@@ -180,12 +190,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 peak = peak.max(trueno::gemm::fma_rate_gflops(threads, 1_500_000));
             }
         }
+        let (spread_t, spread_f) = (Spread::of(&mut calls_t), Spread::of(&mut calls_f));
+        let (bt, bf) = (spread_t.best, spread_f.best);
         let mut nd = match with_nd {
             true => format!(" {:.1} | {:.2}x |", gflop / bn, bn / bt),
             false => String::new(),
         };
         if with_peak {
             nd += &format!(" {peak:.1} | {:.0}% |", 100.0 * gflop / bt / peak);
+        }
+        if with_spread {
+            let (t, f) = (spread_t.gflops(gflop), spread_f.gflops(gflop));
+            nd += &format!(
+                " {:.1} / {:.0}-{:.0} | {:.1} / {:.0}-{:.0} | {:.2}x |",
+                t[0],
+                t[1],
+                t[2],
+                f[0],
+                f[1],
+                f[2],
+                spread_f.median / spread_t.median
+            );
         }
         println!(
             "| {m}x{n}x{k} | {} | {:.1} | {:.1} | {:.2}x |{nd}",
@@ -204,4 +229,30 @@ fn aligned_copy(src: &[f32]) -> (Vec<f32>, usize) {
     let off = buf.as_ptr().align_offset(64).min(16);
     buf[off..off + src.len()].copy_from_slice(src);
     (buf, off)
+}
+
+/// One side's calls (seconds): its best, median and 10th / 90th percentiles.
+struct Spread {
+    best: f64,
+    median: f64,
+    p10: f64,
+    p90: f64,
+}
+
+impl Spread {
+    fn of(calls: &mut [f64]) -> Spread {
+        calls.sort_by(f64::total_cmp);
+        let at = |q: usize| calls[(calls.len() - 1) * q / 100];
+        Spread {
+            best: calls[0],
+            median: at(50),
+            p10: at(10),
+            p90: at(90),
+        }
+    }
+
+    /// Median, faster tenth and slower tenth as GFLOP/s for `gflop` a call.
+    fn gflops(&self, gflop: f64) -> [f64; 3] {
+        [gflop / self.median, gflop / self.p10, gflop / self.p90]
+    }
 }
