@@ -192,6 +192,17 @@ fn b_panels_packed_by_their_first_tile_match_the_reference_on_every_isa() {
 }
 
 #[test]
+fn blocks_over_c_rows_4_kib_apart_sweep_a_outer_and_match_the_reference_on_every_isa() {
+    // An A of two blocks (600 rows over MC 512 on a 2 MiB L2) over a B past L2 that the
+    // pass packs, whose KC x 1000 block is within half of L2, into a C of rows 1024
+    // floats (4 KiB) apart: the blocks sweep A's panels outside B's (`sweeps_a_outer`,
+    // not on Zen or where the block outgrows half of L2: then the usual sweep). A ragged
+    // last B panel and k block, beta 0 over NaN and beta != 0; a ragged last A panel.
+    let shapes = [(600, 1000, 600, 24), (605, 1000, 700, 24)];
+    check_row_major(83, &shapes, "A-outer over aliasing C rows", true);
+}
+
+#[test]
 fn an_a_a_few_rows_past_its_block_height_matches_the_reference_on_every_isa() {
     // Past KC deep, rows up to one micro-panel past MC join the block before them (one
     // block of MC + 1 or MC + MR rows; a third block of MC + 2), one more row makes a

@@ -16,7 +16,9 @@ use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
 use super::store::scale_c;
-use super::sweep::{Block, NEXT_B_MIN_A_PANELS, Sweep, no_fill, packed_panel, prefetches_c};
+use super::sweep::{
+    Block, NEXT_B_MIN_A_PANELS, Sweep, no_fill, packed_panel, prefetches_c, sweeps_a_outer,
+};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::has_avx;
 use crate::simd::Simd;
@@ -220,6 +222,9 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
+            let b_block_bytes = kc * nc.next_multiple_of(nr) * 4;
+            let a_outer =
+                packed_first == 0 && !one_block && sweeps_a_outer(t.c, b_block_bytes, l2, core);
             let mut ic = 0;
             while ic < t.m {
                 let mc = a_block_rows(t.m - ic, mc_max, MR);
@@ -231,15 +236,27 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
                 // Only the first block of A packs B's panels; the others read them.
                 let fill = |jr| (ic == 0).then(|| b_fill(jr)).flatten();
-                s.outlined(Sweep::<MR, NV, false, _, _, _> {
-                    t,
-                    blk: &block,
-                    a_panel,
-                    b_panel: &b_panel,
-                    b_fill: fill,
-                    rows: (ic, mc),
-                    cols: (jc, nc),
-                });
+                let (blk, rows, cols) = (&block, (ic, mc), (jc, nc));
+                match a_outer {
+                    true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
+                        t,
+                        blk,
+                        a_panel,
+                        b_panel: &b_panel,
+                        b_fill: no_fill,
+                        rows,
+                        cols,
+                    }),
+                    false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
+                        t,
+                        blk,
+                        a_panel,
+                        b_panel: &b_panel,
+                        b_fill: fill,
+                        rows,
+                        cols,
+                    }),
+                }
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 ic += mc;
             }
