@@ -197,28 +197,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     rows: MR.min(t.m - ir * MR),
                 };
                 let t0 = t.profile.map(|_| std::time::Instant::now());
-                let (rows, cols) = ((0, t.m), (jc, nc));
-                let blk = &block;
-                match thin {
-                    true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
-                        t,
-                        blk,
-                        a_panel,
-                        b_panel,
-                        b_fill: no_fill,
-                        rows,
-                        cols,
-                    }),
-                    false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
-                        t,
-                        blk,
-                        a_panel,
-                        b_panel,
-                        b_fill,
-                        rows,
-                        cols,
-                    }),
-                }
+                let (b, block_at) = ((b_panel, b_fill), ((0, t.m), (jc, nc)));
+                sweep_block::<S, MR, NV>(s, (t, &block), thin, a_panel, b, block_at);
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
@@ -236,31 +216,50 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 let a_panel = |ir| packed_panel::<MR>(ap, kc, ir);
                 // Only the first block of A packs B's panels; the others read them.
                 let fill = |jr| (ic == 0).then(|| b_fill(jr)).flatten();
-                let (blk, rows, cols) = (&block, (ic, mc), (jc, nc));
-                match a_outer {
-                    true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
-                        t,
-                        blk,
-                        a_panel,
-                        b_panel: &b_panel,
-                        b_fill: no_fill,
-                        rows,
-                        cols,
-                    }),
-                    false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
-                        t,
-                        blk,
-                        a_panel,
-                        b_panel: &b_panel,
-                        b_fill: fill,
-                        rows,
-                        cols,
-                    }),
-                }
+                let (b, block_at) = ((&b_panel, fill), ((ic, mc), (jc, nc)));
+                sweep_block::<S, MR, NV>(s, (t, &block), a_outer, a_panel, b, block_at);
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 ic += mc;
             }
         }
+    }
+}
+
+/// One block's sweep, out of line: A's panels outside B's (`a_outer`: a thin product, or
+/// `sweeps_a_outer`; `b_fill` then unused), or B's outside A's, the first tile of each
+/// panel `b_fill` names packing it.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    (t, blk): (&GemmTask, &Block),
+    a_outer: bool,
+    a_panel: impl Fn(usize) -> APanel<'a>,
+    (b_panel, b_fill): (
+        impl Fn(usize) -> BPanel<'b>,
+        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
+    (rows, cols): ((usize, usize), (usize, usize)),
+) {
+    match a_outer {
+        true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
+            t,
+            blk,
+            a_panel,
+            b_panel,
+            b_fill: no_fill,
+            rows,
+            cols,
+        }),
+        false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
+            t,
+            blk,
+            a_panel,
+            b_panel,
+            b_fill,
+            rows,
+            cols,
+        }),
     }
 }
 
