@@ -17,7 +17,7 @@ use super::pack::{
 };
 use super::store::scale_c;
 use super::sweep::{
-    Block, NEXT_B_MIN_A_PANELS, Sweep, no_fill, packed_panel, prefetches_c, sweeps_a_outer,
+    Block, NEXT_B_MIN_A_PANELS, packed_panel, prefetches_c, sweep_block, sweeps_a_outer,
 };
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::has_avx;
@@ -222,44 +222,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 ic += mc;
             }
         }
-    }
-}
-
-/// One block's sweep, out of line: A's panels outside B's (`a_outer`: a thin product, or
-/// `sweeps_a_outer`; `b_fill` then unused), or B's outside A's, the first tile of each
-/// panel `b_fill` names packing it.
-#[inline(always)]
-#[allow(clippy::type_complexity)]
-fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
-    s: S,
-    (t, blk): (&GemmTask, &Block),
-    a_outer: bool,
-    a_panel: impl Fn(usize) -> APanel<'a>,
-    (b_panel, b_fill): (
-        impl Fn(usize) -> BPanel<'b>,
-        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
-    ),
-    (rows, cols): ((usize, usize), (usize, usize)),
-) {
-    match a_outer {
-        true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
-            t,
-            blk,
-            a_panel,
-            b_panel,
-            b_fill: no_fill,
-            rows,
-            cols,
-        }),
-        false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
-            t,
-            blk,
-            a_panel,
-            b_panel,
-            b_fill,
-            rows,
-            cols,
-        }),
     }
 }
 

@@ -162,6 +162,44 @@ where
     }
 }
 
+/// One block's sweep, out of line: A's panels outside B's (`a_outer`: a thin product, or
+/// `sweeps_a_outer`; `b_fill` then unused), or B's outside A's, the first tile of each
+/// panel `b_fill` names packing it.
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+pub(super) fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    (t, blk): (&GemmTask, &Block),
+    a_outer: bool,
+    a_panel: impl Fn(usize) -> APanel<'a>,
+    (b_panel, b_fill): (
+        impl Fn(usize) -> BPanel<'b>,
+        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
+    (rows, cols): ((usize, usize), (usize, usize)),
+) {
+    match a_outer {
+        true => s.outlined(Sweep::<MR, NV, true, _, _, _> {
+            t,
+            blk,
+            a_panel,
+            b_panel,
+            b_fill: no_fill,
+            rows,
+            cols,
+        }),
+        false => s.outlined(Sweep::<MR, NV, false, _, _, _> {
+            t,
+            blk,
+            a_panel,
+            b_panel,
+            b_fill,
+            rows,
+            cols,
+        }),
+    }
+}
+
 /// `b_fill` for a sweep that packs no B panel.
 pub(super) fn no_fill<'b, 'c>(_: usize) -> Option<(BPanel<'b>, &'c mut [f32])> {
     None
