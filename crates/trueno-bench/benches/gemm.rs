@@ -6,13 +6,17 @@
 //! faer's own column-major B is those bytes), and one shallow `x·Wᵀ`, a LoRA adapter's up
 //! projection (`64x32x4096-wt`). faer runs twice: on its own column-major A, B and C
 //! (`faer-*`, the peer), and on trueno's exact bytes (`faer-same-*`: row-major A
-//! and C, B as trueno stores it), which separates layout from kernel.
+//! and C, B as trueno stores it), which separates layout from kernel. Then trueno and
+//! faer on its own layout once more, interleaved call by call in the same rounds
+//! (`paired_faer.json`): criterion's windows are timed apart, and on a shared VM their
+//! drift decided the sign of a ratio at parity.
 //! `cargo bench -p trueno-bench --bench gemm`, then `cargo run -p trueno-bench --bin gemm-report`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use faer::linalg::matmul::matmul;
 use faer::{Accum, Mat, Par};
 use trueno::{Matrix, Transpose};
+use trueno_bench::paired::{Paired, median, paired};
 use trueno_bench::read_rate::{sum_rows_interleaved, sum_rows_interleaved_par};
 
 /// (m, n, k, label, B stored n x k and used transposed). Labels are m x k x n, as the
@@ -52,6 +56,11 @@ fn bench(c: &mut Criterion) {
         .build()
         .expect("1-thread pool");
     let e = trueno::engine().expect("engine");
+    // trueno and faer on its own layout, interleaved in the same rounds (`paired`), beside
+    // criterion's windows: where the two sit at parity, separate windows' drift on a
+    // shared VM decided the sign of the ratio.
+    let wants_paired = wants_extra(&["paired"]);
+    let mut paired_rows = serde_json::Map::new();
     let mut g = c.benchmark_group("gemm");
     g.sample_size(10)
         .warm_up_time(std::time::Duration::from_millis(300))
@@ -116,6 +125,35 @@ fn bench(c: &mut Criterion) {
                 )
             })
         });
+        if wants_paired {
+            let fc_par = |fc: &mut Mat<f32>, par| {
+                matmul(
+                    fc.as_mut(),
+                    Accum::Replace,
+                    fa.as_ref(),
+                    fb.as_ref(),
+                    1.0f32,
+                    par,
+                )
+            };
+            let flops = (2 * m * n * k) as f64;
+            let row = |p: Paired| {
+                serde_json::json!({
+                    "trueno_gflops": flops / p.first_s / 1e9,
+                    "faer_gflops": flops / p.second_s / 1e9,
+                    "ratio": p.ratio,
+                    "calls": p.calls,
+                })
+            };
+            let one_thread = one.install(|| {
+                let (t, f) = (|| product(&mut cm), || fc_par(&mut fc, Par::Seq));
+                paired(PAIRED_ROUNDS, PAIRED_MIN_SECS, t, f)
+            });
+            let (t, f) = (|| product(&mut cm), || fc_par(&mut fc, Par::rayon(threads)));
+            let all = paired(PAIRED_ROUNDS, PAIRED_MIN_SECS, t, f);
+            let entry = serde_json::json!({"one_thread": row(one_thread), "all_threads": row(all)});
+            paired_rows.insert(label.clone(), entry);
+        }
         // faer again on trueno's own bytes: A and C row-major (views of the transposes of
         // column-major matrices) and B as trueno stores it, so the two columns of faer
         // tell what its own layout is worth against the same product on the same memory.
@@ -158,7 +196,20 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+    if wants_paired {
+        paired_rows.insert("rounds".into(), PAIRED_ROUNDS.into());
+        let _ = std::fs::write(
+            dir.join("paired_faer.json"),
+            serde_json::Value::Object(paired_rows).to_string(),
+        );
+    }
 }
+
+/// Rounds of the interleaved comparison with faer (`paired_faer.json`).
+const PAIRED_ROUNDS: usize = 15;
+
+/// Shortest timing in those rounds: a small product's calls are timed in batches this long.
+const PAIRED_MIN_SECS: f64 = 2e-3;
 
 /// Transpose against ndarray's `t().as_standard_layout()` (trueno as the engine runs it,
 /// split across threads from 512K floats, and on one thread), and GEMV against the read
@@ -230,7 +281,7 @@ fn bench_extra(c: &mut Criterion) {
         bch.iter(|| sum_rows_interleaved_par(a.as_slice(), n))
     });
     g.finish();
-    if !wants_gemv_share() {
+    if !wants_extra(&["gemm_extra", "gemv", "read"]) {
         return;
     }
     let share = gemv_share(e, &one, &a, &x);
@@ -239,17 +290,15 @@ fn bench_extra(c: &mut Criterion) {
     let _ = std::fs::write(dir.join("gemv_share.json"), share.to_string());
 }
 
-/// Whether this run asks for the GEMV's rows: no filter given, or one naming `gemm_extra`,
-/// `gemv` or `read`. `--list` and runs filtered to other benchmarks skip `gemv_share`
-/// (under a second here, and a buffer of three L3s), which criterion's filter does not reach.
-fn wants_gemv_share() -> bool {
+/// Whether this run asks for a measurement outside criterion's benchmarks (the GEMV's
+/// interleaved rows, `gemv_share`, or the interleaved faer rows): no filter given, or one
+/// containing one of `words`. `--list` and runs filtered to other benchmarks skip it,
+/// which criterion's filter does not reach.
+fn wants_extra(words: &[&str]) -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     !args.iter().any(|a| a == "--list")
-        && (filters.is_empty()
-            || filters
-                .iter()
-                .any(|f| ["gemm_extra", "gemv", "read"].iter().any(|w| f.contains(w))))
+        && (filters.is_empty() || filters.iter().any(|f| words.iter().any(|w| f.contains(w))))
 }
 
 /// Rounds of `gemv_share`.
@@ -273,10 +322,6 @@ fn gemv_share(
     let bytes = (a.rows() * a.cols() * 4) as f64;
     let mut y = vec![0.0f32; a.rows()];
     let other = vec![1.0f32; (3 * trueno::gemm::CacheSizes::detect().l3).max(64 << 20) / 4];
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let mut out = serde_json::Map::new();
     for (label, pool) in [("one_thread", Some(one)), ("all_threads", None)] {
         for cold in [false, true] {

@@ -14,4 +14,5 @@ pub fn out_writer(args: &[String]) -> Box<dyn std::io::Write> {
     }
 }
 
+pub mod paired;
 pub mod read_rate;

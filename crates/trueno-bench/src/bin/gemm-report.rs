@@ -1,6 +1,7 @@
 //! The GEMM table of BENCHMARKS.md from criterion's results of `benches/gemm.rs`: GFLOP/s
 //! of trueno, ndarray and faer per shape, trueno's ratios, and trueno's share of the FMA
-//! peak measured in the same run; then faer on trueno's own bytes (`faer-same-*`).
+//! peak measured in the same run; then faer on trueno's own bytes (`faer-same-*`), and
+//! trueno and faer interleaved in the same rounds (`paired_faer.json`).
 //!
 //! `cargo run -p trueno-bench --bin gemm-report [CRITERION_DIR]`
 
@@ -171,13 +172,7 @@ fn main() {
             _ => "-".into(),
         };
         let pct = t1.map_or("-".to_string(), |t| format!("{:.0}%", 100.0 * t / p1));
-        let shape = if let Some(base) = s.strip_suffix("-wt") {
-            format!("{base} x·Wᵀ")
-        } else if s.contains('x') {
-            s.to_string()
-        } else {
-            format!("{s}x{s}x{s}")
-        };
+        let shape = shape_name(s);
         println!(
             "| {shape} | {} | {} | {} | {} | {} | {pct} | {} | {} | {} | {} |",
             f(t1),
@@ -202,5 +197,48 @@ fn main() {
         );
     }
     print!("{same}");
+    paired_table(&dir, &shapes, threads);
     extra(&dir);
+}
+
+/// trueno against faer on its own layout, the two interleaved in the same rounds
+/// (`paired_faer.json` from benches/gemm.rs): medians of the rounds.
+fn paired_table(dir: &Path, shapes: &[&str], threads: u64) {
+    let Some(p) = read_json(&dir.join("paired_faer.json")) else {
+        return;
+    };
+    println!(
+        "\ntrueno and faer (its own layout) interleaved in the same rounds, {} rounds, the order turned each round (GFLOP/s of the median call; ratio: median of the rounds' ratios):\n",
+        p["rounds"]
+    );
+    println!(
+        "| shape (m x k x n) | trueno 1t | faer 1t | vs faer 1t | trueno {threads}t | faer {threads}t | vs faer {threads}t |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for s in shapes {
+        let v = |t: &str, k: &str| p[*s][t][k].as_f64();
+        let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}"));
+        let r = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}x"));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            shape_name(s),
+            f(v("one_thread", "trueno_gflops")),
+            f(v("one_thread", "faer_gflops")),
+            r(v("one_thread", "ratio")),
+            f(v("all_threads", "trueno_gflops")),
+            f(v("all_threads", "faer_gflops")),
+            r(v("all_threads", "ratio")),
+        );
+    }
+}
+
+/// The table's name for a criterion shape label ("1024", "32x4096x4096", "...-wt").
+fn shape_name(s: &str) -> String {
+    if let Some(base) = s.strip_suffix("-wt") {
+        format!("{base} x·Wᵀ")
+    } else if s.contains('x') {
+        s.to_string()
+    } else {
+        format!("{s}x{s}x{s}")
+    }
 }
