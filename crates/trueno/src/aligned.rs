@@ -70,6 +70,7 @@ impl DerefMut for AlignedF32 {
 
 /// Bytes from which a buffer is advised onto huge pages (`advise_huge_pages`): two huge
 /// pages, so that at least one whole 2 MiB page lies within it wherever it starts.
+#[cfg(target_os = "linux")]
 const HUGE_PAGE_ADVICE_BYTES: usize = 4 << 20;
 
 /// Asks Linux to back `buf` with transparent huge pages (`madvise(MADV_HUGEPAGE)`), before
