@@ -100,42 +100,24 @@ fn bench(c: &mut Criterion) {
         let fa = Mat::<f32>::from_fn(m, k, value);
         let fb = Mat::<f32>::from_fn(k, n, |i, j| value(j, i));
         let mut fc = Mat::<f32>::zeros(m, n);
+        let faer_product = |fc: &mut Mat<f32>, par| {
+            matmul(
+                fc.as_mut(),
+                Accum::Replace,
+                fa.as_ref(),
+                fb.as_ref(),
+                1.0f32,
+                par,
+            )
+        };
         g.bench_with_input(BenchmarkId::new("faer-1t", &label), &(), |bch, _| {
-            bch.iter(|| {
-                matmul(
-                    fc.as_mut(),
-                    Accum::Replace,
-                    fa.as_ref(),
-                    fb.as_ref(),
-                    1.0f32,
-                    Par::Seq,
-                )
-            })
+            bch.iter(|| faer_product(&mut fc, Par::Seq))
         });
         let threads = rayon::current_num_threads();
         g.bench_with_input(BenchmarkId::new("faer-all", &label), &(), |bch, _| {
-            bch.iter(|| {
-                matmul(
-                    fc.as_mut(),
-                    Accum::Replace,
-                    fa.as_ref(),
-                    fb.as_ref(),
-                    1.0f32,
-                    Par::rayon(threads),
-                )
-            })
+            bch.iter(|| faer_product(&mut fc, Par::rayon(threads)))
         });
         if wants_paired {
-            let fc_par = |fc: &mut Mat<f32>, par| {
-                matmul(
-                    fc.as_mut(),
-                    Accum::Replace,
-                    fa.as_ref(),
-                    fb.as_ref(),
-                    1.0f32,
-                    par,
-                )
-            };
             let flops = (2 * m * n * k) as f64;
             let row = |p: Paired| {
                 serde_json::json!({
@@ -146,10 +128,13 @@ fn bench(c: &mut Criterion) {
                 })
             };
             let one_thread = one.install(|| {
-                let (t, f) = (|| product(&mut cm), || fc_par(&mut fc, Par::Seq));
+                let (t, f) = (|| product(&mut cm), || faer_product(&mut fc, Par::Seq));
                 paired(PAIRED_ROUNDS, PAIRED_MIN_SECS, t, f)
             });
-            let (t, f) = (|| product(&mut cm), || fc_par(&mut fc, Par::rayon(threads)));
+            let (t, f) = (
+                || product(&mut cm),
+                || faer_product(&mut fc, Par::rayon(threads)),
+            );
             let all = paired(PAIRED_ROUNDS, PAIRED_MIN_SECS, t, f);
             let entry = serde_json::json!({"one_thread": row(one_thread), "all_threads": row(all)});
             paired_rows.insert(label.clone(), entry);
