@@ -121,11 +121,11 @@ mod tests {
             0.0,
             || {
                 log.borrow_mut().push('a');
-                spin(20_000);
+                spin(200_000);
             },
             || {
                 log.borrow_mut().push('b');
-                spin(80_000);
+                spin(800_000);
             },
         );
         assert_eq!(p.rounds, 4);
