@@ -237,7 +237,7 @@ pub(crate) fn gemm_vec<S: Simd>(s: S, t: &GemmTask) {
     // shape's loops, and unoptimised builds keep every inlined copy's locals in the one
     // frame (three calls made wasm's GEMM frame 1.1 MiB, past its 1 MiB stack).
     let swapped;
-    let (t, bl) = match orientation::run_transposed(t, bl, S::LANES) {
+    let (t, bl) = match orientation::run_transposed(t, bl, S::LANES, CoreFamily::detect()) {
         true => {
             swapped = t.transposed();
             // A C of at most half a micro-tile's columns (8-16 rows of the original C)

@@ -2,9 +2,9 @@
 //! transposing them, or as `Cᵀ = op(B)ᵀ op(A)ᵀ`, B read in place and C written through
 //! its transpose (`run_transposed`). Each rule carries the measurements that set it.
 
-use super::blocking::Blocking;
+use super::blocking::{Blocking, CoreFamily};
 use super::store::transposes_by_blocks;
-use super::sweep::edge_tile_rows;
+use super::sweep::{edge_tile_rows, rows_alias};
 use super::task::GemmTask;
 
 /// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight
@@ -27,13 +27,13 @@ use super::task::GemmTask;
 /// weighed where the swapped C's tiles would be written element by element (AVX2's,
 /// SSE2's and WASM's 6- and 4-row tiles, `BY_ELEMENT`), and up to k
 /// `BY_BLOCKS_MAX_K` where they go out through 8 x 8 blocks (AVX-512's and NEON's 8-row
-/// tiles, `BY_BLOCKS`).
-pub(super) fn run_transposed(t: &GemmTask, bl: Blocking, lanes: usize) -> bool {
+/// tiles, `by_blocks`: per core, and on Zen by where C's rows fall in L1).
+pub(super) fn run_transposed(t: &GemmTask, bl: Blocking, lanes: usize, core: CoreFamily) -> bool {
     let shallow = (t.m > 96 && t.k <= 256) || (t.m > 64 && t.k <= 128);
     let swaps = t.tb && t.m >= 2 && t.m <= 4 * bl.nr && t.n > t.m && !shallow;
     let costs = match transposes_by_blocks(bl.mr, bl.nr) {
         false => Some(BY_ELEMENT),
-        true => (t.k <= BY_BLOCKS_MAX_K).then_some(BY_BLOCKS),
+        true => (t.k <= BY_BLOCKS_MAX_K).then_some(by_blocks(core, rows_alias(t.c))),
     };
     swaps && !costs.is_some_and(|c| packing_b_costs_less(t.m, t.k, (bl.mr, lanes), c))
 }
@@ -118,11 +118,48 @@ const BY_BLOCKS: SwapCosts = SwapCosts {
 /// See [`BY_BLOCKS`].
 const BY_BLOCKS_MAX_K: usize = 128;
 
+/// The 8 x 8-block costs for a core, and for a C whose rows alias in L1's sets (`rows_alias`:
+/// rows a multiple of 4 KiB apart, as a 4096-wide C's are).
+///
+/// On Zen (Zen 4 VM: 32 KiB 8-way L1, 1 MiB L2; 2026-12-06) the swapped C's store is
+/// what the rows' spacing decides. Each swapped tile writes eight floats into each of
+/// 16-64 rows of C; rows 4 KiB apart all fall in one set of L1's eight ways, so a line
+/// is pushed out between the two tiles that fill its halves and comes back from L2.
+/// `gemm-probe`, one thread, `x·Wᵀ` swapped and as given alternated call by call, six
+/// rounds each, 2-64 rows by k 16-128 (66 shapes a grid): at 4000 columns the swap won
+/// every shape of whole vectors (16x4000x32 104.5 against 77.1 GFLOP/s, 64x4000x32 98.5
+/// against 80.8, 32x4000x128 108.1 against 92.6) and lost every padded one (24x4000x64
+/// 60.4 against 90.7), which `ZEN` fits with no regret (Emerald Rapids' costs: 162%
+/// summed over the grid); at 4096 columns as given won where the ER costs swapped
+/// 32x4096x64 (93.9 against 86.3), 64x4096x96 (104.4 against 94.2) and 12x4096x128,
+/// and `ZEN_ALIASED` fits with 39% summed regret (79% with the ER costs): it keeps
+/// 16x4096x16 as given (68.8 against 82.9 swapped) and swaps 32x4096x64 (0.89x).
+fn by_blocks(core: CoreFamily, rows_alias: bool) -> SwapCosts {
+    match (core, rows_alias) {
+        (CoreFamily::Zen, false) => ZEN,
+        (CoreFamily::Zen, true) => ZEN_ALIASED,
+        (CoreFamily::Other, _) => BY_BLOCKS,
+    }
+}
+
+/// See [`by_blocks`].
+const ZEN: SwapCosts = SwapCosts {
+    store: 0.5,
+    pack_b: 3.0,
+};
+
+/// See [`by_blocks`].
+const ZEN_ALIASED: SwapCosts = SwapCosts {
+    store: 9.0,
+    pack_b: 4.75,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::backend::Backend;
     use crate::gemm::blocking_for;
+    use crate::gemm::task::CPtr;
 
     /// A row-major `m x n` product over `k` with nothing to read (only its shape counts).
     fn task(m: usize, n: usize, k: usize) -> GemmTask<'static> {
@@ -139,7 +176,7 @@ mod tests {
             tb: true,
             ..task(m, n, k)
         };
-        run_transposed(&t, bl, b.lanes())
+        run_transposed(&t, bl, b.lanes(), CoreFamily::Other)
     }
 
     #[test]
@@ -153,7 +190,12 @@ mod tests {
         // Past four tiles of rows, a row-major B, one row, or a C no wider than tall.
         assert!(!swaps(129, 4096, 4096) && !swaps(1, 4096, 4096) && !swaps(64, 64, 4096));
         let bl = blocking_for(Backend::Avx512);
-        assert!(!run_transposed(&task(32, 4096, 4096), bl, 16));
+        assert!(!run_transposed(
+            &task(32, 4096, 4096),
+            bl,
+            16,
+            CoreFamily::Other
+        ));
     }
 
     #[test]
@@ -224,5 +266,48 @@ mod tests {
         // 14 rows at k 32 run an 8-row tile and a 6-row one: 32 * (14 / 14 + 4.75 / 14) =
         // 42.9 < 6.5 + 32 * 16 / 14 = 43.1; in two 8-row tiles it would be 47.4.
         assert!(packing_b_costs_less(14, 32, (8, 16), BY_BLOCKS));
+    }
+
+    #[test]
+    fn on_zen_block_transposed_stores_swap_by_where_c_rows_fall_in_l1() {
+        // `x·Wᵀ` of m x n x k, C's rows `ldc` floats apart, on Zen with AVX-512's tiles.
+        let swaps = |(m, n, k): (usize, usize, usize), ldc: usize| {
+            let bl = blocking_for(Backend::Avx512);
+            let t = GemmTask::for_test((m, n, k), (&[], k), (&[], k), std::ptr::null_mut());
+            let t = GemmTask {
+                tb: true,
+                c: CPtr { stride: ldc, ..t.c },
+                ..t
+            };
+            run_transposed(&t, bl, 16, CoreFamily::Zen)
+        };
+        // The measured winners (Zen 4 VM). Rows 16,000 bytes apart: swapped wherever C's
+        // rows are whole vectors, as given where they pad one.
+        for m in [16, 32, 48, 64] {
+            for k in [16, 32, 64, 128] {
+                assert!(swaps((m, 4000, k), 4000), "{m}x4000x{k}");
+            }
+        }
+        for (m, k) in [(24, 64), (40, 32), (56, 128), (8, 64), (2, 16), (12, 128)] {
+            assert!(!swaps((m, 4000, k), 4000), "{m}x4000x{k}");
+        }
+        // Rows 16 KiB apart: as given up to a depth that grows with the rows (the fit's
+        // misses: 16x4096x16 stays as given, 0.83x of swapped, and 32x4096x64 and
+        // 64x4096x128 swap, 0.89x and 0.97x of as given).
+        for (m, k, swapped) in [
+            (16, 32, true),
+            (16, 64, true),
+            (32, 48, false),
+            (64, 32, false),
+            (64, 96, false),
+            (12, 128, false),
+            (24, 128, false),
+        ] {
+            assert_eq!(swaps((m, 4096, k), 4096), swapped, "{m}x4096x{k}");
+        }
+        // The same C 4096 wide inside a wider matrix whose rows do not alias swaps.
+        assert!(swaps((64, 4096, 32), 4112) && !swaps((64, 4096, 32), 4096));
+        // Past the costs' depth it swaps either way.
+        assert!(swaps((64, 4096, 256), 4096) && swaps((64, 4096, 256), 4000));
     }
 }

@@ -114,8 +114,13 @@ pub(super) fn prefetches_c(
 /// -21-25% and 1536^3's 1.5 MiB -7%. Two threads at 1024^3 (each a band of 512 columns)
 /// even. C written in place at 1024 floats a row against 1040 had cost 1024^3 1.7-3.9%.
 pub(super) fn sweeps_a_outer(c: CPtr, b_block_bytes: usize, l2: usize, core: CoreFamily) -> bool {
-    let rows_alias = !c.trans && (c.stride * 4).is_multiple_of(4096);
-    core != CoreFamily::Zen && rows_alias && b_block_bytes <= l2 / 2
+    core != CoreFamily::Zen && rows_alias(c) && b_block_bytes <= l2 / 2
+}
+
+/// Whether C's rows lie a multiple of 4 KiB apart (a 1024- or 4096-wide C), so that the
+/// same column of successive rows falls in one set of L1.
+pub(super) fn rows_alias(c: CPtr) -> bool {
+    !c.trans && (c.stride * 4).is_multiple_of(4096)
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
