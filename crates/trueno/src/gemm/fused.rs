@@ -54,7 +54,7 @@ pub(super) fn fuse_b(
 /// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
 /// by panel in the sweep, each panel transposed just before its first tile into one slot
 /// that stays in L1, rather than by a pass over all of it first: where B's `k x n` is
-/// within L2 and C's `c_bytes` within half of it. The pass wrote the whole packed copy to
+/// within L2 and C's `c_bytes` within half of it (all of it on Zen). The pass wrote the whole packed copy to
 /// L2 and the sweep read it back; the panel-by-panel form reads each panel's run of W
 /// once.
 /// Emerald Rapids VM (2 MiB L2, session 72), one thread, against faer, the pass and this
@@ -67,18 +67,28 @@ pub(super) fn fuse_b(
 /// 4 MiB C) 149.6-149.8 -> 130.8-133.8, each panel's run of W read from L3 on a fresh
 /// page (no prefetcher carries it) once C's lines have pushed W out of L2; and on two
 /// threads (each a 2 MiB C) 288 -> 276-284. So a C of half of L2 at most, which leaves
-/// out two winners above (128x4096x32's and 96x4096x64's 2 and 1.5 MiB). Session 71's
+/// out two winners above (128x4096x32's and 96x4096x64's 2 and 1.5 MiB). Zen 4 VM (1 MiB
+/// L2, 2026-12-06), one thread, `gemm-probe` alternating a C within half of L2 and within
+/// all of it call by call, ten rounds: 64x4096x32 (a 1 MiB C) +1.1%, 128x2048x64 +1.4%,
+/// 40x4096x48 +2.3%, 96x4096x64 and 128x4096x32 (C 1.5 and 2 MiB, not taken) even; two
+/// threads (128x4096x32, 128x2048x64, 64x4096x32) even. So a C within L2 on Zen; not
+/// elsewhere, where ER's two threads lost with a C of all of L2 each, above (its one
+/// thread's two winners left out stay so: not measured since). Session 71's
 /// form of this, before `sweep::whole_tiles`, lost 3-6% at 200^3, 384^3, 128x1024x512
 /// and 64x1024x32.
 pub(super) fn fuse_transposed_b(
     tb: bool,
     (k, n): (usize, usize),
     c_bytes: usize,
-    l2: usize,
+    (l2, core): (usize, CoreFamily),
     one_block: bool,
 ) -> bool {
     let b_bytes = k.saturating_mul(n).saturating_mul(4);
-    tb && one_block && b_bytes <= l2 && c_bytes <= l2 / 2
+    let c_max = match core {
+        CoreFamily::Zen => l2,
+        CoreFamily::Other => l2 / 2,
+    };
+    tb && one_block && b_bytes <= l2 && c_bytes <= c_max
 }
 
 /// Whether a product of several A blocks (not `one_block`) packs B by the first tiles of
@@ -187,11 +197,12 @@ mod tests {
     use crate::gemm::in_place::tests::zen3;
 
     #[test]
-    fn a_transposed_b_is_packed_in_the_sweep_only_within_l2_under_a_c_of_half_of_it() {
+    fn a_transposed_b_is_packed_in_the_sweep_only_within_l2_under_a_c_within_half_of_it() {
         let l2 = 2 << 20;
-        let fused = |(m, n, k): (usize, usize, usize), tb, one_block| {
-            fuse_transposed_b(tb, (k, n), m * n * 4, l2, one_block)
+        let fused_on = |core, (m, n, k): (usize, usize, usize), tb, one_block| {
+            fuse_transposed_b(tb, (k, n), m * n * 4, (l2, core), one_block)
         };
+        let fused = |mnk, tb, one_block| fused_on(CoreFamily::Other, mnk, tb, one_block);
         // The LoRA row: W 512 KiB, C 1 MiB, half of L2; W of all of L2 (128x2048x128).
         assert!(fused((64, 4096, 32), true, true));
         assert!(fused((128, 2048, 128), true, true));
@@ -199,6 +210,9 @@ mod tests {
         // C past half of L2 (128x4096x32: 2 MiB), or B past L2 (64x4096x256: 4 MiB).
         assert!(!fused((128, 4096, 32), true, true));
         assert!(!fused((256, 4096, 32), true, true));
+        // On Zen, a C of all of L2, and not past it.
+        assert!(fused_on(CoreFamily::Zen, (128, 4096, 32), true, true));
+        assert!(!fused_on(CoreFamily::Zen, (129, 4096, 32), true, true));
         assert!(!fused((64, 4096, 256), true, true));
         // Not transposed, or A in several blocks.
         assert!(!fused((64, 4096, 32), false, true));

@@ -122,7 +122,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                     (caches, core),
                     (one_block, spreads),
                 ) || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
-                    || fuse_transposed_b(t.tb, (t.k, t.n), t.c_bytes(), l2, one_block))
+                    || fuse_transposed_b(t.tb, (t.k, t.n), t.c_bytes(), (l2, core), one_block))
             {
                 true => nc / nr,
                 false => 0,
