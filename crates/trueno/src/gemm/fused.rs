@@ -54,9 +54,9 @@ pub(super) fn fuse_b(
 /// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
 /// by panel in the sweep, each panel transposed just before its first tile into one slot
 /// that stays in L1, rather than by a pass over all of it first: where B's `k x n` is
-/// within L2 and C's `c_bytes` within half of it (all of it on Zen). The pass wrote the whole packed copy to
-/// L2 and the sweep read it back; the panel-by-panel form reads each panel's run of W
-/// once.
+/// within L2 and C's `c_bytes` within half of it (all of it on Zen). The pass wrote the
+/// whole packed copy to L2 and the sweep read it back; the panel-by-panel form reads each
+/// panel's run of W once.
 /// Emerald Rapids VM (2 MiB L2, session 72), one thread, against faer, the pass and this
 /// alternated twice in one binary (trueno's GFLOP/s): 64x4096x32 135.1-136.6 ->
 /// 139.4-140.2, 64x2048x64 144.0-144.9 -> 147.9-148.3, 128x2048x128 150.7-151.5 ->

@@ -118,41 +118,30 @@ const BY_BLOCKS: SwapCosts = SwapCosts {
 /// See [`BY_BLOCKS`].
 const BY_BLOCKS_MAX_K: usize = 128;
 
-/// The 8 x 8-block costs for a core, and for a C whose rows alias in L1's sets (`rows_alias`:
-/// rows a multiple of 4 KiB apart, as a 4096-wide C's are).
+/// The 8 x 8-block costs for a core, and for a C whose rows alias in L1's sets
+/// (`rows_alias`: rows a multiple of 4 KiB apart, as a 4096-wide C's are).
 ///
-/// On Zen (Zen 4 VM: 32 KiB 8-way L1, 1 MiB L2; 2026-12-06) the swapped C's store is
-/// what the rows' spacing decides. Each swapped tile writes eight floats into each of
-/// 16-64 rows of C; rows 4 KiB apart all fall in one set of L1's eight ways, so a line
-/// is pushed out between the two tiles that fill its halves and comes back from L2.
-/// `gemm-probe`, one thread, `x·Wᵀ` swapped and as given alternated call by call, six
-/// rounds each, 2-64 rows by k 16-128 (66 shapes a grid): at 4000 columns the swap won
-/// every shape of whole vectors (16x4000x32 104.5 against 77.1 GFLOP/s, 64x4000x32 98.5
-/// against 80.8, 32x4000x128 108.1 against 92.6) and lost every padded one (24x4000x64
-/// 60.4 against 90.7), which `ZEN` fits with no regret (Emerald Rapids' costs: 162%
+/// On Zen (Zen 4 VM: 32 KiB 8-way L1, 1 MiB L2; 2026-12-06) the swapped C's store is what
+/// the rows' spacing decides. Each swapped tile writes eight floats into each of 16-64 rows
+/// of C; rows 4 KiB apart all fall in one set of L1's eight ways, so a line is pushed out
+/// between the two tiles that fill its halves and comes back from L2. `gemm-probe`, one
+/// thread, `x·Wᵀ` swapped and as given alternated call by call, six rounds each, 2-64 rows
+/// by k 16-128 (66 shapes a grid): at 4000 columns the swap won every shape of whole
+/// vectors (16x4000x32 104.5 against 77.1 GFLOP/s, 64x4000x32 98.5 against 80.8,
+/// 32x4000x128 108.1 against 92.6) and lost every padded one (24x4000x64 60.4 against
+/// 90.7), which store 0.5 and pack 3.0 fit with no regret (Emerald Rapids' costs: 162%
 /// summed over the grid); at 4096 columns as given won where the ER costs swapped
-/// 32x4096x64 (93.9 against 86.3), 64x4096x96 (104.4 against 94.2) and 12x4096x128,
-/// and `ZEN_ALIASED` fits with 39% summed regret (79% with the ER costs): it keeps
+/// 32x4096x64 (93.9 against 86.3), 64x4096x96 (104.4 against 94.2) and 12x4096x128, and
+/// store 9.0 and pack 4.75 fit with 39% summed regret (79% with the ER costs): it keeps
 /// 16x4096x16 as given (68.8 against 82.9 swapped) and swaps 32x4096x64 (0.89x).
 fn by_blocks(core: CoreFamily, rows_alias: bool) -> SwapCosts {
-    match (core, rows_alias) {
-        (CoreFamily::Zen, false) => ZEN,
-        (CoreFamily::Zen, true) => ZEN_ALIASED,
-        (CoreFamily::Other, _) => BY_BLOCKS,
-    }
+    let (store, pack_b) = match (core, rows_alias) {
+        (CoreFamily::Zen, false) => (0.5, 3.0),
+        (CoreFamily::Zen, true) => (9.0, 4.75),
+        (CoreFamily::Other, _) => return BY_BLOCKS,
+    };
+    SwapCosts { store, pack_b }
 }
-
-/// See [`by_blocks`].
-const ZEN: SwapCosts = SwapCosts {
-    store: 0.5,
-    pack_b: 3.0,
-};
-
-/// See [`by_blocks`].
-const ZEN_ALIASED: SwapCosts = SwapCosts {
-    store: 9.0,
-    pack_b: 4.75,
-};
 
 #[cfg(test)]
 mod tests {
