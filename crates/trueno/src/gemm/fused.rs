@@ -210,13 +210,13 @@ mod tests {
         // C past half of L2 (128x4096x32: 2 MiB), or B past L2 (64x4096x256: 4 MiB).
         assert!(!fused((128, 4096, 32), true, true));
         assert!(!fused((256, 4096, 32), true, true));
-        // On Zen, a C of all of L2, and not past it.
-        assert!(fused_on(CoreFamily::Zen, (128, 4096, 32), true, true));
-        assert!(!fused_on(CoreFamily::Zen, (129, 4096, 32), true, true));
         assert!(!fused((64, 4096, 256), true, true));
         // Not transposed, or A in several blocks.
         assert!(!fused((64, 4096, 32), false, true));
         assert!(!fused((64, 4096, 32), true, false));
+        // On Zen, a C of all of L2, and not past it.
+        assert!(fused_on(CoreFamily::Zen, (128, 4096, 32), true, true));
+        assert!(!fused_on(CoreFamily::Zen, (129, 4096, 32), true, true));
     }
 
     /// The Zen 3 VM's caches.
