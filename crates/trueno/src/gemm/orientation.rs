@@ -46,12 +46,17 @@ struct SwapCosts {
     store: f64,
     /// Packing the transposed B when run as given, per element of B.
     pack_b: f64,
+    /// How much longer the swapped tile's k step takes than the as-given one's (a
+    /// fraction of it): where B, read in place as the broadcast operand, costs it more
+    /// than a packed panel does (Zen, C's rows off L1's set grid).
+    swapped_step: f64,
 }
 
 /// Whether an `m`-row `x·Wᵀ` of depth `k` runs faster as given (its transposed B packed
 /// by the `mr`-row tile) than swapped, costed in the micro-kernel's k steps per element
 /// of C. Swapped: each element's transposed store costs `costs.store`, and the swapped
-/// tile runs C's m rows as columns padded to whole vectors of `lanes`. As given: the rows
+/// tile runs C's m rows as columns padded to whole vectors of `lanes`, each k step
+/// `costs.swapped_step` longer. As given: the rows
 /// run in `mr`-row tiles (a ragged last panel in its edge tile, `edge_tile_rows`), and
 /// packing B costs `costs.pack_b` per element of B, which C's m rows share. With the
 /// six-row edge tile the costs keep
@@ -67,7 +72,7 @@ fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: 
             0 => 0,
             r => edge_tile_rows(mr, r),
         };
-    let swapped = costs.store + k * padded;
+    let swapped = costs.store + k * padded * (1.0 + costs.swapped_step);
     let as_given = k * (run as f64 / rows + costs.pack_b / rows);
     as_given < swapped
 }
@@ -90,6 +95,7 @@ fn packing_b_costs_less(m: usize, k: usize, (mr, lanes): (usize, usize), costs: 
 const BY_ELEMENT: SwapCosts = SwapCosts {
     store: 23.0,
     pack_b: 6.3,
+    swapped_step: 0.0,
 };
 
 /// The costs where the swapped C goes out through 8 x 8 blocks: under a third of
@@ -113,6 +119,7 @@ const BY_ELEMENT: SwapCosts = SwapCosts {
 const BY_BLOCKS: SwapCosts = SwapCosts {
     store: 6.5,
     pack_b: 4.75,
+    swapped_step: 0.0,
 };
 
 /// See [`BY_BLOCKS`].
@@ -134,13 +141,30 @@ const BY_BLOCKS_MAX_K: usize = 128;
 /// 32x4096x64 (93.9 against 86.3), 64x4096x96 (104.4 against 94.2) and 12x4096x128, and
 /// store 9.0 and pack 4.75 fit with 39% summed regret (79% with the ER costs): it keeps
 /// 16x4096x16 as given (68.8 against 82.9 swapped) and swaps 32x4096x64 (0.89x).
+///
+/// Refitted off the set grid (session 80, the same VM) once the as-given tile's store
+/// kept its accumulators in registers (`store.rs`, 8-10% on shallow `x·Wᵀ`): the 4000-
+/// column grid twice more and 64 shapes at 1000, 2000, 3000 and 8000 columns (16-64
+/// rows, k 16-128), six rounds each. As given now wins 48 and 64 rows up to k 32-64
+/// (64x4000x16 91.0 against 83.0 GFLOP/s swapped, 64x4000x32 98.8-99.7 against 97.0,
+/// 48x2000x16 89.7 against 81.3, 64x8000x32 83.3 against 75.4) while the swap keeps 16
+/// and 32 rows (16x4000x16 96.6-97.7 against 69.9-70.1, 32x4000x32 97.8 against 92.9)
+/// and 64 rows from k 96. A crossover that grows faster than the rows needs the swapped
+/// k step's own cost: store 1.25, pack 4.25 and a 5% longer swapped step leave 9%
+/// summed regret over the 196 alternated pairs (misses of 2% at most: 48x4000x48,
+/// 64x8000x64); the old pair 159%, the best pair without the step 64%. At 4096 columns
+/// a grid at this code kept the pair above (13% summed regret; the step bought nothing).
 fn by_blocks(core: CoreFamily, rows_alias: bool) -> SwapCosts {
-    let (store, pack_b) = match (core, rows_alias) {
-        (CoreFamily::Zen, false) => (0.5, 3.0),
-        (CoreFamily::Zen, true) => (9.0, 4.75),
+    let (store, pack_b, swapped_step) = match (core, rows_alias) {
+        (CoreFamily::Zen, false) => (1.25, 4.25, 0.05),
+        (CoreFamily::Zen, true) => (9.0, 4.75, 0.0),
         (CoreFamily::Other, _) => return BY_BLOCKS,
     };
-    SwapCosts { store, pack_b }
+    SwapCosts {
+        store,
+        pack_b,
+        swapped_step,
+    }
 }
 
 #[cfg(test)]
@@ -270,16 +294,31 @@ mod tests {
             };
             run_transposed(&t, bl, 16, CoreFamily::Zen)
         };
-        // The measured winners (Zen 4 VM). Rows 16,000 bytes apart: swapped wherever C's
-        // rows are whole vectors, as given where they pad one.
-        for m in [16, 32, 48, 64] {
-            for k in [16, 32, 64, 128] {
-                assert!(swaps((m, 4000, k), 4000), "{m}x4000x{k}");
-            }
+        // The measured winners (Zen 4 VM). Rows 16,000 bytes apart: swapped for 16 and 32
+        // rows, and for 48 and 64 from a depth that grows with them; as given wherever
+        // C's rows pad a vector.
+        for (m, k, swapped) in [
+            (16, 16, true),
+            (16, 128, true),
+            (32, 32, true),
+            (32, 128, true),
+            (48, 16, false),
+            (48, 32, false),
+            (48, 96, true),
+            (64, 16, false),
+            (64, 32, false),
+            (64, 64, false),
+            (64, 96, true),
+            (64, 128, true),
+        ] {
+            assert_eq!(swaps((m, 4000, k), 4000), swapped, "{m}x4000x{k}");
         }
         for (m, k) in [(24, 64), (40, 32), (56, 128), (8, 64), (2, 16), (12, 128)] {
             assert!(!swaps((m, 4000, k), 4000), "{m}x4000x{k}");
         }
+        // The same at 8000 and 2000 columns.
+        assert!(!swaps((64, 8000, 32), 8000) && !swaps((48, 2000, 16), 2000));
+        assert!(swaps((16, 8000, 32), 8000) && swaps((32, 2000, 64), 2000));
         // Rows 16 KiB apart: as given up to a depth that grows with the rows (the fit's
         // misses: 16x4096x16 stays as given, 0.83x of swapped, and 32x4096x64 and
         // 64x4096x128 swap, 0.89x and 0.97x of as given).
@@ -295,7 +334,7 @@ mod tests {
             assert_eq!(swaps((m, 4096, k), 4096), swapped, "{m}x4096x{k}");
         }
         // The same C 4096 wide inside a wider matrix whose rows do not alias swaps.
-        assert!(swaps((64, 4096, 32), 4112) && !swaps((64, 4096, 32), 4096));
+        assert!(swaps((32, 4096, 48), 4112) && !swaps((32, 4096, 48), 4096));
         // Past the costs' depth it swaps either way.
         assert!(swaps((64, 4096, 256), 4096) && swaps((64, 4096, 256), 4000));
     }
