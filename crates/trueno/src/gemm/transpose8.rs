@@ -62,6 +62,31 @@ pub(crate) fn transpose_8x8(avx: bool, src: &[f32], ss: usize, dst: &mut [f32], 
     transpose_by_element::<8>(src, ss, dst, ds);
 }
 
+/// [`transpose_8x8`] into a destination given as a pointer: `*dst.add(j * ds + i) =
+/// src[i * ss + j]` for `i, j < 8`. For a block of a C that other threads write between
+/// its runs (a `&mut` slice over the whole block would cover their elements too).
+///
+/// # Safety
+/// `avx` only where the CPU has AVX (as for `transpose_8x8`); for `i, j < 8`, `dst.add(j
+/// * ds + i)` is valid for writes and no other thread reads or writes it meanwhile.
+#[inline(always)]
+pub(crate) unsafe fn transpose_8x8_to(avx: bool, src: &[f32], ss: usize, dst: *mut f32, ds: usize) {
+    let src = &src[..7 * ss + 8];
+    #[cfg(target_arch = "x86_64")]
+    if avx {
+        // SAFETY: AVX is present when `avx` is set; `src` holds every row of the block at
+        // its stride (checked above) and `dst` every destination row (the contract).
+        return unsafe { transpose_8x8_avx(src.as_ptr(), ss, dst, ds) };
+    }
+    let _ = avx;
+    for i in 0..8 {
+        for j in 0..8 {
+            // SAFETY: element (j, i) of the destination block (the contract).
+            unsafe { *dst.add(j * ds + i) = src[i * ss + j] };
+        }
+    }
+}
+
 /// The `N x N` block transpose one element at a time: the kernels' fallback.
 #[inline(always)]
 fn transpose_by_element<const N: usize>(src: &[f32], ss: usize, dst: &mut [f32], ds: usize) {
