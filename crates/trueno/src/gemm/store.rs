@@ -121,7 +121,12 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
         true => *acc,
         false => scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha)),
     };
-    let tile = tile_floats::<S, MR, NV>(&copy);
+    // Through `black_box`, so the copy is plain memory that the 8 x 8 blocks load from:
+    // otherwise LLVM may split it into registers and build each block's rows lane by
+    // lane (`vmovd`/`vinsertps` chains), as it did for the one-vector 8 x 16 tile once
+    // the blocks went straight into C (16x4000x16 `x·Wᵀ` 97 -> 70 GFLOP/s, 16x4000x64
+    // 100 -> 84-90, Zen 4 VM; with `black_box` 99 and 88-101).
+    let tile = tile_floats::<S, MR, NV>(std::hint::black_box(&copy));
     if rows == MR && cols == nr && transposes_by_blocks(MR, nr) {
         // Whole tile: 8 x 8 blocks transposed into runs of eight floats of C.
         let avx = has_avx(S::BACKEND);
