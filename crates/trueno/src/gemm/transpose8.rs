@@ -50,16 +50,11 @@ pub(crate) fn transpose_16x16(zmm: bool, src: &[f32], ss: usize, dst: &mut [f32]
 /// in-bounds blocks, so this never fires on user input.
 #[inline(always)]
 pub(crate) fn transpose_8x8(avx: bool, src: &[f32], ss: usize, dst: &mut [f32], ds: usize) {
-    let (src, dst) = (&src[..7 * ss + 8], &mut dst[..7 * ds + 8]);
-    #[cfg(target_arch = "x86_64")]
-    if avx {
-        // SAFETY: `avx` is only set when the running CPU has AVX (`has_avx` of the
-        // engine's detected or forced-and-checked backend); the slices above hold every
-        // row of the block at its stride.
-        return unsafe { transpose_8x8_avx(src.as_ptr(), ss, dst.as_mut_ptr(), ds) };
-    }
-    let _ = avx;
-    transpose_by_element::<8>(src, ss, dst, ds);
+    let dst = &mut dst[..7 * ds + 8];
+    // SAFETY: `avx` is only set when the running CPU has AVX (`has_avx` of the engine's
+    // detected or forced-and-checked backend); `dst`, borrowed whole, holds every row of
+    // the block at its stride.
+    unsafe { transpose_8x8_to(avx, src, ss, dst.as_mut_ptr(), ds) }
 }
 
 /// [`transpose_8x8`] into a destination given as a pointer: `*dst.add(j * ds + i) =
