@@ -47,8 +47,8 @@ struct SwapCosts {
     /// Packing the transposed B when run as given, per element of B.
     pack_b: f64,
     /// How much longer the swapped tile's k step takes than the as-given one's (a
-    /// fraction of it): where B, read in place as the broadcast operand, costs it more
-    /// than a packed panel does (Zen, C's rows off L1's set grid).
+    /// fraction of it), fitted: 5% on Zen where C's rows are off L1's set grid (B read in
+    /// place as the broadcast operand there, a packed panel as given), 0 elsewhere.
     swapped_step: f64,
 }
 

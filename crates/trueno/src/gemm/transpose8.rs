@@ -39,7 +39,8 @@ pub(crate) fn transpose_16x16(zmm: bool, src: &[f32], ss: usize, dst: &mut [f32]
         return unsafe { transpose_16x16_avx512(src.as_ptr(), ss, dst.as_mut_ptr(), ds) };
     }
     let _ = zmm;
-    transpose_by_element::<16>(src, ss, dst, ds);
+    // SAFETY: `dst`, borrowed whole, holds every row of the block at its stride.
+    unsafe { transpose_by_element::<16>(src, ss, dst.as_mut_ptr(), ds) };
 }
 
 /// `dst[j * ds + i] = src[i * ss + j]` for `i, j < 8`, with AVX when `avx` (which the
@@ -74,20 +75,21 @@ pub(crate) unsafe fn transpose_8x8_to(avx: bool, src: &[f32], ss: usize, dst: *m
         return unsafe { transpose_8x8_avx(src.as_ptr(), ss, dst, ds) };
     }
     let _ = avx;
-    for i in 0..8 {
-        for j in 0..8 {
-            // SAFETY: element (j, i) of the destination block (the contract).
-            unsafe { *dst.add(j * ds + i) = src[i * ss + j] };
-        }
-    }
+    // SAFETY: every destination row of the block is ours to write (the contract).
+    unsafe { transpose_by_element::<8>(src, ss, dst, ds) };
 }
 
 /// The `N x N` block transpose one element at a time: the kernels' fallback.
+///
+/// # Safety
+/// For `i, j < N`, `dst.add(j * ds + i)` is valid for writes and no other thread reads
+/// or writes it meanwhile.
 #[inline(always)]
-fn transpose_by_element<const N: usize>(src: &[f32], ss: usize, dst: &mut [f32], ds: usize) {
+unsafe fn transpose_by_element<const N: usize>(src: &[f32], ss: usize, dst: *mut f32, ds: usize) {
     for i in 0..N {
         for j in 0..N {
-            dst[j * ds + i] = src[i * ss + j];
+            // SAFETY: element (j, i) of the destination block (the contract).
+            unsafe { *dst.add(j * ds + i) = src[i * ss + j] };
         }
     }
 }
