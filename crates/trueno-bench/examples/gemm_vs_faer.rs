@@ -16,6 +16,9 @@
 //! pool's thread count) to the same bursts and prints trueno's best as a share of the
 //! probe's best: the issue's %-of-peak bar where the peak itself drifts (a shared VM's
 //! one-thread probe read 85-131 GFLOP/s over ten runs within a second).
+//! `EVICT=MiB` reads that many MiB of other data before every call of either side, so
+//! that both take their operands from memory, as a model's layers do when the others
+//! ran in between (the probe's `TRUENO_PROBE_EVICT`).
 //! `SPREAD=1` adds each side's median call and its 10th and 90th percentiles (as
 //! GFLOP/s: the faster tenth and the slower tenth): criterion reports a mean, which a
 //! side whose calls spread widely loses even where its best leads.
@@ -79,6 +82,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{header}\n{rule}");
     let align_all = std::env::var_os("ALIGN").is_some();
+    let evict_mib: usize = std::env::var("EVICT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let other = vec![1.0f32; evict_mib << 18];
+    let evict = || {
+        if !other.is_empty() {
+            std::hint::black_box(other.iter().sum::<f32>());
+        }
+    };
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
         // BT=1: trueno's B stored n x k and used transposed, the same bytes in the same
@@ -140,11 +153,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             rounds += 1;
             for _ in 0..reps {
                 let mut cv = MatMut::new(&mut cbuf[off..off + m * n], m, n, n)?;
+                evict();
                 let t = Instant::now();
                 e.gemm(1.0, a, Transpose::No, b, tb, 0.0, &mut cv)?;
                 calls_t.push(t.elapsed().as_secs_f64());
             }
             for _ in 0..reps {
+                evict();
                 let t = Instant::now();
                 match (same, bt_layout) {
                     (false, _) => matmul(
