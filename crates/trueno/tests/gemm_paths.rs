@@ -279,8 +279,10 @@ fn thin_products_split_over_the_inner_dimension_match_the_reference() {
 fn few_row_products_reading_b_in_place_match_the_reference_on_every_isa() {
     // A few rows of A (at most eight micro-panels on a Zen core, one elsewhere) times a
     // row-major B past the unpacked path's reach and within half of L3 and 16 MiB read B
-    // in place, KC cut to half of L1 (the other shapes here pack B elsewhere): several
-    // k blocks (later ones add into C), a ragged last B panel (packed), ragged rows (a
+    // in place, KC cut to half of L1 (the one-block depth for a Zen core's 32-float
+    // panels; the other shapes here pack B elsewhere), each panel's first tile asking
+    // for its rows ahead (`Block::ahead_panels`): several k blocks (later ones add into
+    // C), a ragged last B panel (packed), ragged rows (a
     // four-row edge tile, five rows, 47), rows of B padded off the page grid, and 12 and
     // 30 rows over a B of 2 KiB rows (its rows crowd L1's sets: in place up to three
     // panels where the first tiles would otherwise pack B). One thread and two (bands of

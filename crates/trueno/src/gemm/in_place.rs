@@ -208,15 +208,32 @@ const FEW_A_PANELS: usize = 8;
 /// the first tiles would otherwise pack B.
 const CROWDED_FUSED_A_PANELS: usize = 3;
 
-/// KC of a few-row product that reads B in place (`b_in_place_for_few_rows`): as many of
-/// B's rows as keep the panel's NR-float pieces, a line each where they start on one, in
-/// half of L1 (256 on AVX2 with a 32 KiB L1). On the Zen 3 VM the one-block KC (336)
-/// ran 16x1000x1000 at 65.9-69.3 GFLOP/s and 24x1000x1000 at 72.2-74.1, against
-/// 85.3-85.9 and 89.0-89.4 at 256 (512: 85.3-85.6 and 85.8-86.2). At 128, one run,
-/// 8x1000x1000 ran 45.1 against 64.6 and 8-20 rows otherwise within 6%; at 64 they lost
-/// 3-39%.
-pub(super) fn few_rows_kc(nr: usize, l1: usize) -> usize {
-    (l1 / 2 / (nr.max(1) * 4)).max(8) / 8 * 8
+/// KC of a few-row product that reads B in place (`b_in_place_for_few_rows`), at most
+/// `one_block_kc`: as many of B's rows as keep the panel's NR-float pieces, a line each
+/// where they start on one, in half of L1 (256 on AVX2 with a 32 KiB L1). On the Zen 3 VM
+/// the one-block KC (336) ran 16x1000x1000 at 65.9-69.3 GFLOP/s and 24x1000x1000 at
+/// 72.2-74.1, against 85.3-85.9 and 89.0-89.4 at 256 (512: 85.3-85.6 and 85.8-86.2). At
+/// 128, one run, 8x1000x1000 ran 45.1 against 64.6 and 8-20 rows otherwise within 6%; at
+/// 64 they lost 3-39%.
+///
+/// A Zen core's 32-float panels (AVX-512's tile, two lines a row) run the one-block
+/// depth instead: half of L1 is only 128 of their rows, and the A panels after the first
+/// read a deeper panel from L2 as fast, with a quarter of the C tile updates. Zen 4 VM
+/// (1 MiB L2), one thread, `gemm-probe` alternating 128 and 512 call by call, eight
+/// rounds, warm and with 32 MiB read between calls: 16x1000x1000 +5.7% / +6.1%,
+/// 24x1000x1000 +5.2% / +6.2%, 32x1000x1000 +5.8% / +5.0%, 64x1000x1000 +4.5% / +2.6%,
+/// 16x1000x2000 +5.8% / +10.8%, 16x512x512 +5.2% / +0.6%; 256 rows in between (+3.7% to
+/// +4.7% warm). Other cores keep half of L1 (not measured there).
+pub(super) fn few_rows_kc(
+    nr: usize,
+    (l1, core): (usize, CoreFamily),
+    one_block_kc: usize,
+) -> usize {
+    let half_l1 = (l1 / 2 / (nr.max(1) * 4)).max(8) / 8 * 8;
+    match core == CoreFamily::Zen && nr >= 32 {
+        true => one_block_kc,
+        false => half_l1.min(one_block_kc),
+    }
 }
 
 #[cfg(test)]
@@ -236,9 +253,13 @@ pub(super) mod tests {
      {
         let zen3 = zen3();
         // AVX2: 6x16 tiles, KC for the in-place panel 32 KiB / 2 / 64 B = 256 rows.
-        assert_eq!(few_rows_kc(16, zen3.l1), 256);
-        assert_eq!(few_rows_kc(32, zen3.l1), 128);
-        assert_eq!(few_rows_kc(16, 48 << 10), 384);
+        let (zen, other) = (CoreFamily::Zen, CoreFamily::Other);
+        assert_eq!(few_rows_kc(16, (zen3.l1, zen), 512), 256);
+        assert_eq!(few_rows_kc(16, (zen3.l1, zen), 128), 128);
+        assert_eq!(few_rows_kc(16, (48 << 10, other), 512), 384);
+        // AVX-512's 32-float panels: half of L1 elsewhere, the one-block depth on Zen.
+        assert_eq!(few_rows_kc(32, (zen3.l1, other), 512), 128);
+        assert_eq!(few_rows_kc(32, (zen3.l1, zen), 512), 512);
         let few = |m, n, k, tb| {
             let t = GemmTask {
                 tb,

@@ -133,16 +133,21 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let fills_past_l2 =
                 fused > 0 && !t.tb && fills_b_past_l2(false, t.b_bytes(), (caches, core), spreads);
             let next_beside_c = fills_past_l2 && core != CoreFamily::Zen;
+            let next_b_to_l2 = b_direct > 1
+                && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
+                && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS;
             let block = Block {
                 kc,
                 beta,
                 prefetch_c: prefetches_c(t.c.trans, (t.c_bytes(), t.operand_bytes()), l2, beta)
                     && (!fills_past_l2 || next_beside_c),
                 next_beside_c,
-                next_b_to_l2: b_direct > 1
-                    && b_in_place_from_memory(t.tb, (t.ldb, t.whole_k), caches)
-                    && t.m.div_ceil(MR) >= NEXT_B_MIN_A_PANELS,
+                next_b_to_l2,
                 next_fill_to_l2: fused > 0 && t.k.saturating_mul(t.n).saturating_mul(4) > l2,
+                ahead_panels: match next_b_to_l2 {
+                    true => 0,
+                    false => b_direct,
+                },
             };
             let packed_first = b_direct + fused;
             if packed_first < nc.div_ceil(nr) {
@@ -246,7 +251,7 @@ pub(super) fn one_block_b(
     bl: Blocking,
     (c, core): (CacheSizes, CoreFamily),
 ) -> (usize, bool) {
-    let few_rows_kc = few_rows_kc(bl.nr, c.l1).min(bl.kc_one_block);
+    let few_rows_kc = few_rows_kc(bl.nr, (c.l1, core), bl.kc_one_block);
     if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), (c, core)) {
         return (few_rows_kc, true);
     }

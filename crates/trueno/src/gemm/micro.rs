@@ -194,14 +194,15 @@ pub(super) fn rows_to_l2(
 
 /// The register tile: `acc[i][v]` holds row i, columns `v*LANES..(v+1)*LANES` of
 /// `sum_p a(i, p) * b(p, ..)` over `kc` steps; `c` is the tile to prefetch meanwhile.
-/// With `PACK`, B's rows are also stored as they are loaded into `pack` (a packed KC x NR
-/// panel, `NR` floats a k step), so the call reading a panel in place also packs it for
-/// later calls; without, `pack` is not touched (pass `&mut []`). A const parameter, not
-/// an `Option`: each call site then inlines one copy of the loop, where a run-time choice
-/// inlined both, and unoptimised builds (whose frames keep every inlined copy's locals)
-/// overflowed wasm's 1 MiB stack in the GEMM.
+/// `FIRST`: the first tile over a B panel read where it lies, which asks L1 for the
+/// panel's rows ahead of its loads (`FILL_AHEAD`) and, given a non-empty `pack` (a packed
+/// KC x NR panel, `NR` floats a k step), stores them there as they are loaded, so that
+/// later calls read the packed copy; otherwise `pack` is not touched (pass `&mut []`).
+/// A const parameter, not an `Option`: each call site then inlines one copy of the loop,
+/// where a run-time choice inlined both, and unoptimised builds (whose frames keep every
+/// inlined copy's locals) overflowed wasm's 1 MiB stack in the GEMM.
 #[inline(always)]
-pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const FIRST: bool>(
     s: S,
     kc: usize,
     a: APanel,
@@ -210,12 +211,12 @@ pub(super) fn micro_tile<S: Simd, const MR: usize, const NV: usize, const PACK: 
     pack: &mut [f32],
     next: Option<NextPanelShare>,
 ) -> [[S::V; NV]; MR] {
-    let out = match PACK {
+    let out = match FIRST && !pack.is_empty() {
         // The checked extent of every store in the loop (row p < kc at p * NR).
         true => pack[..kc * NV * S::LANES].as_mut_ptr(),
         false => std::ptr::null_mut(),
     };
-    micro_tile_with::<S, MR, NV, PACK, false>(s, kc, a, b, (c, next), out, S::LANES)
+    micro_tile_with::<S, MR, NV, FIRST, false>(s, kc, a, b, (c, next), out, S::LANES)
 }
 
 /// The plain loop of `micro_tile` (no prefetch, no packing) over a B panel whose last
@@ -233,14 +234,15 @@ pub(super) fn micro_tile_tail<S: Simd, const MR: usize, const NV: usize>(
     micro_tile_with::<S, MR, NV, false, true>(s, kc, a, b, (None, None), std::ptr::null_mut(), tail)
 }
 
-/// `micro_tile`, with B's rows also stored k-major at `out` (`PACK`) as they are loaded,
-/// and with `TAIL`, B's last vector only `tail` columns wide.
+/// `micro_tile`, with B's rows asked for ahead (`FIRST`) and stored k-major at `out`
+/// (where not null) as they are loaded, and with `TAIL`, B's last vector only `tail`
+/// columns wide.
 #[inline(always)]
 fn micro_tile_with<
     S: Simd,
     const MR: usize,
     const NV: usize,
-    const PACK: bool,
+    const FIRST: bool,
     const TAIL: bool,
 >(
     s: S,
@@ -285,7 +287,7 @@ fn micro_tile_with<
             {
                 c.fetch(p / PREFETCH_SPACING);
             }
-            k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
+            k_step::<S, MR, NV, FIRST, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
         }
         return acc;
     }
@@ -293,7 +295,7 @@ fn micro_tile_with<
         // No prefetch: the plain loop. The chunked one below, run with nothing to fetch,
         // cost 3-12% at 64^3-256^3 (interleaved against faer, three rounds of both).
         for p in 0..kc {
-            k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
+            k_step::<S, MR, NV, FIRST, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
         }
         return acc;
     };
@@ -309,7 +311,7 @@ fn micro_tile_with<
         if p % PREFETCH_SPACING == 0 && p / PREFETCH_SPACING < lines {
             c.fetch(p / PREFETCH_SPACING);
         }
-        k_step::<S, MR, NV, PACK, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
+        k_step::<S, MR, NV, FIRST, TAIL>(s, p, bsrc, &rows, a.cs, &mut acc, out);
     }
     acc
 }
@@ -334,17 +336,18 @@ fn panel_rows<const MR: usize>(data: &[f32], rs: usize, last: usize) -> [*const 
     rows
 }
 
-/// k steps ahead that a tile packing its B panel (`micro_tile`'s `PACK`) asks L1 for
-/// that panel's row: its rows, a row of B apart, each a page or more apart in a wide B,
-/// start no hardware stream, so each k step's loads waited on L2 or L3 (the previous
-/// panel's tiles ask L2 for them, `Block::next_fill_to_l2`, where B outgrows L2). Emerald
+/// k steps ahead that the first tile over a B panel read where it lies (`micro_tile`'s
+/// `FIRST`: one packing the panel, or `Block::ahead_panels`) asks L1 for that panel's
+/// row: its rows, a row of B apart, each a page or more apart in a wide B, start no
+/// hardware stream, so each k step's loads waited on L2 or L3 (the previous panel's
+/// tiles ask L2 for them, `Block::next_fill_to_l2`, where B outgrows L2). Emerald
 /// Rapids VM, one thread, with and without alternated call by call in one process
 /// (trueno's GFLOP/s, two rounds): 64x4096x512 138.6-140.6 -> 146.1-153.0, 32x4096x512
 /// 123.2-126.2 -> 132.1-136.1, 128x1024x1024 152.4-153.4 -> 158.0-158.4, 256x1024x1024
 /// 156.3-158.0 -> 159.9-161.9, 128x4096x11008 (B from memory) 137.0 -> 143.1, 512^3
 /// +0.6% and +3.2%; 128x11008x4096 -1.9%, 128x4096x512 +2.4% and -0.5%. Two threads:
 /// 64x4096x512 +5.2%, 512^3 +2.7%, 128x4096x11008 +2.7%. 16 steps ahead did no better.
-/// Not measured on Zen, whose panels from memory are packed by these tiles too.
+/// The distance was not measured on Zen (the asks themselves were: `Block::ahead_panels`).
 const FILL_AHEAD: usize = 8;
 
 /// One k step of the tile: NV vectors of B row `p` (with `TAIL`, the last one `tail`
@@ -352,7 +355,7 @@ const FILL_AHEAD: usize = 8;
 /// closure does not inherit the caller's target features, so its SIMD calls stayed calls
 /// (1.8 GFLOP/s).
 #[inline(always)]
-fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool, const TAIL: bool>(
+fn k_step<S: Simd, const MR: usize, const NV: usize, const FIRST: bool, const TAIL: bool>(
     s: S,
     p: usize,
     (bdata, stride, tail): (&[f32], usize, usize),
@@ -372,7 +375,7 @@ fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool, const TAI
             false => s.load(&brow[v * S::LANES..]),
         };
     }
-    if PACK {
+    if FIRST {
         // The row FILL_AHEAD steps on (past the panel's last one for the final steps: a
         // hint, never a read).
         let ahead = bdata.as_ptr().wrapping_add((p + FILL_AHEAD) * stride) as *const i8;
@@ -383,10 +386,12 @@ fn k_step<S: Simd, const MR: usize, const NV: usize, const PACK: bool, const TAI
         if !(ahead as usize).is_multiple_of(64) {
             prefetch_line::<false>(ahead.wrapping_add(width * 4 - 1));
         }
-        // SAFETY: `micro_tile` checked that `out` holds kc * NR floats, and p < kc.
-        let dst = unsafe { std::slice::from_raw_parts_mut(out.add(p * nr), nr) };
-        for v in 0..NV {
-            s.store(bv[v], &mut dst[v * S::LANES..]);
+        if !out.is_null() {
+            // SAFETY: `micro_tile` checked that `out` holds kc * NR floats, and p < kc.
+            let dst = unsafe { std::slice::from_raw_parts_mut(out.add(p * nr), nr) };
+            for v in 0..NV {
+                s.store(bv[v], &mut dst[v * S::LANES..]);
+            }
         }
     }
     for (i, row) in rows.iter().enumerate() {

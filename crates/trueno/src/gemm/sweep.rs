@@ -83,6 +83,24 @@ pub(super) struct Block {
     /// 128x4096x4096 137 -> 148. Interleaved against faer in BENCHMARKS.md (session 75),
     /// with the H100 host's Xeon.
     pub next_beside_c: bool,
+    /// The block's first B panels, read where they lie, whose first tile asks L1 for its
+    /// own rows `FILL_AHEAD` k steps ahead, as a tile packing its panel does: B's rows
+    /// are a row of B apart, so no hardware prefetcher runs ahead of that tile, and where
+    /// B has left the caches since the last call (a model's other layers, any other work
+    /// between calls) each k step's loads waited on memory. Not where the tiles ask L2
+    /// for the next panel (`next_b_to_l2`): with both, 32x4096x4096 lost 9-11%.
+    ///
+    /// Zen 4 VM, one thread, `gemm-probe` alternating call by call with the first tile
+    /// asking for nothing, eight rounds (median ratios; few rows at KC 128, before
+    /// `few_rows_kc` went deeper on Zen's 32-float panels), with 32 MiB read between calls:
+    /// few-row products over a B within L3 (`b_in_place_for_few_rows`) 16x1000x1000
+    /// 1.90x, 16x1000x2000 1.90x, 16x1500x1500 1.88x, 32x1000x1000 1.58x, 48x1000x1000
+    /// 1.44x, 64x1000x1000 1.33x, 16x512x512 1.26x; B in cache, 0.98x-1.01x. Squares
+    /// (one block, B within L2's reach) 64^3-256^3 1.00-1.03x from memory, 1.00x warm.
+    /// Against faer's own layout with 32 MiB read before every call of either
+    /// (`gemm_vs_faer` `EVICT=32`), those few-row shapes went from 0.38-0.65x to
+    /// 0.83-1.12x with this and the deeper blocks together (BENCHMARKS.md, session 81).
+    pub ahead_panels: usize,
 }
 
 /// `Block::prefetch_c` for an update with `beta` of a C of `c_bytes` in a task of
@@ -262,6 +280,12 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
                 one_tile::<S, MR, NV, true>(s, t, blk, a, src, at(0), dst, fetch);
                 1
             }
+            // A panel read where it lies: its first tile asks for its rows ahead.
+            None if jr < blk.ahead_panels => {
+                let (a, fetch) = (a_panel(0), (None, share(0)));
+                one_tile::<S, MR, NV, true>(s, t, blk, a, b_panel(jr), at(0), &mut [], fetch);
+                1
+            }
             None => 0,
         };
         let b = b_panel(jr);
@@ -325,7 +349,7 @@ fn whole_tiles<'a, S: Simd, const MR: usize, const NV: usize>(
 /// repeated ones are thrown away.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+fn one_tile<S: Simd, const MR: usize, const NV: usize, const FIRST: bool>(
     s: S,
     t: &GemmTask,
     blk: &Block,
@@ -336,7 +360,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
     (next, next_panel): (Option<LinePrefetch>, Option<NextPanelShare>),
 ) {
     let edge = edge_tile_rows(MR, t.m - r);
-    if !PACK && edge < MR {
+    if !FIRST && edge < MR {
         // `a` may hold more rows than the edge tile (a packed panel of this tile: element
         // (i, p) at `p * cs + i`), of which it reads the first `edge`.
         let (tile, fetch) = ((r, c), (next, next_panel));
@@ -345,7 +369,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
             _ => one_tile::<S, WIDE_EDGE_ROWS, NV, false>(s, t, blk, a, b, tile, &mut [], fetch),
         };
     }
-    if !PACK && NV == 2 && t.n - c <= S::LANES {
+    if !FIRST && NV == 2 && t.n - c <= S::LANES {
         // A last column panel of at most one vector runs the one-vector tile, on the
         // first half of each k step's NR floats (the panel's stride stays NR): half the
         // FMAs of a padded full tile. Intel VM (session 58), one thread, against faer,
@@ -358,7 +382,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         return one_tile::<S, MR, 1, false>(s, t, blk, a, b, (r, c), &mut [], fetch);
     }
     let clipped = (MR.min(t.m - r), (NV * S::LANES).min(t.n - c));
-    tile_at::<S, MR, NV, PACK>(
+    tile_at::<S, MR, NV, FIRST>(
         s,
         (t, blk),
         (a, b),
@@ -373,7 +397,7 @@ fn one_tile<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
 /// `one_tile` (after its edge cases) and `whole_tiles` share. The C tile's lines are
 /// asked for where `Block::prefetch_c` says, else `next`'s.
 #[inline(always)]
-fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
+fn tile_at<S: Simd, const MR: usize, const NV: usize, const FIRST: bool>(
     s: S,
     (t, blk): (&GemmTask, &Block),
     (a, b): (APanel, BPanel),
@@ -388,7 +412,7 @@ fn tile_at<S: Simd, const MR: usize, const NV: usize, const PACK: bool>(
         false => next,
     };
     let next_panel = next_panel.filter(|_| !blk.prefetch_c || blk.next_beside_c);
-    let acc = micro_tile::<S, MR, NV, PACK>(s, blk.kc, a, b, pf, pack, next_panel);
+    let acc = micro_tile::<S, MR, NV, FIRST>(s, blk.kc, a, b, pf, pack, next_panel);
     store_tile::<S, MR, NV>(s, &acc, tile, rows, cols, t.alpha, blk.beta);
 }
 
