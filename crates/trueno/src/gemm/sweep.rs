@@ -267,8 +267,15 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
         let spread = (blk.kc, blk.next_beside_c);
         let share = |ir: usize| next_rows.map(|rows| NextPanelShare::of(rows, ir, panels, spread));
         // The first tile packs the panel where `b_fill` says so; the rest read it. A
-        // transposed B's panel (its rows are B's columns) is packed just before.
-        let first = match b_fill(jr) {
+        // transposed B's panel (its rows are B's columns) is packed just before. A panel
+        // read where it lies has its first tile ask for its rows ahead, packing nothing
+        // (`Block::ahead_panels`). Only over a whole A panel: the asking tile has no edge
+        // form, and a ragged first A panel runs its edge tile as before (4x256x256 on
+        // AVX-512 ran 57 GFLOP/s through the full tile against 108 through its four-row
+        // one).
+        let asks_ahead = jr < blk.ahead_panels && t.m - ic >= MR;
+        let fill = b_fill(jr).or_else(|| asks_ahead.then(|| (b_panel(jr), &mut [][..])));
+        let first = match fill {
             Some((src, dst)) if t.tb => {
                 let shape = (blk.kc, nr, nr);
                 let isa = (has_avx(S::BACKEND), has_avx512(S::BACKEND));
@@ -278,15 +285,6 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
             Some((src, dst)) => {
                 let (a, fetch) = (a_panel(0), (None, share(0)));
                 one_tile::<S, MR, NV, true>(s, t, blk, a, src, at(0), dst, fetch);
-                1
-            }
-            // A panel read where it lies: its first tile asks for its rows ahead. Only a
-            // whole one (MR rows of A): the tile that asks has no edge form, and a ragged
-            // first A panel runs its edge tile as before (4x256x256 on AVX-512 ran 57
-            // GFLOP/s through the full tile against 108 through its four-row one).
-            None if jr < blk.ahead_panels && t.m - ic >= MR => {
-                let (a, fetch) = (a_panel(0), (None, share(0)));
-                one_tile::<S, MR, NV, true>(s, t, blk, a, b_panel(jr), at(0), &mut [], fetch);
                 1
             }
             None => 0,
