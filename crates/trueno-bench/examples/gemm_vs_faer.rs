@@ -82,16 +82,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("{header}\n{rule}");
     let align_all = std::env::var_os("ALIGN").is_some();
-    let evict_mib: usize = std::env::var("EVICT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let other = vec![1.0f32; evict_mib << 18];
-    let evict = || {
-        if !other.is_empty() {
-            std::hint::black_box(other.iter().sum::<f32>());
-        }
-    };
+    let other = trueno_bench::evict::OtherData::from_env("EVICT");
+    let evict = || other.read();
     for (m, n, k) in shapes {
         let a = Matrix::from_fn(m, k, value)?;
         // BT=1: trueno's B stored n x k and used transposed, the same bytes in the same

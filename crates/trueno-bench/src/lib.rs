@@ -14,5 +14,6 @@ pub fn out_writer(args: &[String]) -> Box<dyn std::io::Write> {
     }
 }
 
+pub mod evict;
 pub mod paired;
 pub mod read_rate;

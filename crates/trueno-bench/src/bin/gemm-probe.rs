@@ -53,12 +53,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cbuf[off..].as_ptr(),
         cbuf[off..].as_ptr() as usize % 64
     );
-    let evict_mib: usize = std::env::var("TRUENO_PROBE_EVICT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let other = vec![1.0f32; evict_mib << 18];
-    let evict = || std::hint::black_box(other.iter().sum::<f32>());
+    let other = trueno_bench::evict::OtherData::from_env("TRUENO_PROBE_EVICT");
+    let evict = || other.read();
     for _ in 0..reps {
         let mut cv = trueno::MatMut::new(&mut cbuf[off..], m, nn, ldc)?;
         evict();
