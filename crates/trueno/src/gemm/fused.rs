@@ -38,6 +38,25 @@ use super::blocking::{CacheSizes, CoreFamily};
 ///
 /// And, on a Zen core, a one-block product's B from memory, row-major or transposed
 /// (`fills_b_past_l2`).
+///
+/// And, on a Zen core, a one-block product's row-major B of rows of 16 KiB or more
+/// (`ZEN_FUSED_ROW_BYTES`, 4096 columns; past L3 the rule above takes it anyway):
+/// past eight L2 the pass packed it at half the one-block depth (`one_block_b`), a
+/// block of four L2 or more from such rows. Zen 4 VM (1 MiB L2, session 82), the pass
+/// and this alternated call by call in one process, eight rounds, best of each
+/// (trueno's GFLOP/s, warm / with 32 MiB read before each call), one thread:
+/// 32x4096x1024 77.6 -> 86.2 / 74.9 -> 79.7 (25-32 rows then leave B's in-place
+/// reading, `b_in_place_for_few_rows`), 128x4096x1024 94.4 -> 99.0 / 97.0 -> 102.0,
+/// 256x4096x1024 96.2 -> 99.6 / 102.1 -> 104.7, 256x6144x1024 86.7 -> 98.2 / 100.3 ->
+/// 105.8, 128x8192x1024 94.6 -> 100.1 / 95.3 -> 102.4, 100x5000x1000 74.1 -> 95.3 /
+/// 79.6 -> 91.3, 256x11008x640 84.0 -> 96.1 / 80.9 -> 92.6, 128x4096x2048 even; two
+/// threads 128x4096x2048 162.8 -> 184.3 / 167.1 -> 185.0, 128x8192x1024 145.4 -> 174.0
+/// / 163.6 -> 191.4, the rest even. Against faer (`gemm_vs_faer`, two rounds, one
+/// thread): 128x4096x1024 0.93-0.94x -> 0.97-1.00x, 256x4096x1024 0.83-0.92x ->
+/// 0.96-0.98x, 128x8192x1024 0.75-0.84x -> 0.91-0.92x; two threads 128x4096x2048
+/// 0.81-0.84x -> 0.93-1.00x. Shorter rows lost so, by 1-5% (8 KiB: 128x2048x4096,
+/// 64x2048x2048, 128x2048x2048; 4 KiB: 256x1024x4096), 12 KiB rows mixed (-2% to +4%):
+/// why the row's length decides was not traced. Zen 3 and Zen 5 not measured.
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
@@ -47,9 +66,15 @@ pub(super) fn fuse_b(
 ) -> bool {
     let part = k.saturating_mul(n).saturating_mul(4);
     let from_l3 = one_block && part <= 8 * c.l2 && whole_b_bytes <= c.l3 / 2;
+    let wide_rows =
+        one_block && core == CoreFamily::Zen && n.saturating_mul(4) >= ZEN_FUSED_ROW_BYTES;
     let past_l2 = one_block && fills_b_past_l2(tb, whole_b_bytes, (c, core), spreads);
-    (!tb && (part <= c.l2 || from_l3)) || past_l2
+    (!tb && (part <= c.l2 || from_l3 || wide_rows)) || past_l2
 }
+
+/// See [`fuse_b`]: the shortest row of a B (the task's columns) that a Zen core's
+/// one-block product packs by its first tiles at any size.
+const ZEN_FUSED_ROW_BYTES: usize = 16 << 10;
 
 /// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
 /// by panel in the sweep, each panel transposed just before its first tile into one slot
@@ -275,6 +300,39 @@ mod tests {
             small_l3,
             (false, true)
         ));
+    }
+
+    #[test]
+    fn a_zen_cores_one_block_packs_rows_of_16_kib_by_their_first_tiles_at_any_size() {
+        let zen4 = CacheSizes {
+            l2: 1 << 20,
+            ..zen3()
+        };
+        let (zen, other) = ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other));
+        let fuse = |tb, (k, n): (usize, usize), machine, one_block| {
+            fuse_b(tb, (k, n), k * n * 4, machine, (one_block, false))
+        };
+        // 128x4096x1024 (16 MiB), 128x4096x2048 (32 MiB, all of L3), 128x8192x1024 and
+        // a ragged 5000 columns: past eight L2, still packed by their first tiles.
+        for (k, n) in [(1024, 4096), (2048, 4096), (1024, 8192), (1000, 5000)] {
+            assert!(fuse(false, (k, n), zen, true), "{k}x{n}");
+            assert!(!fuse(false, (k, n), zen, false), "{k}x{n}");
+            assert!(!fuse(true, (k, n), zen, true), "{k}x{n}");
+        }
+        // Rows under 16 KiB keep the pass there (eight L2 is 8 MiB here), up to L3.
+        for (k, n) in [
+            (4096, 2048),
+            (2048, 2048),
+            (4096, 1024),
+            (2048, 3072),
+            (2048, 4095),
+        ] {
+            assert!(!fuse(false, (k, n), zen, true), "{k}x{n}");
+        }
+        // Within eight L2 any row length is packed so, as before; another core keeps
+        // its own rules (a 32 MiB B past half of L3, no spread asks: the pass).
+        assert!(fuse(false, (1024, 2048), zen, true));
+        assert!(!fuse(false, (2048, 4096), other, true));
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub(super) fn b_in_place_from_memory(tb: bool, (ldb, k): (usize, usize), c: Cach
 /// (64x1000x1000 90.4-90.7 against 89.9-90.1 in place), so not past eight panels.
 ///
 /// Crowding rows, the next session (same VM, the rule off and on in one binary, two
-/// rounds): where the first tiles would pack B instead (`fuse_b`: B within eight L2),
+/// rounds): where the first tiles would pack B instead (`fuse_b`: B within eight L2; on
+/// Zen since session 82 also rows of 16 KiB, so 25-32 rows over them are packed so),
 /// four panels lost in place, 24x4096x256 83.4-83.6 packed against 65.1-69.5,
 /// 24x2048x512 82.6-83.2 against 61.4-73.9, 24x1024x1024 81.8-82.5 against 72.5-73.2,
 /// 24x1024x512 82.8-83.0 against 74.2-74.9 (and session 69's 24x512x512 81.8-82.1 in
@@ -272,12 +273,14 @@ pub(super) mod tests {
         assert!(few(48, 1000, 1000, false) && !few(49, 1000, 1000, false));
         // Rows of 2, 4 or 8 KiB start at two offsets or one: 256 rows crowd L1's sets.
         // Three panels at most where the first tiles would pack B (within eight L2: 1
-        // MiB, 4 MiB), four where a pass would (16 MiB).
+        // MiB, 4 MiB; or rows of 16 KiB, on Zen at any size: 8 MiB), four where a pass
+        // would (16 MiB of 8 KiB rows).
         assert!(few(18, 512, 512, false) && !few(19, 512, 512, false));
         assert!(few(16, 1024, 1024, false) && !few(24, 1024, 1024, false));
         assert!(few(16, 4096, 256, false) && !few(19, 4096, 256, false));
         assert!(few(20, 2048, 2048, false) && !few(32, 2048, 2048, false));
-        assert!(few(24, 4096, 512, false) && !few(25, 4096, 512, false));
+        assert!(few(24, 2048, 2048, false) && !few(25, 2048, 2048, false));
+        assert!(few(18, 4096, 512, false) && !few(19, 4096, 512, false));
         // Rows of 32 KiB crowd L2's sets too: never, not even one panel.
         assert!(!few(2, 8192, 512, false) && !few(8, 8192, 256, false));
         assert!(few(2, 6144, 512, false));
