@@ -2,7 +2,8 @@
 //! packed (rows a page long or off the page grid, under an A one panel past its block
 //! height, split over threads by the inner dimension), and a B past eight L2 packed by
 //! its first tiles instead of a pass (under sixteen A panels or more, or within half of
-//! L3 under fewer), with the path itself asserted where the rule takes it.
+//! L3 under fewer; on Zen, rows of 16 KiB at any size and a transposed B deeper than
+//! 128), with the path itself asserted where the rule takes it.
 
 mod common;
 
@@ -112,7 +113,7 @@ fn a_b_past_eight_l2_packed_by_its_first_tiles_beside_c_tile_asks_matches_the_re
     check_row_major(67, &shapes, "B past eight L2, C asked for", true);
     // No pass (one had packed each KC x NC block first); on Zen too, where rows of
     // 16 KiB are packed by their first tiles whatever B's size.
-    assert_no_b_pass(m, n - 4, k);
+    assert_no_b_pass((m, n - 4, k), Transpose::No);
 }
 
 #[test]
@@ -135,7 +136,7 @@ fn a_b_past_eight_l2_within_half_of_l3_packed_by_the_first_tiles_of_few_a_panels
     }
     // On Zen the 16 KiB rows of 4096 columns decide it, whatever B's size (and 40 rows
     // over them read B packed, not in place: they crowd L1's sets).
-    assert_no_b_pass(m, n - 4, k);
+    assert_no_b_pass((m, n - 4, k), Transpose::No);
 }
 
 #[test]
@@ -198,4 +199,48 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
             }
         }
     }
+}
+
+#[test]
+fn a_transposed_b_past_l2_under_a_one_block_a_packed_in_the_sweep_matches_the_reference() {
+    // On a Zen core, an x·Wᵀ whose A is one block of more rows than the swap takes
+    // (`run_transposed`: up to four tile widths) over a W past L2 and deeper than 128
+    // has each of W's panels transposed just before its first tile (`fuse_b`) rather
+    // than by a pass over each KC block. Per ISA, four tile widths and five rows (a
+    // ragged edge panel), k 300 (a short last KC block where KC is under 300), W about
+    // twice L2 with a ragged last panel; beta 0 over NaN, then beta 1 and -1.5; one
+    // thread. Elsewhere the pass packs it, which the same data checks.
+    let caches = trueno::gemm::CacheSizes::detect();
+    let k = 300;
+    let n = 2 * caches.l2 / (4 * k) + 7;
+    let mut rng = Rng::new(73);
+    let mut rows: Vec<(usize, trueno::Backend, trueno::Engine)> = engines()
+        .into_iter()
+        .filter(|(b, _)| *b != trueno::Backend::Gpu)
+        .filter_map(|(b, e)| {
+            let bl = trueno::gemm::blocking_for(b);
+            let m = 4 * bl.nr + 5;
+            (m <= bl.mc).then_some((m, b, e))
+        })
+        .collect();
+    rows.sort_by_key(|r| r.0);
+    let heights: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.0).collect();
+    for (turn, m) in heights.into_iter().enumerate() {
+        for beta_turn in 0..3 {
+            let tb = (Transpose::No, Transpose::Yes);
+            let case = Case::taking_turn((m, n, k), tb, turn + beta_turn, beta_turn % 2);
+            let p = Product::new(&mut rng, &case);
+            for (_, backend, e) in rows.iter().filter(|r| r.0 == m) {
+                let what = format!("{} {m} rows, W past L2", backend.name());
+                one_thread(|| p.check(e, &what, false));
+            }
+        }
+    }
+    if trueno::gemm::CoreFamily::detect() != trueno::gemm::CoreFamily::Zen {
+        eprintln!("note: not a Zen core: a pass packs this W here");
+        return;
+    }
+    // The path, on the best ISA's tile: whole panels, no pass.
+    let bl = trueno::gemm::blocking_for(trueno::engine().unwrap().backend(trueno::OpClass::MatMul));
+    assert_no_b_pass((4 * bl.nr + 5, n / 64 * 64, k), Transpose::Yes);
 }

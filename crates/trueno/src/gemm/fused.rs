@@ -57,6 +57,26 @@ use super::blocking::{CacheSizes, CoreFamily};
 /// 0.81-0.84x -> 0.93-1.00x. Shorter rows lost so, by 1-5% (8 KiB: 128x2048x4096,
 /// 64x2048x2048, 128x2048x2048; 4 KiB: 256x1024x4096), 12 KiB rows mixed (-2% to +4%):
 /// why the row's length decides was not traced. Zen 3 and Zen 5 not measured.
+///
+/// And, on a Zen core, a one-block product's transposed B (the W of an `x·Wᵀ` that
+/// runs as given: more rows than the swap takes, `run_transposed`) past L2 and deeper
+/// than 128 (`ZEN_FUSED_TRANSPOSED_MIN_K`): each panel transposed just before its first
+/// tile, as past L3 (`fills_b_past_l2`), where a pass had transposed all of a KC block
+/// first. Zen 4 VM (session 82), the pass and this alternated call by call in one
+/// process, eight rounds, best of each (trueno's GFLOP/s, warm / with 32 MiB read
+/// before each call), one thread: 256x4096x1024 91.8 -> 102.3 / 86.6 -> 98.6,
+/// 256x2048x2048 93.3 -> 103.5 / 95.2 -> 105.7, 256x1024x4096 102.8 -> 101.7 / 92.5 ->
+/// 104.4, 200x3072x768 86.6 -> 92.4 / 88.3 -> 95.8, 192x2048x1024 97.0 -> 104.1 / 86.7
+/// -> 99.9, 256x11008x640 90.9 -> 101.6 / 82.7 -> 92.3, 256x1024x1024 and 256x512x2048
+/// +2% to +6%, 256x8192x256 87.8 -> 93.6 / 88.0 -> 95.6, 200x8192x192 even / +4%; two
+/// threads +1% to +16% on all of them. Against faer (`BT=1 gemm_vs_faer`, two rounds,
+/// one thread): 256x4096x1024 0.88-0.93x -> 0.98-0.99x, 256x6144x1024 0.82-0.93x ->
+/// 0.98-1.00x, 200x3072x768 0.88-0.95x -> 1.03-1.06x, 160x4096x2048 0.86-1.04x ->
+/// 0.98-0.99x, 256x2048x2048 0.90-0.95x -> 0.95-0.99x. Shallower it was mixed, as on the
+/// Emerald Rapids VM within L2 (`fuse_transposed_b`: a C past L2 pushes each panel's run
+/// of W out before its first tile): 256x8192x64 0.94x, 0.99x, 0.94x and 1.17x (one and
+/// two threads, warm and from memory), 256x4096x128 0.98x, 1.07x, 1.01x and 0.90x;
+/// 256x16384x128 +1% to +5%. Zen 3 and Zen 5 not measured.
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),
@@ -66,15 +86,20 @@ pub(super) fn fuse_b(
 ) -> bool {
     let part = k.saturating_mul(n).saturating_mul(4);
     let from_l3 = one_block && part <= 8 * c.l2 && whole_b_bytes <= c.l3 / 2;
-    let wide_rows =
-        one_block && core == CoreFamily::Zen && n.saturating_mul(4) >= ZEN_FUSED_ROW_BYTES;
+    let zen = one_block && core == CoreFamily::Zen;
+    let wide_rows = zen && !tb && n.saturating_mul(4) >= ZEN_FUSED_ROW_BYTES;
+    let transposed_past_l2 = zen && tb && part > c.l2 && k > ZEN_FUSED_TRANSPOSED_MIN_K;
     let past_l2 = one_block && fills_b_past_l2(tb, whole_b_bytes, (c, core), spreads);
-    (!tb && (part <= c.l2 || from_l3 || wide_rows)) || past_l2
+    (!tb && (part <= c.l2 || from_l3)) || wide_rows || transposed_past_l2 || past_l2
 }
 
 /// See [`fuse_b`]: the shortest row of a B (the task's columns) that a Zen core's
 /// one-block product packs by its first tiles at any size.
 const ZEN_FUSED_ROW_BYTES: usize = 16 << 10;
+
+/// See [`fuse_b`]: the depth up to which a Zen core's one-block product keeps the pass
+/// for a transposed B past L2 (and within L3).
+const ZEN_FUSED_TRANSPOSED_MIN_K: usize = 128;
 
 /// Whether a one-block product packs a transposed B (Wᵀ of an `x·Wᵀ` run as given) panel
 /// by panel in the sweep, each panel transposed just before its first tile into one slot
@@ -317,7 +342,6 @@ mod tests {
         for (k, n) in [(1024, 4096), (2048, 4096), (1024, 8192), (1000, 5000)] {
             assert!(fuse(false, (k, n), zen, true), "{k}x{n}");
             assert!(!fuse(false, (k, n), zen, false), "{k}x{n}");
-            assert!(!fuse(true, (k, n), zen, true), "{k}x{n}");
         }
         // Rows under 16 KiB keep the pass there (eight L2 is 8 MiB here), up to L3.
         for (k, n) in [
@@ -333,6 +357,28 @@ mod tests {
         // its own rules (a 32 MiB B past half of L3, no spread asks: the pass).
         assert!(fuse(false, (1024, 2048), zen, true));
         assert!(!fuse(false, (2048, 4096), other, true));
+    }
+
+    #[test]
+    fn a_zen_cores_one_block_packs_a_transposed_b_past_l2_deeper_than_128_in_the_sweep() {
+        let zen4 = CacheSizes {
+            l2: 1 << 20,
+            ..zen3()
+        };
+        let (zen, other) = ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other));
+        let fuse = |(k, n): (usize, usize), machine, one_block| {
+            fuse_b(true, (k, n), k * n * 4, machine, (one_block, false))
+        };
+        // 256x4096x1024 (16 MiB), 256x1024x4096, 200x8192x192 (6 MiB), 1 MiB + 4 bytes.
+        for (k, n) in [(1024, 4096), (4096, 1024), (192, 8192), (129, 2033)] {
+            assert!(fuse((k, n), zen, true), "{k}x{n}");
+            assert!(!fuse((k, n), zen, false), "{k}x{n}");
+            assert!(!fuse((k, n), other, true), "{k}x{n}");
+        }
+        // 128 deep or shallower, or within L2 (`fuse_transposed_b` decides there): no.
+        for (k, n) in [(128, 16384), (64, 8192), (256, 1024), (512, 512)] {
+            assert!(!fuse((k, n), zen, true), "{k}x{n}");
+        }
     }
 
     #[test]

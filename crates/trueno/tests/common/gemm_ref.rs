@@ -328,16 +328,21 @@ pub fn check_row_major(
     }
 }
 
-/// Asserts that an `m x n x k` product of row-major operands on one thread, on the best
-/// ISA, packs no B by a pass (`gemm_profiled`'s pack B time zero): whole B panels only
-/// (`n` a multiple of the tile's width), as a ragged last one is packed by a pass.
-pub fn assert_no_b_pass(m: usize, n: usize, k: usize) {
+/// Asserts that an `m x n x k` product of a row-major A and op(B) (`tb`) on one thread, on
+/// the best ISA, packs no B by a pass (`gemm_profiled`'s pack B time zero): whole B
+/// panels only (`n` a multiple of the tile's width), as a ragged last one is packed by a
+/// pass.
+pub fn assert_no_b_pass((m, n, k): (usize, usize, usize), tb: Transpose) {
     let e = trueno::engine().unwrap();
     let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
-    let b = trueno::Matrix::from_fn(k, n, |i, j| (i ^ j) as f32 * 1e-3).unwrap();
+    let b = match tb {
+        Transpose::No => trueno::Matrix::from_fn(k, n, |i, j| (i ^ j) as f32 * 1e-3),
+        Transpose::Yes => trueno::Matrix::from_fn(n, k, |i, j| (i ^ j) as f32 * 1e-3),
+    }
+    .unwrap();
     let mut c = trueno::Matrix::zeros(m, n).unwrap();
     let (no, cv) = (Transpose::No, &mut c.view_mut());
-    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), no, 0.0, cv)).unwrap();
+    let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), tb, 0.0, cv)).unwrap();
     assert_eq!(
         p.pack_b,
         std::time::Duration::ZERO,
