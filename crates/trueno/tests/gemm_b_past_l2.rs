@@ -49,17 +49,7 @@ fn a_b_from_memory_under_an_a_one_panel_past_its_block_height_matches_the_refere
     // Whole panels on every ISA, so no pass packs a ragged last one.
     let deep = (trueno::gemm::CacheSizes::detect().l3 / 4096 + 9).next_multiple_of(64);
     let mut rng = Rng::new(61);
-    // Not the GPU engine: its products run on the GPU or, as here, on the best CPU ISA's
-    // tile, whose MC its own row already takes.
-    let mut rows: Vec<(usize, trueno::Backend, trueno::Engine)> = engines()
-        .into_iter()
-        .filter(|(b, _)| *b != trueno::Backend::Gpu)
-        .map(|(b, e)| {
-            let bl = trueno::gemm::blocking_for(b);
-            (bl.mc + bl.mr, b, e)
-        })
-        .collect();
-    rows.sort_by_key(|r| r.0);
+    let rows = rows_per_cpu_isa(|bl| Some(bl.mc + bl.mr));
     let heights: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.0).collect();
     for (i, (m, tb)) in heights
         .into_iter()
@@ -214,16 +204,7 @@ fn a_transposed_b_past_l2_under_a_one_block_a_packed_in_the_sweep_matches_the_re
     let k = 300;
     let n = 2 * caches.l2 / (4 * k) + 7;
     let mut rng = Rng::new(73);
-    let mut rows: Vec<(usize, trueno::Backend, trueno::Engine)> = engines()
-        .into_iter()
-        .filter(|(b, _)| *b != trueno::Backend::Gpu)
-        .filter_map(|(b, e)| {
-            let bl = trueno::gemm::blocking_for(b);
-            let m = 4 * bl.nr + 5;
-            (m <= bl.mc).then_some((m, b, e))
-        })
-        .collect();
-    rows.sort_by_key(|r| r.0);
+    let rows = rows_per_cpu_isa(|bl| Some(4 * bl.nr + 5).filter(|&m| m <= bl.mc));
     let heights: std::collections::BTreeSet<usize> = rows.iter().map(|r| r.0).collect();
     for (turn, m) in heights.into_iter().enumerate() {
         for beta_turn in 0..3 {
@@ -243,4 +224,19 @@ fn a_transposed_b_past_l2_under_a_one_block_a_packed_in_the_sweep_matches_the_re
     // The path, on the best ISA's tile: whole panels, no pass.
     let bl = trueno::gemm::blocking_for(trueno::engine().unwrap().backend(trueno::OpClass::MatMul));
     assert_no_b_pass((4 * bl.nr + 5, n / 64 * 64, k), Transpose::Yes);
+}
+
+/// Each CPU ISA's engine with the row count `rows` gives its blocking (ISAs it gives
+/// none left out), sorted by rows. Not the GPU engine: its products run on the GPU or,
+/// as here, on the best CPU ISA's tile, whose own row already covers it.
+fn rows_per_cpu_isa(
+    rows: impl Fn(trueno::gemm::Blocking) -> Option<usize>,
+) -> Vec<(usize, trueno::Backend, trueno::Engine)> {
+    let mut all: Vec<_> = engines()
+        .into_iter()
+        .filter(|(b, _)| *b != trueno::Backend::Gpu)
+        .filter_map(|(b, e)| rows(trueno::gemm::blocking_for(b)).map(|m| (m, b, e)))
+        .collect();
+    all.sort_by_key(|r| r.0);
+    all
 }

@@ -327,13 +327,18 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn a_zen_cores_one_block_packs_rows_of_16_kib_by_their_first_tiles_at_any_size() {
+    /// The Zen 4 VM's caches (1 MiB L2), as a Zen core and as another.
+    fn zen4_and_other() -> ((CacheSizes, CoreFamily), (CacheSizes, CoreFamily)) {
         let zen4 = CacheSizes {
             l2: 1 << 20,
             ..zen3()
         };
-        let (zen, other) = ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other));
+        ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other))
+    }
+
+    #[test]
+    fn a_zen_cores_one_block_packs_rows_of_16_kib_by_their_first_tiles_at_any_size() {
+        let (zen, other) = zen4_and_other();
         let fuse = |tb, (k, n): (usize, usize), machine, one_block| {
             fuse_b(tb, (k, n), k * n * 4, machine, (one_block, false))
         };
@@ -361,11 +366,7 @@ mod tests {
 
     #[test]
     fn a_zen_cores_one_block_packs_a_transposed_b_past_l2_deeper_than_128_in_the_sweep() {
-        let zen4 = CacheSizes {
-            l2: 1 << 20,
-            ..zen3()
-        };
-        let (zen, other) = ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other));
+        let (zen, other) = zen4_and_other();
         let fuse = |(k, n): (usize, usize), machine, one_block| {
             fuse_b(true, (k, n), k * n * 4, machine, (one_block, false))
         };
