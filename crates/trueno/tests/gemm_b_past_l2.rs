@@ -102,7 +102,8 @@ fn a_b_past_eight_l2_packed_by_its_first_tiles_beside_c_tile_asks_matches_the_re
     let shapes = [(m, n, k, 0), (m + 3, n, k, 3)];
     check_row_major(67, &shapes, "B past eight L2, C asked for", true);
     // No pass (one had packed each KC x NC block first); on Zen too, where rows of
-    // 16 KiB are packed by their first tiles whatever B's size.
+    // 16 KiB are packed by their first tiles within L3 (past it, as under CI's small
+    // `TRUENO_CACHE_SIZES`, read in place or packed by them).
     assert_no_b_pass((m, n - 4, k), Transpose::No);
 }
 
@@ -124,8 +125,8 @@ fn a_b_past_eight_l2_within_half_of_l3_packed_by_the_first_tiles_of_few_a_panels
         eprintln!("note: a B past half of this L3: the pass packs it here");
         return;
     }
-    // On Zen the 16 KiB rows of 4096 columns decide it, whatever B's size (and 40 rows
-    // over them read B packed, not in place: they crowd L1's sets).
+    // On Zen the 16 KiB rows of 4096 columns decide it within L3 (past it no pass packs
+    // them either); 40 rows over them read B packed, not in place: they crowd L1's sets.
     assert_no_b_pass((m, n - 4, k), Transpose::No);
 }
 

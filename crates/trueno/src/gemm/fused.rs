@@ -40,9 +40,10 @@ use super::blocking::{CacheSizes, CoreFamily};
 /// (`fills_b_past_l2`).
 ///
 /// And, on a Zen core, a one-block product's row-major B of rows of 16 KiB or more
-/// (`ZEN_FUSED_ROW_BYTES`, 4096 columns; past L3 the rule above takes it anyway):
+/// (`ZEN_FUSED_ROW_BYTES`, 4096 columns; past L3 the rule above takes it anyway, and
+/// `b_in_place` and `b_in_place_for_few_rows`, asked first, may read it in place):
 /// past eight L2 the pass packed it at half the one-block depth (`one_block_b`), a
-/// block of four L2 or more from such rows. Zen 4 VM (1 MiB L2, session 82), the pass
+/// block of four L2 or more from such rows on the Zen 4 VM's 1 MiB L2. Zen 4 VM (1 MiB L2, session 82), the pass
 /// and this alternated call by call in one process, eight rounds, best of each
 /// (trueno's GFLOP/s, warm / with 32 MiB read before each call), one thread:
 /// 32x4096x1024 77.6 -> 86.2 / 74.9 -> 79.7 (25-32 rows then leave B's in-place
@@ -370,7 +371,7 @@ mod tests {
         let fuse = |(k, n): (usize, usize), machine, one_block| {
             fuse_b(true, (k, n), k * n * 4, machine, (one_block, false))
         };
-        // 256x4096x1024 (16 MiB), 256x1024x4096, 200x8192x192 (6 MiB), 1 MiB + 4 bytes.
+        // 256x4096x1024 (16 MiB), 256x1024x4096, 200x8192x192 (6 MiB), just past 1 MiB.
         for (k, n) in [(1024, 4096), (4096, 1024), (192, 8192), (129, 2033)] {
             assert!(fuse((k, n), zen, true), "{k}x{n}");
             assert!(!fuse((k, n), zen, false), "{k}x{n}");
