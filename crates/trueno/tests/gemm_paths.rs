@@ -4,7 +4,8 @@
 //! (in cache, and streaming from memory with the thin tile), thin products wider than
 //! their packed B block, a C whose tiles are prefetched and an A packed for its far-apart
 //! rows, B's panels packed by the micro-kernel's first pass over them (a B past L2:
-//! `gemm_b_past_l2.rs`), an A a few rows past its block height, thin products split across threads (over the inner dimension on
+//! `gemm_b_past_l2.rs`), shallow products over a C past two L2 sweeping A's panels
+//! outside B's, an A a few rows past its block height, thin products split across threads (over the inner dimension on
 //! Zen and for one row of C, by columns elsewhere), few-row products reading B in
 //! place, up to eight rows of C over a row-major B as axpys over B's rows, and ragged
 //! last row panels in their edge tiles.
@@ -12,7 +13,7 @@
 mod common;
 
 use common::gemm_ref::{
-    Case, OPS, check, check_each, check_each_in, check_row_major, one_thread, pool,
+    Case, OPS, b_pass_time, check, check_each, check_each_in, check_row_major, one_thread, pool,
 };
 use common::{Rng, engines};
 use trueno::Transpose;
@@ -200,6 +201,39 @@ fn blocks_over_c_rows_4_kib_apart_sweep_a_outer_and_match_the_reference_on_every
     // last B panel and k block, beta 0 over NaN and beta != 0; a ragged last A panel.
     let shapes = [(600, 1000, 600, 24), (605, 1000, 700, 24)];
     check_row_major(83, &shapes, "A-outer over aliasing C rows", true);
+}
+
+#[test]
+fn shallow_products_over_a_c_past_two_l2_sweep_a_outer_and_match_the_reference_on_every_isa() {
+    // On a Zen core, a product at most 256 deep over a C past two L2 sweeps A's panels
+    // outside B's, B packed by the pass (`shallow_sweeps_a_outer`): one block of A read in
+    // place (60 deep: a B past the unpacked grid's reach), one packed for its transposed A, and several blocks (250 deep,
+    // past MC x KC on Zen 4); C's rows 1024 floats apart and 1000 (a ragged last B
+    // panel), ragged A rows, op(B) as given and transposed, beta 0 over NaN and beta != 0,
+    // every ISA. Elsewhere these shapes take the B-outer sweep that other tests cover.
+    use trueno::gemm::{CacheSizes, CoreFamily};
+    if CoreFamily::detect() != CoreFamily::Zen {
+        eprintln!("skipped: not a Zen core, where this path is not taken");
+        return;
+    }
+    // C just past two L2 at 1000 columns.
+    let m = 2 * CacheSizes::detect().l2 / 4000 + 13;
+    let (no, yes) = (Transpose::No, Transpose::Yes);
+    let cases = [
+        ((m, 1024, 60, 0), (no, no)),
+        ((m + 3, 1000, 250, 5), (no, no)),
+        ((m + 6, 1000, 64, 2), (no, yes)),
+        ((m + 5, 1024, 100, 0), (yes, no)),
+    ];
+    let (mut rng, engines) = (Rng::new(89), engines());
+    for (i, ((m, n, k, pad), ops)) in cases.into_iter().enumerate() {
+        let case = Case::taking_turn((m, n, k), ops, i, pad);
+        check_each(&engines, &mut rng, &case, "shallow, C past two L2", true);
+    }
+    // The path: B packed by a pass, where its panels' first tiles pack it for the B-outer
+    // sweep.
+    let pass = b_pass_time((m, 1024, 60), no);
+    assert!(pass > std::time::Duration::ZERO, "B not packed by a pass");
 }
 
 #[test]

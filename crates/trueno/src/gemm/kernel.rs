@@ -16,9 +16,8 @@ use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
 };
 use super::store::scale_c;
-use super::sweep::{
-    Block, NEXT_B_MIN_A_PANELS, packed_panel, prefetches_c, sweep_block, sweeps_a_outer,
-};
+use super::sweep::{Block, NEXT_B_MIN_A_PANELS, packed_panel, prefetches_c, sweep_block};
+use super::sweep_order::{shallow_sweeps_a_outer, sweeps_a_outer};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::has_avx;
 use crate::simd::Simd;
@@ -40,6 +39,9 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let thin = thin_b(MR, NV * S::LANES, t, bl);
     let one_block = one_block(MR, t, bl, (caches, core));
+    // A shallow product over a C past two L2 on Zen: A's panels outside, B packed by the
+    // pass (`shallow_sweeps_a_outer`).
+    let shallow_a_outer = !thin && shallow_sweeps_a_outer(t.c, (t.k, t.c_bytes()), caches.l2, core);
     // When A is one block, operands that suit it are read in place (see `a_in_place`,
     // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
     // KC x NC, reading each of its rows once. Judged once for the whole product, by its
@@ -55,6 +57,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
                 one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
             )
         }
+        (false, true) if shallow_a_outer => (bl.kc_one_block, false),
         (false, true) => one_block_b(t, bl, (caches, core)),
         (false, false) => (bl.kc, false),
     };
@@ -83,7 +86,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
     let blocks = (kc_max, mc_max, nc_max);
     let a = &mut ap[..a_len];
-    let modes = (thin, b_in_place);
+    let modes = (thin, b_in_place, shallow_a_outer);
     packed_loops::<S, MR, NV>(s, t, a, bp, blocks, modes, bl.pack_b_rows_one_stream);
     return_pack_buffer(buf);
 }
@@ -96,7 +99,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     ap: &mut [f32],
     bp: &mut [f32],
     (kc_max, mc_max, nc_max): (usize, usize, usize),
-    (thin, b_reads_in_place): (bool, bool),
+    (thin, b_reads_in_place, shallow_a_outer): (bool, bool, bool),
     pack_b_rows_one_stream: usize,
 ) {
     let nr = NV * S::LANES;
@@ -115,6 +118,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             // or for a transposed B just before it (see `sweep`).
             let fused = match b_direct == 0
                 && !thin
+                && !shallow_a_outer
                 && (fuse_b(
                     t.tb,
                     (t.k, t.n),
@@ -203,13 +207,16 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 };
                 let t0 = t.profile.map(|_| std::time::Instant::now());
                 let (b, block_at) = ((b_panel, b_fill), ((0, t.m), (jc, nc)));
-                sweep_block::<S, MR, NV>(s, (t, &block), thin, a_panel, b, block_at);
+                let a_outer = thin || shallow_a_outer;
+                sweep_block::<S, MR, NV>(s, (t, &block), a_outer, a_panel, b, block_at);
                 ProfileCounters::add(t.profile, |p| &p.kernel, t0);
                 continue;
             }
             let b_block_bytes = kc * nc.next_multiple_of(nr) * 4;
-            let a_outer =
-                packed_first == 0 && !one_block && sweeps_a_outer(t.c, b_block_bytes, l2, core);
+            let a_outer = shallow_a_outer
+                || (packed_first == 0
+                    && !one_block
+                    && sweeps_a_outer(t.c, b_block_bytes, l2, core));
             let mut ic = 0;
             while ic < t.m {
                 let mc = a_block_rows(t.m - ic, mc_max, MR);

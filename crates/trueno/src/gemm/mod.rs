@@ -16,6 +16,7 @@ mod peak;
 mod small;
 mod store;
 mod sweep;
+mod sweep_order;
 pub(crate) mod task;
 mod transpose;
 mod transpose8;

@@ -4,7 +4,8 @@
 
 use super::blocking::{Blocking, CoreFamily};
 use super::store::transposes_by_blocks;
-use super::sweep::{edge_tile_rows, rows_alias};
+use super::sweep::edge_tile_rows;
+use super::sweep_order::rows_alias;
 use super::task::GemmTask;
 
 /// Whether to run a thin product with B transposed as `Cᵀ = op(B)ᵀ op(A)ᵀ`: the weight

@@ -2,11 +2,10 @@
 //! parameters (`Block`: its depth, beta, and what its tiles ask the caches for), the two
 //! sweep orders, and the tile each step runs, its ragged edges included.
 
-use super::blocking::CoreFamily;
 use super::micro::{APanel, BPanel, LinePrefetch, NextPanelShare, micro_tile, rows_to_l2};
 use super::pack::pack_b_panel_transposed;
 use super::store::store_tile;
-use super::task::{CPtr, GemmTask};
+use super::task::GemmTask;
 use super::transpose8::{has_avx, has_avx512};
 use crate::simd::{OutOfLine, Simd};
 
@@ -113,32 +112,6 @@ pub(super) fn prefetches_c(
     beta: f32,
 ) -> bool {
     !transposed && (c_bytes > l2 / 2 || operand_bytes > l2) && beta != 0.0
-}
-
-/// Whether a block of an A past one block, whose B the pass packed (`b_block_bytes` of
-/// it), sweeps A's panels outside B's (`sweep_a_outer`: each A panel stays in L1 while
-/// the block's B panels stream from L2) rather than inside. Where C's rows lie a
-/// multiple of 4 KiB apart, a tile's MR rows share two of L1's 64 sets, where the B
-/// panel that the B-outer sweep keeps in L1 for every A panel holds 8 of the 12 ways and
-/// the A panel 2: the C tile's 16 lines cannot all stay, and each tile evicts the same
-/// B lines the next re-reads. A-outer, the B panel changes every tile anyway. Only where
-/// the B block is within half of L2 (its panels then stream from there), and not on Zen
-/// (a 512-deep B panel comes from L2 there already; not measured).
-///
-/// Emerald Rapids VM (session 77), one thread, `gemm-probe` alternating the two sweeps
-/// call by call: 1024^3 +2.5-2.8%, 640x1024x1024 +1.2%, 1024x1024x2048 +1.4%; where C's
-/// rows are off that grid the B-outer sweep stays (1024x1040x1024 -0.7% A-outer,
-/// 1024x512x1024, rows 2 KiB apart, even); past half of L2, 2048^3's 2 MiB B block
-/// -21-25% and 1536^3's 1.5 MiB -7%. Two threads at 1024^3 (each a band of 512 columns)
-/// even. C written in place at 1024 floats a row against 1040 had cost 1024^3 1.7-3.9%.
-pub(super) fn sweeps_a_outer(c: CPtr, b_block_bytes: usize, l2: usize, core: CoreFamily) -> bool {
-    core != CoreFamily::Zen && rows_alias(c) && b_block_bytes <= l2 / 2
-}
-
-/// Whether C's rows lie a multiple of 4 KiB apart (a 1024- or 4096-wide C), so that the
-/// same column of successive rows falls in one set of L1.
-pub(super) fn rows_alias(c: CPtr) -> bool {
-    !c.trans && (c.stride * 4).is_multiple_of(4096)
 }
 
 /// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
@@ -547,28 +520,5 @@ mod tests {
         assert!(prefetches_c(false, c(64, 4096, 512), l2, 1.0));
         // Written through its transpose: never.
         assert!(!prefetches_c(true, c(1024, 1024, 1024), l2, 1.0));
-    }
-
-    #[test]
-    fn a_outer_sweeps_only_c_rows_on_the_4_kib_grid_under_a_b_block_within_half_of_l2() {
-        let (l2, intel) = (2 << 20, CoreFamily::Other);
-        let c = |stride: usize, trans: bool| CPtr {
-            ptr: std::ptr::null_mut(),
-            stride,
-            trans,
-        };
-        // 1024^3 at KC 256: rows 4 KiB apart, a 1 MiB B block (half of L2); rows 8 KiB
-        // apart alike.
-        let block = 256 * 1024 * 4;
-        assert!(sweeps_a_outer(c(1024, false), block, l2, intel));
-        assert!(sweeps_a_outer(c(2048, false), block, l2, intel));
-        // Rows off the 4 KiB grid (1040 floats) or on a 2 KiB one (512): B outside.
-        assert!(!sweeps_a_outer(c(1040, false), block, l2, intel));
-        assert!(!sweeps_a_outer(c(512, false), block, l2, intel));
-        // A block past half of L2 (2048^3's 2 MiB), a C written through its transpose,
-        // a Zen core: B outside.
-        assert!(!sweeps_a_outer(c(2048, false), 2 * block, l2, intel));
-        assert!(!sweeps_a_outer(c(1024, true), block, l2, intel));
-        assert!(!sweeps_a_outer(c(1024, false), block, l2, CoreFamily::Zen));
     }
 }

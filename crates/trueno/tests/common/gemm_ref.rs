@@ -333,6 +333,13 @@ pub fn check_row_major(
 /// panels only (`n` a multiple of the tile's width), as a ragged last one is packed by a
 /// pass.
 pub fn assert_no_b_pass((m, n, k): (usize, usize, usize), tb: Transpose) {
+    let pack_b = b_pass_time((m, n, k), tb);
+    assert_eq!(pack_b, std::time::Duration::ZERO, "B packed by a pass");
+}
+
+/// The time an `m x n x k` product of a row-major A and op(B) (`tb`) on one thread, on
+/// the best ISA, spends packing B by a pass (`gemm_profiled`'s pack B time).
+pub fn b_pass_time((m, n, k): (usize, usize, usize), tb: Transpose) -> std::time::Duration {
     let e = trueno::engine().unwrap();
     let a = trueno::Matrix::from_fn(m, k, |i, j| (i + j) as f32 * 1e-3).unwrap();
     let b = match tb {
@@ -343,9 +350,5 @@ pub fn assert_no_b_pass((m, n, k): (usize, usize, usize), tb: Transpose) {
     let mut c = trueno::Matrix::zeros(m, n).unwrap();
     let (no, cv) = (Transpose::No, &mut c.view_mut());
     let p = one_thread(|| e.gemm_profiled(1.0, a.view(), no, b.view(), tb, 0.0, cv)).unwrap();
-    assert_eq!(
-        p.pack_b,
-        std::time::Duration::ZERO,
-        "B packed by a pass: {p:?}"
-    );
+    p.pack_b
 }

@@ -1,0 +1,163 @@
+//! Which order a block's sweep (`sweep.rs`) takes: B's panels outside A's, each B panel
+//! kept in L1 while the block's A panels pass it (the default), or A's outside B's
+//! (`sweep_a_outer`), each A panel kept in L1 while B's panels stream past it and C
+//! written a band of MR rows at a time. Each rule carries the measurements that set it.
+
+use super::blocking::CoreFamily;
+use super::task::CPtr;
+
+/// Whether a block of an A past one block, whose B the pass packed (`b_block_bytes` of
+/// it), sweeps A's panels outside B's (`sweep_a_outer`: each A panel stays in L1 while
+/// the block's B panels stream from L2) rather than inside. Where C's rows lie a
+/// multiple of 4 KiB apart, a tile's MR rows share two of L1's 64 sets, where the B
+/// panel that the B-outer sweep keeps in L1 for every A panel holds 8 of the 12 ways and
+/// the A panel 2: the C tile's 16 lines cannot all stay, and each tile evicts the same
+/// B lines the next re-reads. A-outer, the B panel changes every tile anyway. Only where
+/// the B block is within half of L2 (its panels then stream from there), and not on Zen
+/// (a 512-deep B panel comes from L2 there already; not measured).
+///
+/// Emerald Rapids VM (session 77), one thread, `gemm-probe` alternating the two sweeps
+/// call by call: 1024^3 +2.5-2.8%, 640x1024x1024 +1.2%, 1024x1024x2048 +1.4%; where C's
+/// rows are off that grid the B-outer sweep stays (1024x1040x1024 -0.7% A-outer,
+/// 1024x512x1024, rows 2 KiB apart, even); past half of L2, 2048^3's 2 MiB B block
+/// -21-25% and 1536^3's 1.5 MiB -7%. Two threads at 1024^3 (each a band of 512 columns)
+/// even. C written in place at 1024 floats a row against 1040 had cost 1024^3 1.7-3.9%.
+pub(super) fn sweeps_a_outer(c: CPtr, b_block_bytes: usize, l2: usize, core: CoreFamily) -> bool {
+    core != CoreFamily::Zen && rows_alias(c) && b_block_bytes <= l2 / 2
+}
+
+/// Whether C's rows lie a multiple of 4 KiB apart (a 1024- or 4096-wide C), so that the
+/// same column of successive rows falls in one set of L1.
+pub(super) fn rows_alias(c: CPtr) -> bool {
+    !c.trans && (c.stride * 4).is_multiple_of(4096)
+}
+
+/// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep whose C is past two L2 sweeps
+/// A's panels outside B's on a Zen core, one block of A or several, B packed by the pass
+/// before the sweep (neither read in place nor packed by its panels' first tiles, which
+/// need B's panels outside). B-outer, each B panel's tiles walk down C a pair of lines a
+/// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
+/// prefetcher follows, and with few k steps a tile its stores wait on them. A-outer,
+/// a tile's MR rows each run on along C, streams the prefetchers follow, and B's
+/// packed panels, a stream too, come from L2 or L3 for every A panel.
+///
+/// Zen 4 VM (1 MiB L2), one thread, `gemm-probe` alternating the two sweeps call by
+/// call, best of eight rounds (trueno's GFLOP/s): 1024x4096x128 83.8 -> 110.4,
+/// 1024x4096x64 87.1 -> 107.1, 2048x4096x64 83.7 -> 105.7, 2048x2048x64 86.0 -> 105.6,
+/// 512x4096x128 88.9 -> 109.0, 384x4096x128 90.1 -> 108.4, 2048x2048x128 97.2 -> 107.1,
+/// 2048x4096x256 99.0 -> 108.9, 1024x2048x64 97.7 -> 108.5; with 32 MiB read between
+/// calls 512x4096x64 81.8 -> 101.2, 300x3000x100 77.5 -> 100.3. A C of two to four L2
+/// gained 0-5% (256x4096x16 to x256, 1024x1024x64), 256x11008x256 moved within 4%.
+/// Against faer's own layout (`gemm_vs_faer`, two rounds): 1024x4096x64 0.70-0.78x ->
+/// 1.04-1.05x, 1024x4096x128 0.78-0.87x -> 1.02-1.03x, 2048x2048x64 0.89-0.91x ->
+/// 1.03-1.04x (`x·Wᵀ` 0.82-0.83x -> 1.03-1.04x: attention's scores at head size 64),
+/// 512x4096x64 0.93-0.95x -> 1.10-1.11x; two threads 1024x4096x64 0.79-0.89x ->
+/// 1.09-1.10x. Deeper, B-outer keeps its lead (A-outer: 256x4096x512 -4-8%,
+/// 128x4096x512 -15%); within two L2 too (128x4096x64 and 512x1024x64 even, 64x4096x64
+/// -5%, 16x4096x128 -23%). Not measured between 256 and 512 deep.
+///
+/// Not on other cores (not measured there; their sweep order is `sweeps_a_outer`'s), nor
+/// for a C written through its transpose (its tiles are not rows of lines).
+pub(super) fn shallow_sweeps_a_outer(
+    c: CPtr,
+    (k, c_bytes): (usize, usize),
+    l2: usize,
+    core: CoreFamily,
+) -> bool {
+    core == CoreFamily::Zen && !c.trans && k <= SHALLOW_A_OUTER_MAX_K && c_bytes > 2 * l2
+}
+
+/// See [`shallow_sweeps_a_outer`].
+const SHALLOW_A_OUTER_MAX_K: usize = 256;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_outer_sweeps_only_c_rows_on_the_4_kib_grid_under_a_b_block_within_half_of_l2() {
+        let (l2, intel) = (2 << 20, CoreFamily::Other);
+        let c = |stride: usize, trans: bool| CPtr {
+            ptr: std::ptr::null_mut(),
+            stride,
+            trans,
+        };
+        // 1024^3 at KC 256: rows 4 KiB apart, a 1 MiB B block (half of L2); rows 8 KiB
+        // apart alike.
+        let block = 256 * 1024 * 4;
+        assert!(sweeps_a_outer(c(1024, false), block, l2, intel));
+        assert!(sweeps_a_outer(c(2048, false), block, l2, intel));
+        // Rows off the 4 KiB grid (1040 floats) or on a 2 KiB one (512): B outside.
+        assert!(!sweeps_a_outer(c(1040, false), block, l2, intel));
+        assert!(!sweeps_a_outer(c(512, false), block, l2, intel));
+        // A block past half of L2 (2048^3's 2 MiB), a C written through its transpose,
+        // a Zen core: B outside.
+        assert!(!sweeps_a_outer(c(2048, false), 2 * block, l2, intel));
+        assert!(!sweeps_a_outer(c(1024, true), block, l2, intel));
+        assert!(!sweeps_a_outer(c(1024, false), block, l2, CoreFamily::Zen));
+    }
+
+    #[test]
+    fn a_zen_core_sweeps_a_outer_at_most_256_deep_over_a_c_past_two_l2() {
+        let (l2, zen) = (1 << 20, CoreFamily::Zen);
+        let c = |trans: bool| CPtr {
+            ptr: std::ptr::null_mut(),
+            stride: 4096,
+            trans,
+        };
+        let bytes = |m: usize, n: usize| m * n * 4;
+        // 512x4096x64 (an 8 MiB C) and 256x4096x256 (4 MiB, the deepest taken).
+        assert!(shallow_sweeps_a_outer(
+            c(false),
+            (64, bytes(512, 4096)),
+            l2,
+            zen
+        ));
+        assert!(shallow_sweeps_a_outer(
+            c(false),
+            (256, bytes(256, 4096)),
+            l2,
+            zen
+        ));
+        assert!(shallow_sweeps_a_outer(c(false), (16, 2 * l2 + 4), l2, zen));
+        // Deeper (256x4096x512), a C within two L2 (128x4096: 2 MiB; 64x4096),
+        // written through its transpose, or another core: B outside.
+        assert!(!shallow_sweeps_a_outer(
+            c(false),
+            (512, bytes(256, 4096)),
+            l2,
+            zen
+        ));
+        assert!(!shallow_sweeps_a_outer(
+            c(false),
+            (257, bytes(256, 4096)),
+            l2,
+            zen
+        ));
+        assert!(!shallow_sweeps_a_outer(
+            c(false),
+            (64, bytes(128, 4096)),
+            l2,
+            zen
+        ));
+        assert!(!shallow_sweeps_a_outer(
+            c(false),
+            (32, bytes(64, 4096)),
+            l2,
+            zen
+        ));
+        assert!(!shallow_sweeps_a_outer(
+            c(true),
+            (64, bytes(512, 4096)),
+            l2,
+            zen
+        ));
+        let other = CoreFamily::Other;
+        assert!(!shallow_sweeps_a_outer(
+            c(false),
+            (64, bytes(512, 4096)),
+            l2,
+            other
+        ));
+    }
+}
