@@ -143,8 +143,11 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let block = Block {
                 kc,
                 beta,
+                // Not in the A-outer sweep of a shallow product, whose C rows the
+                // prefetchers follow (`shallow_sweeps_a_outer`).
                 prefetch_c: prefetches_c(t.c.trans, (t.c_bytes(), t.operand_bytes()), l2, beta)
-                    && (!fills_past_l2 || next_beside_c),
+                    && (!fills_past_l2 || next_beside_c)
+                    && !shallow_a_outer,
                 next_beside_c,
                 next_b_to_l2,
                 next_fill_to_l2: fused > 0 && t.k.saturating_mul(t.n).saturating_mul(4) > l2,
