@@ -205,10 +205,11 @@ fn blocks_over_c_rows_4_kib_apart_sweep_a_outer_and_match_the_reference_on_every
 
 #[test]
 fn shallow_products_over_a_c_past_two_l2_sweep_a_outer_and_match_the_reference_on_every_isa() {
-    // On a Zen core, a product at most 256 deep over a C past two L2 sweeps A's panels
-    // outside B's, B packed by the pass (`shallow_sweeps_a_outer`): one block of A read in
-    // place (60 deep: a B past the unpacked grid's reach), one packed for its transposed A, and several blocks (250 deep,
-    // past MC x KC on Zen 4); C's rows 1024 floats apart and 1000 (a ragged last B
+    // On a Zen core, a product at most 512 deep over a C past two L2 (and a B within a
+    // quarter of L3) sweeps A's panels outside B's, B packed by the pass
+    // (`shallow_sweeps_a_outer`): one block of A read in place (60 deep: a B past the
+    // unpacked grid's reach), one packed for its transposed A, and several blocks (500
+    // deep, past MC x KC on Zen 4); C's rows 1024 floats apart and 1000 (a ragged last B
     // panel), ragged A rows, op(B) as given and transposed, beta 0 over NaN and beta != 0,
     // every ISA. Elsewhere these shapes take the B-outer sweep that other tests cover.
     use trueno::gemm::{CacheSizes, CoreFamily};
@@ -221,7 +222,7 @@ fn shallow_products_over_a_c_past_two_l2_sweep_a_outer_and_match_the_reference_o
     let (no, yes) = (Transpose::No, Transpose::Yes);
     let cases = [
         ((m, 1024, 60, 0), (no, no)),
-        ((m + 3, 1000, 250, 5), (no, no)),
+        ((m + 3, 1000, 500, 5), (no, no)),
         ((m + 6, 1000, 64, 2), (no, yes)),
         ((m + 5, 1024, 100, 0), (yes, no)),
     ];

@@ -245,7 +245,7 @@ pub(super) fn spreads_next_panel(m: usize, mr: usize, nr: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gemm::in_place::tests::zen3;
+    use crate::gemm::in_place::tests::{zen3, zen4};
 
     #[test]
     fn a_transposed_b_is_packed_in_the_sweep_only_within_l2_under_a_c_within_half_of_it() {
@@ -330,10 +330,7 @@ mod tests {
 
     /// The Zen 4 VM's caches (1 MiB L2), as a Zen core and as another.
     fn zen4_and_other() -> ((CacheSizes, CoreFamily), (CacheSizes, CoreFamily)) {
-        let zen4 = CacheSizes {
-            l2: 1 << 20,
-            ..zen3()
-        };
+        let zen4 = zen4();
         ((zen4, CoreFamily::Zen), (zen4, CoreFamily::Other))
     }
 

@@ -249,6 +249,14 @@ pub(super) mod tests {
         }
     }
 
+    /// Zen 4's: Zen 3's with a 1 MiB L2.
+    pub(crate) fn zen4() -> CacheSizes {
+        CacheSizes {
+            l2: 1 << 20,
+            ..zen3()
+        }
+    }
+
     #[test]
     fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_the_caches_or_on_other_cores()
      {

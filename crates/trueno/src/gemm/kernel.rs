@@ -41,7 +41,15 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let one_block = one_block(MR, t, bl, (caches, core));
     // A shallow product over a C past two L2 on Zen: A's panels outside, B packed by the
     // pass (`shallow_sweeps_a_outer`).
-    let shallow_a_outer = !thin && shallow_sweeps_a_outer(t.c, (t.k, t.c_bytes()), caches.l2, core);
+    let b_packed = t.k.saturating_mul(t.n).saturating_mul(4);
+    let shallow_a_outer = !thin
+        && shallow_sweeps_a_outer(
+            t.c,
+            (t.k, t.m.div_ceil(MR)),
+            (t.c_bytes(), b_packed),
+            caches,
+            core,
+        );
     // When A is one block, operands that suit it are read in place (see `a_in_place`,
     // `b_in_place`; B's ragged last panel is still packed). B is otherwise packed whole,
     // KC x NC, reading each of its rows once. Judged once for the whole product, by its

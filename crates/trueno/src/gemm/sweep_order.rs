@@ -3,7 +3,7 @@
 //! (`sweep_a_outer`), each A panel kept in L1 while B's panels stream past it and C
 //! written a band of MR rows at a time. Each rule carries the measurements that set it.
 
-use super::blocking::CoreFamily;
+use super::blocking::{CacheSizes, CoreFamily};
 use super::task::CPtr;
 
 /// Whether a block of an A past one block, whose B the pass packed (`b_block_bytes` of
@@ -32,14 +32,16 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
     !c.trans && (c.stride * 4).is_multiple_of(4096)
 }
 
-/// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep whose C is past two L2 sweeps
-/// A's panels outside B's on a Zen core, one block of A or several, B packed by the pass
+/// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep (one KC block on Zen 4) whose
+/// C is past two L2 sweeps A's panels outside B's on a Zen core, one block of A or
+/// several, B packed by the pass
 /// before the sweep (neither read in place nor packed by its panels' first tiles, which
 /// need B's panels outside). B-outer, each B panel's tiles walk down C a pair of lines a
 /// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
 /// prefetcher follows, and with few k steps a tile its stores wait on them. A-outer,
 /// a tile's MR rows each run on along C, streams the prefetchers follow, and B's
-/// packed panels, a stream too, come from L2 or L3 for every A panel.
+/// packed panels, a stream too, come from L2 or L3 for every A panel: so only where the
+/// packed B stays within a quarter of L3 beside C, and under four A panels or more.
 ///
 /// Zen 4 VM (1 MiB L2), one thread, `gemm-probe` alternating the two sweeps call by
 /// call, best of eight rounds (trueno's GFLOP/s): 1024x4096x128 83.8 -> 110.4,
@@ -52,9 +54,14 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 /// 1.04-1.05x, 1024x4096x128 0.78-0.87x -> 1.02-1.03x, 2048x2048x64 0.89-0.91x ->
 /// 1.03-1.04x (`x·Wᵀ` 0.82-0.83x -> 1.03-1.04x: attention's scores at head size 64),
 /// 512x4096x64 0.93-0.95x -> 1.10-1.11x; two threads 1024x4096x64 0.79-0.89x ->
-/// 1.09-1.10x. Deeper, B-outer keeps its lead (A-outer: 256x4096x512 -4-8%,
-/// 128x4096x512 -15%); within two L2 too (128x4096x64 and 512x1024x64 even, 64x4096x64
-/// -5%, 16x4096x128 -23%). Not measured between 256 and 512 deep.
+/// 1.09-1.10x. 384-512 deep it gained less (512x4096x512 +5-7%, 1024x4096x384 +5-6%,
+/// 2048x2048x512 +3-5%, 256x4096x512 +2%, 512x1536x384 even); past one KC block it was
+/// not tried. Within two L2 B-outer keeps its lead (128x4096x64 and 512x1024x64 even,
+/// 64x4096x64 -5%, 16x4096x128 -23%). Over a B past a quarter of L3, which the A panels
+/// each read again from memory, A-outer lost: 32x32000x128 (16 MiB) -38-45%, 64x11008x256
+/// -5-18%, 64x32000x256 -5%, 256x8192x512 -13%, and 256x11008x256 moved within 4%; within
+/// it, 128x32000x64 +45-68%, 128x16384x128 +18-26%, 48x32000x64 +29-30%. Under three A
+/// panels (24x32000x64) it lost 6-9%.
 ///
 /// Where the update reads C (beta not 0), its tiles are not asked for ahead
 /// (`Block::prefetch_c`): the prefetchers follow its rows here. Same VM, one thread, the
@@ -67,15 +74,21 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 /// for a C written through its transpose (its tiles are not rows of lines).
 pub(super) fn shallow_sweeps_a_outer(
     c: CPtr,
-    (k, c_bytes): (usize, usize),
-    l2: usize,
+    (k, a_panels): (usize, usize),
+    (c_bytes, b_bytes): (usize, usize),
+    caches: CacheSizes,
     core: CoreFamily,
 ) -> bool {
-    core == CoreFamily::Zen && !c.trans && k <= SHALLOW_A_OUTER_MAX_K && c_bytes > 2 * l2
+    let shallow = k <= SHALLOW_A_OUTER_MAX_K && a_panels >= SHALLOW_A_OUTER_MIN_A_PANELS;
+    let caches_fit = c_bytes > 2 * caches.l2 && b_bytes <= caches.l3 / 4;
+    core == CoreFamily::Zen && !c.trans && shallow && caches_fit
 }
 
 /// See [`shallow_sweeps_a_outer`].
-const SHALLOW_A_OUTER_MAX_K: usize = 256;
+const SHALLOW_A_OUTER_MAX_K: usize = 512;
+
+/// See [`shallow_sweeps_a_outer`].
+const SHALLOW_A_OUTER_MIN_A_PANELS: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -105,66 +118,48 @@ mod tests {
     }
 
     #[test]
-    fn a_zen_core_sweeps_a_outer_at_most_256_deep_over_a_c_past_two_l2() {
-        let (l2, zen) = (1 << 20, CoreFamily::Zen);
+    fn a_zen_core_sweeps_a_outer_at_most_512_deep_over_a_c_past_two_l2_and_a_b_within_a_quarter_of_l3()
+     {
+        let (zen4, zen) = (crate::gemm::in_place::tests::zen4(), CoreFamily::Zen);
         let c = |trans: bool| CPtr {
             ptr: std::ptr::null_mut(),
             stride: 4096,
             trans,
         };
-        let bytes = |m: usize, n: usize| m * n * 4;
-        // 512x4096x64 (an 8 MiB C) and 256x4096x256 (4 MiB, the deepest taken).
-        assert!(shallow_sweeps_a_outer(
-            c(false),
-            (64, bytes(512, 4096)),
-            l2,
-            zen
-        ));
-        assert!(shallow_sweeps_a_outer(
-            c(false),
-            (256, bytes(256, 4096)),
-            l2,
-            zen
-        ));
-        assert!(shallow_sweeps_a_outer(c(false), (16, 2 * l2 + 4), l2, zen));
-        // Deeper (256x4096x512), a C within two L2 (128x4096: 2 MiB; 64x4096),
-        // written through its transpose, or another core: B outside.
+        // (k, A panels of 8 rows), (C, packed B) of an m x n x k product.
+        let shape = |m: usize, n: usize, k: usize| ((k, m.div_ceil(8)), (m * n * 4, k * n * 4));
+        let takes =
+            |(k_panels, bytes), trans| shallow_sweeps_a_outer(c(trans), k_panels, bytes, zen4, zen);
+        // 512x4096x64 (an 8 MiB C), 512x4096x512 (the deepest), 128x32000x64 (a 7.8 MiB B:
+        // within a quarter of L3), 32 rows (four panels), a C 4 bytes past two L2.
+        for (m, n, k) in [
+            (512, 4096, 64),
+            (512, 4096, 512),
+            (128, 32000, 64),
+            (32, 32000, 64),
+        ] {
+            assert!(takes(shape(m, n, k), false), "{m}x{n}x{k}");
+        }
+        assert!(takes(((16, 64), (2 * zen4.l2 + 4, 1 << 20)), false));
+        // Deeper, a C within two L2 (128x4096: 2 MiB), a B past a quarter of L3
+        // (32x32000x128: 16 MiB), three A panels, C written through its transpose: B outside.
+        for (m, n, k) in [
+            (256, 4096, 513),
+            (128, 4096, 64),
+            (32, 32000, 128),
+            (24, 32000, 64),
+        ] {
+            assert!(!takes(shape(m, n, k), false), "{m}x{n}x{k}");
+        }
+        assert!(!takes(shape(512, 4096, 64), true));
+        // Another core: B outside.
+        let (k_panels, bytes) = shape(512, 4096, 64);
         assert!(!shallow_sweeps_a_outer(
             c(false),
-            (512, bytes(256, 4096)),
-            l2,
-            zen
-        ));
-        assert!(!shallow_sweeps_a_outer(
-            c(false),
-            (257, bytes(256, 4096)),
-            l2,
-            zen
-        ));
-        assert!(!shallow_sweeps_a_outer(
-            c(false),
-            (64, bytes(128, 4096)),
-            l2,
-            zen
-        ));
-        assert!(!shallow_sweeps_a_outer(
-            c(false),
-            (32, bytes(64, 4096)),
-            l2,
-            zen
-        ));
-        assert!(!shallow_sweeps_a_outer(
-            c(true),
-            (64, bytes(512, 4096)),
-            l2,
-            zen
-        ));
-        let other = CoreFamily::Other;
-        assert!(!shallow_sweeps_a_outer(
-            c(false),
-            (64, bytes(512, 4096)),
-            l2,
-            other
+            k_panels,
+            bytes,
+            zen4,
+            CoreFamily::Other
         ));
     }
 }
