@@ -5,8 +5,8 @@
 //! their packed B block, a C whose tiles are prefetched and an A packed for its far-apart
 //! rows, B's panels packed by the micro-kernel's first pass over them (a B past L2:
 //! `gemm_b_past_l2.rs`), shallow products over a C past two L2 sweeping A's panels
-//! outside B's, an A a few rows past its block height, thin products split across threads (over the inner dimension on
-//! Zen and for one row of C, by columns elsewhere), few-row products reading B in
+//! outside B's, an A a few rows past its block height, thin products split across
+//! threads (over the inner dimension on Zen and for one row of C, by columns elsewhere), few-row products reading B in
 //! place, up to eight rows of C over a row-major B as axpys over B's rows, and ragged
 //! last row panels in their edge tiles.
 

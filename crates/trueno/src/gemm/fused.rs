@@ -43,7 +43,7 @@ use super::blocking::{CacheSizes, CoreFamily};
 /// (`ZEN_FUSED_ROW_BYTES`, 4096 columns; past L3 the rule above takes it anyway, and
 /// `b_in_place` and `b_in_place_for_few_rows`, asked first, may read it in place):
 /// past eight L2 the pass packed it at half the one-block depth (`one_block_b`), a
-/// block of four L2 or more from such rows on the Zen 4 VM's 1 MiB L2. Zen 4 VM (1 MiB L2, session 82), the pass
+/// block of four L2 or more from such rows. Zen 4 VM (1 MiB L2, session 82), the pass
 /// and this alternated call by call in one process, eight rounds, best of each
 /// (trueno's GFLOP/s, warm / with 32 MiB read before each call), one thread:
 /// 32x4096x1024 77.6 -> 86.2 / 74.9 -> 79.7 (25-32 rows then leave B's in-place
@@ -78,6 +78,13 @@ use super::blocking::{CacheSizes, CoreFamily};
 /// of W out before its first tile): 256x8192x64 0.94x, 0.99x, 0.94x and 1.17x (one and
 /// two threads, warm and from memory), 256x4096x128 0.98x, 1.07x, 1.01x and 0.90x;
 /// 256x16384x128 +1% to +5%. Zen 3 and Zen 5 not measured.
+///
+/// Neither Zen rule is asked where a product at most 512 deep over a C past two L2 sweeps
+/// A's panels outside B's (`shallow_sweeps_a_outer`, decided first), B then packed by
+/// the pass: same VM (session 83), one thread, that rule against these two, best of
+/// eight rounds: `x·Wᵀ` 256x8192x256 95.4 -> 102.1 GFLOP/s, 200x8192x192 92.1 -> 100.2,
+/// 256x4096x384 102.0 -> 106.1; 512 deep within 1.5% either way (256x4096x512,
+/// 128x8192x512, 256x6144x512, `x·Wᵀ` 256x2048x512).
 pub(super) fn fuse_b(
     tb: bool,
     (k, n): (usize, usize),

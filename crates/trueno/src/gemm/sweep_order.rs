@@ -34,9 +34,9 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 
 /// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep (one KC block on Zen 4) whose
 /// C is past two L2 sweeps A's panels outside B's on a Zen core, one block of A or
-/// several, B packed by the pass
-/// before the sweep (neither read in place nor packed by its panels' first tiles, which
-/// need B's panels outside). B-outer, each B panel's tiles walk down C a pair of lines a
+/// several, B packed by the pass before the sweep (neither read in place nor packed by
+/// its panels' first tiles, which need B's panels outside; decided before `fuse_b` and
+/// the in-place rules). B-outer, each B panel's tiles walk down C a pair of lines a
 /// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
 /// prefetcher follows, and with few k steps a tile its stores wait on them. A-outer,
 /// a tile's MR rows each run on along C, streams the prefetchers follow, and B's
