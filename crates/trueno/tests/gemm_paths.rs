@@ -13,7 +13,8 @@
 mod common;
 
 use common::gemm_ref::{
-    Case, OPS, b_pass_time, check, check_each, check_each_in, check_row_major, one_thread, pool,
+    Case, OPS, assert_no_b_pass, b_pass_time, check, check_each, check_each_in, check_row_major,
+    one_thread, pool,
 };
 use common::{Rng, engines};
 use trueno::Transpose;
@@ -206,35 +207,45 @@ fn blocks_over_c_rows_4_kib_apart_sweep_a_outer_and_match_the_reference_on_every
 #[test]
 fn shallow_products_over_a_c_past_two_l2_sweep_a_outer_and_match_the_reference_on_every_isa() {
     // On a Zen core, a product at most 512 deep over a C past two L2 (and a B within a
-    // quarter of L3) sweeps A's panels outside B's, B packed by the pass
-    // (`shallow_sweeps_a_outer`): one block of A read in place (60 deep: a B past the
-    // unpacked grid's reach), one packed for its transposed A, and several blocks (500
-    // deep, past MC x KC on Zen 4); C's rows 1024 floats apart and 1000 (a ragged last B
-    // panel), ragged A rows, op(B) as given and transposed, beta 0 over NaN and beta != 0,
-    // every ISA. Elsewhere these shapes take the B-outer sweep that other tests cover.
+    // quarter of L3) sweeps A's panels outside B's (`shallow_sweeps_a_outer`): one block
+    // of A read in place (60 deep: a B past the unpacked grid's reach), one packed for
+    // its transposed A, and several blocks (500 deep, past MC x KC on Zen 4); C's rows
+    // 1024 floats apart and 1000 or 2000 (a ragged last B panel), ragged A rows, op(B) as
+    // given and transposed, beta 0 over NaN and beta != 0, every ISA. One block of A over
+    // a row-major B has its first A panel's tiles pack B, blocks of B's columns within
+    // half of L2 (`shallow_first_a_panel_packs_b`: 2000 columns 100 deep are two or more
+    // such blocks); the rest a pass. Elsewhere these shapes take the B-outer sweep that
+    // other tests cover.
     use trueno::gemm::{CacheSizes, CoreFamily};
     if CoreFamily::detect() != CoreFamily::Zen {
         eprintln!("skipped: not a Zen core, where this path is not taken");
         return;
     }
-    // C just past two L2 at 1000 columns.
-    let m = 2 * CacheSizes::detect().l2 / 4000 + 13;
+    // C just past two L2 at 1000 and 2000 columns.
+    let l2 = CacheSizes::detect().l2;
+    let (m, wide_m) = (2 * l2 / 4000 + 13, 2 * l2 / 8000 + 9);
     let (no, yes) = (Transpose::No, Transpose::Yes);
     let cases = [
         ((m, 1024, 60, 0), (no, no)),
         ((m + 3, 1000, 500, 5), (no, no)),
         ((m + 6, 1000, 64, 2), (no, yes)),
         ((m + 5, 1024, 100, 0), (yes, no)),
+        ((wide_m, 2000, 100, 3), (no, no)),
+        ((wide_m + 2, 2000, 100, 0), (yes, no)),
     ];
     let (mut rng, engines) = (Rng::new(89), engines());
     for (i, ((m, n, k, pad), ops)) in cases.into_iter().enumerate() {
         let case = Case::taking_turn((m, n, k), ops, i, pad);
         check_each(&engines, &mut rng, &case, "shallow, C past two L2", true);
     }
-    // The path: B packed by a pass, where its panels' first tiles pack it for the B-outer
-    // sweep.
-    let pass = b_pass_time((m, 1024, 60), no);
-    assert!(pass > std::time::Duration::ZERO, "B not packed by a pass");
+    // The path: over a row-major B the first A panel packs B's panels (no pass), where
+    // the B-outer sweep's first tiles would; over a transposed one the pass does.
+    assert_no_b_pass((m, 1024, 60), no);
+    let pass = b_pass_time((m, 1024, 60), yes);
+    assert!(
+        pass > std::time::Duration::ZERO,
+        "transposed B not packed by a pass"
+    );
 }
 
 #[test]

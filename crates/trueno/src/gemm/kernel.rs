@@ -17,7 +17,9 @@ use super::pack::{
 };
 use super::store::scale_c;
 use super::sweep::{Block, NEXT_B_MIN_A_PANELS, packed_panel, prefetches_c, sweep_block};
-use super::sweep_order::{shallow_sweeps_a_outer, sweeps_a_outer};
+use super::sweep_order::{
+    cols_within_half_l2, shallow_first_a_panel_packs_b, shallow_sweeps_a_outer, sweeps_a_outer,
+};
 use super::task::{GemmTask, ProfileCounters};
 use super::transpose8::has_avx;
 use crate::simd::Simd;
@@ -39,8 +41,8 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let thin = thin_b(MR, NV * S::LANES, t, bl);
     let one_block = one_block(MR, t, bl, (caches, core));
-    // A shallow product over a C past two L2 on Zen: A's panels outside, B packed by the
-    // pass (`shallow_sweeps_a_outer`).
+    // A shallow product over a C past two L2 on Zen: A's panels outside, B packed before
+    // the sweep or by its first A panel (`shallow_sweeps_a_outer`).
     let b_packed = t.k.saturating_mul(t.n).saturating_mul(4);
     let shallow_a_outer = !thin
         && shallow_sweeps_a_outer(
@@ -73,6 +75,13 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         true => one_block_nc(t, bl, kc.min(t.k), caches),
         false => bl.nc,
     };
+    // Such a product of one A block over a row-major B: the first A panel's tiles pack
+    // B's panels, a block within half of L2 at a time (`shallow_first_a_panel_packs_b`).
+    let first_a_panel_packs = shallow_a_outer && shallow_first_a_panel_packs_b(one_block, t.tb);
+    let nc = match first_a_panel_packs {
+        true => nc.min(cols_within_half_l2(kc.min(t.k), nr, caches.l2)),
+        false => nc,
+    };
     // MC rows a block, or all of a one-block A.
     let (kc_max, mc_max, nc_max) = (
         kc.min(t.k),
@@ -94,7 +103,7 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (ap, bp) = buf[off..off + a_pad + b_len].split_at_mut(a_pad);
     let blocks = (kc_max, mc_max, nc_max);
     let a = &mut ap[..a_len];
-    let modes = (thin, b_in_place, shallow_a_outer);
+    let modes = (thin, b_in_place, shallow_a_outer, first_a_panel_packs);
     packed_loops::<S, MR, NV>(s, t, a, bp, blocks, modes, bl.pack_b_rows_one_stream);
     return_pack_buffer(buf);
 }
@@ -107,7 +116,7 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     ap: &mut [f32],
     bp: &mut [f32],
     (kc_max, mc_max, nc_max): (usize, usize, usize),
-    (thin, b_reads_in_place, shallow_a_outer): (bool, bool, bool),
+    (thin, b_reads_in_place, shallow_a_outer, first_a_panel_packs): (bool, bool, bool, bool),
     pack_b_rows_one_stream: usize,
 ) {
     let nr = NV * S::LANES;
@@ -123,19 +132,24 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let beta = if pc == 0 { t.beta } else { 1.0 };
             let b_direct = if b_reads_in_place { nc / nr } else { 0 };
             // Whole panels of B, packed by the first micro-kernel call that reads them,
-            // or for a transposed B just before it (see `sweep`).
-            let fused = match b_direct == 0
-                && !thin
-                && !shallow_a_outer
-                && (fuse_b(
-                    t.tb,
-                    (t.k, t.n),
-                    t.b_bytes(),
-                    (caches, core),
-                    (one_block, spreads),
-                ) || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
-                    || fuse_transposed_b(t.tb, (t.k, t.n), t.c_bytes(), (l2, core), one_block))
-            {
+            // or for a transposed B just before it (see `sweep`); in a shallow A-outer
+            // sweep, by the first A panel's tiles or else by the pass
+            // (`shallow_first_a_panel_packs_b`).
+            let fuses = match shallow_a_outer {
+                true => first_a_panel_packs,
+                false => {
+                    let shape = (t.k, t.n);
+                    fuse_b(
+                        t.tb,
+                        shape,
+                        t.b_bytes(),
+                        (caches, core),
+                        (one_block, spreads),
+                    ) || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
+                        || fuse_transposed_b(t.tb, shape, t.c_bytes(), (l2, core), one_block)
+                }
+            };
+            let fused = match b_direct == 0 && !thin && fuses {
                 true => nc / nr,
                 false => 0,
             };
@@ -182,7 +196,8 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
                 stride: t.ldb,
             };
             let (bptr, blen) = (bp.as_mut_ptr(), bp.len());
-            let panels = (b_direct, packed_first, one_block);
+            // The A-outer sweep reads every panel again for each A panel: a slot each.
+            let panels = (b_direct, packed_first, one_block && !shallow_a_outer);
             let packed_at = |jr: usize| packed_panel_at(jr, panels, panel_stride(kc, nr));
             let b_panel = |jr: usize| match jr < b_direct {
                 true => bsrc(jr),

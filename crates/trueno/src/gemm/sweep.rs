@@ -114,8 +114,7 @@ pub(super) fn prefetches_c(
     !transposed && (c_bytes > l2 / 2 || operand_bytes > l2) && beta != 0.0
 }
 
-/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`, `b_fill` then unused), run out
-/// of line (`Simd::outlined`). Inlined into the one GEMM function with every kernel
+/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`), run out of line (`Simd::outlined`). Inlined into the one GEMM function with every kernel
 /// shape's loops, the register allocator kept one of AVX2's twelve 6x16 accumulators on
 /// the stack in the loop that reads A in place (a load, FMA and store a k step: half
 /// speed), and where it did so moved with unrelated changes (a 4-row tile for ragged last
@@ -148,19 +147,18 @@ where
         let Sweep {
             t, blk, rows, cols, ..
         } = self;
+        let b = (self.b_panel, self.b_fill);
         match A_OUTER {
-            true => sweep_a_outer::<S, MR, NV>(s, t, blk, self.a_panel, self.b_panel, rows, cols),
-            false => {
-                let b = (self.b_panel, self.b_fill);
-                sweep::<S, MR, NV>(s, t, blk, self.a_panel, b, rows, cols)
-            }
+            true => sweep_a_outer::<S, MR, NV>(s, t, blk, self.a_panel, b, rows, cols),
+            false => sweep::<S, MR, NV>(s, t, blk, self.a_panel, b, rows, cols),
         }
     }
 }
 
-/// One block's sweep, out of line: A's panels outside B's (`a_outer`: a thin product, or
-/// `sweeps_a_outer`; `b_fill` then unused), or B's outside A's, the first tile of each
-/// panel `b_fill` names packing it.
+/// One block's sweep, out of line: A's panels outside B's (`a_outer`: a thin product,
+/// `sweeps_a_outer` or `shallow_sweeps_a_outer`), the first A panel's tile over each B
+/// panel `b_fill` names packing it, or B's outside A's, the first tile of each such panel
+/// packing it.
 #[inline(always)]
 #[allow(clippy::type_complexity)]
 pub(super) fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
@@ -180,7 +178,7 @@ pub(super) fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>
             blk,
             a_panel,
             b_panel,
-            b_fill: no_fill,
+            b_fill,
             rows,
             cols,
         }),
@@ -194,11 +192,6 @@ pub(super) fn sweep_block<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>
             cols,
         }),
     }
-}
-
-/// `b_fill` for a sweep that packs no B panel.
-pub(super) fn no_fill<'b, 'c>(_: usize) -> Option<(BPanel<'b>, &'c mut [f32])> {
-    None
 }
 
 /// The micro-kernel over every tile of the `rows.1 x cols.1` block at (`rows.0`,
@@ -419,28 +412,92 @@ pub(super) const WIDE_EDGE_ROWS: usize = 6;
 /// `sweep` in the other order: A panels outside (each stays in L1 while the block's B
 /// panels, in L2, pass it), B panels inside; for an A read in place that is read once.
 /// Each tile also asks a share of the next A panel's rows into L1 over its k steps
-/// (`next_a_rows`).
+/// (`next_a_rows`). Where `b_fill` names B's panels, the first A panel's tiles pack them
+/// (`first_a_panel_packs_b`).
 #[inline(always)]
-fn sweep_a_outer<'a, 'b, S: Simd, const MR: usize, const NV: usize>(
+#[allow(clippy::type_complexity)]
+fn sweep_a_outer<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     s: S,
     t: &GemmTask,
     blk: &Block,
     a_panel: impl Fn(usize) -> APanel<'a>,
-    b_panel: impl Fn(usize) -> BPanel<'b>,
+    (b_panel, b_fill): (
+        impl Fn(usize) -> BPanel<'b>,
+        impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
     (ic, mc): (usize, usize),
     (jc, nc): (usize, usize),
 ) {
     let nr = NV * S::LANES;
     let (panels, b_panels) = (mc.div_ceil(MR), nc.div_ceil(nr));
     let fetch_next = MR.div_ceil(b_panels) <= NEXT_A_ROWS_A_TILE;
+    // Only a row-major B's (`shallow_first_a_panel_packs_b`).
+    let first_panel_packs = !t.tb && b_fill(0).is_some();
     for ir in 0..panels {
         let apan = a_panel(ir);
+        if ir == 0 && first_panel_packs {
+            first_a_panel_packs_b::<S, MR, NV>(
+                s,
+                (t, blk),
+                apan,
+                (&b_panel, &b_fill),
+                ic,
+                (jc, nc),
+            );
+            continue;
+        }
         let next = (fetch_next && ir + 1 < panels).then(|| a_panel(ir + 1));
         for jr in 0..b_panels {
             let at = (ic + ir * MR, jc + jr * nr);
             let fetch = next.and_then(|a| next_a_rows(a, (jr, b_panels), blk.kc));
             let fetch = (fetch, None);
             one_tile::<S, MR, NV, false>(s, t, blk, apan, b_panel(jr), at, &mut [], fetch);
+        }
+    }
+}
+
+/// The first A panel's row of tiles in `sweep_a_outer`, each tile packing the B panel
+/// `b_fill` names (a row-major B's) as it reads it, so that the A panels after it read
+/// the packed copy; a panel `b_fill` does not name (a ragged last one, packed by the
+/// pass) is read as packed. Each packing tile asks L2 for all of the next panel's
+/// source rows over its k steps (`Block::next_fill_to_l2`): those rows are a row of B
+/// apart, so no hardware prefetcher runs ahead of the tile (`FILL_AHEAD` then brings
+/// each row on into L1).
+#[inline(always)]
+#[allow(clippy::type_complexity)]
+fn first_a_panel_packs_b<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
+    s: S,
+    (t, blk): (&GemmTask, &Block),
+    apan: APanel<'a>,
+    (b_panel, b_fill): (
+        &impl Fn(usize) -> BPanel<'b>,
+        &impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    ),
+    ic: usize,
+    (jc, nc): (usize, usize),
+) {
+    let nr = NV * S::LANES;
+    let b_panels = nc.div_ceil(nr);
+    for jr in 0..b_panels {
+        let at = (ic, jc + jr * nr);
+        let next_src = match blk.next_fill_to_l2 && jr + 1 < b_panels {
+            true => b_fill(jr + 1).map(|(src, _)| src),
+            false => None,
+        };
+        // An ask every k step (what the loop cannot carry goes out before it).
+        let share = next_src.map(|src| {
+            let rows = LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr);
+            let all = NextPanelShare::of(rows, 0, 1, (blk.kc, true));
+            NextPanelShare { spacing: 1, ..all }
+        });
+        match b_fill(jr) {
+            Some((src, dst)) => {
+                one_tile::<S, MR, NV, true>(s, t, blk, apan, src, at, dst, (None, share));
+            }
+            None => {
+                let b = b_panel(jr);
+                one_tile::<S, MR, NV, false>(s, t, blk, apan, b, at, &mut [], (None, None));
+            }
         }
     }
 }

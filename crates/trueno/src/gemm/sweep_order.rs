@@ -34,8 +34,9 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 
 /// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep (one KC block on Zen 4) whose
 /// C is past two L2 sweeps A's panels outside B's on a Zen core, one block of A or
-/// several, B packed by the pass before the sweep (neither read in place nor packed by
-/// its panels' first tiles, which need B's panels outside; decided before `fuse_b` and
+/// several, B packed by the pass before the sweep or, for one block of A over a row-major
+/// B, by the first A panel's tiles (`shallow_first_a_panel_packs_b`); never read in place
+/// nor packed by its panels' first tiles in the B-outer way (decided before `fuse_b` and
 /// the in-place rules). B-outer, each B panel's tiles walk down C a pair of lines a
 /// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
 /// prefetcher follows, and with few k steps a tile its stores wait on them. A-outer,
@@ -82,6 +83,45 @@ pub(super) fn shallow_sweeps_a_outer(
     let shallow = k <= SHALLOW_A_OUTER_MAX_K && a_panels >= SHALLOW_A_OUTER_MIN_A_PANELS;
     let caches_fit = c_bytes > 2 * caches.l2 && b_bytes <= caches.l3 / 4;
     core == CoreFamily::Zen && !c.trans && shallow && caches_fit
+}
+
+/// Whether a shallow A-outer sweep (`shallow_sweeps_a_outer`) packs B's panels by the
+/// tiles of its first A panel (`sweep::first_a_panel_packs_b`), a block of B's columns
+/// within half of L2 at a time (`cols_within_half_l2`), rather than by a pass over the
+/// whole B before the sweep: for one block of A (`one_block`) over a row-major B. The
+/// pass had written a packed copy of all of B (8 MiB at 48x32000x64) that went out to
+/// L3 or memory and came back for every A panel; packed where it is first read, into
+/// a block that L2 keeps, B is read once and its copy stays in L2.
+///
+/// Zen 4 VM (1 MiB L2), one thread, `gemm-probe` alternating the two call by call,
+/// best and median of eight rounds (trueno's GFLOP/s, best): 48x32000x64 88.6 -> 94.4
+/// (+7%), 32x32000x64 81.1 -> 92.2 (+14%), 64x11008x128 95.1 -> 102.2 (+7-8%),
+/// 128x16384x128 100.4 -> 104.2 (+4-7%), 256x4096x256 +2-3%, 256x8192x128 +1.5%,
+/// 128x32000x64 even; with 32 MiB read between calls 48x32000x64 66.5 -> 87.4 (+31%),
+/// 32x32000x64 56.2 -> 79.3 (+41%), 64x11008x128 73.9 -> 94.6 (+28%), 128x16384x128
+/// 88.0 -> 103.4 (+17%), 128x32000x64 87.0 -> 98.0 (+13%); two threads, best and median
+/// ratio, 0.98-1.13x and 1.00-1.10x. Against faer's own layout (`gemm_vs_faer`, two rounds):
+/// 128x16384x128 0.91-0.98x -> 1.05-1.06x, 128x32000x64 0.94-0.96x -> 1.06x,
+/// 64x11008x128 1.00-1.01x -> 1.08-1.09x, 32x32000x64 0.73-0.74x -> 0.80-0.82x.
+///
+/// Tried. The whole B packed by the first A panel's tiles: +2-4% only, its row of tiles
+/// (740 µs at 48x32000x64) as slow as the pass (460 µs) and a row over the packed copy
+/// (292 µs) together. Blocks within a quarter of L2: even; within all of it: -1%. A pass
+/// into blocks within half of L2: 48x32000x64 -7%, the pass reading B's rows in pieces.
+/// Several A blocks, which each block of B's columns packs again (1024x4096x128): -5%
+/// in blocks, -1-3% over the whole B (300x3000x100 -3%). A transposed B, whose panels
+/// are packed just before their first tiles: 48x32000x64 -3-7%, 128x16384x128 +2%.
+/// The next panel's rows asked for every other k step: -2-3%; not at all: -8-20%; two
+/// panels ahead: even.
+pub(super) fn shallow_first_a_panel_packs_b(one_block: bool, tb: bool) -> bool {
+    one_block && !tb
+}
+
+/// Columns of B, whole `nr`-wide panels (one at least), of which a `kc`-deep block packed
+/// fits half of `l2` (`shallow_first_a_panel_packs_b`).
+pub(super) fn cols_within_half_l2(kc: usize, nr: usize, l2: usize) -> usize {
+    let nr = nr.max(1);
+    (l2 / 2 / (kc.max(1) * 4) / nr * nr).max(nr)
 }
 
 /// See [`shallow_sweeps_a_outer`].
@@ -161,5 +201,25 @@ mod tests {
             zen4,
             CoreFamily::Other
         ));
+    }
+
+    #[test]
+    fn one_shallow_a_block_over_a_row_major_b_packs_b_by_its_first_a_panel_in_blocks_within_half_of_l2()
+     {
+        // One block of A over a row-major B: its first A panel packs B. Several blocks
+        // (1024x4096x128 lost) and a transposed B (48x32000x64 lost): the pass.
+        assert!(shallow_first_a_panel_packs_b(true, false));
+        assert!(!shallow_first_a_panel_packs_b(false, false));
+        assert!(!shallow_first_a_panel_packs_b(true, true));
+        // Zen 4's 1 MiB L2, 32-float panels: 2048 columns 64 deep (512 KiB), 1024 at 128,
+        // 2176 at 60 (510 KiB; 2208 would be 517.5 KiB), one panel at 4096 (512 KiB);
+        // one panel at least, even past half of L2.
+        let l2 = 1 << 20;
+        assert_eq!(cols_within_half_l2(64, 32, l2), 2048);
+        assert_eq!(cols_within_half_l2(128, 32, l2), 1024);
+        assert_eq!(cols_within_half_l2(60, 32, l2), 2176);
+        assert_eq!(cols_within_half_l2(4096, 32, l2), 32);
+        assert_eq!(cols_within_half_l2(512, 32, 64 << 10), 32);
+        assert_eq!(cols_within_half_l2(0, 32, l2), l2 / 2 / 4 / 32 * 32);
     }
 }
