@@ -114,7 +114,8 @@ pub(super) fn prefetches_c(
     !transposed && (c_bytes > l2 / 2 || operand_bytes > l2) && beta != 0.0
 }
 
-/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`), run out of line (`Simd::outlined`). Inlined into the one GEMM function with every kernel
+/// One block's `sweep` (`sweep_a_outer` with `A_OUTER`), run out of line
+/// (`Simd::outlined`). Inlined into the one GEMM function with every kernel
 /// shape's loops, the register allocator kept one of AVX2's twelve 6x16 accumulators on
 /// the stack in the loop that reads A in place (a load, FMA and store a k step: half
 /// speed), and where it did so moved with unrelated changes (a 4-row tile for ragged last
