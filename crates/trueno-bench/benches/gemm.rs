@@ -4,7 +4,8 @@
 //! The LLM shapes run twice: B row-major (k x n), and B stored n x k and used transposed
 //! (`-wt`: a linear layer's `x·Wᵀ`; ndarray gets the same bytes as a transposed view, and
 //! faer's own column-major B is those bytes), and one shallow `x·Wᵀ`, a LoRA adapter's up
-//! projection (`64x32x4096-wt`). faer runs twice: on its own column-major A, B and C
+//! projection (`64x32x4096-wt`), and two shallow products over a wide C (`1024x128x4096`,
+//! `128x128x16384`). faer runs twice: on its own column-major A, B and C
 //! (`faer-*`, the peer), and on trueno's exact bytes (`faer-same-*`: row-major A
 //! and C, B as trueno stores it), which separates layout from kernel. Then trueno and
 //! faer on its own layout once more, interleaved call by call in the same rounds
@@ -35,6 +36,12 @@ fn shapes() -> Vec<(usize, usize, usize, String, bool)> {
     // A LoRA adapter's up projection (64 tokens, rank 32, 4096 outputs; the adapter's B
     // stored out x rank): a shallow x·Wᵀ, which AVX2 runs as given rather than swapped.
     v.push((64, 4096, 32, "64x32x4096-wt".into(), true));
+    // Shallow products over a C past two L2, outside the list: a prefill of 1024
+    // tokens at 128 deep (A's panels swept outside B's, A in several blocks), and 128
+    // tokens against a 16384-wide B at 128 deep (one A block, its first A panel packing
+    // B in blocks within half of L2).
+    v.push((1024, 4096, 128, "1024x128x4096".into(), false));
+    v.push((128, 16384, 128, "128x128x16384".into(), false));
     v
 }
 

@@ -156,6 +156,8 @@ fn main() {
         "32x4096x4096-wt",
         "128x4096x11008-wt",
         "64x32x4096-wt",
+        "1024x128x4096",
+        "128x128x16384",
     ];
     for s in shapes {
         let g = |id: &str| gflops(&dir, id, s);
