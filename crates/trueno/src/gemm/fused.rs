@@ -81,7 +81,8 @@ use super::blocking::{CacheSizes, CoreFamily};
 ///
 /// Neither Zen rule is asked where a product at most 512 deep over a C past two L2 sweeps
 /// A's panels outside B's (`shallow_sweeps_a_outer`, decided first), B then packed by
-/// the pass: same VM (session 83), one thread, that rule against these two, best of
+/// the pass (since session 84, for one A block over a row-major B, by the first A panel's
+/// tiles, `shallow_first_a_panel_packs_b`): same VM (session 83), one thread, that rule against these two, best of
 /// eight rounds: `x·Wᵀ` 256x8192x256 95.4 -> 102.1 GFLOP/s, 200x8192x192 92.1 -> 100.2,
 /// 256x4096x384 102.0 -> 106.1; 512 deep within 1.5% either way (256x4096x512,
 /// 128x8192x512, 256x6144x512, `x·Wᵀ` 256x2048x512).

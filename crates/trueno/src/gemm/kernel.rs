@@ -75,8 +75,8 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
         true => one_block_nc(t, bl, kc.min(t.k), caches),
         false => bl.nc,
     };
-    // Such a product of one A block over a row-major B: the first A panel's tiles pack
-    // B's panels, a block within half of L2 at a time (`shallow_first_a_panel_packs_b`).
+    // Of one A block over a row-major B, its first A panel packs B in blocks within half
+    // of L2 (`shallow_first_a_panel_packs_b`).
     let first_a_panel_packs = shallow_a_outer && shallow_first_a_panel_packs_b(one_block, t.tb);
     let nc = match first_a_panel_packs {
         true => nc.min(cols_within_half_l2(kc.min(t.k), nr, caches.l2)),
@@ -133,22 +133,12 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
             let b_direct = if b_reads_in_place { nc / nr } else { 0 };
             // Whole panels of B, packed by the first micro-kernel call that reads them,
             // or for a transposed B just before it (see `sweep`); in a shallow A-outer
-            // sweep, by the first A panel's tiles or else by the pass
-            // (`shallow_first_a_panel_packs_b`).
-            let fuses = match shallow_a_outer {
-                true => first_a_panel_packs,
-                false => {
-                    let shape = (t.k, t.n);
-                    fuse_b(
-                        t.tb,
-                        shape,
-                        t.b_bytes(),
-                        (caches, core),
-                        (one_block, spreads),
-                    ) || fuse_b_block(t.tb, (kc_max, nc_max), one_block, (caches, core))
-                        || fuse_transposed_b(t.tb, shape, t.c_bytes(), (l2, core), one_block)
-                }
-            };
+            // sweep by the first A panel's tiles or the pass (`shallow_first_a_panel_packs_b`).
+            let (shape, cc) = ((t.k, t.n), (caches, core));
+            let b_outer_fuses = fuse_b(t.tb, shape, t.b_bytes(), cc, (one_block, spreads))
+                || fuse_b_block(t.tb, (kc_max, nc_max), one_block, cc)
+                || fuse_transposed_b(t.tb, shape, t.c_bytes(), (l2, core), one_block);
+            let fuses = first_a_panel_packs || (!shallow_a_outer && b_outer_fuses);
             let fused = match b_direct == 0 && !thin && fuses {
                 true => nc / nr,
                 false => 0,

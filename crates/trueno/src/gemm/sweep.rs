@@ -223,10 +223,7 @@ fn sweep<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
         // its source (`Block::next_fill_to_l2`): a row-major B's KC rows spread over each
         // tile's k steps, a transposed B's NR rows (KC floats each, a run of lines) a share
         // before each tile. Its buffer slice, unused, is dropped at once.
-        let next_src = match blk.next_fill_to_l2 && jr + 1 < b_panels {
-            true => b_fill(jr + 1).map(|(src, _)| src),
-            false => None,
-        };
+        let next_src = next_fill_src(blk, &b_fill, jr, b_panels);
         let next_rows = next_src
             .filter(|_| !t.tb)
             .map(|src| LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr));
@@ -481,10 +478,7 @@ fn first_a_panel_packs_b<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
     let b_panels = nc.div_ceil(nr);
     for jr in 0..b_panels {
         let at = (ic, jc + jr * nr);
-        let next_src = match blk.next_fill_to_l2 && jr + 1 < b_panels {
-            true => b_fill(jr + 1).map(|(src, _)| src),
-            false => None,
-        };
+        let next_src = next_fill_src(blk, b_fill, jr, b_panels);
         // An ask every k step (what the loop cannot carry goes out before it).
         let share = next_src.map(|src| {
             let rows = LinePrefetch::rows_spanned(src.data.as_ptr(), src.stride, blk.kc, nr);
@@ -500,6 +494,22 @@ fn first_a_panel_packs_b<'a, 'b, 'c, S: Simd, const MR: usize, const NV: usize>(
                 one_tile::<S, MR, NV, false>(s, t, blk, apan, b, at, &mut [], (None, None));
             }
         }
+    }
+}
+
+/// The source of the B panel after `jr` (of `b_panels`) where its first tile packs it and
+/// the tiles before ask L2 for it (`Block::next_fill_to_l2`); its buffer slice, unused,
+/// is dropped at once.
+#[inline(always)]
+fn next_fill_src<'b, 'c>(
+    blk: &Block,
+    b_fill: &impl Fn(usize) -> Option<(BPanel<'b>, &'c mut [f32])>,
+    jr: usize,
+    b_panels: usize,
+) -> Option<BPanel<'b>> {
+    match blk.next_fill_to_l2 && jr + 1 < b_panels {
+        true => b_fill(jr + 1).map(|(src, _)| src),
+        false => None,
     }
 }
 
