@@ -41,13 +41,13 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
     let (caches, core) = (CacheSizes::detect(), CoreFamily::detect());
     let thin = thin_b(MR, NV * S::LANES, t, bl);
     let one_block = one_block(MR, t, bl, (caches, core));
-    // A shallow product over a C past two L2 on Zen: A's panels outside, B packed before
-    // the sweep or by its first A panel (`shallow_sweeps_a_outer`).
+    // A shallow product over a C past two L2 (off Zen, a B that comes back from L2): A's
+    // panels outside, B packed before the sweep or by its first A panel (see its rule).
     let b_packed = t.k.saturating_mul(t.n).saturating_mul(4);
     let shallow_a_outer = !thin
         && shallow_sweeps_a_outer(
             t.c,
-            (t.k, t.m.div_ceil(MR)),
+            (t.k, t.m.div_ceil(MR), one_block, t.tb),
             (t.c_bytes(), b_packed),
             caches,
             core,

@@ -33,9 +33,9 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 }
 
 /// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep (one KC block on Zen 4) whose
-/// C is past two L2 sweeps A's panels outside B's on a Zen core, one block of A or
-/// several, B packed by the pass before the sweep or, for one block of A over a row-major
-/// B, by the first A panel's tiles (`shallow_first_a_panel_packs_b`); never read in place
+/// C is past two L2 sweeps A's panels outside B's (on a Zen core; elsewhere where B's
+/// panels come from L2, below), one block of A or several, B packed by the pass before
+/// the sweep or, for one block of A over a row-major B, by the first A panel's tiles (`shallow_first_a_panel_packs_b`); never read in place
 /// nor packed by its panels' first tiles in the B-outer way (decided before `fuse_b` and
 /// the in-place rules). B-outer, each B panel's tiles walk down C a pair of lines a
 /// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
@@ -71,18 +71,38 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 /// 2048x2048x64 87.9 -> 93.4, 1024x4096x128 +2%; beta -1.5 alike, and with 32 MiB read
 /// between calls +2-16% (300x3000x100 -4%); two threads +1-27%.
 ///
-/// Not on other cores (not measured there; their sweep order is `sweeps_a_outer`'s), nor
-/// for a C written through its transpose (its tiles are not rows of lines).
+/// On other cores only where B's panels come back to every A panel from L2: a packed B
+/// within half of L2, or one A block's row-major B that its first A panel packs in blocks
+/// within half of L2 (`shallow_first_a_panel_packs_b`). A Zen core's L3 feeds one core
+/// the packed B fast enough; a Xeon's does not. The Xeon of an H100 device host (2 MiB L2,
+/// 48 KiB L1d, 300 MiB L3, AVX-512 8x32, KC 256, MC 512, so up to 131072 elements of A
+/// are one block; a shared host), one thread, `gemm-probe` alternating the two sweeps call
+/// by call, best of eight rounds (trueno's GFLOP/s): one A block over a row-major B,
+/// 128x16384x128 106.6 -> 137.3, 256x8192x128 97.4 -> 125.8, 128x32000x64 71.0 -> 82.4,
+/// 1024x4096x64 144.6 -> 152.7, 2048x2048x64 91.7 -> 98.7, 48x32000x64 119.5 -> 120.7
+/// (median +16%), 384x4096x128 -5% (median -11%) and 32x32000x64 -13% (median -1%), the
+/// rest within 4%; with 32 MiB read between calls +20-100% (512x4096x128 82.0 -> 142.9,
+/// 128x32000x64 57.4 -> 114.9). Over a B past L2 packed by the pass, several A blocks
+/// lost: 2048x4096x256 (4 MiB) 143.3 -> 96.0, 1024x4096x384 145.6 -> 89.0; a transposed
+/// W past L2 even, within half of L2 mixed (`x·Wᵀ` 2048x2048x64 -12%, median +4%).
+/// Against faer's own layout (`gemm_vs_faer`, two rounds, a drifting host): 1024x4096x64
+/// 0.74-0.84x -> 0.89-1.01x, 2048x2048x64 0.77-0.80x -> 0.95-0.99x, 128x16384x128
+/// 0.82-0.92x -> 0.97-1.07x; two threads 1024x4096x64 0.97x -> 1.37x, 2048x2048x64 1.13x
+/// -> 1.28x.
+///
+/// Not for a C written through its transpose (its tiles are not rows of lines).
 pub(super) fn shallow_sweeps_a_outer(
     c: CPtr,
-    (k, a_panels): (usize, usize),
+    (k, a_panels, one_block, tb): (usize, usize, bool, bool),
     (c_bytes, b_bytes): (usize, usize),
     caches: CacheSizes,
     core: CoreFamily,
 ) -> bool {
     let shallow = k <= SHALLOW_A_OUTER_MAX_K && a_panels >= SHALLOW_A_OUTER_MIN_A_PANELS;
     let caches_fit = c_bytes > 2 * caches.l2 && b_bytes <= caches.l3 / 4;
-    core == CoreFamily::Zen && !c.trans && shallow && caches_fit
+    let b_from_l2 = b_bytes <= caches.l2 / 2 || shallow_first_a_panel_packs_b(one_block, tb);
+    let core_fits = core == CoreFamily::Zen || b_from_l2;
+    !c.trans && shallow && caches_fit && core_fits
 }
 
 /// Whether a shallow A-outer sweep (`shallow_sweeps_a_outer`) packs B's panels by the
@@ -166,8 +186,11 @@ mod tests {
             stride: 4096,
             trans,
         };
-        // (k, A panels of 8 rows), (C, packed B) of an m x n x k product.
-        let shape = |m: usize, n: usize, k: usize| ((k, m.div_ceil(8)), (m * n * 4, k * n * 4));
+        // (k, A panels of 8 rows, one A block, B transposed), (C, packed B) of an m x n x k
+        // product over a row-major B, A one block up to 256 rows.
+        let shape = |m: usize, n: usize, k: usize| {
+            ((k, m.div_ceil(8), m <= 256, false), (m * n * 4, k * n * 4))
+        };
         let takes =
             |(k_panels, bytes), trans| shallow_sweeps_a_outer(c(trans), k_panels, bytes, zen4, zen);
         // 512x4096x64 (an 8 MiB C), 512x4096x512 (the deepest), 128x32000x64 (a 7.8 MiB B:
@@ -180,7 +203,10 @@ mod tests {
         ] {
             assert!(takes(shape(m, n, k), false), "{m}x{n}x{k}");
         }
-        assert!(takes(((16, 64), (2 * zen4.l2 + 4, 1 << 20)), false));
+        assert!(takes(
+            ((16, 64, false, false), (2 * zen4.l2 + 4, 1 << 20)),
+            false
+        ));
         // Deeper, a C within two L2 (128x4096: 2 MiB), a B past a quarter of L3
         // (32x32000x128: 16 MiB), three A panels, C written through its transpose: B outside.
         for (m, n, k) in [
@@ -192,14 +218,55 @@ mod tests {
             assert!(!takes(shape(m, n, k), false), "{m}x{n}x{k}");
         }
         assert!(!takes(shape(512, 4096, 64), true));
-        // Another core: B outside.
-        let (k_panels, bytes) = shape(512, 4096, 64);
-        assert!(!shallow_sweeps_a_outer(
-            c(false),
-            k_panels,
-            bytes,
-            zen4,
-            CoreFamily::Other
+    }
+
+    #[test]
+    fn another_core_sweeps_a_shallow_product_a_outer_only_where_b_comes_back_from_l2() {
+        // A Xeon's 2 MiB L2 and 300 MiB L3.
+        let (xeon, other) = (
+            CacheSizes {
+                l1: 48 << 10,
+                l2: 2 << 20,
+                l3: 300 << 20,
+            },
+            CoreFamily::Other,
+        );
+        let c = CPtr {
+            ptr: std::ptr::null_mut(),
+            stride: 4096,
+            trans: false,
+        };
+        let takes = |(m, n, k): (usize, usize, usize), one_block: bool, tb: bool| {
+            let k_panels = (k, m.div_ceil(8), one_block, tb);
+            shallow_sweeps_a_outer(c, k_panels, (m * n * 4, k * n * 4), xeon, other)
+        };
+        // A packed B within half of L2 (1 MiB at 1024x4096x64, 512 KiB at 2048x2048x64),
+        // several A blocks or one, either layout of B.
+        for tb in [false, true] {
+            assert!(takes((1024, 4096, 64), false, tb));
+            assert!(takes((2048, 2048, 64), false, tb));
+        }
+        // Past it, one A block over a row-major B (its first A panel packs B): 8 MiB at
+        // 128x16384x128, 7.8 MiB at 48x32000x64.
+        assert!(takes((128, 16384, 128), true, false));
+        assert!(takes((48, 32000, 64), true, false));
+        // Past it and packed by the pass: several A blocks (2048x4096x256's 4 MiB,
+        // 1024x4096x128's 2 MiB, just past half of L2), a transposed B: B outside.
+        assert!(!takes((2048, 4096, 256), false, false));
+        assert!(!takes((1024, 4096, 128), false, false));
+        assert!(!takes((128, 16384, 128), true, true));
+        // The bars every core shares: a C within two L2 (256x4096x64: 4 MiB), past 512
+        // deep, three A panels.
+        assert!(!takes((256, 4096, 64), false, false));
+        assert!(!takes((2048, 1024, 520), true, false));
+        assert!(!takes((24, 32000, 64), true, false));
+        // The same product over a B past half of L2 on a Zen core takes the sweep.
+        assert!(shallow_sweeps_a_outer(
+            c,
+            (256, 256, false, false),
+            (2048 * 4096 * 4, 256 * 4096 * 4),
+            xeon,
+            CoreFamily::Zen
         ));
     }
 
