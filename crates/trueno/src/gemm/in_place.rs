@@ -257,6 +257,15 @@ pub(super) mod tests {
         }
     }
 
+    /// A Sapphire or Emerald Rapids Xeon's (48 KiB L1d, 2 MiB L2) with an `l3` of its own.
+    pub(crate) fn rapids(l3: usize) -> CacheSizes {
+        CacheSizes {
+            l1: 48 << 10,
+            l2: 2 << 20,
+            l3,
+        }
+    }
+
     #[test]
     fn few_row_products_read_a_b_within_l3_in_place_unless_its_rows_crowd_the_caches_or_on_other_cores()
      {
@@ -343,11 +352,7 @@ pub(super) mod tests {
             l2: 1 << 20,
             l3: 32 << 20,
         };
-        let rapids = CacheSizes {
-            l1: 48 << 10,
-            l2: 2 << 20,
-            l3: 260 << 20,
-        };
+        let rapids = rapids(260 << 20);
         // 64^3 (KC 64, rows 256 bytes apart: 16 phases): in place on both.
         assert!(b_in_place(false, (64, 64), 64, 32, zen4));
         assert!(b_in_place(false, (64, 64), 64, 32, rapids));

@@ -35,14 +35,15 @@ pub(super) fn rows_alias(c: CPtr) -> bool {
 /// Whether a product at most `SHALLOW_A_OUTER_MAX_K` deep (one KC block on Zen 4) whose
 /// C is past two L2 sweeps A's panels outside B's (on a Zen core; elsewhere where B's
 /// panels come from L2, below), one block of A or several, B packed by the pass before
-/// the sweep or, for one block of A over a row-major B, by the first A panel's tiles (`shallow_first_a_panel_packs_b`); never read in place
-/// nor packed by its panels' first tiles in the B-outer way (decided before `fuse_b` and
-/// the in-place rules). B-outer, each B panel's tiles walk down C a pair of lines a
-/// row, rows a C row apart: C's lines come from L3 (or memory) in an order no hardware
-/// prefetcher follows, and with few k steps a tile its stores wait on them. A-outer,
-/// a tile's MR rows each run on along C, streams the prefetchers follow, and B's
-/// packed panels, a stream too, come from L2 or L3 for every A panel: so only where the
-/// packed B stays within a quarter of L3 beside C, and under four A panels or more.
+/// the sweep or, for one block of A over a row-major B, by the first A panel's tiles
+/// (`shallow_first_a_panel_packs_b`); never read in place nor packed by its panels'
+/// first tiles in the B-outer way (decided before `fuse_b` and the in-place rules).
+/// B-outer, each B panel's tiles walk down C a pair of lines a row, rows a C row apart:
+/// C's lines come from L3 (or memory) in an order no hardware prefetcher follows, and
+/// with few k steps a tile its stores wait on them. A-outer, a tile's MR rows each run
+/// on along C, streams the prefetchers follow, and B's packed panels, a stream too, come
+/// from L2 or L3 for every A panel: so only where the packed B stays within a quarter of
+/// L3 beside C, and under four A panels or more.
 ///
 /// Zen 4 VM (1 MiB L2), one thread, `gemm-probe` alternating the two sweeps call by
 /// call, best of eight rounds (trueno's GFLOP/s): 1024x4096x128 83.8 -> 110.4,
@@ -224,11 +225,7 @@ mod tests {
     fn another_core_sweeps_a_shallow_product_a_outer_only_where_b_comes_back_from_l2() {
         // A Xeon's 2 MiB L2 and 300 MiB L3.
         let (xeon, other) = (
-            CacheSizes {
-                l1: 48 << 10,
-                l2: 2 << 20,
-                l3: 300 << 20,
-            },
+            crate::gemm::in_place::tests::rapids(300 << 20),
             CoreFamily::Other,
         );
         let c = CPtr {
