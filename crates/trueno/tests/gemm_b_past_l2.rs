@@ -18,8 +18,10 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
     // (`b_in_place`), depth sized from the detected L3 so every machine runs it; k past
     // one KC block, a ragged A, beta 0 over NaN and beta != 0; 37 rows (four A panels or
     // more on every ISA) ask L2 for the next B panel as they go where it is read in
-    // place; rows of 1040 floats, whole lines off the page grid, likewise. Up to eight
-    // rows take the row axpys instead, which read B once in order (3 and 7 here).
+    // place, but a Zen core's first tiles pack it under fourteen A panels, so 115 rows
+    // (fourteen or more on every ISA's tile) read it in place there; rows of 1040
+    // floats, whole lines off the page grid, likewise. Up to eight rows take the row
+    // axpys instead, which read B once in order (3 and 7 here).
     let l3 = trueno::gemm::CacheSizes::detect().l3;
     let (k, k_off_grid) = (l3 / 4096 + 9, l3 / 4160 + 9);
     let shapes = [
@@ -28,6 +30,8 @@ fn a_b_from_memory_in_page_long_rows_matches_the_reference_on_every_isa() {
         (3, 1024, k, 0),
         (37, 1024, k, 0),
         (37, 1040, k_off_grid, 0),
+        (115, 1024, k, 0),
+        (115, 1040, k_off_grid, 0),
     ];
     check_row_major(53, &shapes, "B from memory", true);
 }
@@ -157,12 +161,13 @@ fn a_b_from_memory_split_over_the_inner_dimension_matches_the_reference_read_in_
             }
         }
         for (backend, e) in &engines {
-            // Whole panels only (1024 columns), so a B read in place packs nothing. It is
-            // read in place where L1 cannot keep the packed KC x NR panel (the Zen 4 VM's
-            // 32 KiB at KC 512), packed where it can (48 KiB at KC 256): both asserted.
-            // Where it is not read in place, a Zen core packs it in the sweep (its first
-            // tiles, `fills_b_past_l2`), and so do other cores where it is past eight
-            // L2 under enough A panels: no pass either.
+            // Whole panels only (1024 columns), so a B read in place packs nothing. A Zen
+            // core packs it in the sweep (its first tiles, `fills_b_past_l2`; under
+            // fourteen A panels even where L1 cannot keep the packed KC x NR panel), and
+            // so do other cores where it is past eight L2 under enough A panels; other
+            // cores read it in place where L1 cannot keep that panel (the Zen 4 VM's 32
+            // KiB at KC 512) and pack it by a pass where it can (48 KiB at KC 256): no
+            // pass, or a pass, asserted.
             if *backend != trueno::Backend::Gpu {
                 let bl = trueno::gemm::blocking_for(*backend);
                 let caches = trueno::gemm::CacheSizes::detect();

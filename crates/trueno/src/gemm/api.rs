@@ -388,7 +388,7 @@ fn stagger_block(t: &GemmTask<'_>, backend: crate::backend::Backend) -> Option<u
     let b_bytes = t.k.saturating_mul(t.n).saturating_mul(4);
     let machine = (super::CacheSizes::detect(), super::CoreFamily::detect());
     let bl = super::blocking_for(backend);
-    (b_bytes > machine.0.l3 / 2).then(|| super::kernel::one_block_b(t, bl, machine).0)
+    (b_bytes > machine.0.l3 / 2).then(|| super::in_place::one_block_b(t, bl, machine).0)
 }
 
 /// Steps of k that part `i` of `threads` runs first: `i / threads` of a `kc` block, in

@@ -1,11 +1,12 @@
 //! Which operands the packed loops read where they lie instead of packing them: a
 //! one-block A (`a_in_place`), B's panels within L1's or L2's reach or streaming from
-//! memory (`b_in_place`), and few A panels over a B within L3 (`b_in_place_for_few_rows`).
+//! memory (`b_in_place`), and few A panels over a B within L3 (`b_in_place_for_few_rows`);
+//! with them a one-block product's depth (`one_block_b`).
 //! Which B panels the micro-kernel packs as it reads them is `fused.rs`. Each rule
 //! carries the measurements that set it.
 
-use super::blocking::{CacheSizes, CoreFamily};
-use super::fused::fuse_b;
+use super::blocking::{Blocking, CacheSizes, CoreFamily};
+use super::fused::{fuse_b, spreads_next_panel};
 use super::task::GemmTask;
 
 /// Whether the micro-kernel reads a one-block A in place instead of packing it: only a
@@ -40,7 +41,8 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 ///
 /// And a B from memory (all `k` rows of the whole product past L3: a range of k that
 /// `run_split_k` gives a thread is judged by the whole B, which streams from memory even
-/// where the range alone would fit): a prefill's projection of 8-128 tokens. Packing its
+/// where the range alone would fit): a prefill's projection of 112-256 tokens (fewer
+/// below). Packing its
 /// KC rows, far apart, ran at a fraction of the memory's rate (rows a page apart all
 /// start at one offset in their pages and share L1's sets: on the Zen 3 VM such a pack
 /// moved 7-8 GB/s, session 42); in place, each panel comes from memory once, for the
@@ -74,20 +76,74 @@ pub(super) fn a_in_place(mr: usize, t: &GemmTask) -> bool {
 /// 0.64-0.69x in place -> 0.86-0.94x packed, 32x11008x4096 0.65-0.66x -> 0.97-1.08x,
 /// 128x14336x4096 0.27-0.30x -> 0.76-0.87x, 8x8192x8192 0.60-0.63x -> 1.43-1.51x,
 /// 32x8192x8192 0.32-0.33x -> 1.01-1.13x.
+///
+/// Nor under fewer than `FROM_MEMORY_MIN_A_PANELS` A panels whose first tiles would pack
+/// B (`few_a_packing`: `fuse_b`, which came after the measurements above): that copy
+/// serves the other A panels from L1, where they read the strided panel from L2. Zen 4
+/// VM (32 KiB L1, KC 512; session 86), one thread, in place and packed in one binary as
+/// processes alternated, two rounds, trueno's best GFLOP/s and against faer:
+/// 9x4096x4096 30.8 -> 50.5 (0.88-0.95x -> 1.44-1.46x), 16x4096x4096 53.1 -> 74.8
+/// (0.85-0.90x -> 1.14-1.21x), 24x4096x4096 63.5 -> 89.7, 32x4096x4096 78.1 -> 99.0
+/// (0.93-0.98x -> 1.12-1.15x), 48x4096x4096 82.9 -> 99.0, 64x4096x4096 89.4 -> 101.5
+/// (0.88-0.93x -> 1.03-1.04x), 96x4096x4096 101.6 -> 105.6, 16x8192x4096 49.4 -> 74.5,
+/// 32x6144x4096 79.0 -> 95.4, 32x11008x4096 81.5 -> 95.5, 32x4096x11008 78.5 -> 97.3,
+/// 64x11008x4096 93.2 -> 97.4; two threads 16x4096x4096 103.7 -> 120.3, 32x4096x4096
+/// 162.0 -> 182.1, 64x4096x4096 184.3 -> 199.1, 32x11008x4096 156.6 -> 174.3. From 112
+/// rows in place is even or ahead (three rounds: 112x11008x4096 103.7 in place, 99.4
+/// packed; 128x11008x4096 107.1 against 98.6, 128x4096x11008 107.4 against 102.4;
+/// 256x11008x4096 107.1 against 102.9; two threads 128x11008x4096 197.9 against 190.0);
+/// 112x4096x4096 and 128x4096x4096 within 3%.
 #[inline(always)]
 pub(super) fn b_in_place(
     tb: bool,
     (ldb, k): (usize, usize),
-    kc: usize,
-    nr: usize,
+    (kc, nr): (usize, usize),
+    few_a_packing: bool,
     c: CacheSizes,
 ) -> bool {
     let row_bytes = ldb * 4;
     let phases = 4096 >> row_bytes.trailing_zeros().min(12);
     let fits_l1 = kc <= 4 * phases && kc * row_bytes <= 64 << 10;
     let l1_keeps_packed = kc * nr * 4 <= c.l1 * 2 / 3;
-    let from_memory = b_in_place_from_memory(tb, (ldb, k), c);
+    let from_memory = b_in_place_from_memory(tb, (ldb, k), c) && !few_a_packing;
     !tb && (fits_l1 || (!l1_keeps_packed && (from_memory || kc * row_bytes <= c.l2 / 2)))
+}
+
+/// KC of a one-block product (A at most MC rows): `kc_one_block`, or half of it where
+/// a row-major B is packed by the pass before each block's sweep (neither packed by its
+/// first tiles, `fuse_b`, nor read in place: a B past eight L2, a layer's weights). The
+/// pass then reads the block's KC rows in 4 KiB pieces (NC 1024) into a block of half
+/// the size. Intel VM (session 59; 48 KiB L1, 2 MiB L2: KC 256 -> 128), `gemm-probe`,
+/// 32x4096x4096: pack B 3.46 -> 2.97 ms, the kernel 5.45 -> 5.15 ms; NC 512 at KC 256
+/// (a block of the same size in 2 KiB pieces) packed in 3.85 ms, NC 2048 at KC 128 in
+/// 3.31. One thread, against faer, alternated twice (trueno's GFLOP/s; faer's moved 10%
+/// between runs): 8x4096x4096 47 -> 51-52, 16x4096x4096 75-76 -> 82, 32x4096x4096
+/// 108-110 -> 117-119, 64x4096x4096 135-139 -> 147; two threads 92-94 -> 102-103,
+/// 150-153 -> 162-167, 214-216 -> 228-230, 277 -> 284; 128 rows (4096x4096, 11008x4096,
+/// 4096x11008) and 32x11008x4096 within 1% on both. Not measured on another machine.
+///
+/// With it, whether B is read in place (`b_in_place`, judged at `kc_one_block`): the
+/// one decision both come from. First, a product of few A panels over a B within L3
+/// reads B in place at `few_rows_kc` (`b_in_place_for_few_rows`).
+pub(super) fn one_block_b(
+    t: &GemmTask,
+    bl: Blocking,
+    (c, core): (CacheSizes, CoreFamily),
+) -> (usize, bool) {
+    let few_rows_kc = few_rows_kc(bl.nr, (c.l1, core), bl.kc_one_block);
+    if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), (c, core)) {
+        return (few_rows_kc, true);
+    }
+    let (kc, spreads) = (bl.kc_one_block, spreads_next_panel(t.m, bl.mr, bl.nr));
+    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), (true, spreads));
+    let few_a_packing = fused && t.m.div_ceil(bl.mr) < FROM_MEMORY_MIN_A_PANELS;
+    let shape = (kc.min(t.whole_k), bl.nr);
+    let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), shape, few_a_packing, c);
+    let by_pass = !t.tb && !in_place && !fused;
+    match by_pass {
+        true => ((kc / 2 / 8 * 8).max(8), false),
+        false => (kc, in_place),
+    }
 }
 
 /// `b_in_place`'s last case: a row-major B past L3 whose rows are whole cache lines and
@@ -201,6 +257,9 @@ fn crowds_l2(row_bytes: usize) -> bool {
 /// 64 MiB) would otherwise come under it, where the Intel VM's measurements set a pass
 /// at half the depth (`one_block_b`).
 const FEW_ROWS_B_MAX: usize = 16 << 20;
+
+/// See [`b_in_place`]: 112 rows on an 8-row tile.
+pub(super) const FROM_MEMORY_MIN_A_PANELS: usize = 14;
 
 /// See [`b_in_place_for_few_rows`].
 const FEW_A_PANELS: usize = 8;
@@ -354,36 +413,38 @@ pub(super) mod tests {
         };
         let rapids = rapids(260 << 20);
         // 64^3 (KC 64, rows 256 bytes apart: 16 phases): in place on both.
-        assert!(b_in_place(false, (64, 64), 64, 32, zen4));
-        assert!(b_in_place(false, (64, 64), 64, 32, rapids));
+        assert!(b_in_place(false, (64, 64), (64, 32), false, zen4));
+        assert!(b_in_place(false, (64, 64), (64, 32), false, rapids));
         // 256^3 on Zen 4 (KC 256, all of k), whose L1 cannot keep a 32 x 256 packed
         // panel: the 256 KiB of rows fit half of its L2, so in place. 512^3 there (KC
         // 512): 1 MiB of rows, packed.
-        assert!(b_in_place(false, (256, 256), 256, 32, zen4));
-        assert!(!b_in_place(false, (512, 512), 512, 32, zen4));
+        assert!(b_in_place(false, (256, 256), (256, 32), false, zen4));
+        assert!(!b_in_place(false, (512, 512), (512, 32), false, zen4));
         // At KC 256 a 48 KiB L1 keeps the 32 KiB packed panel: 256^3 to 1024^3 pack.
         for n in [256, 512, 1024] {
-            assert!(!b_in_place(false, (n, n), 256, 32, rapids), "{n}");
+            assert!(!b_in_place(false, (n, n), (256, 32), false, rapids), "{n}");
         }
         // A B from memory (past L3) in rows of whole lines that start at four or more
-        // offsets within 64 KiB, or of up to 32 KiB: in place (a prefill's 32x4096x4096,
-        // 128x4096x11008, 128x11008x4096, 128x14336x4096 on Zen 4); not where L3 holds
-        // it, not in rows of 64 KiB multiples or 96 KiB (two offsets), not in rows of
-        // part lines, at any depth a block takes.
+        // offsets within 64 KiB, or of up to 32 KiB: in place (a prefill's 128x4096x11008,
+        // 128x11008x4096, 128x14336x4096 on Zen 4); not where L3 holds it, not in rows
+        // of 64 KiB multiples or 96 KiB (two offsets), not in rows of part lines, at any
+        // depth a block takes.
         for kc in [256, 512] {
-            assert!(b_in_place(false, (4096, 4096), kc, 32, zen4));
-            assert!(b_in_place(false, (4096, 11008), kc, 32, zen4));
-            assert!(b_in_place(false, (11008, 4096), kc, 32, zen4));
-            assert!(b_in_place(false, (14336, 4096), kc, 32, zen4));
-            assert!(b_in_place(false, (6144, 4096), kc, 32, zen4));
-            assert!(b_in_place(false, (8192, 4096), kc, 32, zen4));
-            assert!(!b_in_place(false, (2048, 2048), kc, 32, zen4));
-            assert!(!b_in_place(false, (16384, 4096), kc, 32, zen4));
-            assert!(!b_in_place(false, (24576, 1024), kc, 32, zen4));
-            assert!(!b_in_place(false, (5000, 5000), kc, 32, zen4));
-            assert!(!b_in_place(false, (11000, 4096), kc, 32, zen4));
+            assert!(b_in_place(false, (4096, 4096), (kc, 32), false, zen4));
+            assert!(b_in_place(false, (4096, 11008), (kc, 32), false, zen4));
+            assert!(b_in_place(false, (11008, 4096), (kc, 32), false, zen4));
+            assert!(b_in_place(false, (14336, 4096), (kc, 32), false, zen4));
+            assert!(b_in_place(false, (6144, 4096), (kc, 32), false, zen4));
+            assert!(b_in_place(false, (8192, 4096), (kc, 32), false, zen4));
+            assert!(!b_in_place(false, (2048, 2048), (kc, 32), false, zen4));
+            assert!(!b_in_place(false, (16384, 4096), (kc, 32), false, zen4));
+            assert!(!b_in_place(false, (24576, 1024), (kc, 32), false, zen4));
+            assert!(!b_in_place(false, (5000, 5000), (kc, 32), false, zen4));
+            assert!(!b_in_place(false, (11000, 4096), (kc, 32), false, zen4));
+            // Packed where few A panels' first tiles would pack it.
+            assert!(!b_in_place(false, (4096, 4096), (kc, 32), true, zen4));
             // Emerald Rapids' 260 MiB L3 holds a 180 MiB B.
-            assert!(!b_in_place(false, (4096, 11008), kc, 32, rapids));
+            assert!(!b_in_place(false, (4096, 11008), (kc, 32), false, rapids));
         }
         // Past Sapphire Rapids' 105 MiB L3, a 180 MiB B is read in place only where its
         // 48 KiB L1 cannot keep the packed panel: at KC 512, not at 256 (32 KiB).
@@ -392,9 +453,88 @@ pub(super) mod tests {
             ..rapids
         };
         assert!(b_in_place_from_memory(false, (11008, 4096), sapphire));
-        assert!(!b_in_place(false, (11008, 4096), 256, 32, sapphire));
-        assert!(b_in_place(false, (11008, 4096), 512, 32, sapphire));
+        assert!(!b_in_place(
+            false,
+            (11008, 4096),
+            (256, 32),
+            false,
+            sapphire
+        ));
+        assert!(b_in_place(false, (11008, 4096), (512, 32), false, sapphire));
         // A transposed B is never read in place.
-        assert!(!b_in_place(true, (64, 64), 64, 32, rapids));
+        assert!(!b_in_place(true, (64, 64), (64, 32), false, rapids));
+    }
+
+    #[test]
+    fn a_one_block_product_halves_its_depth_only_where_a_pass_packs_b() {
+        use super::super::blocking::CoreFamily;
+        let intel = rapids(480 << 20);
+        let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
+        let intel = (intel, CoreFamily::Other);
+        assert_eq!(bl.kc_one_block, 256);
+        let mut c = [0.0f32];
+        let c = c.as_mut_ptr();
+        let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
+        // A layer's weights (64 MiB, 180 MB; 256 MiB past half of this VM's 480 MiB L3)
+        // under 32 rows, past half of L3 (a Sapphire Rapids host's 105 MiB): packed by
+        // the pass, so KC 128; under 128 rows (sixteen A panels), or within half of L3,
+        // by the first tiles (`fills_b_past_l2`), so KC 256.
+        let spr = (
+            CacheSizes {
+                l3: 105 << 20,
+                ..intel.0
+            },
+            CoreFamily::Other,
+        );
+        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, spr), (128, false));
+        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, spr), (128, false));
+        assert_eq!(one_block_b(&task(32, 16384, 4096), bl, intel), (128, false));
+        assert_eq!(one_block_b(&task(128, 11008, 4096), bl, spr), (256, false));
+        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (256, false));
+        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, intel), (256, false));
+        // Within eight L2 its first tiles pack it; given transposed it is not the pass
+        // measured: KC 256 for both.
+        assert_eq!(one_block_b(&task(128, 8192, 512), bl, intel), (256, false));
+        let mut transposed = task(32, 4096, 4096);
+        transposed.tb = true;
+        assert_eq!(one_block_b(&transposed, bl, intel), (256, false));
+        // Read in place from memory where L1 cannot keep a packed panel: KC stays.
+        let small = CacheSizes {
+            l1: 32 << 10,
+            l2: 1 << 20,
+            l3: 8 << 20,
+        };
+        let bl = Blocking::new(8, 32, small, CoreFamily::Other);
+        let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
+        let small = (small, CoreFamily::Other);
+        assert_eq!(one_block_b(&past_l3, bl, small), (bl.kc_one_block, true));
+    }
+
+    #[test]
+    fn a_b_from_memory_is_packed_by_the_first_tiles_of_fewer_than_fourteen_a_panels() {
+        use CoreFamily::{Other, Zen};
+        let zen4 = zen4();
+        let bl = Blocking::new(8, 32, zen4, Zen);
+        assert_eq!(bl.kc_one_block, 512);
+        let mut c = [0.0f32];
+        let c = c.as_mut_ptr();
+        let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
+        // A layer's weights (4096 x 4096, 64 MiB) past Zen 4's 32 MiB L3, whose 32 KiB L1
+        // cannot keep a packed 512 x 32 panel: a Zen core's first tiles pack it under
+        // fourteen A panels of eight rows (up to 104 rows), from 105 rows it is read in
+        // place; KC 512 either way.
+        for m in [9, 16, 32, 104] {
+            let b = one_block_b(&task(m, 4096, 4096), bl, (zen4, Zen));
+            assert_eq!(b, (512, false), "{m} rows");
+        }
+        for m in [105, 128, 256] {
+            let b = one_block_b(&task(m, 4096, 4096), bl, (zen4, Zen));
+            assert_eq!(b, (512, true), "{m} rows");
+        }
+        // Another core's tiles do not pack it under four A panels (too few to spread the
+        // asks for the next panel): read in place there as before.
+        let bl = Blocking::new(8, 32, zen4, Other);
+        let b = one_block_b(&task(32, 4096, 4096), bl, (zen4, Other));
+        assert_eq!(b, (bl.kc_one_block, true));
     }
 }

@@ -8,9 +8,7 @@
 
 use super::blocking::{Blocking, CacheSizes, CoreFamily};
 use super::fused::{fills_b_past_l2, fuse_b, fuse_b_block, fuse_transposed_b, spreads_next_panel};
-use super::in_place::{
-    a_in_place, b_in_place, b_in_place_for_few_rows, b_in_place_from_memory, few_rows_kc,
-};
+use super::in_place::{a_in_place, b_in_place, b_in_place_from_memory, one_block_b};
 use super::micro::{APanel, BPanel};
 use super::pack::{
     pack_a, pack_b, panel_stride, return_pack_buffer, rows_make_one_stream, take_pack_buffer,
@@ -64,7 +62,14 @@ pub(crate) fn gemm_packed<S: Simd, const MR: usize, const NV: usize>(
             let kc = thin_kc(bl, t.n, caches.l2);
             (
                 kc,
-                one_block && b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), nr, caches),
+                one_block
+                    && b_in_place(
+                        t.tb,
+                        (t.ldb, t.whole_k),
+                        (kc.min(t.whole_k), nr),
+                        false,
+                        caches,
+                    ),
             )
         }
         (false, true) if shallow_a_outer => (bl.kc_one_block, false),
@@ -253,42 +258,6 @@ fn packed_loops<S: Simd, const MR: usize, const NV: usize>(
     }
 }
 
-/// KC of a one-block product (A at most MC rows): `kc_one_block`, or half of it where
-/// a row-major B is packed by the pass before each block's sweep (neither packed by its
-/// first tiles, `fuse_b`, nor read in place: a B past eight L2, a layer's weights). The
-/// pass then reads the block's KC rows in 4 KiB pieces (NC 1024) into a block of half
-/// the size. Intel VM (session 59; 48 KiB L1, 2 MiB L2: KC 256 -> 128), `gemm-probe`,
-/// 32x4096x4096: pack B 3.46 -> 2.97 ms, the kernel 5.45 -> 5.15 ms; NC 512 at KC 256
-/// (a block of the same size in 2 KiB pieces) packed in 3.85 ms, NC 2048 at KC 128 in
-/// 3.31. One thread, against faer, alternated twice (trueno's GFLOP/s; faer's moved 10%
-/// between runs): 8x4096x4096 47 -> 51-52, 16x4096x4096 75-76 -> 82, 32x4096x4096
-/// 108-110 -> 117-119, 64x4096x4096 135-139 -> 147; two threads 92-94 -> 102-103,
-/// 150-153 -> 162-167, 214-216 -> 228-230, 277 -> 284; 128 rows (4096x4096, 11008x4096,
-/// 4096x11008) and 32x11008x4096 within 1% on both. Not measured on another machine.
-///
-/// With it, whether B is read in place (`b_in_place`, judged at `kc_one_block`): the
-/// one decision both come from. First, a product of few A panels over a B within L3
-/// reads B in place at `few_rows_kc` (`b_in_place_for_few_rows`).
-pub(super) fn one_block_b(
-    t: &GemmTask,
-    bl: Blocking,
-    (c, core): (CacheSizes, CoreFamily),
-) -> (usize, bool) {
-    let few_rows_kc = few_rows_kc(bl.nr, (c.l1, core), bl.kc_one_block);
-    if b_in_place_for_few_rows(t, (bl.mr, few_rows_kc), (c, core)) {
-        return (few_rows_kc, true);
-    }
-    let kc = bl.kc_one_block;
-    let in_place = b_in_place(t.tb, (t.ldb, t.whole_k), kc.min(t.whole_k), bl.nr, c);
-    let spreads = spreads_next_panel(t.m, bl.mr, bl.nr);
-    let fused = fuse_b(t.tb, (t.k, t.n), t.b_bytes(), (c, core), (true, spreads));
-    let by_pass = !t.tb && !in_place && !fused;
-    match by_pass {
-        true => ((kc / 2 / 8 * 8).max(8), false),
-        false => (kc, in_place),
-    }
-}
-
 /// Where panel `jr` of a block goes in the packing buffer (floats from its start, slots
 /// `stride` apart) when the first `b_direct` panels are read in place and those before
 /// `packed_first` are packed by their first tiles (`fuse_b`). Where A is one block
@@ -432,51 +401,6 @@ mod tests {
             l2: 2 << 20,
             l3: 480 << 20,
         }
-    }
-
-    #[test]
-    fn a_one_block_product_halves_its_depth_only_where_a_pass_packs_b() {
-        use super::super::blocking::CoreFamily;
-        let intel = intel_vm();
-        let bl = Blocking::new(8, 32, intel, CoreFamily::Other);
-        let intel = (intel, CoreFamily::Other);
-        assert_eq!(bl.kc_one_block, 256);
-        let mut c = [0.0f32];
-        let c = c.as_mut_ptr();
-        let task = |m, n, k| GemmTask::for_test((m, n, k), (&[], k), (&[], n), c);
-        // A layer's weights (64 MiB, 180 MB; 256 MiB past half of this VM's 480 MiB L3)
-        // under 32 rows, past half of L3 (a Sapphire Rapids host's 105 MiB): packed by
-        // the pass, so KC 128; under 128 rows (sixteen A panels), or within half of L3,
-        // by the first tiles (`fills_b_past_l2`), so KC 256.
-        let spr = (
-            CacheSizes {
-                l3: 105 << 20,
-                ..intel.0
-            },
-            CoreFamily::Other,
-        );
-        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, spr), (128, false));
-        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, spr), (128, false));
-        assert_eq!(one_block_b(&task(32, 16384, 4096), bl, intel), (128, false));
-        assert_eq!(one_block_b(&task(128, 11008, 4096), bl, spr), (256, false));
-        assert_eq!(one_block_b(&task(32, 4096, 4096), bl, intel), (256, false));
-        assert_eq!(one_block_b(&task(120, 4096, 4096), bl, intel), (256, false));
-        // Within eight L2 its first tiles pack it; given transposed it is not the pass
-        // measured: KC 256 for both.
-        assert_eq!(one_block_b(&task(128, 8192, 512), bl, intel), (256, false));
-        let mut transposed = task(32, 4096, 4096);
-        transposed.tb = true;
-        assert_eq!(one_block_b(&transposed, bl, intel), (256, false));
-        // Read in place from memory where L1 cannot keep a packed panel: KC stays.
-        let small = CacheSizes {
-            l1: 32 << 10,
-            l2: 1 << 20,
-            l3: 8 << 20,
-        };
-        let bl = Blocking::new(8, 32, small, CoreFamily::Other);
-        let past_l3 = task(7, 1024, (8 << 20) / 4096 + 9);
-        let small = (small, CoreFamily::Other);
-        assert_eq!(one_block_b(&past_l3, bl, small), (bl.kc_one_block, true));
     }
 
     #[test]
