@@ -187,9 +187,9 @@ const AXPY_ROWS: usize = 4;
 
 /// Rows of B one pass of `row_axpys` adds on a Zen core where B's rows span more than L2
 /// (each pass loads and stores C's rows, from L2 once they outgrow L1: twice the rows,
-/// half the traffic). Zen 4 VM, one thread, against faer, eight rows a pass against four, processes
-/// alternated twice (trueno's best GFLOP/s): 1x4096x4096 16.0 -> 17.6, 2x4096x4096 22.2
-/// -> 29.0, 3x4096x4096 30.1 -> 40.2, 4x4096x4096 31.5 -> 35.3, 6x4096x4096 40.8 -> 53.4,
+/// half the traffic). Zen 4 VM, one thread, against faer, eight rows a pass against
+/// four, processes alternated twice (trueno's best GFLOP/s): 1x4096x4096 16.0 -> 17.6,
+/// 2x4096x4096 22.2 -> 29.0, 3x4096x4096 30.1 -> 40.2, 4x4096x4096 31.5 -> 35.3, 6x4096x4096 40.8 -> 53.4,
 /// 8x4096x4096 44.9 -> 55.2 (1.23-1.36x -> 1.42-1.55x faer), 8x11008x4096 58.7 -> 77.2,
 /// 4x4096x11008 34.1 -> 45.3, 8x1024x4096 58.6 -> 86.1, 8x2048x2048 44.8 -> 59.0,
 /// 5x1000x3000 88.5 -> 94.4. Within L2 four stay (3x256x1024 87.3 against 81.8,
@@ -219,16 +219,21 @@ const AXPY_MAX_ROWS: usize = 8;
 /// 1.66-1.95x). Two threads take ranges of k (`api::split_k_pays`).
 pub(super) fn takes_row_axpys(t: &GemmTask, l2: usize) -> bool {
     let column_vector = t.n == 1 && t.ldb == 1;
-    let b_span = t.k.saturating_mul(t.ldb).saturating_mul(4);
-    !t.tb && !column_vector && (t.m < 4 || (t.m <= AXPY_MAX_ROWS && b_span > l2))
+    let past_l2 = b_rows_bytes(t) > l2;
+    !t.tb && !column_vector && (t.m < 4 || (t.m <= AXPY_MAX_ROWS && past_l2))
+}
+
+/// The bytes B's `k` rows span, gaps included: what `row_axpys` streams.
+fn b_rows_bytes(t: &GemmTask) -> usize {
+    t.k.saturating_mul(t.ldb).saturating_mul(4)
 }
 
 /// `xᵀ·A` for `M` (1 to `AXPY_MAX_ROWS`) rows of C over a row-major B: each of B's rows
 /// read once, `AXPY_ROWS` at a time (`AXPY_ROWS_PAST_L2` over a B past L2 on Zen), each
 /// vector of C's rows loaded, updated by those rows in order and stored. One row a pass
-/// loaded and stored all of C for each row of B and read one stream: 1x4096x4096 ran at 12.5 GFLOP/s (25 GB/s, against 27-29 for a
-/// plain read) where faer's reached 13.5 on the same bytes (Emerald Rapids VM,
-/// criterion); four a pass, 13.9 against 13.9. The same fused multiply-adds in the same
+/// loaded and stored all of C for each row of B and read one stream: 1x4096x4096 ran at
+/// 12.5 GFLOP/s (25 GB/s, against 27-29 for a plain read) where faer's reached 13.5 on
+/// the same bytes (Emerald Rapids VM, criterion); four a pass, 13.9 against 13.9. The same fused multiply-adds in the same
 /// order as one row a pass, so the same result.
 #[inline(always)]
 fn row_axpys<S: Simd, const M: usize>(s: S, t: &GemmTask) {
@@ -242,8 +247,8 @@ fn row_axpys<S: Simd, const M: usize>(s: S, t: &GemmTask) {
         scale_row(row, t.beta);
     }
     let mut p = 0;
-    let b_span = t.k.saturating_mul(t.ldb).saturating_mul(4);
-    if b_span > CacheSizes::detect().l2 && CoreFamily::detect() == CoreFamily::Zen {
+    let past_l2 = b_rows_bytes(t) > CacheSizes::detect().l2;
+    if past_l2 && CoreFamily::detect() == CoreFamily::Zen {
         while p + AXPY_ROWS_PAST_L2 <= t.k {
             axpy_pass::<S, M, AXPY_ROWS_PAST_L2>(s, t, &mut rows, p);
             p += AXPY_ROWS_PAST_L2;
