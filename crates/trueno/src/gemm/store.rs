@@ -117,7 +117,7 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
     // `x·Wᵀ` 64x4096x32 88.9-89.7 -> 96.2-96.5 (0.81x -> 0.87-0.88x faer), 32x1000x32
     // 89.0 -> 97.8, 128x4096x32 92.7-93.0 -> 100.9 (89.3 in a slow round); 64^3-1024^3
     // within the noise.
-    let copy = match alpha == 1.0 {
+    let copy = match is_one(alpha) {
         true => *acc,
         false => scaled_tile::<S, MR, NV>(s, acc, s.splat(alpha)),
     };
@@ -137,7 +137,7 @@ fn store_tile_transposed<S: Simd, const MR: usize, const NV: usize>(
         let blocks = (0..MR)
             .step_by(8)
             .flat_map(|i0| (0..nr).step_by(8).map(move |j0| (i0, j0)));
-        if beta == 0.0 {
+        if is_zero(beta) {
             for (i0, j0) in blocks {
                 // SAFETY: rows i0..i0 + 8 of tile columns j0..j0 + 8 are eight runs of
                 // eight floats of this task's block of C (a whole tile), no other
@@ -184,10 +184,32 @@ pub(super) const fn transposes_by_blocks(mr: usize, nr: usize) -> bool {
     mr.is_multiple_of(8) && nr.is_multiple_of(8)
 }
 
+/// `x == 0.0` (either sign), tested on the bits. The stores' tests of alpha and beta are
+/// integer compares, so that no float constant sits in a vector register across the
+/// micro-kernel's loop that the store follows: AVX2 has sixteen, and the 6x16 tile's loop
+/// needs fifteen. With 0.0 held there for `beta == 0.0`, the allocator kept one of the
+/// twelve accumulators on the stack (a load, FMA and store a k step) in the loop that asks
+/// for the next B panel's rows, since de9e5f3 moved its choices. Zen 3 VM (2026-12-07),
+/// `gemm_vs_faer`, the build before and after, alternated (trueno's GFLOP/s): one thread
+/// 32x4096x4096 40-42 -> 60-66 (0.71-0.74x -> 1.14-1.16x faer), 128x4096x11008 40-42 ->
+/// 83-84 (0.51-0.53x -> 1.04-1.06x), its `x·Wᵀ` 41 -> 85-89; two threads 32x4096x4096
+/// 77-80 -> 117-123, 128x4096x11008 75-77 -> 149-157; the squares and shallow `x·Wᵀ`
+/// within the noise.
+#[inline(always)]
+fn is_zero(x: f32) -> bool {
+    x.to_bits() << 1 == 0
+}
+
+/// `x == 1.0`, tested on the bits (see `is_zero`).
+#[inline(always)]
+fn is_one(x: f32) -> bool {
+    x.to_bits() == 1.0f32.to_bits()
+}
+
 /// `r + beta * d` for one element of C; beta 0 never reads `d`, so NaN in C does not leak.
 #[inline(always)]
 pub(super) fn with_beta(d: f32, r: f32, beta: f32) -> f32 {
-    if beta == 0.0 { r } else { beta.mul_add(d, r) }
+    if is_zero(beta) { r } else { beta.mul_add(d, r) }
 }
 
 /// `d = alpha * acc + beta * d` for one vector of C (or its first `d.len()` lanes when
@@ -205,16 +227,16 @@ pub(super) fn update_c<S: Simd>(
     vb: S::V,
     (alpha, beta): (f32, f32),
 ) {
-    let prod = if alpha == 1.0 { acc } else { s.mul(va, acc) };
+    let prod = if is_one(alpha) { acc } else { s.mul(va, acc) };
     if d.len() >= S::LANES {
-        let out = if beta == 0.0 {
+        let out = if is_zero(beta) {
             prod
         } else {
             s.fma(vb, s.load(d), prod)
         };
         s.store(out, d);
     } else {
-        let out = if beta == 0.0 {
+        let out = if is_zero(beta) {
             prod
         } else {
             s.fma(vb, s.load_tail(d), prod)
@@ -249,5 +271,43 @@ pub(super) fn scale_c(t: &GemmTask) {
         // SAFETY: row i of this task's block of C.
         let row = unsafe { std::slice::from_raw_parts_mut(t.c.ptr.add(i * t.c.stride), t.n) };
         scale_row(row, t.beta);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_one, is_zero};
+
+    /// The bit tests agree with IEEE comparison (the reference) on the edge values and
+    /// on bit patterns spread over every exponent, NaNs and subnormals included.
+    #[test]
+    fn bit_tests_match_float_comparison() {
+        let edges = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE / 2.0,
+            f32::from_bits(1),
+            f32::from_bits(0x8000_0001),
+            1.0 + f32::EPSILON,
+            1.0 - f32::EPSILON / 2.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -1.5,
+        ];
+        let spread = (0..1u32 << 16).map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9)));
+        for x in edges.into_iter().chain(spread) {
+            assert_eq!(
+                is_zero(x),
+                x == 0.0,
+                "is_zero({x:e}) bits {:#x}",
+                x.to_bits()
+            );
+            assert_eq!(is_one(x), x == 1.0, "is_one({x:e}) bits {:#x}", x.to_bits());
+        }
     }
 }
