@@ -189,12 +189,15 @@ const AXPY_ROWS: usize = 4;
 /// (each pass loads and stores C's rows, from L2 once they outgrow L1: twice the rows,
 /// half the traffic). Zen 4 VM, one thread, against faer, eight rows a pass against
 /// four, processes alternated twice (trueno's best GFLOP/s): 1x4096x4096 16.0 -> 17.6,
-/// 2x4096x4096 22.2 -> 29.0, 3x4096x4096 30.1 -> 40.2, 4x4096x4096 31.5 -> 35.3, 6x4096x4096 40.8 -> 53.4,
-/// 8x4096x4096 44.9 -> 55.2 (1.23-1.36x -> 1.42-1.55x faer), 8x11008x4096 58.7 -> 77.2,
-/// 4x4096x11008 34.1 -> 45.3, 8x1024x4096 58.6 -> 86.1, 8x2048x2048 44.8 -> 59.0,
-/// 5x1000x3000 88.5 -> 94.4. Within L2 four stay (3x256x1024 87.3 against 81.8,
-/// 2x512x512 even). Two rows a pass lost (8x4096x4096 35 -> 21). On the Emerald Rapids
-/// VM eight were mixed (`takes_row_axpys`), so other cores keep four.
+/// 2x4096x4096 22.2 -> 29.0, 3x4096x4096 30.1 -> 40.2, 4x4096x4096 31.5 -> 35.3,
+/// 6x4096x4096 40.8 -> 53.4, 8x4096x4096 44.9 -> 55.2 (1.23-1.36x -> 1.42-1.55x faer),
+/// 8x11008x4096 58.7 -> 77.2, 4x4096x11008 34.1 -> 45.3, 8x1024x4096 58.6 -> 86.1,
+/// 8x2048x2048 44.8 -> 59.0, 5x1000x3000 88.5 -> 94.4. Within L2 four stay (3x256x1024
+/// 87.3 against 81.8, 2x512x512 even). Two rows a pass lost (8x4096x4096 35 -> 21). On
+/// the Emerald Rapids VM eight were mixed (`takes_row_axpys`), so other cores keep four.
+/// On the Zen 3 VM (AVX2, 512 KiB L2; 2026-12-07, the same runs) mixed too, so it stays:
+/// 2x4096x4096 20.1-22.4 -> 23.0-24.8, 8x4096x4096 24.1-25.2 -> 27.3-36.0, 4x4096x4096
+/// 36.9-41.3 -> 32.2-33.7, 1x4096x4096, 8x11008x4096 and 8x1024x4096 within the noise.
 const AXPY_ROWS_PAST_L2: usize = 8;
 
 /// The most rows of C `row_axpys` takes (where B lies past L2).
@@ -233,8 +236,8 @@ fn b_rows_bytes(t: &GemmTask) -> usize {
 /// vector of C's rows loaded, updated by those rows in order and stored. One row a pass
 /// loaded and stored all of C for each row of B and read one stream: 1x4096x4096 ran at
 /// 12.5 GFLOP/s (25 GB/s, against 27-29 for a plain read) where faer's reached 13.5 on
-/// the same bytes (Emerald Rapids VM, criterion); four a pass, 13.9 against 13.9. The same fused multiply-adds in the same
-/// order as one row a pass, so the same result.
+/// the same bytes (Emerald Rapids VM, criterion); four a pass, 13.9 against 13.9. The
+/// same fused multiply-adds in the same order as one row a pass, so the same result.
 #[inline(always)]
 fn row_axpys<S: Simd, const M: usize>(s: S, t: &GemmTask) {
     let n = t.n;
